@@ -1,0 +1,323 @@
+package proto
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// SchemaVersion is the only schemaVersion this package decodes.
+const SchemaVersion = 1
+
+// FleetResolved is fleet.resolved.json: the whole desired state of a fleet
+// as CI evaluated it. CI fills every host's closureHash and stamps meta, then
+// signs the canonical bytes (`nixfleet release sign`).
+type FleetResolved struct {
+	// SchemaVersion must be 1.
+	SchemaVersion int `json:"schemaVersion"`
+	// Hosts by hostname.
+	Hosts map[string]Host `json:"hosts"`
+	// Channels by name. A channel is one release train, one git ref.
+	Channels map[string]Channel `json:"channels"`
+	// RolloutPolicies by name; channels refer to them.
+	RolloutPolicies map[string]RolloutPolicy `json:"rolloutPolicies"`
+	// Waves per channel, pre-resolved from the channel's policy selectors.
+	// A wave list may name hosts of other channels (selectors are resolved
+	// fleet-wide); projection keeps only the channel's own hosts.
+	Waves map[string][]Wave `json:"waves"`
+	// Edges order hosts inside one rollout: Gated waits for Gates.
+	Edges []Edge `json:"edges"`
+	// ChannelEdges order rollouts across channels.
+	ChannelEdges []ChannelEdge `json:"channelEdges"`
+	// DisruptionBudgets cap in-flight hosts fleet-wide.
+	DisruptionBudgets []DisruptionBudget `json:"disruptionBudgets"`
+	// Meta is stamped at signing time.
+	Meta Meta `json:"meta"`
+}
+
+// Host is one machine of the fleet.
+type Host struct {
+	// System is the Nix system double, e.g. "x86_64-linux".
+	System string `json:"system"`
+	// Tags select the host in selectors.
+	Tags []string `json:"tags"`
+	// Channel is the release train the host follows.
+	Channel string `json:"channel"`
+	// ClosureHash is the basename of the host's system closure in the Nix
+	// store ("<32 base32 chars>-<name>"). Null until CI builds the host;
+	// hosts without one are not part of any rollout.
+	ClosureHash *string `json:"closureHash"`
+	// Pubkey is the host's SSH ed25519 host key, "ssh-ed25519 AAAA…";
+	// null when the host is not enrolled yet.
+	Pubkey *string `json:"pubkey"`
+	// Pin is an operator commit pin, informational here; absent when none.
+	Pin *Pin `json:"pin,omitempty"`
+}
+
+// Pin records that a host's closure was built from a pinned commit.
+type Pin struct {
+	Commit    string  `json:"commit"`
+	Reason    string  `json:"reason"`
+	ExpiresAt *string `json:"expiresAt,omitempty"`
+}
+
+// Channel is one release train.
+type Channel struct {
+	// RolloutPolicy names an entry of FleetResolved.RolloutPolicies.
+	RolloutPolicy string `json:"rolloutPolicy"`
+	// FreshnessWindow is in MINUTES (the name lacks the suffix for wire
+	// compatibility). Required; must be at least twice
+	// SigningIntervalMinutes.
+	FreshnessWindow int `json:"freshnessWindow"`
+	// SigningIntervalMinutes is how often CI re-signs the fleet.
+	SigningIntervalMinutes int `json:"signingIntervalMinutes"`
+	// ReconcileIntervalMinutes is informational for the control plane.
+	ReconcileIntervalMinutes int `json:"reconcileIntervalMinutes"`
+	// Compliance configures the compliance gates of this channel.
+	Compliance Compliance `json:"compliance"`
+}
+
+// Compliance modes.
+const (
+	ComplianceDisabled   = "disabled"
+	CompliancePermissive = "permissive"
+	ComplianceEnforce    = "enforce"
+)
+
+// Compliance configures compliance gating for a channel.
+type Compliance struct {
+	Frameworks []string `json:"frameworks"`
+	// Mode is "disabled", "permissive" or "enforce"; empty means enforce.
+	Mode string `json:"mode"`
+}
+
+// What a rollout does when a host fails its health gate.
+const (
+	OnHealthFailureHalt            = "halt"
+	OnHealthFailureRollbackAndHalt = "rollback-and-halt"
+)
+
+// RolloutPolicy says how a channel rolls out.
+type RolloutPolicy struct {
+	// Strategy is descriptive ("canary", "staged", "all-at-once").
+	Strategy string `json:"strategy"`
+	// Waves are the policy's selector-based waves; Waves of FleetResolved
+	// holds their resolution per channel.
+	Waves []PolicyWave `json:"waves"`
+	// HealthGate is what a host must satisfy to count as healthy.
+	HealthGate HealthGate `json:"healthGate"`
+	// OnHealthFailure is "halt" or "rollback-and-halt".
+	OnHealthFailure string `json:"onHealthFailure"`
+}
+
+// PolicyWave is one wave of a rollout policy, before resolution.
+type PolicyWave struct {
+	Selector    Selector `json:"selector"`
+	SoakMinutes int      `json:"soakMinutes"`
+}
+
+// HealthGate bounds what counts as a healthy host. Absent members impose
+// no bound.
+type HealthGate struct {
+	SystemdFailedUnits *SystemdFailedUnits `json:"systemdFailedUnits,omitempty"`
+	ComplianceProbes   *ComplianceProbes   `json:"complianceProbes,omitempty"`
+	// MaxFailures is how many hosts may fail before OnHealthFailure acts.
+	MaxFailures *int `json:"maxFailures,omitempty"`
+}
+
+// SystemdFailedUnits caps the number of failed systemd units.
+type SystemdFailedUnits struct {
+	Max int `json:"max"`
+}
+
+// ComplianceProbes says whether runtime compliance probes must pass.
+type ComplianceProbes struct {
+	Required bool `json:"required"`
+}
+
+// Wave is one resolved wave of a channel: hosts and how long the wave must
+// stay healthy before the next one starts.
+type Wave struct {
+	Hosts       []string `json:"hosts"`
+	SoakMinutes int      `json:"soakMinutes"`
+}
+
+// Edge orders two hosts of the same channel inside a rollout: Gated is not
+// dispatched until Gates has converged.
+type Edge struct {
+	Gates  string `json:"gates"`
+	Gated  string `json:"gated"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ChannelEdge orders channels: a rollout on Gated does not open while
+// Gates has a rollout that is not terminal. The legacy member names
+// "before" (= gates) and "after" (= gated) are accepted on input and folded
+// into Gates and Gated by the decoder; giving both spellings of one end is
+// an error.
+type ChannelEdge struct {
+	Gates  string `json:"gates"`
+	Gated  string `json:"gated"`
+	Reason string `json:"reason,omitempty"`
+
+	// Before and After are the legacy spellings, empty after decoding.
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+}
+
+func (e *ChannelEdge) foldLegacy(i int) error {
+	if e.Before != "" {
+		if e.Gates != "" {
+			return fmt.Errorf("channelEdges[%d] sets both \"gates\" and its legacy alias \"before\"", i)
+		}
+		e.Gates, e.Before = e.Before, ""
+	}
+	if e.After != "" {
+		if e.Gated != "" {
+			return fmt.Errorf("channelEdges[%d] sets both \"gated\" and its legacy alias \"after\"", i)
+		}
+		e.Gated, e.After = e.After, ""
+	}
+	return nil
+}
+
+// afterDecode folds legacy spellings; the decoders call it.
+func (f *FleetResolved) afterDecode() error {
+	for i := range f.ChannelEdges {
+		if err := f.ChannelEdges[i].foldLegacy(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DisruptionBudget caps how many hosts matching Selector may be in flight
+// (Activating or Soaking) at once, across all rollouts. Both limits apply
+// when both are set.
+type DisruptionBudget struct {
+	Selector Selector `json:"selector"`
+	// MaxInFlight is an absolute cap; nil when absent.
+	MaxInFlight *int `json:"maxInFlight,omitempty"`
+	// MaxInFlightPct is a percentage of the budget's hosts, rounded down;
+	// nil when absent.
+	MaxInFlightPct *int `json:"maxInFlightPct,omitempty"`
+}
+
+// Selector picks hosts. Its non-empty rules OR together: a host matches when
+// it has all of Tags, or any of TagsAny, or is named in Hosts, or is on
+// Channel, or All is set. A selector with every rule empty matches nothing.
+//
+// The evaluation-time combinators "and" and "not" of the Nix library are not
+// part of the wire format; they are decoded only so validation can refuse a
+// document that carries them instead of silently ignoring them.
+type Selector struct {
+	Tags    []string `json:"tags,omitempty"`
+	TagsAny []string `json:"tagsAny,omitempty"`
+	Hosts   []string `json:"hosts,omitempty"`
+	Channel *string  `json:"channel,omitempty"`
+	All     bool     `json:"all,omitempty"`
+
+	And json.RawMessage `json:"and,omitempty"`
+	Not json.RawMessage `json:"not,omitempty"`
+}
+
+// Matches reports whether the host named name matches the selector.
+func (s Selector) Matches(name string, h Host) bool {
+	if s.All {
+		return true
+	}
+	if s.Channel != nil && *s.Channel != "" && h.Channel == *s.Channel {
+		return true
+	}
+	if slices.Contains(s.Hosts, name) {
+		return true
+	}
+	if len(s.Tags) > 0 {
+		all := true
+		for _, t := range s.Tags {
+			if !slices.Contains(h.Tags, t) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	for _, t := range s.TagsAny {
+		if slices.Contains(h.Tags, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsEmpty reports whether the selector has no rule at all (and so matches
+// nothing).
+func (s Selector) IsEmpty() bool {
+	return !s.All && (s.Channel == nil || *s.Channel == "") &&
+		len(s.Hosts) == 0 && len(s.Tags) == 0 && len(s.TagsAny) == 0
+}
+
+// Resolve returns the sorted names of the hosts matching the selector.
+func (s Selector) Resolve(hosts map[string]Host) []string {
+	out := []string{}
+	for name, h := range hosts {
+		if s.Matches(name, h) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Normalized returns the selector with its lists sorted and de-duplicated
+// and empty members cleared, so that two selectors that mean the same
+// thing compare equal with Equal and encode to the same bytes.
+func (s Selector) Normalized() Selector {
+	norm := func(l []string) []string {
+		if len(l) == 0 {
+			return nil
+		}
+		l = slices.Clone(l)
+		slices.Sort(l)
+		return slices.Compact(l)
+	}
+	out := Selector{Tags: norm(s.Tags), TagsAny: norm(s.TagsAny), Hosts: norm(s.Hosts), All: s.All}
+	if s.Channel != nil && *s.Channel != "" {
+		ch := *s.Channel
+		out.Channel = &ch
+	}
+	return out
+}
+
+// Equal reports whether two selectors mean the same thing. Budgets of
+// different rollouts are matched by this equality.
+func (s Selector) Equal(o Selector) bool {
+	a, b := s.Normalized(), o.Normalized()
+	return a.All == b.All && slices.Equal(a.Tags, b.Tags) && slices.Equal(a.TagsAny, b.TagsAny) &&
+		slices.Equal(a.Hosts, b.Hosts) && ((a.Channel == nil) == (b.Channel == nil)) &&
+		(a.Channel == nil || *a.Channel == *b.Channel)
+}
+
+// Signature algorithms.
+const (
+	AlgorithmEd25519   = "ed25519"
+	AlgorithmECDSAP256 = "ecdsa-p256"
+)
+
+// Meta describes a signed artifact. CI stamps SignedAt, CICommit and
+// SignatureAlgorithm at signing time; before that SignedAt and CICommit are
+// null.
+type Meta struct {
+	// SchemaVersion must be 1 when present.
+	SchemaVersion *int `json:"schemaVersion"`
+	// SignedAt is an RFC 3339 timestamp; nil on unsigned documents.
+	SignedAt *string `json:"signedAt"`
+	// CICommit is the commit CI evaluated; it becomes the channelRef of
+	// every rollout of this release.
+	CICommit *string `json:"ciCommit"`
+	// SignatureAlgorithm is informational: verifiers take the algorithm
+	// from the trusted key, never from the artifact. Absent means ed25519.
+	SignatureAlgorithm string `json:"signatureAlgorithm,omitempty"`
+}
