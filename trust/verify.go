@@ -1,0 +1,270 @@
+package trust
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// ClockSkew is the tolerance applied to both freshness bounds.
+const ClockSkew = 60 * time.Second
+
+// MaxWindowMinutes bounds a freshness window (366 days); a longer one is
+// malformed rather than an effectively disabled check.
+const MaxWindowMinutes = 366 * 24 * 60
+
+// Policy says what Verify checks beyond the signature.
+type Policy struct {
+	// Kind is the artifact kind expected; empty means detect it from the
+	// document's members.
+	Kind proto.Kind
+	// FreshnessWindow, when positive, replaces the window the artifact
+	// carries: each channel's freshnessWindow for a fleet.resolved (all must
+	// hold, so the shortest decides), the manifest's own for a manifest.
+	FreshnessWindow time.Duration
+}
+
+// Result is what a verified artifact yields. Its fields are decoded from the
+// canonical bytes that the signature covers.
+type Result struct {
+	Kind proto.Kind
+	// Canonical is the JCS form of the artifact: the signed bytes.
+	Canonical []byte
+	// SHA256 is the lowercase hex SHA-256 of Canonical: the fleetResolvedHash
+	// of a fleet.resolved, the content hash of a manifest.
+	SHA256 string
+	// SignedAt is meta.signedAt.
+	SignedAt time.Time
+	// Slot and Algorithm identify the trusted key that verified it.
+	Slot      string
+	Algorithm string
+	// Window is the freshness window that was applied.
+	Window time.Duration
+
+	// Fleet is set for a fleet.resolved, Manifest for a rollout manifest.
+	Fleet    *proto.FleetResolved
+	Manifest *proto.RolloutManifest
+}
+
+// Verify checks a signed artifact as received (artifact bytes and the raw
+// signature) against roots at time now. The checks run in this order; the
+// first failure is returned, wrapping its sentinel:
+//
+//  1. ErrNoTrustRoots: no key is active at now.
+//  2. ErrMalformed: the bytes cannot be canonicalized, or are not a
+//     well-formed artifact of the kind (shape checks are skipped when the
+//     schemaVersion is not 1, which step 5 reports instead).
+//  3. ErrBadSignature: no active key of a supported algorithm verifies the
+//     signature over the canonical bytes.
+//  4. ErrUnsupportedAlgorithm: no active key has a supported algorithm.
+//  5. ErrUnsupportedSchema: schemaVersion (or meta.schemaVersion) is not 1.
+//  6. ErrNotSigned: meta.signedAt is absent or null.
+//  7. ErrRejectedBefore: signedAt is before the roots' rejectBefore.
+//  8. ErrStale: now - signedAt exceeds the freshness window + ClockSkew.
+//  9. ErrFutureDated: signedAt - now exceeds ClockSkew.
+//
+// Steps 3 and 4 are one step: the signature is tried with every supported
+// active key, and which of the two errors is returned depends on whether
+// any key was supported. Manifest-specific checks follow in
+// manifest.Verify.
+func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*Result, error) {
+	// 1.
+	var active []ActiveKey
+	if roots != nil {
+		active = roots.Active(now)
+	}
+	if len(active) == 0 {
+		return nil, fmt.Errorf("%w: trust.json has no ciReleaseKey active at %s", ErrNoTrustRoots, now.UTC().Format(time.RFC3339))
+	}
+
+	// 2.
+	kind := policy.Kind
+	if kind == "" {
+		if _, err := proto.CheckSyntax(artifact, ""); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		k, err := proto.DetectKind(artifact)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		kind = k
+	}
+	canonical, err := canonicalize(artifact, kind)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Kind: kind, Canonical: canonical}
+	var meta *proto.Meta
+	var schemaVersion int
+	schemaErr := decodeArtifact(res, &meta, &schemaVersion)
+	if schemaErr != nil {
+		if v, ok := proto.PeekSchemaVersion(canonical); !ok || v == proto.SchemaVersion {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, schemaErr)
+		}
+	}
+
+	// 3 and 4.
+	if len(sig) != SignatureSize {
+		return nil, fmt.Errorf("%w: signature is %d bytes, want %d raw bytes", ErrBadSignature, len(sig), SignatureSize)
+	}
+	var tried, unsupported []string
+	for _, k := range active {
+		if k.Key == nil {
+			unsupported = append(unsupported, fmt.Sprintf("%s (%s)", k.Slot, k.Algorithm))
+			continue
+		}
+		tried = append(tried, fmt.Sprintf("%s (%s)", k.Slot, k.Algorithm))
+		if k.Key.Verify(canonical, sig) {
+			res.Slot, res.Algorithm = k.Slot, k.Algorithm
+			break
+		}
+	}
+	if res.Slot == "" {
+		if len(tried) == 0 {
+			return nil, fmt.Errorf("%w: active keys: %s", ErrUnsupportedAlgorithm, strings.Join(unsupported, ", "))
+		}
+		return nil, fmt.Errorf("%w: no active key verifies the signature over the canonical bytes (tried %s)", ErrBadSignature, strings.Join(tried, ", "))
+	}
+	sum := sha256.Sum256(canonical)
+	res.SHA256 = hex.EncodeToString(sum[:])
+
+	// 5.
+	if schemaErr != nil || schemaVersion != proto.SchemaVersion {
+		v, _ := proto.PeekSchemaVersion(canonical)
+		return nil, fmt.Errorf("%w: schemaVersion %d, this build reads %d", ErrUnsupportedSchema, v, proto.SchemaVersion)
+	}
+	if meta.SchemaVersion != nil && *meta.SchemaVersion != proto.SchemaVersion {
+		return nil, fmt.Errorf("%w: meta.schemaVersion %d, this build reads %d", ErrUnsupportedSchema, *meta.SchemaVersion, proto.SchemaVersion)
+	}
+
+	// 6.
+	if meta.SignedAt == nil || *meta.SignedAt == "" {
+		return nil, fmt.Errorf("%w: meta.signedAt is null; sign releases with `nixfleet release sign`", ErrNotSigned)
+	}
+	signedAt, err := time.Parse(time.RFC3339, *meta.SignedAt)
+	if err != nil {
+		return nil, fmt.Errorf("%w: meta.signedAt %q is not an RFC 3339 time", ErrMalformed, *meta.SignedAt)
+	}
+	res.SignedAt = signedAt
+
+	// 7.
+	if rb, ok := roots.RejectBefore(); ok && signedAt.Before(rb) {
+		return nil, fmt.Errorf("%w: signed %s, trust roots reject anything signed before %s",
+			ErrRejectedBefore, stamp(signedAt), stamp(rb))
+	}
+
+	// 8.
+	window, source := policy.FreshnessWindow, "the requested window"
+	if window <= 0 {
+		if window, source, err = artifactWindow(res); err != nil {
+			return nil, err
+		}
+	}
+	res.Window = window
+	if age := now.Sub(signedAt); age > window+ClockSkew {
+		return nil, fmt.Errorf("%w: signed %s, %s before %s; %s is %s plus %s of clock skew",
+			ErrStale, stamp(signedAt), span(age), stamp(now), source, span(window), span(ClockSkew))
+	}
+
+	// 9.
+	if ahead := signedAt.Sub(now); ahead > ClockSkew {
+		return nil, fmt.Errorf("%w: signed %s, %s after %s; at most %s of clock skew is tolerated",
+			ErrFutureDated, stamp(signedAt), span(ahead), stamp(now), span(ClockSkew))
+	}
+	return res, nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// span formats a duration for people: whole seconds, with days spelled out.
+func span(d time.Duration) string {
+	d = d.Round(time.Second)
+	if day := 24 * time.Hour; d >= 2*day {
+		return fmt.Sprintf("%dd%s", d/day, (d % day).String())
+	}
+	return d.String()
+}
+
+// decodeArtifact decodes the canonical bytes into the typed artifact and
+// checks the shape rules that are not expressible in Go types.
+func decodeArtifact(res *Result, meta **proto.Meta, schemaVersion *int) error {
+	switch res.Kind {
+	case proto.KindFleetResolved:
+		var f proto.FleetResolved
+		if err := proto.DecodeChecked(res.Canonical, &f); err != nil {
+			return err
+		}
+		if f.Hosts == nil || f.Channels == nil {
+			return fmt.Errorf("a fleet.resolved needs \"hosts\" and \"channels\" objects")
+		}
+		res.Fleet, *meta, *schemaVersion = &f, &f.Meta, f.SchemaVersion
+	case proto.KindRolloutManifest:
+		var m proto.RolloutManifest
+		if err := proto.DecodeChecked(res.Canonical, &m); err != nil {
+			return err
+		}
+		if err := checkManifestShape(&m); err != nil {
+			return err
+		}
+		res.Manifest, *meta, *schemaVersion = &m, &m.Meta, m.SchemaVersion
+	default:
+		return fmt.Errorf("unknown artifact kind %q", res.Kind)
+	}
+	return nil
+}
+
+// checkManifestShape enforces the ordering rules of a manifest: they make
+// its canonical bytes unique, and membership lookups rely on them.
+func checkManifestShape(m *proto.RolloutManifest) error {
+	if m.HostSet == nil {
+		return fmt.Errorf("a rollout manifest needs a \"hostSet\" array")
+	}
+	for i := 1; i < len(m.HostSet); i++ {
+		if m.HostSet[i-1].Hostname >= m.HostSet[i].Hostname {
+			return fmt.Errorf("hostSet is not sorted by hostname with each host once (%q before %q)",
+				m.HostSet[i-1].Hostname, m.HostSet[i].Hostname)
+		}
+	}
+	for i, b := range m.DisruptionBudgets {
+		if !slices.IsSorted(b.Hosts) || len(slices.Compact(slices.Clone(b.Hosts))) != len(b.Hosts) {
+			return fmt.Errorf("disruptionBudgets[%d].hosts is not sorted with each host once", i)
+		}
+	}
+	return nil
+}
+
+// artifactWindow returns the freshness window an artifact carries.
+func artifactWindow(res *Result) (time.Duration, string, error) {
+	if res.Manifest != nil {
+		if w := res.Manifest.FreshnessWindow; w <= 0 || w > MaxWindowMinutes {
+			return 0, "", fmt.Errorf("%w: manifest freshnessWindow %d is not between 1 and %d minutes", ErrMalformed, w, MaxWindowMinutes)
+		}
+		return minutes(res.Manifest.FreshnessWindow), "the manifest's freshness window", nil
+	}
+	names := make([]string, 0, len(res.Fleet.Channels))
+	for name := range res.Fleet.Channels {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	best, bestName := 0, ""
+	for _, name := range names {
+		w := res.Fleet.Channels[name].FreshnessWindow
+		if w <= 0 || w > MaxWindowMinutes {
+			return 0, "", fmt.Errorf("%w: channel %q freshnessWindow %d is not between 1 and %d minutes", ErrMalformed, name, w, MaxWindowMinutes)
+		}
+		if bestName == "" || w < best {
+			best, bestName = w, name
+		}
+	}
+	if bestName == "" {
+		return 0, "", fmt.Errorf("%w: the fleet declares no channel, so no freshness window applies; give one explicitly", ErrMalformed)
+	}
+	return minutes(best), fmt.Sprintf("channel %q's freshness window", bestName), nil
+}
+
+func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
