@@ -1,0 +1,105 @@
+package manifest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// Project derives one rollout manifest per channel, in channel-name order,
+// from a validated fleet.resolved whose canonical bytes hash to
+// fleetResolvedHash:
+//
+//  1. hostSet: the channel's hosts that have a closureHash, sorted by
+//     hostname; waveIndex is the index of the first wave in the channel's
+//     wave list that names the host (wave lists are filtered to the
+//     channel's own hosts, without renumbering);
+//  2. healthGate from the channel's policy, complianceFrameworks and
+//     freshnessWindow from the channel;
+//  3. disruptionBudgets: every fleet budget with its selector normalized and
+//     resolved against all of the fleet's hosts, host lists sorted, frozen;
+//  4. channelRef = meta.ciCommit, meta copied, fleetResolvedHash set.
+//
+// The rollout id of each manifest is "<channel>@<meta.ciCommit>".
+func Project(f *proto.FleetResolved, fleetResolvedHash string) ([]*proto.RolloutManifest, error) {
+	if f.Meta.CICommit == nil || *f.Meta.CICommit == "" {
+		return nil, errors.New("manifest: fleet has no meta.ciCommit, so rollouts have no channelRef")
+	}
+	budgets := make([]proto.RolloutBudget, 0, len(f.DisruptionBudgets))
+	for _, b := range f.DisruptionBudgets {
+		budgets = append(budgets, proto.RolloutBudget{
+			Selector:       b.Selector.Normalized(),
+			Hosts:          b.Selector.Resolve(f.Hosts),
+			MaxInFlight:    b.MaxInFlight,
+			MaxInFlightPct: b.MaxInFlightPct,
+		})
+	}
+	hosts := sortedKeys(f.Hosts)
+	out := make([]*proto.RolloutManifest, 0, len(f.Channels))
+	for _, name := range sortedKeys(f.Channels) {
+		ch := f.Channels[name]
+		policy, ok := f.RolloutPolicies[ch.RolloutPolicy]
+		if !ok {
+			return nil, fmt.Errorf("manifest: channel %q: rollout policy %q does not exist", name, ch.RolloutPolicy)
+		}
+		first := firstWaves(f.Waves[name])
+		hostSet := []proto.HostWave{}
+		for _, host := range hosts {
+			h := f.Hosts[host]
+			if h.Channel != name || h.ClosureHash == nil {
+				continue
+			}
+			idx, ok := first[host]
+			if !ok {
+				return nil, fmt.Errorf("manifest: host %q: no wave of channel %q lists it", host, name)
+			}
+			hostSet = append(hostSet, proto.HostWave{Hostname: host, WaveIndex: idx, TargetClosure: *h.ClosureHash})
+		}
+		frameworks := slices.Clone(ch.Compliance.Frameworks)
+		if frameworks == nil {
+			frameworks = []string{}
+		}
+		out = append(out, &proto.RolloutManifest{
+			SchemaVersion:        proto.SchemaVersion,
+			Channel:              name,
+			ChannelRef:           *f.Meta.CICommit,
+			FleetResolvedHash:    fleetResolvedHash,
+			HostSet:              hostSet,
+			HealthGate:           policy.HealthGate,
+			ComplianceFrameworks: frameworks,
+			FreshnessWindow:      ch.FreshnessWindow,
+			DisruptionBudgets:    budgets,
+			Meta:                 f.Meta,
+		})
+	}
+	return out, nil
+}
+
+// firstWaves maps every host named in a channel's wave list to the index of
+// the first wave naming it. Wave lists may name hosts of other channels;
+// callers look up only the channel's own hosts, which filters them out.
+func firstWaves(waves []proto.Wave) map[string]int {
+	first := map[string]int{}
+	for i, w := range waves {
+		for _, h := range w.Hosts {
+			if _, seen := first[h]; !seen {
+				first[h] = i
+			}
+		}
+	}
+	return first
+}
+
+// Marshal returns the canonical (JCS) bytes of a manifest: the bytes that
+// are signed and whose SHA-256 is the manifest's content hash.
+func Marshal(m *proto.RolloutManifest) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return trust.Canonicalize(b)
+}

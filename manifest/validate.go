@@ -1,0 +1,394 @@
+package manifest
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// ErrInvalidFleet is wrapped by the *ValidationError ValidateFleet returns.
+var ErrInvalidFleet = errors.New("manifest: invalid fleet")
+
+// ValidationError lists every problem found in a fleet, not just the first.
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid fleet: %d problem(s): %s", len(e.Problems), strings.Join(e.Problems, "; "))
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidFleet) true.
+func (e *ValidationError) Unwrap() error { return ErrInvalidFleet }
+
+// TightBudgetHosts is the host count from which a budget that admits one
+// host at a time draws a warning.
+const TightBudgetHosts = 10
+
+var (
+	hostnameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+	// Channel names become git refs (refs/heads/channels/<name>), rollout
+	// ids and file names, hence the narrower set.
+	channelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`)
+	// A store path basename: 32 characters of Nix's base32, a dash, a name.
+	closureRE = regexp.MustCompile(`^[0-9abcdfghijklmnpqrsvwxyz]{32}-[A-Za-z0-9+._?=-]+$`)
+	commitRE  = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+)
+
+// ValidateFleet checks the rules the Nix library checks at evaluation time,
+// again, on a decoded fleet.resolved:
+//
+//   - every host's channel and every channel's rollout policy exist; names
+//     are well-formed; closure hashes are store path basenames; pubkeys are
+//     OpenSSH ed25519 keys;
+//   - every host with a closure is listed by some wave of its channel, and
+//     wave lists name existing hosts;
+//   - host edges name existing hosts on one channel and form a DAG; channel
+//     edges name existing channels and form a DAG;
+//   - freshnessWindow >= 2 × signingIntervalMinutes, and positive;
+//   - compliance modes and onHealthFailure are known values;
+//   - selectors do not carry the evaluation-time "and"/"not";
+//   - a disruption budget can admit at least one host: maxInFlight 0, or a
+//     maxInFlightPct that rounds down to 0 on the budget's hosts, is an
+//     error.
+//
+// It returns warnings (hosts without a closure, selectors that match
+// nothing, budgets of 1 over TightBudgetHosts or more hosts, budgets
+// without a limit) and, when anything is wrong, a *ValidationError listing
+// every problem.
+func ValidateFleet(f *proto.FleetResolved) (warnings []string, err error) {
+	v := &validator{f: f}
+	v.run()
+	if len(v.errs) > 0 {
+		return v.warns, &ValidationError{Problems: v.errs}
+	}
+	return v.warns, nil
+}
+
+type validator struct {
+	f     *proto.FleetResolved
+	errs  []string
+	warns []string
+}
+
+func (v *validator) errorf(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Sprintf(format, args...))
+}
+
+func (v *validator) warnf(format string, args ...any) {
+	v.warns = append(v.warns, fmt.Sprintf(format, args...))
+}
+
+func (v *validator) run() {
+	f := v.f
+	if f.SchemaVersion != proto.SchemaVersion {
+		v.errorf("schemaVersion is %d, want %d", f.SchemaVersion, proto.SchemaVersion)
+	}
+	if c := f.Meta.CICommit; c != nil && !commitRE.MatchString(*c) {
+		v.errorf("meta.ciCommit %q is not a hex commit id", *c)
+	}
+	v.hosts()
+	v.channels()
+	v.policies()
+	v.waves()
+	v.hostEdges()
+	v.channelEdges()
+	v.budgets()
+}
+
+func (v *validator) hosts() {
+	for _, name := range sortedKeys(v.f.Hosts) {
+		h := v.f.Hosts[name]
+		if !hostnameRE.MatchString(name) {
+			v.errorf("host %q: name must be letters, digits, '.', '_' or '-'", name)
+		}
+		if _, ok := v.f.Channels[h.Channel]; !ok {
+			v.errorf("host %q: channel %q does not exist", name, h.Channel)
+		}
+		switch {
+		case h.ClosureHash == nil:
+			v.warnf("host %q has no closureHash; it is not part of any rollout", name)
+		case !closureRE.MatchString(*h.ClosureHash):
+			v.errorf("host %q: closureHash %q is not a Nix store path basename", name, *h.ClosureHash)
+		}
+		if h.Pubkey != nil {
+			if err := checkSSHEd25519(*h.Pubkey); err != nil {
+				v.errorf("host %q: pubkey: %v", name, err)
+			}
+		}
+	}
+}
+
+func (v *validator) channels() {
+	for _, name := range sortedKeys(v.f.Channels) {
+		c := v.f.Channels[name]
+		if !channelRE.MatchString(name) || strings.HasSuffix(name, ".lock") {
+			v.errorf("channel %q: name must be letters, digits, '_', '-' and single inner dots (it becomes a git ref)", name)
+		}
+		if _, ok := v.f.RolloutPolicies[c.RolloutPolicy]; !ok {
+			v.errorf("channel %q: rollout policy %q does not exist", name, c.RolloutPolicy)
+		}
+		switch {
+		case c.FreshnessWindow <= 0 || c.FreshnessWindow > trust.MaxWindowMinutes:
+			v.errorf("channel %q: freshnessWindow %d must be between 1 and %d minutes", name, c.FreshnessWindow, trust.MaxWindowMinutes)
+		case c.SigningIntervalMinutes < 0:
+			v.errorf("channel %q: signingIntervalMinutes %d is negative", name, c.SigningIntervalMinutes)
+		case c.FreshnessWindow < 2*c.SigningIntervalMinutes:
+			v.errorf("channel %q: freshnessWindow (%d) must be >= 2 × signingIntervalMinutes (%d), so one missed signing run does not strand hosts",
+				name, c.FreshnessWindow, c.SigningIntervalMinutes)
+		}
+		switch c.Compliance.Mode {
+		case "", proto.ComplianceDisabled, proto.CompliancePermissive, proto.ComplianceEnforce:
+		default:
+			v.errorf("channel %q: compliance.mode %q is not disabled, permissive or enforce", name, c.Compliance.Mode)
+		}
+	}
+}
+
+func (v *validator) policies() {
+	for _, name := range sortedKeys(v.f.RolloutPolicies) {
+		p := v.f.RolloutPolicies[name]
+		switch p.OnHealthFailure {
+		case proto.OnHealthFailureHalt, proto.OnHealthFailureRollbackAndHalt:
+		default:
+			v.errorf("rollout policy %q: onHealthFailure %q is not halt or rollback-and-halt", name, p.OnHealthFailure)
+		}
+		for i, w := range p.Waves {
+			where := fmt.Sprintf("rollout policy %q wave %d", name, i)
+			v.selector(where, w.Selector)
+			if w.SoakMinutes < 0 {
+				v.errorf("%s: soakMinutes %d is negative", where, w.SoakMinutes)
+			}
+		}
+		g := p.HealthGate
+		if g.MaxFailures != nil && *g.MaxFailures < 0 {
+			v.errorf("rollout policy %q: healthGate.maxFailures %d is negative", name, *g.MaxFailures)
+		}
+		if g.SystemdFailedUnits != nil && g.SystemdFailedUnits.Max < 0 {
+			v.errorf("rollout policy %q: healthGate.systemdFailedUnits.max %d is negative", name, g.SystemdFailedUnits.Max)
+		}
+	}
+}
+
+func (v *validator) selector(where string, s proto.Selector) {
+	if s.And != nil || s.Not != nil {
+		v.errorf("%s: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved", where)
+		return
+	}
+	if len(s.Resolve(v.f.Hosts)) == 0 {
+		v.warnf("%s: selector matches no host", where)
+	}
+}
+
+func (v *validator) waves() {
+	for _, ch := range sortedKeys(v.f.Waves) {
+		if _, ok := v.f.Channels[ch]; !ok {
+			v.errorf("waves: channel %q does not exist", ch)
+		}
+		for i, w := range v.f.Waves[ch] {
+			if w.SoakMinutes < 0 {
+				v.errorf("waves.%s[%d]: soakMinutes %d is negative", ch, i, w.SoakMinutes)
+			}
+			for _, h := range w.Hosts {
+				if _, ok := v.f.Hosts[h]; !ok {
+					v.errorf("waves.%s[%d]: host %q does not exist", ch, i, h)
+				}
+			}
+		}
+	}
+	first := map[string]map[string]int{}
+	for ch, waves := range v.f.Waves {
+		first[ch] = firstWaves(waves)
+	}
+	for _, name := range sortedKeys(v.f.Hosts) {
+		h := v.f.Hosts[name]
+		if h.ClosureHash == nil {
+			continue
+		}
+		_, known := v.f.Channels[h.Channel]
+		if _, listed := first[h.Channel][name]; known && !listed {
+			v.errorf("host %q: no wave of channel %q lists it, so it would never be rolled out", name, h.Channel)
+		}
+	}
+}
+
+func (v *validator) hostEdges() {
+	var graph [][2]string
+	for i, e := range v.f.Edges {
+		a, okA := v.f.Hosts[e.Gates]
+		b, okB := v.f.Hosts[e.Gated]
+		switch {
+		case !okA:
+			v.errorf("edges[%d]: gates host %q does not exist", i, e.Gates)
+		case !okB:
+			v.errorf("edges[%d]: gated host %q does not exist", i, e.Gated)
+		case e.Gates == e.Gated:
+			v.errorf("edges[%d]: host %q gates itself", i, e.Gates)
+		case a.Channel != b.Channel:
+			v.errorf("edges[%d]: %q (channel %q) and %q (channel %q) are on different channels; use channelEdges to order channels",
+				i, e.Gates, a.Channel, e.Gated, b.Channel)
+		default:
+			graph = append(graph, [2]string{e.Gates, e.Gated})
+		}
+	}
+	if cycle := findCycle(graph); cycle != nil {
+		v.errorf("edges form a cycle: %s", strings.Join(cycle, " -> "))
+	}
+}
+
+func (v *validator) channelEdges() {
+	var graph [][2]string
+	for i, e := range v.f.ChannelEdges {
+		_, okA := v.f.Channels[e.Gates]
+		_, okB := v.f.Channels[e.Gated]
+		switch {
+		case !okA:
+			v.errorf("channelEdges[%d]: gates channel %q does not exist", i, e.Gates)
+		case !okB:
+			v.errorf("channelEdges[%d]: gated channel %q does not exist", i, e.Gated)
+		case e.Gates == e.Gated:
+			v.errorf("channelEdges[%d]: channel %q gates itself", i, e.Gates)
+		default:
+			graph = append(graph, [2]string{e.Gates, e.Gated})
+		}
+	}
+	if cycle := findCycle(graph); cycle != nil {
+		v.errorf("channelEdges form a cycle: %s", strings.Join(cycle, " -> "))
+	}
+}
+
+func (v *validator) budgets() {
+	for i, b := range v.f.DisruptionBudgets {
+		where := fmt.Sprintf("disruptionBudgets[%d]", i)
+		if b.Selector.And != nil || b.Selector.Not != nil {
+			v.selector(where, b.Selector)
+			continue
+		}
+		n := len(b.Selector.Resolve(v.f.Hosts))
+		if n == 0 {
+			v.warnf("%s: selector matches no host", where)
+		}
+		limit := n
+		if b.MaxInFlight != nil {
+			switch m := *b.MaxInFlight; {
+			case m <= 0:
+				v.errorf("%s: maxInFlight %d can never admit a host", where, m)
+				continue
+			case m < limit:
+				limit = m
+			}
+		}
+		if b.MaxInFlightPct != nil {
+			p := *b.MaxInFlightPct
+			switch byPct := n * p / 100; {
+			case p <= 0 || p > 100:
+				v.errorf("%s: maxInFlightPct %d must be between 1 and 100", where, p)
+				continue
+			case n > 0 && byPct == 0:
+				v.errorf("%s: maxInFlightPct %d of %d hosts rounds down to 0 and can never admit a host", where, p, n)
+				continue
+			case byPct < limit:
+				limit = byPct
+			}
+		}
+		if b.MaxInFlight == nil && b.MaxInFlightPct == nil {
+			v.warnf("%s: sets neither maxInFlight nor maxInFlightPct, so it limits nothing", where)
+		} else if limit == 1 && n >= TightBudgetHosts {
+			v.warnf("%s: admits one host at a time across %d hosts; rollouts through it will be slow", where, n)
+		}
+	}
+}
+
+// findCycle returns one cycle of the directed graph (as a closed path), or
+// nil. Nodes are visited in sorted order so the answer is deterministic.
+func findCycle(edges [][2]string) []string {
+	adj := map[string][]string{}
+	for _, e := range edges {
+		adj[e[0]] = append(adj[e[0]], e[1])
+	}
+	for _, next := range adj {
+		slices.Sort(next)
+	}
+	const (
+		unvisited = iota
+		onPath
+		done
+	)
+	state := map[string]int{}
+	var path []string
+	var visit func(n string) []string
+	visit = func(n string) []string {
+		state[n] = onPath
+		path = append(path, n)
+		for _, m := range adj[n] {
+			switch state[m] {
+			case onPath:
+				start := slices.Index(path, m)
+				return append(slices.Clone(path[start:]), m)
+			case unvisited:
+				if c := visit(m); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[n] = done
+		return nil
+	}
+	for _, n := range sortedKeys(adj) {
+		if state[n] == unvisited {
+			if c := visit(n); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// checkSSHEd25519 checks an OpenSSH authorized-key line of type ssh-ed25519.
+func checkSSHEd25519(line string) error {
+	fields := strings.Fields(line)
+	if len(fields) < 2 || fields[0] != "ssh-ed25519" {
+		return fmt.Errorf("%q is not an \"ssh-ed25519 <base64>\" key", line)
+	}
+	blob, err := base64.StdEncoding.DecodeString(fields[1])
+	if err != nil {
+		return fmt.Errorf("key data is not base64: %w", err)
+	}
+	// The blob is string("ssh-ed25519") string(32-byte key), each with a
+	// 4-byte big-endian length.
+	next := func() ([]byte, bool) {
+		if len(blob) < 4 {
+			return nil, false
+		}
+		n := binary.BigEndian.Uint32(blob)
+		if uint64(len(blob)-4) < uint64(n) {
+			return nil, false
+		}
+		out := blob[4 : 4+n]
+		blob = blob[4+n:]
+		return out, true
+	}
+	typ, ok1 := next()
+	key, ok2 := next()
+	if !ok1 || !ok2 || string(typ) != "ssh-ed25519" || len(key) != 32 || len(blob) != 0 {
+		return errors.New("key data is not an ssh-ed25519 public key")
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
