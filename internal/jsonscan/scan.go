@@ -33,10 +33,23 @@ func (e *Error) Unwrap() error { return ErrSyntax }
 // It reports whether data is already canonical JCS; that result is
 // meaningful only when err is nil.
 func Scan(data []byte, maxDepth int) (canonical bool, err error) {
-	return ScanSchema(data, maxDepth, nil)
+	return Check(data, Options{MaxDepth: maxDepth})
 }
 
-// Schema guides ScanSchema through a document whose shape is partly known,
+// Options configure Check.
+type Options struct {
+	// MaxDepth bounds the nesting of objects and arrays (a top-level object
+	// is depth 1).
+	MaxDepth int
+	// Schema, when set, is consulted for member names.
+	Schema Schema
+	// CanonicalNumber, when set, decides whether a number literal other
+	// than a short integer is in its canonical form. Without it such
+	// numbers make the document "not known canonical".
+	CanonicalNumber func(lit []byte) bool
+}
+
+// Schema guides Check through a document whose shape is partly known,
 // so that member names can be checked against the fields a decoder will
 // bind them to. A nil Schema accepts anything below it. Where the document's
 // shape differs from the schema (an array where an object was expected),
@@ -50,10 +63,10 @@ type Schema interface {
 	Elem() Schema
 }
 
-// ScanSchema is Scan with a schema that may reject member names.
-func ScanSchema(data []byte, maxDepth int, schema Schema) (canonical bool, err error) {
-	s := scanner{data: data, maxDepth: maxDepth, canonical: true}
-	if err := s.value(0, schema); err != nil {
+// Check is Scan with options.
+func Check(data []byte, opts Options) (canonical bool, err error) {
+	s := scanner{data: data, maxDepth: opts.MaxDepth, canonicalNumber: opts.CanonicalNumber, canonical: true}
+	if err := s.value(0, opts.Schema); err != nil {
 		return false, err
 	}
 	s.skipSpace()
@@ -64,10 +77,11 @@ func ScanSchema(data []byte, maxDepth int, schema Schema) (canonical bool, err e
 }
 
 type scanner struct {
-	data      []byte
-	i         int
-	maxDepth  int
-	canonical bool
+	data            []byte
+	i               int
+	maxDepth        int
+	canonicalNumber func([]byte) bool
+	canonical       bool
 	// keys[d] holds the decoded member names of the object open at depth d;
 	// the slices are reused between objects to keep allocation flat.
 	keys [][][]byte
@@ -426,11 +440,13 @@ func (s *scanner) number() error {
 		}
 		return nil
 	}
-	s.canonical = false
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil && math.IsInf(f, 0) {
 		s.i = start
 		return s.fail("number %s overflows a double", lit)
+	}
+	if s.canonical && (s.canonicalNumber == nil || !s.canonicalNumber(lit)) {
+		s.canonical = false
 	}
 	return nil
 }
@@ -470,6 +486,32 @@ func compareUTF16(a, b []byte) int {
 		a, b = a[na:], b[nb:]
 	}
 	return len(a) - len(b)
+}
+
+// Compact appends data to dst without the whitespace outside strings. data
+// must be valid JSON (Scan accepted it).
+func Compact(dst, data []byte) []byte {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			dst = append(dst, c)
+			if c == '\\' && i+1 < len(data) {
+				i++
+				dst = append(dst, data[i])
+			} else if c == '"' {
+				inString = false
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			if c == '"' {
+				inString = true
+			}
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // CompareUTF16 exposes the JCS member order for tests and callers that sort

@@ -118,3 +118,34 @@ func TestCompareUTF16(t *testing.T) {
 		t.Errorf("equal strings compare %d", c)
 	}
 }
+
+func TestCheckCanonicalNumber(t *testing.T) {
+	t.Parallel()
+	var seen []string
+	opts := Options{MaxDepth: 4, CanonicalNumber: func(lit []byte) bool {
+		seen = append(seen, string(lit))
+		return string(lit) != "1.50"
+	}}
+	if c, err := Check([]byte(`[1,1.5,1e+30]`), opts); err != nil || !c {
+		t.Fatalf("Check = %v, %v; want canonical", c, err)
+	}
+	if c, err := Check([]byte(`[1.50]`), opts); err != nil || c {
+		t.Fatalf("Check = %v, %v; want not canonical", c, err)
+	}
+	// Short integers never reach the callback.
+	if strings.Join(seen, " ") != "1.5 1e+30 1.50" {
+		t.Fatalf("callback saw %q", seen)
+	}
+}
+
+func TestCompact(t *testing.T) {
+	t.Parallel()
+	in := "{ \"a b\" : [ 1 ,\t\"x \\\" y\\\\\" ] ,\n\"c\":\"\\n \" }\r\n"
+	want := `{"a b":[1,"x \" y\\"],"c":"\n "}`
+	if _, err := Scan([]byte(in), 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(Compact(nil, []byte(in))); got != want {
+		t.Fatalf("Compact = %q, want %q", got, want)
+	}
+}
