@@ -51,6 +51,26 @@ type Result struct {
 	Manifest *proto.RolloutManifest
 }
 
+// RejectedError is returned when an artifact whose signature verified is
+// refused by a later check (steps 7–9, and the manifest checks). It carries
+// what the signed artifact states, for diagnostics; the artifact must still
+// not be used. errors.Is sees through it to the sentinel.
+type RejectedError struct {
+	Err      error
+	Kind     proto.Kind
+	SignedAt time.Time
+}
+
+func (e *RejectedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *RejectedError) Unwrap() error { return e.Err }
+
+// Reject wraps err, about the verified artifact res, in a *RejectedError.
+func Reject(res *Result, err error) error {
+	return &RejectedError{Err: err, Kind: res.Kind, SignedAt: res.SignedAt}
+}
+
 // Verify checks a signed artifact as received (artifact bytes and the raw
 // signature) against roots at time now. The checks run in this order; the
 // first failure is returned, wrapping its sentinel:
@@ -154,27 +174,27 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 
 	// 7.
 	if rb, ok := roots.RejectBefore(); ok && signedAt.Before(rb) {
-		return nil, fmt.Errorf("%w: signed %s, trust roots reject anything signed before %s",
-			ErrRejectedBefore, stamp(signedAt), stamp(rb))
+		return nil, Reject(res, fmt.Errorf("%w: signed %s, trust roots reject anything signed before %s",
+			ErrRejectedBefore, stamp(signedAt), stamp(rb)))
 	}
 
 	// 8.
 	window, source := policy.FreshnessWindow, "the requested window"
 	if window <= 0 {
 		if window, source, err = artifactWindow(res); err != nil {
-			return nil, err
+			return nil, Reject(res, err)
 		}
 	}
 	res.Window = window
 	if age := now.Sub(signedAt); age > window+ClockSkew {
-		return nil, fmt.Errorf("%w: signed %s, %s before %s; %s is %s plus %s of clock skew",
-			ErrStale, stamp(signedAt), span(age), stamp(now), source, span(window), span(ClockSkew))
+		return nil, Reject(res, fmt.Errorf("%w: signed %s, %s before %s; %s is %s plus %s of clock skew",
+			ErrStale, stamp(signedAt), span(age), stamp(now), source, span(window), span(ClockSkew)))
 	}
 
 	// 9.
 	if ahead := signedAt.Sub(now); ahead > ClockSkew {
-		return nil, fmt.Errorf("%w: signed %s, %s after %s; at most %s of clock skew is tolerated",
-			ErrFutureDated, stamp(signedAt), span(ahead), stamp(now), span(ClockSkew))
+		return nil, Reject(res, fmt.Errorf("%w: signed %s, %s after %s; at most %s of clock skew is tolerated",
+			ErrFutureDated, stamp(signedAt), span(ahead), stamp(now), span(ClockSkew)))
 	}
 	return res, nil
 }
