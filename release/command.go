@@ -3,9 +3,11 @@ package release
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nixfleet/nixfleet/proto"
@@ -16,9 +18,18 @@ import (
 // wait for a touch, so it is generous.
 const DefaultSignTimeout = 2 * time.Minute
 
+// Output limits of an external signer: a signature is 64 bytes; stderr is
+// kept only to explain a failure.
+const (
+	maxSignerStdout = 4096
+	maxSignerStderr = 16 << 10
+)
+
 // CommandSigner signs with an external program (an HSM client, a hardware
 // token): the command runs under `sh -c`, gets the canonical bytes on
 // stdin and must print the raw 64-byte signature on stdout and exit 0.
+// The command runs in its own process group; on timeout or cancellation the
+// whole group is killed.
 type CommandSigner struct {
 	// Command is the shell command line.
 	Command string
@@ -40,56 +51,88 @@ func (c *CommandSigner) Algorithm() string {
 	return c.SignAlgorithm
 }
 
-// Sign implements trust.Signer.
+// Sign implements trust.Signer. A run that exceeds Timeout fails with an
+// error wrapping context.DeadlineExceeded; a cancelled Ctx, with its
+// error (context.Canceled).
 func (c *CommandSigner) Sign(message []byte) ([]byte, error) {
-	ctx := c.Ctx
-	if ctx == nil {
-		ctx = context.Background()
+	parent := c.Ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	if err := parent.Err(); err != nil {
+		return nil, fmt.Errorf("signer command not started: %w", err)
 	}
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = DefaultSignTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", c.Command)
 	cmd.Stdin = bytes.NewReader(message)
-	var stdout, stderr capped
-	stdout.max, stderr.max = 4096, 16<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("signer command timed out after %s", timeout)
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		if msg != "" {
+	stdout := &headBuffer{max: maxSignerStdout}
+	stderr := &tailBuffer{max: maxSignerStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// sh forks the programs it runs; kill the whole group, and stop waiting
+	// for output a leftover grandchild might hold open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	switch {
+	case parent.Err() != nil:
+		return nil, fmt.Errorf("signer command interrupted: %w", parent.Err())
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, fmt.Errorf("signer command timed out after %s: %w", timeout, context.DeadlineExceeded)
+	case err != nil:
+		if msg := stderr.lastLine(); msg != "" {
 			return nil, fmt.Errorf("signer command: %w: %s", err, msg)
 		}
 		return nil, fmt.Errorf("signer command: %w", err)
-	}
-	if stdout.over {
+	case stdout.over:
 		return nil, fmt.Errorf("signer command wrote more than %d bytes; want a raw %d-byte signature", stdout.max, trust.SignatureSize)
 	}
-	return stdout.Bytes(), nil
+	return stdout.buf, nil
 }
 
-// capped is a buffer that keeps at most max bytes and remembers overflow.
-type capped struct {
-	bytes.Buffer
+// headBuffer keeps the first max bytes written and notes any overflow. It
+// has no ReadFrom, so os/exec's copy goes through Write.
+type headBuffer struct {
+	buf  []byte
 	max  int
 	over bool
 }
 
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); len(p) > room {
-		c.over = true
-		if room > 0 {
-			c.Buffer.Write(p[:room])
-		}
-		return len(p), nil
+func (h *headBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := h.max - len(h.buf); n > room {
+		h.over = true
+		p = p[:max(room, 0)]
 	}
-	return c.Buffer.Write(p)
+	h.buf = append(h.buf, p...)
+	return n, nil // keep draining: the child must not block on a full pipe
+}
+
+// tailBuffer keeps the last max bytes written: the end of stderr is where a
+// tool explains why it failed.
+type tailBuffer struct {
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return n, nil
+}
+
+func (t *tailBuffer) lastLine() string {
+	msg := strings.TrimSpace(string(t.buf))
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = msg[i+1:]
+	}
+	return msg
 }

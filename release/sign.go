@@ -101,6 +101,9 @@ func Sign(unsigned []byte, opts Options) (*Bundle, error) {
 			pub = k.Public()
 		}
 	}
+	if pub != nil && pub.Algorithm() != opts.Signer.Algorithm() {
+		return nil, fmt.Errorf("%w: the signer produces %s signatures but the public key is %s", ErrSigner, opts.Signer.Algorithm(), pub.Algorithm())
+	}
 	sum := sha256.Sum256(body)
 	b := &Bundle{FleetResolvedHash: hex.EncodeToString(sum[:]), Warnings: warnings}
 	if b.Fleet, err = signArtifact(FleetFile, body, opts.Signer, pub); err != nil {

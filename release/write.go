@@ -24,6 +24,11 @@ var ErrOutDir = errors.New("release: output directory is not a release directory
 // (fleet.resolved.json, its .sig, and rollouts/ with *.json and *.json.sig),
 // so a mistyped --out cannot wipe unrelated data.
 func WriteDir(dir string, b *Bundle) (err error) {
+	for _, a := range b.Artifacts() {
+		if !releasePath(a.Path) {
+			return fmt.Errorf("release: artifact path %q is not %s or %s/<rolloutId>.json", a.Path, FleetFile, RolloutsDir)
+		}
+	}
 	dir = filepath.Clean(dir)
 	parent := filepath.Dir(dir)
 	exists, err := checkReplaceable(dir)
@@ -87,6 +92,16 @@ func WriteDir(dir string, b *Bundle) (err error) {
 		staging = aside
 	}
 	return syncDir(parent)
+}
+
+// releasePath reports whether p is a path WriteDir may create.
+func releasePath(p string) bool {
+	if p == FleetFile {
+		return true
+	}
+	name, ok := strings.CutPrefix(p, RolloutsDir+"/")
+	return ok && strings.HasSuffix(name, ".json") && len(name) > len(".json") &&
+		!strings.ContainsAny(name, "/\\") && !strings.HasPrefix(name, ".")
 }
 
 // checkReplaceable reports whether dir exists, and refuses a dir holding
