@@ -45,7 +45,8 @@ var (
 // ValidateFleet checks the rules the Nix library checks at evaluation time,
 // again, on a decoded fleet.resolved:
 //
-//   - every host's channel and every channel's rollout policy exist; names
+//   - the fleet has a channel; every host's channel and every channel's
+//     rollout policy exist; names
 //     are well-formed; closure hashes are store path basenames; pubkeys are
 //     OpenSSH ed25519 keys;
 //   - every host with a closure is listed by some wave of its channel, and
@@ -127,6 +128,9 @@ func (v *validator) hosts() {
 }
 
 func (v *validator) channels() {
+	if len(v.f.Channels) == 0 {
+		v.errorf("the fleet declares no channel")
+	}
 	for _, name := range sortedKeys(v.f.Channels) {
 		c := v.f.Channels[name]
 		if !channelRE.MatchString(name) || strings.HasSuffix(name, ".lock") {
@@ -178,7 +182,7 @@ func (v *validator) policies() {
 }
 
 func (v *validator) selector(where string, s proto.Selector) {
-	if s.And != nil || s.Not != nil {
+	if s.UsesCombinators() {
 		v.errorf("%s: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved", where)
 		return
 	}
@@ -267,7 +271,7 @@ func (v *validator) channelEdges() {
 func (v *validator) budgets() {
 	for i, b := range v.f.DisruptionBudgets {
 		where := fmt.Sprintf("disruptionBudgets[%d]", i)
-		if b.Selector.And != nil || b.Selector.Not != nil {
+		if b.Selector.UsesCombinators() {
 			v.selector(where, b.Selector)
 			continue
 		}

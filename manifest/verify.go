@@ -46,26 +46,31 @@ func Verify(artifact, sig []byte, roots *trust.Roots, exp Expect, now time.Time)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkManifest(res, exp); err != nil {
+		return nil, trust.Reject(res, err)
+	}
+	return res, nil
+}
+
+func checkManifest(res *trust.Result, exp Expect) error {
 	m := res.Manifest
 	if m.Meta.CICommit == nil || m.ChannelRef != *m.Meta.CICommit {
 		ci := "null"
 		if m.Meta.CICommit != nil {
 			ci = fmt.Sprintf("%q", *m.Meta.CICommit)
 		}
-		return nil, fmt.Errorf("%w: channelRef %q is not meta.ciCommit %s", trust.ErrRolloutIDMismatch, m.ChannelRef, ci)
+		return fmt.Errorf("%w: channelRef %q is not meta.ciCommit %s", trust.ErrRolloutIDMismatch, m.ChannelRef, ci)
 	}
 	if exp.RolloutID != "" && m.RolloutID() != exp.RolloutID {
-		return nil, fmt.Errorf("%w: the manifest's fields give rollout %q, expected %q", trust.ErrRolloutIDMismatch, m.RolloutID(), exp.RolloutID)
+		return fmt.Errorf("%w: the manifest's fields give rollout %q, expected %q", trust.ErrRolloutIDMismatch, m.RolloutID(), exp.RolloutID)
 	}
 	if exp.ContentHash != "" && res.SHA256 != exp.ContentHash {
-		return nil, fmt.Errorf("%w: content hash %s, the rollout recorded %s", trust.ErrManifestHashMismatch, res.SHA256, exp.ContentHash)
+		return fmt.Errorf("%w: content hash %s, the rollout recorded %s", trust.ErrManifestHashMismatch, res.SHA256, exp.ContentHash)
 	}
 	if h := exp.Host; h != nil {
-		if err := CheckHost(m, *h); err != nil {
-			return nil, err
-		}
+		return CheckHost(m, *h)
 	}
-	return res, nil
+	return nil
 }
 
 // CheckHost checks a host's membership in a verified manifest, whose

@@ -46,7 +46,7 @@ func checkSyntax(data []byte, schema jsonscan.Schema) (canonical bool, err error
 	if len(data) > MaxBytes {
 		return false, fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrMalformed, len(data), MaxBytes)
 	}
-	canonical, err = jsonscan.ScanSchema(data, MaxDepth, schema)
+	canonical, err = jsonscan.Check(data, jsonscan.Options{MaxDepth: MaxDepth, Schema: schema})
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}

@@ -252,6 +252,32 @@ func (s Selector) Matches(name string, h Host) bool {
 	return false
 }
 
+// UsesCombinators reports whether the selector carries a non-empty "and"
+// or "not". The Nix library emits "and": [] and "not": null by default;
+// those mean nothing and are not combinators.
+func (s Selector) UsesCombinators() bool {
+	return !rawNullOrEmpty(s.And) || !rawNullOrEmpty(s.Not)
+}
+
+func rawNullOrEmpty(r json.RawMessage) bool {
+	if len(r) == 0 {
+		return true
+	}
+	var v any
+	if json.Unmarshal(r, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case nil:
+		return true
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}
+
 // IsEmpty reports whether the selector has no rule at all (and so matches
 // nothing).
 func (s Selector) IsEmpty() bool {
