@@ -75,6 +75,9 @@ func releaseSign(c *cli.Context) error {
 			return usage(c, "--sign-algorithm %q is not ed25519 or ecdsa-p256", alg)
 		}
 		signer = &release.CommandSigner{Command: cmd, SignAlgorithm: alg, Ctx: c.Context}
+		if c.String("public") == "" {
+			fmt.Fprintln(c.App.ErrWriter, "warning: the --sign-cmd signatures are not checked; pass --public with the signer's public key to check them before anything is written")
+		}
 	}
 	var pub *trust.PublicKey
 	if p := c.String("public"); p != "" {

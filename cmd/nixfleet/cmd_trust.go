@@ -76,11 +76,10 @@ func keygenCommand() *cli.Command {
 			}
 			privPath, pubPath := c.String("out")+".pem", c.String("out")+".pub.json"
 			if err := createFiles([]newFile{{privPath, pemBytes, 0o600}, {pubPath, append(pubJSON, '\n'), 0o644}}); err != nil {
-				hint := ""
 				if errors.Is(err, fs.ErrExist) {
-					hint = "keygen never overwrites a key; choose another --out"
+					return failed(c, err, "keygen never overwrites a key; choose another --out")
 				}
-				return failed(c, err, hint)
+				return ioError(c, err)
 			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, map[string]any{"private": privPath, "public": pubPath, "key": pub})
@@ -117,7 +116,11 @@ func createFiles(files []newFile) (err error) {
 	for _, f := range files {
 		tmp, err := os.CreateTemp(filepath.Dir(f.path), "."+filepath.Base(f.path)+".tmp-")
 		if err != nil {
-			return err
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return &fs.PathError{Op: "create", Path: f.path, Err: err}
 		}
 		name := tmp.Name()
 		_, err = tmp.Write(f.data)

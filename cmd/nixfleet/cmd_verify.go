@@ -50,6 +50,11 @@ func verifyCommand() *cli.Command {
 				}
 				ce.rejected = ce.exit == exitFailed
 				rep.OK, rep.Code, rep.Message = false, ce.code, oneLine(ce.err.Error())
+				var rej *trust.RejectedError
+				if errors.As(err, &rej) {
+					at := rej.SignedAt.UTC().Format(time.RFC3339)
+					rep.SignedAt = &at
+				}
 				err = ce
 			}
 			if c.Bool("json") {
@@ -79,7 +84,13 @@ type verifyReport struct {
 func verify(c *cli.Context) (verifyReport, error) {
 	var rep verifyReport
 	if c.NArg() < 1 || c.NArg() > 2 {
-		return rep, usage(c, "expected FILE [SIGFILE], got %d arguments", c.NArg())
+		ce := usage(c, "expected FILE [SIGFILE], got %d arguments", c.NArg())
+		for _, a := range c.Args().Slice()[min(1, c.NArg()):] {
+			if strings.HasPrefix(a, "-") {
+				ce.hint = "flags go before FILE: nixfleet verify [flags] FILE [SIGFILE]"
+			}
+		}
+		return rep, ce
 	}
 	file := c.Args().Get(0)
 	sigFile := c.Args().Get(1)
@@ -91,9 +102,11 @@ func verify(c *cli.Context) (verifyReport, error) {
 		return rep, err
 	}
 	var window time.Duration
-	if m := c.Int("freshness-window"); m < 0 || m > trust.MaxWindowMinutes {
-		return rep, usage(c, "--freshness-window %d is not between 1 and %d minutes", m, trust.MaxWindowMinutes)
-	} else if m > 0 {
+	if c.IsSet("freshness-window") {
+		m := c.Int("freshness-window")
+		if m < 1 || m > trust.MaxWindowMinutes {
+			return rep, usage(c, "--freshness-window %d is not between 1 and %d minutes", m, trust.MaxWindowMinutes)
+		}
 		window = time.Duration(m) * time.Minute
 	}
 	var host *manifest.HostExpect
@@ -104,14 +117,18 @@ func verify(c *cli.Context) (verifyReport, error) {
 		host = &manifest.HostExpect{Hostname: h, WaveIndex: c.Int("wave"), TargetClosure: c.String("target")}
 	}
 
-	trustData, err := os.ReadFile(c.String("trust"))
+	trustFile := c.String("trust")
+	if trustFile == "" { // NIXFLEET_TRUST set but empty
+		trustFile = DefaultTrustFile
+	}
+	trustData, err := os.ReadFile(trustFile)
 	if err != nil {
 		return rep, &cliError{exit: exitUsage, cmd: cmdName(c), code: "io_error", err: err,
 			hint: "point --trust (or NIXFLEET_TRUST) at the trust.json that pins the CI release key"}
 	}
 	roots, err := trust.ParseRoots(trustData)
 	if err != nil {
-		return rep, &cliError{exit: exitUsage, cmd: cmdName(c), code: trust.Code(err), err: fmt.Errorf("%s: %w", c.String("trust"), err)}
+		return rep, &cliError{exit: exitUsage, cmd: cmdName(c), code: trust.Code(err), err: fmt.Errorf("%s: %w", trustFile, err)}
 	}
 	artifact, err := readInput(c, file)
 	if err != nil {

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden sections of testdata/script/*.txtar that a cmp finds different")
+
+// statusEnv names the file in which the nixfleet command of the scripts
+// records its exit code, for the status command to check.
+const statusEnv = "NIXFLEET_TEST_STATUS_FILE"
+
+// sampleFleet is the unsigned sample fleet every script finds in its work
+// directory as two-channels.json.
+var sampleFleet = filepath.Join("..", "..", "testdata", "fleets", "two-channels.json")
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"nixfleet": func() {
+			code := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
+			if f := os.Getenv(statusEnv); f != "" {
+				if err := os.WriteFile(f, []byte(strconv.Itoa(code)), 0o644); err != nil {
+					fmt.Fprintf(os.Stderr, "nixfleet test wrapper: recording the exit code: %v\n", err)
+					os.Exit(125)
+				}
+			}
+			os.Exit(code)
+		},
+	})
+}
+
+// TestScripts runs the CLI scripts of testdata/script. Besides the standard
+// testscript commands, scripts can use:
+//
+//	status CODE              the last nixfleet command exited with CODE
+//	filemode FILE MODE       FILE's permission bits are MODE (octal)
+//	chomp FILE               remove the one trailing newline of FILE
+//	unescape SRC DST         copy SRC to DST, turning each \xHH into that byte
+//	jsonindent SRC DST       re-indent the JSON of SRC into DST, tokens unchanged
+//	jsonedit SRC DST OP...   edit a JSON document; OP is "set PATH JSON" or "del PATH",
+//	                         PATH dot-separated member names and array indexes
+func TestScripts(t *testing.T) {
+	t.Parallel()
+	fleet, err := os.ReadFile(sampleFleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                filepath.Join("testdata", "script"),
+		RequireUniqueNames: true,
+		UpdateScripts:      *update,
+		// Run every line of a failing script, so that one failure does not
+		// hide the state of everything after it.
+		ContinueOnError: true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv(statusEnv, filepath.Join(env.WorkDir, ".tmp", "nixfleet-status"))
+			f, err := os.OpenFile(filepath.Join(env.WorkDir, "two-channels.json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				return err
+			}
+			if _, err := f.Write(fleet); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"status":     cmdStatus,
+			"filemode":   cmdFilemode,
+			"chomp":      cmdChomp,
+			"unescape":   cmdUnescape,
+			"jsonindent": cmdJSONIndent,
+			"jsonedit":   cmdJSONEdit,
+		},
+	})
+}
+
+// cmdStatus checks the exit code of the last nixfleet command, and forgets
+// it, so that each status line checks a command of its own.
+func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: status CODE")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	f := ts.Getenv(statusEnv)
+	data, err := os.ReadFile(f)
+	if errors.Is(err, fs.ErrNotExist) {
+		ts.Fatalf("no nixfleet command ran since the last status check")
+	}
+	ts.Check(err)
+	ts.Check(os.Remove(f))
+	if got, _ := strconv.Atoi(string(data)); got != want {
+		ts.Fatalf("nixfleet exited with %d, want %d", got, want)
+	}
+}
+
+func cmdFilemode(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: filemode FILE MODE")
+	}
+	want, err := strconv.ParseUint(args[1], 8, 32)
+	ts.Check(err)
+	fi, err := os.Lstat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	switch got := fi.Mode().Perm(); {
+	case !neg && got != fs.FileMode(want):
+		ts.Fatalf("%s has mode %#o, want %#o", args[0], got, want)
+	case neg && got == fs.FileMode(want):
+		ts.Fatalf("%s has mode %#o, want any other", args[0], got)
+	}
+}
+
+func cmdChomp(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: chomp FILE")
+	}
+	name := ts.MkAbs(args[0])
+	data, err := os.ReadFile(name)
+	ts.Check(err)
+	trimmed, ok := bytes.CutSuffix(data, []byte("\n"))
+	if !ok {
+		ts.Fatalf("%s does not end with a newline", args[0])
+	}
+	ts.Check(os.WriteFile(name, trimmed, 0o644))
+}
+
+var hexEscape = regexp.MustCompile(`\\x[0-9a-fA-F]{2}`)
+
+func cmdUnescape(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: unescape SRC DST")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	out := hexEscape.ReplaceAllFunc(data, func(esc []byte) []byte {
+		b, _ := strconv.ParseUint(string(esc[2:]), 16, 8)
+		return []byte{byte(b)}
+	})
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), out, 0o644))
+}
+
+func cmdJSONIndent(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: jsonindent SRC DST")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	var out bytes.Buffer
+	ts.Check(json.Indent(&out, data, "", "    "))
+	out.WriteByte('\n')
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), out.Bytes(), 0o644))
+}
+
+func cmdJSONEdit(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: jsonedit SRC DST [set PATH JSON | del PATH]...")
+	}
+	doc := decodeJSON(ts, ts.ReadFile(args[0]))
+	for ops := args[2:]; len(ops) > 0; {
+		switch {
+		case ops[0] == "set" && len(ops) >= 3:
+			ts.Check(jsonSet(&doc, strings.Split(ops[1], "."), decodeJSON(ts, ops[2]), false))
+			ops = ops[3:]
+		case ops[0] == "del" && len(ops) >= 2:
+			ts.Check(jsonSet(&doc, strings.Split(ops[1], "."), nil, true))
+			ops = ops[2:]
+		default:
+			ts.Fatalf("jsonedit: bad operation %q", ops)
+		}
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), append(out, '\n'), 0o644))
+}
+
+func decodeJSON(ts *testscript.TestScript, s string) any {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		ts.Fatalf("jsonedit: %q: %v", s, err)
+	}
+	return v
+}
+
+// jsonSet replaces the member or element at path by v, or deletes the
+// member when del is set. It must exist, so a mistyped path fails rather
+// than add a member; array elements cannot be deleted.
+func jsonSet(doc *any, path []string, v any, del bool) error {
+	if len(path) == 0 {
+		return errors.New("jsonedit: empty path")
+	}
+	parent := *doc
+	for i, seg := range path[:len(path)-1] {
+		switch p := parent.(type) {
+		case map[string]any:
+			next, ok := p[seg]
+			if !ok {
+				return fmt.Errorf("jsonedit: %s does not exist", strings.Join(path[:i+1], "."))
+			}
+			parent = next
+		case []any:
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(p) {
+				return fmt.Errorf("jsonedit: %s does not exist", strings.Join(path[:i+1], "."))
+			}
+			parent = p[n]
+		default:
+			return fmt.Errorf("jsonedit: %s is not an object or array", strings.Join(path[:i], "."))
+		}
+	}
+	last := path[len(path)-1]
+	switch p := parent.(type) {
+	case map[string]any:
+		if _, ok := p[last]; !ok {
+			return fmt.Errorf("jsonedit: %s does not exist", strings.Join(path, "."))
+		}
+		if del {
+			delete(p, last)
+		} else {
+			p[last] = v
+		}
+		return nil
+	case []any:
+		n, err := strconv.Atoi(last)
+		if err != nil || n < 0 || n >= len(p) || del {
+			return fmt.Errorf("jsonedit: cannot set or delete %s", strings.Join(path, "."))
+		}
+		p[n] = v
+		return nil
+	}
+	return fmt.Errorf("jsonedit: %s is not an object or array", strings.Join(path[:len(path)-1], "."))
+}
