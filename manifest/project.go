@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,8 +35,8 @@ func Project(f *proto.FleetResolved, fleetResolvedHash string) ([]*proto.Rollout
 		budgets = append(budgets, proto.RolloutBudget{
 			Selector:       b.Selector.Normalized(),
 			Hosts:          b.Selector.Resolve(f.Hosts),
-			MaxInFlight:    b.MaxInFlight,
-			MaxInFlightPct: b.MaxInFlightPct,
+			MaxInFlight:    clonePtr(b.MaxInFlight),
+			MaxInFlightPct: clonePtr(b.MaxInFlightPct),
 		})
 	}
 	hosts := sortedKeys(f.Hosts)
@@ -69,14 +70,48 @@ func Project(f *proto.FleetResolved, fleetResolvedHash string) ([]*proto.Rollout
 			ChannelRef:           *f.Meta.CICommit,
 			FleetResolvedHash:    fleetResolvedHash,
 			HostSet:              hostSet,
-			HealthGate:           policy.HealthGate,
+			HealthGate:           cloneHealthGate(policy.HealthGate),
 			ComplianceFrameworks: frameworks,
 			FreshnessWindow:      ch.FreshnessWindow,
-			DisruptionBudgets:    budgets,
-			Meta:                 f.Meta,
+			DisruptionBudgets:    cloneBudgets(budgets),
+			Meta: proto.Meta{
+				SchemaVersion:      clonePtr(f.Meta.SchemaVersion),
+				SignedAt:           clonePtr(f.Meta.SignedAt),
+				CICommit:           clonePtr(f.Meta.CICommit),
+				SignatureAlgorithm: f.Meta.SignatureAlgorithm,
+			},
 		})
 	}
 	return out, nil
+}
+
+// The manifests share nothing with the fleet or with each other, so a
+// caller may change one without changing another.
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func cloneHealthGate(g proto.HealthGate) proto.HealthGate {
+	return proto.HealthGate{
+		SystemdFailedUnits: clonePtr(g.SystemdFailedUnits),
+		ComplianceProbes:   clonePtr(g.ComplianceProbes),
+		MaxFailures:        clonePtr(g.MaxFailures),
+	}
+}
+
+func cloneBudgets(bs []proto.RolloutBudget) []proto.RolloutBudget {
+	out := make([]proto.RolloutBudget, len(bs))
+	for i, b := range bs {
+		sel := b.Selector.Normalized()
+		out[i] = proto.RolloutBudget{Selector: sel, Hosts: slices.Clone(b.Hosts),
+			MaxInFlight: clonePtr(b.MaxInFlight), MaxInFlightPct: clonePtr(b.MaxInFlightPct)}
+	}
+	return out
 }
 
 // firstWaves maps every host named in a channel's wave list to the index of
@@ -95,11 +130,15 @@ func firstWaves(waves []proto.Wave) map[string]int {
 }
 
 // Marshal returns the canonical (JCS) bytes of a manifest: the bytes that
-// are signed and whose SHA-256 is the manifest's content hash.
+// are signed and whose SHA-256 is the manifest's content hash. The proto
+// types declare their fields in JCS order, so encoding/json usually writes
+// canonical bytes already and Canonicalize only checks them.
 func Marshal(m *proto.RolloutManifest) ([]byte, error) {
-	b, err := json.Marshal(m)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
 		return nil, err
 	}
-	return trust.Canonicalize(b)
+	return trust.Canonicalize(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }

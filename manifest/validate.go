@@ -279,28 +279,29 @@ func (v *validator) budgets() {
 		if n == 0 {
 			v.warnf("%s: selector matches no host", where)
 		}
-		limit := n
+		limit, ok := n, true
 		if b.MaxInFlight != nil {
-			switch m := *b.MaxInFlight; {
-			case m <= 0:
+			if m := *b.MaxInFlight; m <= 0 {
 				v.errorf("%s: maxInFlight %d can never admit a host", where, m)
-				continue
-			case m < limit:
-				limit = m
+				ok = false
+			} else {
+				limit = min(limit, m)
 			}
 		}
 		if b.MaxInFlightPct != nil {
-			p := *b.MaxInFlightPct
-			switch byPct := n * p / 100; {
+			switch p := *b.MaxInFlightPct; {
 			case p <= 0 || p > 100:
 				v.errorf("%s: maxInFlightPct %d must be between 1 and 100", where, p)
-				continue
-			case n > 0 && byPct == 0:
+				ok = false
+			case n > 0 && n*p/100 == 0:
 				v.errorf("%s: maxInFlightPct %d of %d hosts rounds down to 0 and can never admit a host", where, p, n)
-				continue
-			case byPct < limit:
-				limit = byPct
+				ok = false
+			default:
+				limit = min(limit, n*p/100)
 			}
+		}
+		if !ok {
+			continue
 		}
 		if b.MaxInFlight == nil && b.MaxInFlightPct == nil {
 			v.warnf("%s: sets neither maxInFlight nor maxInFlightPct, so it limits nothing", where)

@@ -160,3 +160,34 @@ func TestSelector(t *testing.T) {
 		t.Error("an empty channel equals no channel")
 	}
 }
+
+func TestSelectorUsesCombinators(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{
+		`{"all":true}`:                     false,
+		`{"all":true,"and":[],"not":null}`: false,
+		`{"and":[ ],"not": null}`:          false,
+		`{"and":[{"tags":["a"]}]}`:         true,
+		`{"not":{}}`:                       true,
+		`{"not":{"tags":["a"]}}`:           true,
+		`{"and":"[]"}`:                     true,
+		`{"and":{}}`:                       true,
+	} {
+		f, err := DecodeFleetResolved([]byte(`{"disruptionBudgets":[{"selector":` + in + `}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.DisruptionBudgets[0].Selector.UsesCombinators(); got != want {
+			t.Errorf("%s: UsesCombinators = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestSelectorResolveNamedHosts(t *testing.T) {
+	t.Parallel()
+	hosts := map[string]Host{"a": {Tags: []string{"x"}}, "b": {}, "c": {Tags: []string{"x"}}}
+	sel := Selector{Hosts: []string{"b", "zz", "b", "a"}, Tags: []string{"x"}}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, sel.Resolve(hosts)); diff != "" {
+		t.Fatalf("Resolve (-want +got):\n%s", diff)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/nixfleet/nixfleet/internal/jsonscan"
 )
 
 // SchemaVersion is the only schemaVersion this package decodes.
@@ -119,10 +121,10 @@ type PolicyWave struct {
 // HealthGate bounds what counts as a healthy host. Absent members impose
 // no bound.
 type HealthGate struct {
-	SystemdFailedUnits *SystemdFailedUnits `json:"systemdFailedUnits,omitempty"`
-	ComplianceProbes   *ComplianceProbes   `json:"complianceProbes,omitempty"`
+	ComplianceProbes *ComplianceProbes `json:"complianceProbes,omitempty"`
 	// MaxFailures is how many hosts may fail before OnHealthFailure acts.
-	MaxFailures *int `json:"maxFailures,omitempty"`
+	MaxFailures        *int                `json:"maxFailures,omitempty"`
+	SystemdFailedUnits *SystemdFailedUnits `json:"systemdFailedUnits,omitempty"`
 }
 
 // SystemdFailedUnits caps the number of failed systemd units.
@@ -211,14 +213,13 @@ type DisruptionBudget struct {
 // part of the wire format; they are decoded only so validation can refuse a
 // document that carries them instead of silently ignoring them.
 type Selector struct {
-	Tags    []string `json:"tags,omitempty"`
-	TagsAny []string `json:"tagsAny,omitempty"`
-	Hosts   []string `json:"hosts,omitempty"`
-	Channel *string  `json:"channel,omitempty"`
-	All     bool     `json:"all,omitempty"`
-
-	And json.RawMessage `json:"and,omitempty"`
-	Not json.RawMessage `json:"not,omitempty"`
+	All     bool            `json:"all,omitempty"`
+	And     json.RawMessage `json:"and,omitempty"`
+	Channel *string         `json:"channel,omitempty"`
+	Hosts   []string        `json:"hosts,omitempty"`
+	Not     json.RawMessage `json:"not,omitempty"`
+	Tags    []string        `json:"tags,omitempty"`
+	TagsAny []string        `json:"tagsAny,omitempty"`
 }
 
 // Matches reports whether the host named name matches the selector.
@@ -252,30 +253,21 @@ func (s Selector) Matches(name string, h Host) bool {
 	return false
 }
 
-// UsesCombinators reports whether the selector carries a non-empty "and"
-// or "not". The Nix library emits "and": [] and "not": null by default;
-// those mean nothing and are not combinators.
+// UsesCombinators reports whether the selector carries an "and" or a
+// "not". The Nix library emits "and": [] and "not": null by default; those
+// mean nothing and are not combinators. Anything else is, including
+// "not": {} (which would match every host).
 func (s Selector) UsesCombinators() bool {
-	return !rawNullOrEmpty(s.And) || !rawNullOrEmpty(s.Not)
+	return !rawIs(s.And, "null", "[]") || !rawIs(s.Not, "null")
 }
 
-func rawNullOrEmpty(r json.RawMessage) bool {
+// rawIs reports whether r is absent or, without whitespace, one of the
+// given JSON texts. r comes from a document that passed the strict scan.
+func rawIs(r json.RawMessage, values ...string) bool {
 	if len(r) == 0 {
 		return true
 	}
-	var v any
-	if json.Unmarshal(r, &v) != nil {
-		return false
-	}
-	switch v := v.(type) {
-	case nil:
-		return true
-	case []any:
-		return len(v) == 0
-	case map[string]any:
-		return len(v) == 0
-	}
-	return false
+	return slices.Contains(values, string(jsonscan.Compact(nil, r)))
 }
 
 // IsEmpty reports whether the selector has no rule at all (and so matches
@@ -285,12 +277,31 @@ func (s Selector) IsEmpty() bool {
 		len(s.Hosts) == 0 && len(s.Tags) == 0 && len(s.TagsAny) == 0
 }
 
-// Resolve returns the sorted names of the hosts matching the selector.
+// Resolve returns the sorted names of the hosts matching the selector. It
+// costs one pass over hosts whatever the length of the selector's lists.
 func (s Selector) Resolve(hosts map[string]Host) []string {
 	out := []string{}
-	for name, h := range hosts {
-		if s.Matches(name, h) {
-			out = append(out, name)
+	if len(s.Hosts) > 0 {
+		// Named hosts are looked up, not scanned for every host.
+		named := s
+		named.Hosts = nil
+		seen := make(map[string]bool, len(s.Hosts))
+		for _, n := range s.Hosts {
+			if _, ok := hosts[n]; ok && !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+		for name, h := range hosts {
+			if !seen[name] && named.Matches(name, h) {
+				out = append(out, name)
+			}
+		}
+	} else {
+		for name, h := range hosts {
+			if s.Matches(name, h) {
+				out = append(out, name)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -336,14 +347,14 @@ const (
 // SignatureAlgorithm at signing time; before that SignedAt and CICommit are
 // null.
 type Meta struct {
-	// SchemaVersion must be 1 when present.
-	SchemaVersion *int `json:"schemaVersion"`
-	// SignedAt is an RFC 3339 timestamp; nil on unsigned documents.
-	SignedAt *string `json:"signedAt"`
 	// CICommit is the commit CI evaluated; it becomes the channelRef of
 	// every rollout of this release.
 	CICommit *string `json:"ciCommit"`
+	// SchemaVersion must be 1 when present.
+	SchemaVersion *int `json:"schemaVersion"`
 	// SignatureAlgorithm is informational: verifiers take the algorithm
 	// from the trusted key, never from the artifact. Absent means ed25519.
 	SignatureAlgorithm string `json:"signatureAlgorithm,omitempty"`
+	// SignedAt is an RFC 3339 timestamp; nil on unsigned documents.
+	SignedAt *string `json:"signedAt"`
 }

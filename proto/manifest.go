@@ -8,49 +8,52 @@ package proto
 // budget's Hosts list is sorted (JCS sorts member names, not arrays, so the
 // producer's order is the canonical order); ChannelRef equals
 // Meta.CICommit; the rollout's identifier is "<Channel>@<ChannelRef>".
+//
+// Fields are declared in JCS member order, so that encoding/json writes
+// canonical bytes and manifest.Marshal rarely needs to re-serialise.
 type RolloutManifest struct {
-	// SchemaVersion must be 1.
-	SchemaVersion int `json:"schemaVersion"`
 	// Channel is the channel this rollout moves.
 	Channel string `json:"channel"`
 	// ChannelRef is the release's CI commit.
 	ChannelRef string `json:"channelRef"`
-	// FleetResolvedHash is the lowercase hex SHA-256 of the JCS bytes of the
-	// fleet.resolved this manifest was projected from.
-	FleetResolvedHash string `json:"fleetResolvedHash"`
-	// HostSet lists the channel's hosts that have a closure, by hostname.
-	HostSet []HostWave `json:"hostSet"`
-	// HealthGate is the channel policy's health gate.
-	HealthGate HealthGate `json:"healthGate"`
 	// ComplianceFrameworks mirrors the channel's compliance frameworks.
 	ComplianceFrameworks []string `json:"complianceFrameworks"`
-	// FreshnessWindow is the channel's window, in minutes.
-	FreshnessWindow int `json:"freshnessWindow"`
 	// DisruptionBudgets are the fleet's budgets, resolved against the
 	// fleet's hosts at projection time and frozen for the rollout's life.
 	DisruptionBudgets []RolloutBudget `json:"disruptionBudgets"`
+	// FleetResolvedHash is the lowercase hex SHA-256 of the JCS bytes of the
+	// fleet.resolved this manifest was projected from.
+	FleetResolvedHash string `json:"fleetResolvedHash"`
+	// FreshnessWindow is the channel's window, in minutes.
+	FreshnessWindow int `json:"freshnessWindow"`
+	// HealthGate is the channel policy's health gate.
+	HealthGate HealthGate `json:"healthGate"`
+	// HostSet lists the channel's hosts that have a closure, by hostname.
+	HostSet []HostWave `json:"hostSet"`
 	// Meta is copied from the fleet.resolved.
 	Meta Meta `json:"meta"`
+	// SchemaVersion must be 1.
+	SchemaVersion int `json:"schemaVersion"`
 }
 
 // HostWave places one host in a rollout.
 type HostWave struct {
 	Hostname string `json:"hostname"`
+	// TargetClosure is the store path basename the host must run.
+	TargetClosure string `json:"targetClosure"`
 	// WaveIndex is the index, in the channel's wave list, of the first wave
 	// that lists the host.
 	WaveIndex int `json:"waveIndex"`
-	// TargetClosure is the store path basename the host must run.
-	TargetClosure string `json:"targetClosure"`
 }
 
 // RolloutBudget is a disruption budget frozen into a manifest. Budgets of
 // concurrent rollouts are the same budget when their selectors are Equal.
 type RolloutBudget struct {
-	Selector Selector `json:"selector"`
 	// Hosts are the fleet's hosts matching Selector, sorted.
 	Hosts          []string `json:"hosts"`
 	MaxInFlight    *int     `json:"maxInFlight,omitempty"`
 	MaxInFlightPct *int     `json:"maxInFlightPct,omitempty"`
+	Selector       Selector `json:"selector"`
 }
 
 // RolloutID returns "<channel>@<channelRef>", the identifier of the
