@@ -33,14 +33,48 @@ func (e *ValidationError) Unwrap() error { return ErrInvalidFleet }
 const TightBudgetHosts = 10
 
 var (
-	hostnameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 	// Channel names become git refs (refs/heads/channels/<name>), rollout
 	// ids and file names, hence the narrower set.
 	channelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`)
-	// A store path basename: 32 characters of Nix's base32, a dash, a name.
-	closureRE = regexp.MustCompile(`^[0-9abcdfghijklmnpqrsvwxyz]{32}-[A-Za-z0-9+._?=-]+$`)
 	commitRE  = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 )
+
+// validHostname: [A-Za-z0-9][A-Za-z0-9._-]{0,252}. Hand-written: it runs
+// once per host.
+func validHostname(s string) bool {
+	if len(s) == 0 || len(s) > 253 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validClosure: a store path basename, 32 characters of Nix's base32
+// alphabet, a dash, and a name of [A-Za-z0-9+._?=-].
+func validClosure(s string) bool {
+	if len(s) < 34 || s[32] != '-' {
+		return false
+	}
+	for i := range 32 {
+		if !strings.ContainsRune("0123456789abcdfghijklmnpqrsvwxyz", rune(s[i])) {
+			return false
+		}
+	}
+	for i := 33; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && !strings.ContainsRune("+._?=-", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // ValidateFleet checks the rules the Nix library checks at evaluation time,
 // again, on a decoded fleet.resolved:
@@ -107,7 +141,7 @@ func (v *validator) run() {
 func (v *validator) hosts() {
 	for _, name := range sortedKeys(v.f.Hosts) {
 		h := v.f.Hosts[name]
-		if !hostnameRE.MatchString(name) {
+		if !validHostname(name) {
 			v.errorf("host %q: name must be letters, digits, '.', '_' or '-'", name)
 		}
 		if _, ok := v.f.Channels[h.Channel]; !ok {
@@ -116,7 +150,7 @@ func (v *validator) hosts() {
 		switch {
 		case h.ClosureHash == nil:
 			v.warnf("host %q has no closureHash; it is not part of any rollout", name)
-		case !closureRE.MatchString(*h.ClosureHash):
+		case !validClosure(*h.ClosureHash):
 			v.errorf("host %q: closureHash %q is not a Nix store path basename", name, *h.ClosureHash)
 		}
 		if h.Pubkey != nil {
@@ -186,7 +220,7 @@ func (v *validator) selector(where string, s proto.Selector) {
 		v.errorf("%s: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved", where)
 		return
 	}
-	if len(s.Resolve(v.f.Hosts)) == 0 {
+	if s.Count(v.f.Hosts) == 0 {
 		v.warnf("%s: selector matches no host", where)
 	}
 }
@@ -275,7 +309,7 @@ func (v *validator) budgets() {
 			v.selector(where, b.Selector)
 			continue
 		}
-		n := len(b.Selector.Resolve(v.f.Hosts))
+		n := b.Selector.Count(v.f.Hosts)
 		if n == 0 {
 			v.warnf("%s: selector matches no host", where)
 		}

@@ -280,6 +280,15 @@ func (s Selector) IsEmpty() bool {
 // Resolve returns the sorted names of the hosts matching the selector. It
 // costs one pass over hosts whatever the length of the selector's lists.
 func (s Selector) Resolve(hosts map[string]Host) []string {
+	out := s.resolve(hosts)
+	slices.Sort(out)
+	return out
+}
+
+// Count returns how many hosts match the selector, without listing them.
+func (s Selector) Count(hosts map[string]Host) int { return len(s.resolve(hosts)) }
+
+func (s Selector) resolve(hosts map[string]Host) []string {
 	out := []string{}
 	if len(s.Hosts) > 0 {
 		// Named hosts are looked up, not scanned for every host.
@@ -304,7 +313,6 @@ func (s Selector) Resolve(hosts map[string]Host) []string {
 			}
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
