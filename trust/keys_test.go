@@ -146,6 +146,9 @@ func TestEd25519SignatureRule(t *testing.T) {
 	}
 }
 
+// SPlusL is addL for the external test package (vectors).
+var SPlusL = addL
+
 // addL returns sig with its S half replaced by S + L (little-endian).
 func addL(sig []byte) []byte {
 	out := bytes.Clone(sig)

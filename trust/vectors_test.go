@@ -340,7 +340,7 @@ func writeVectors(t *testing.T) {
 	add("bad-signature-tampered", "one character of a closure hash changed", fr, tK1, tampered, okSig, at(time.Minute), "bad_signature")
 	add("bad-signature-truncated", "a 63-byte signature", fr, tK1, fleet, okSig[:63], at(time.Minute), "bad_signature")
 	add("bad-signature-base64-file", "the .sig holds base64 text instead of raw bytes", fr, tK1, fleet, []byte(base64.StdEncoding.EncodeToString(okSig)), at(time.Minute), "bad_signature")
-	add("bad-signature-ed25519-s-plus-l", "S + L: the same signature in a non-canonical, malleable form", fr, tK1, fleet, sPlusL(okSig), at(time.Minute), "bad_signature")
+	add("bad-signature-ed25519-s-plus-l", "S + L: the same signature in a non-canonical, malleable form", fr, tK1, fleet, trust.SPlusL(okSig), at(time.Minute), "bad_signature")
 
 	// 4. unsupported_algorithm.
 	rsa := proto.PublicKey{Algorithm: "rsa-pss", Public: "AAAA"}
@@ -439,21 +439,5 @@ func highS(sig []byte) []byte {
 	out := bytes.Clone(sig)
 	s := new(big.Int).SetBytes(sig[32:])
 	new(big.Int).Sub(n, s).FillBytes(out[32:])
-	return out
-}
-
-// sPlusL returns an ed25519 signature with S replaced by S + L.
-func sPlusL(sig []byte) []byte {
-	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
-	out := bytes.Clone(sig)
-	be := make([]byte, 32)
-	for i := range 32 {
-		be[i] = out[63-i]
-	}
-	s := new(big.Int).SetBytes(be)
-	s.Add(s, l).FillBytes(be)
-	for i := range 32 {
-		out[63-i] = be[i]
-	}
 	return out
 }
