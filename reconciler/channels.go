@@ -1,0 +1,244 @@
+package reconciler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// channelOrder returns the channel names with channel-edge predecessors
+// first (ties by name), so a predecessor that opens a rollout in this tick
+// defers its successors in the same tick. A cycle (never valid) falls back
+// to name order for the channels on it.
+func (t *tick) channelOrder() []string {
+	names := make([]string, 0, len(t.channels))
+	for n := range t.channels {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	preds := map[string][]string{}
+	for _, n := range names {
+		preds[n] = t.predecessors(n)
+	}
+	var order []string
+	done := map[string]bool{}
+	for len(order) < len(names) {
+		progressed := false
+		for _, n := range names {
+			if done[n] {
+				continue
+			}
+			ready := true
+			for _, p := range preds[n] {
+				if _, known := t.channels[p]; known && !done[p] {
+					ready = false
+				}
+			}
+			if ready {
+				order, done[n], progressed = append(order, n), true, true
+			}
+		}
+		if !progressed {
+			for _, n := range names {
+				if !done[n] {
+					order, done[n] = append(order, n), true
+				}
+			}
+		}
+	}
+	return order
+}
+
+// predecessors lists the channels that gate channel name, from its own
+// latest verified fleet.
+func (t *tick) predecessors(name string) []string {
+	c := t.channels[name]
+	if c == nil || c.Fleet == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range c.Fleet.ChannelEdges {
+		if e.Gated == name && e.Gates != name && !slices.Contains(out, e.Gates) {
+			out = append(out, e.Gates)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nonTerminal returns the channel's rollout that is not over, if any.
+func (t *tick) nonTerminal(channel string) *work {
+	for _, w := range t.rollouts {
+		if w.r.Channel == channel && !w.r.State.Terminal() {
+			return w
+		}
+	}
+	return nil
+}
+
+func (t *tick) latestOf(channel string) *work {
+	var out *work
+	for _, w := range t.rollouts {
+		if w.r.Channel == channel {
+			out = w
+		}
+	}
+	return out
+}
+
+// defer records a deferral and reports it once per (channel, ref, blocker).
+func (t *tick) deferRef(c *Channel, blockedBy string, e Event) {
+	d := Deferral{Channel: c.Name, Ref: c.Ref, BlockedBy: blockedBy}
+	t.deferrals = append(t.deferrals, d)
+	if !t.prevDeferOK[d] {
+		t.emit(e)
+	}
+}
+
+// ---- 4. channels ----
+
+func (t *tick) openChannels() {
+	for _, name := range t.order {
+		c := t.channels[name]
+		if c.Ref == "" || c.Manifest == nil || c.Fleet == nil {
+			continue
+		}
+		latest := t.latestOf(name)
+		rolled := c.LastRolledRef
+		if rolled == "" && latest != nil {
+			rolled = latest.r.Ref
+		}
+		if c.Ref == rolled || (latest != nil && latest.r.Ref == c.Ref) {
+			continue
+		}
+		id := proto.RolloutID(name, c.Ref)
+		if c.Manifest.Channel != name || c.Manifest.ChannelRef != c.Ref {
+			t.deferRef(c, "manifest", Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
+				Reason: Reason{Code: CodeManifestMismatch, Message: fmt.Sprintf("the channel's manifest is for %s, not %s",
+					c.Manifest.RolloutID(), id)}})
+			continue
+		}
+		// Rule 1: one active rollout per channel; a newer ref waits, and
+		// replaces a waiting one (only the latest verified ref is known).
+		if active := t.nonTerminal(name); active != nil {
+			if active.r.State == RolloutHalted && !active.has(HostActivating) {
+				t.setRollout(active, EvSupersede, Reason{Code: CodeSuperseded, Message: fmt.Sprintf("%s replaces it", id)})
+			} else {
+				t.deferRef(c, active.r.ID, Event{Kind: EventRefWaiting, RolloutID: id, Channel: name, Wave: -1,
+					Reason: Reason{Code: CodeRefWaiting, Message: fmt.Sprintf("waits for %s (%s) to finish", active.r.ID, active.r.State)}})
+				continue
+			}
+		}
+		// Rule 3: channel edges.
+		if blocker := t.channelBlocker(name); blocker != nil {
+			t.deferRef(c, blocker.r.Channel, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
+				Reason: Reason{Code: CodeChannelEdge, Gate: GateChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s is %s",
+					name, blocker.r.Channel, blocker.r.ID, blocker.r.State)}})
+			continue
+		}
+		t.open(c)
+	}
+}
+
+// channelBlocker returns a non-terminal rollout of a channel that gates
+// this one. A predecessor without history does not block; a Halted one
+// does.
+func (t *tick) channelBlocker(name string) *work {
+	for _, p := range t.predecessors(name) {
+		if w := t.nonTerminal(p); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+func (w *work) has(s HostState) bool {
+	for _, h := range w.r.Hosts {
+		if h.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// open creates the rollout for a channel's ref, freezing what it needs
+// from the release, and runs the static compliance gate (rule 2).
+func (t *tick) open(c *Channel) {
+	f, m := c.Fleet, c.Manifest
+	ch := f.Channels[c.Name]
+	r := Rollout{
+		ID: m.RolloutID(), Channel: c.Name, Ref: c.Ref, State: RolloutOpening, WavePhase: PhaseDispatching,
+		OpenedAt: t.now, WaveStartedAt: t.now, UpdatedAt: t.now, ProgressAt: t.now,
+		Reason:         Reason{Code: CodeRefMoved, Message: fmt.Sprintf("channel %s moved to %s", c.Name, c.Ref)},
+		ManifestHash:   c.ManifestHash,
+		HealthGate:     m.HealthGate,
+		ComplianceMode: cmp.Or(ch.Compliance.Mode, proto.ComplianceEnforce),
+		Frameworks:     slices.Clone(m.ComplianceFrameworks),
+		Budgets:        slices.Clone(m.DisruptionBudgets),
+	}
+	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok {
+		r.OnHealthFailure = p.OnHealthFailure
+	}
+	maxWave := -1
+	for _, hw := range m.HostSet {
+		maxWave = max(maxWave, hw.WaveIndex)
+	}
+	for i := 0; i <= maxWave || i < len(f.Waves[c.Name]); i++ {
+		soak := 0
+		if i < len(f.Waves[c.Name]) {
+			soak = f.Waves[c.Name][i].SoakMinutes
+		}
+		r.Waves = append(r.Waves, WaveSpec{SoakMinutes: soak})
+	}
+	for _, hw := range m.HostSet {
+		h := RolloutHost{Hostname: hw.Hostname, Wave: hw.WaveIndex, Target: hw.TargetClosure, State: HostPending, Since: t.now}
+		for bi, b := range r.Budgets {
+			if _, found := slices.BinarySearch(b.Hosts, hw.Hostname); found {
+				h.Budgets = append(h.Budgets, bi)
+			}
+		}
+		r.Hosts = append(r.Hosts, h)
+	}
+	members := map[string]bool{}
+	for _, h := range r.Hosts {
+		members[h.Hostname] = true
+	}
+	for _, e := range f.Edges {
+		if members[e.Gates] && members[e.Gated] {
+			r.Edges = append(r.Edges, Edge{Gates: e.Gates, Gated: e.Gated})
+		}
+	}
+	w := newWork(r, true)
+	w.changed = true
+	t.rollouts = append(t.rollouts, w)
+	t.byID[r.ID] = w
+	t.sortRollouts()
+	t.chUpdates = append(t.chUpdates, ChannelUpdate{Name: c.Name, LastRolledRef: c.Ref})
+	t.emit(Event{Kind: EventRolloutOpened, RolloutID: r.ID, Channel: c.Name, Wave: -1, To: string(RolloutOpening), Reason: r.Reason})
+
+	// Rule 2: the static compliance gate.
+	var failing []string
+	if r.ComplianceMode != proto.ComplianceDisabled {
+		for _, h := range w.r.Hosts {
+			for _, ctl := range failingControls(t.obs[h.Hostname], h.Target, ControlStatic, r.Frameworks) {
+				failing = append(failing, h.Hostname+": "+ctl)
+			}
+		}
+	}
+	switch {
+	case len(failing) > 0 && r.ComplianceMode == proto.ComplianceEnforce:
+		t.setRollout(w, EvGateFailed, Reason{Code: CodeComplianceBlocked,
+			Message: fmt.Sprintf("%d static control(s) fail in enforce mode: %s", len(failing), strings.Join(failing, "; "))})
+	case len(failing) > 0:
+		for _, f := range failing {
+			t.emit(Event{Kind: EventComplianceWarning, RolloutID: r.ID, Channel: c.Name, Wave: -1,
+				Host: f[:strings.IndexByte(f, ':')], Reason: Reason{Code: CodeComplianceWarning, Message: "static control fails (permissive mode): " + f}})
+		}
+		t.setRollout(w, EvGatePassed, Reason{Code: CodeCompliancePassed, Message: fmt.Sprintf("%d static control(s) fail; permissive mode lets the rollout start", len(failing))})
+	default:
+		t.setRollout(w, EvGatePassed, Reason{Code: CodeCompliancePassed, Message: "static compliance gate passed (mode " + r.ComplianceMode + ")"})
+	}
+}

@@ -1,0 +1,483 @@
+package reconciler
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// budgetGroup is one disruption budget across every rollout that carries
+// it: budgets are the same budget when their selectors are equal (rule 5).
+type budgetGroup struct {
+	label    string
+	limit    int
+	inflight int
+}
+
+// budgetLimit is one frozen budget's cap: maxInFlight and
+// maxInFlightPct of its hosts (rounded down, at least 1) both apply.
+func budgetLimit(b proto.RolloutBudget) int {
+	limit := math.MaxInt
+	if b.MaxInFlight != nil {
+		limit = min(limit, max(*b.MaxInFlight, 0))
+	}
+	if b.MaxInFlightPct != nil {
+		limit = min(limit, max(len(b.Hosts)*(*b.MaxInFlightPct)/100, 1))
+	}
+	return limit
+}
+
+func selectorKey(s proto.Selector) string {
+	b, _ := json.Marshal(s.Normalized())
+	return string(b)
+}
+
+// counted reports whether a rollout's hosts count against budgets and may
+// move: the rollouts that observe (see observing).
+func (w *work) counted() bool { return w.observing() }
+
+// buildBudgets groups the budgets of every counted rollout and counts the
+// hosts in flight in each group, each host judged by its own rollout's
+// frozen lists.
+func (t *tick) buildBudgets() {
+	for _, w := range t.rollouts {
+		if !w.counted() {
+			continue
+		}
+		w.groupOf = make([]*budgetGroup, len(w.r.Budgets))
+		for bi, b := range w.r.Budgets {
+			key := selectorKey(b.Selector)
+			g := t.groups[key]
+			if g == nil {
+				g = &budgetGroup{label: key, limit: math.MaxInt}
+				t.groups[key] = g
+				t.groupOrder = append(t.groupOrder, key)
+			}
+			g.limit = min(g.limit, budgetLimit(b))
+			w.groupOf[bi] = g
+		}
+	}
+	t.inFlight = map[string]*work{}
+	for _, w := range t.rollouts {
+		if !w.counted() {
+			continue
+		}
+		for i, h := range w.r.Hosts {
+			if h.State.InFlight() {
+				t.take(w, i)
+			}
+		}
+	}
+}
+
+// groups returns the distinct budget groups a host of the rollout is in.
+func (w *work) groups(i int) []*budgetGroup {
+	var out []*budgetGroup
+	for _, bi := range w.r.Hosts[i].Budgets {
+		if bi >= 0 && bi < len(w.groupOf) && w.groupOf[bi] != nil && !slices.Contains(out, w.groupOf[bi]) {
+			out = append(out, w.groupOf[bi])
+		}
+	}
+	return out
+}
+
+// take puts a host in flight: it takes a slot in each of its budget
+// groups, and is busy for every other rollout.
+func (t *tick) take(w *work, i int) {
+	for _, g := range w.groups(i) {
+		g.inflight++
+	}
+	t.inFlight[w.r.Hosts[i].Hostname] = w
+}
+
+// full returns a budget group that has no room for one more host of the
+// rollout, or nil.
+func (w *work) full(i int) *budgetGroup {
+	for _, g := range w.groups(i) {
+		if g.inflight+1 > g.limit {
+			return g
+		}
+	}
+	return nil
+}
+
+func budgetBlock(g *budgetGroup) Reason {
+	return Reason{Gate: GateBudget, Code: GateBudget,
+		Message: fmt.Sprintf("disruption budget %s allows %d host(s) in flight and is full", g.label, g.limit)}
+}
+
+// busy returns the other rollout a host is in flight in, if any.
+func (t *tick) busy(w *work, name string) *work {
+	if o := t.inFlight[name]; o != nil && o != w {
+		return o
+	}
+	return nil
+}
+
+// ---- 5. dispatch ----
+
+func (t *tick) dispatch(w *work) {
+	switch w.r.State {
+	case RolloutActive:
+		t.advance(w)
+		t.finishDeferred(w)
+		t.updatePhase(w)
+	case RolloutConverged:
+		if w.latest {
+			t.dispatchHosts(w)
+			t.finishDeferred(w)
+		}
+	case RolloutHalted, RolloutCancelled:
+		t.finishDeferred(w)
+	case RolloutReverting:
+		t.revert(w)
+	}
+}
+
+// advance promotes finished waves and dispatches, until the current wave
+// waits on something (rules 4, 6, 8, 11).
+func (t *tick) advance(w *work) {
+	for {
+		for w.waveDone(w.r.Wave) {
+			if w.r.Wave >= len(w.waves)-1 {
+				t.setRollout(w, EvLastWaveDone, Reason{Code: CodeConverged, Message: fmt.Sprintf("all %d wave(s) promoted", len(w.waves))})
+				t.dispatchHosts(w) // skipped hosts that are back catch up at once
+				return
+			}
+			t.emit(Event{Kind: EventWavePromoted, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave,
+				Reason: Reason{Code: CodeWavePromoted, Message: fmt.Sprintf("wave %d done; wave %d starts", w.r.Wave, w.r.Wave+1)}})
+			w.r.Wave++
+			w.r.WaveStartedAt, w.r.ProgressAt, w.changed = t.now, t.now, true
+		}
+		t.dispatchHosts(w)
+		if !w.waveDone(w.r.Wave) {
+			return
+		}
+	}
+}
+
+// waveDone reports whether no host of the wave is still to be dispatched or
+// watched: Skipped and Deferred hosts do not hold a wave back.
+func (w *work) waveDone(wave int) bool {
+	if wave < 0 || wave >= len(w.waves) {
+		return true
+	}
+	for _, i := range w.waves[wave] {
+		switch w.r.Hosts[i].State {
+		case HostPending, HostActivating, HostSoaking, HostRollingBack:
+			return false
+		}
+	}
+	return true
+}
+
+func (t *tick) updatePhase(w *work) {
+	if w.r.State != RolloutActive {
+		return
+	}
+	phase := PhaseSoaking
+	for _, i := range w.waves[min(max(w.r.Wave, 0), len(w.waves)-1)] {
+		if w.r.Hosts[i].State == HostPending {
+			phase = PhaseDispatching
+			break
+		}
+	}
+	if phase != w.r.WavePhase {
+		w.r.WavePhase, w.changed = phase, true
+	}
+}
+
+// dispatchHosts passes the rollout's Pending hosts, and Skipped hosts that
+// are back, through the gates in (wave, hostname) order.
+func (t *tick) dispatchHosts(w *work) {
+	edge := t.channelBlocker(w.r.Channel)
+	failWave := t.complianceFailWave(w)
+	for _, idxs := range w.waves {
+		for _, i := range idxs {
+			h := &w.r.Hosts[i]
+			if h.State != HostPending && h.State != HostSkipped {
+				continue
+			}
+			o := t.obs[h.Hostname]
+			active := h.Wave <= w.r.Wave
+			if h.State == HostPending && active && !t.online(o) {
+				t.setHost(w, i, EvSkip, Reason{Code: CodeOffline, Message: "offline when its wave was active; it catches up when it returns"})
+				continue
+			}
+			if h.State == HostSkipped && !t.online(o) {
+				continue
+			}
+			if why := t.gate(w, i, o, edge, failWave); why.Gate != "" {
+				t.block(w, i, why)
+				continue
+			}
+			code, msg := CodeDispatched, "dispatched to "+h.Target
+			if h.State == HostSkipped {
+				code, msg = CodeCatchUp, "back online; dispatched to the channel's current target "+h.Target
+			}
+			h.Previous = o.Current
+			t.setHost(w, i, EvDispatch, Reason{Code: code, Message: msg})
+			t.take(w, i)
+			t.hostIntents = append(t.hostIntents, HostIntent{Host: h.Hostname, RolloutID: w.r.ID, Kind: IntentDispatch,
+				Target: h.Target, Wave: h.Wave, Reason: h.Reason})
+		}
+	}
+}
+
+// gate returns the first gate that holds a host (rule 4), or a zero Reason.
+func (t *tick) gate(w *work, i int, o ObservedHost, edge *work, failWave int) Reason {
+	h := &w.r.Hosts[i]
+	if other := t.busy(w, h.Hostname); other != nil {
+		return Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID}
+	}
+	for _, q := range o.Quarantine {
+		if q.Closure == h.Target && q.Until.After(t.now) {
+			return Reason{Gate: GateQuarantine, Code: GateQuarantine,
+				Message: fmt.Sprintf("%s failed on this host; quarantined until %s", h.Target, q.Until.UTC().Format("2006-01-02T15:04:05Z"))}
+		}
+	}
+	if edge != nil {
+		return Reason{Gate: GateChannelEdge, Code: GateChannelEdge,
+			Message: fmt.Sprintf("channel %s waits for channel %s (%s)", w.r.Channel, edge.r.Channel, edge.r.ID)}
+	}
+	if h.Wave > w.r.Wave {
+		return Reason{Gate: GateWave, Code: GateWave, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
+	}
+	for _, p := range w.preds[i] {
+		if w.r.Hosts[p].State != HostConverged {
+			return Reason{Gate: GateHostEdge, Code: GateHostEdge,
+				Message: fmt.Sprintf("waits for %s to converge", w.r.Hosts[p].Hostname)}
+		}
+	}
+	if g := w.full(i); g != nil {
+		return budgetBlock(g)
+	}
+	if failWave >= 0 && failWave < h.Wave {
+		return Reason{Gate: GateCompliance, Code: GateCompliance,
+			Message: fmt.Sprintf("a converged host of wave %d fails runtime compliance", failWave)}
+	}
+	return Reason{}
+}
+
+// complianceFailWave is the earliest wave with a converged host failing
+// runtime compliance, or -1; only when the health gate requires
+// compliance probes.
+func (t *tick) complianceFailWave(w *work) int {
+	if g := w.r.HealthGate.ComplianceProbes; g == nil || !g.Required {
+		return -1
+	}
+	for wave, idxs := range w.waves {
+		for _, i := range idxs {
+			h := w.r.Hosts[i]
+			if h.State == HostConverged && len(failingControls(t.obs[h.Hostname], h.Target, ControlRuntime, nil)) > 0 {
+				return wave
+			}
+		}
+	}
+	return -1
+}
+
+// finishDeferred moves deferred hosts that rebooted into their target to
+// Soaking, when their budgets have room (rule 7).
+func (t *tick) finishDeferred(w *work) {
+	for i := range w.r.Hosts {
+		h := &w.r.Hosts[i]
+		if h.State != HostDeferred {
+			continue
+		}
+		o := t.obs[h.Hostname]
+		if o.Current != h.Target || o.Booted != h.Target || o.LastSeen.Before(h.Since) {
+			continue
+		}
+		if g := w.full(i); g != nil {
+			t.block(w, i, budgetBlock(g))
+			continue
+		}
+		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: CodeBootedIntoTarget, Message: "rebooted into the target; soaking"})
+		t.take(w, i)
+	}
+}
+
+// revert sends the hosts that moved back to their previous closure, in
+// reverse edge order and under the budgets, and ends the revert when all
+// are back (rule 9).
+func (t *tick) revert(w *work) {
+	order := make([]int, len(w.r.Hosts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(w.r.Hosts[b].Wave, w.r.Hosts[a].Wave) })
+	remaining := 0
+	for _, i := range order {
+		h := &w.r.Hosts[i]
+		o := t.obs[h.Hostname]
+		if !w.needsRollback(i) {
+			continue
+		}
+		remaining++
+		if h.State == HostActivating || h.State == HostRollingBack {
+			continue // let the switch finish first
+		}
+		if h.State == HostFailed && o.Current == h.Previous && !o.LastSeen.Before(h.Since) {
+			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "already back on the previous closure " + h.Previous})
+			remaining--
+			continue
+		}
+		if h.State == HostFailed && h.Reason.Code == CodeRollbackTimeout && !h.Since.Before(w.r.UpdatedAt) {
+			continue // tried in this revert already; the deadline will report it
+		}
+		if h.Previous == "" {
+			t.block(w, i, Reason{Gate: GateNoPrevious, Code: GateNoPrevious, Message: "the host reported no closure before it was dispatched; nothing to roll back to"})
+			continue
+		}
+		if s := w.pendingSuccessor(i); s >= 0 {
+			t.block(w, i, Reason{Gate: GateRollbackOrder, Code: GateRollbackOrder,
+				Message: fmt.Sprintf("%s, which it gates, is rolled back first", w.r.Hosts[s].Hostname)})
+			continue
+		}
+		if g := w.full(i); g != nil {
+			t.block(w, i, budgetBlock(g))
+			continue
+		}
+		t.setHost(w, i, EvRollbackDispatch, Reason{Code: CodeRollbackStarted, Message: "rolling back to " + h.Previous})
+		t.take(w, i)
+		t.hostIntents = append(t.hostIntents, HostIntent{Host: h.Hostname, RolloutID: w.r.ID, Kind: IntentRevert,
+			Target: h.Previous, Wave: h.Wave, Reason: h.Reason})
+	}
+	if remaining == 0 {
+		t.setRollout(w, EvRevertDone, Reason{Code: CodeRevertDone, Message: "every host that moved is back on its previous closure"})
+	}
+}
+
+// needsRollback reports whether a host of a reverting rollout still has to
+// go back: it was dispatched, is not back, and had a different closure
+// before.
+func (w *work) needsRollback(i int) bool {
+	h := w.r.Hosts[i]
+	switch h.State {
+	case HostActivating, HostSoaking, HostConverged, HostDeferred, HostRollingBack, HostFailed:
+	default:
+		return false
+	}
+	return h.Previous != h.Target
+}
+
+// pendingSuccessor returns a host this one gates that still needs its
+// rollback, or -1.
+func (w *work) pendingSuccessor(i int) int {
+	for _, s := range w.succs[i] {
+		if w.needsRollback(s) {
+			return s
+		}
+	}
+	return -1
+}
+
+// ---- 6. readiness deadlines ----
+
+func (t *tick) deadline(w *work) {
+	limit := t.in.Tunables.readiness()
+	switch w.r.State {
+	case RolloutActive:
+		start := w.r.ProgressAt
+		if w.r.WaveStartedAt.After(start) {
+			start = w.r.WaveStartedAt
+		}
+		limit += w.soak(w.r.Wave)
+		if t.now.Sub(start) <= limit {
+			return
+		}
+		counts := map[string]int{}
+		onlyEdge := true
+		for _, i := range w.waves[min(max(w.r.Wave, 0), len(w.waves)-1)] {
+			h := w.r.Hosts[i]
+			switch {
+			case h.State == HostPending:
+				counts["held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
+				onlyEdge = onlyEdge && h.Blocked.Gate == GateChannelEdge
+			case h.State == HostActivating || h.State == HostSoaking || h.State == HostRollingBack:
+				counts[strings.ToLower(string(h.State))]++
+				onlyEdge = false
+			}
+		}
+		if onlyEdge && len(counts) > 0 {
+			return // waiting for a predecessor channel is not a stall
+		}
+		t.setRollout(w, EvStalled, Reason{Code: CodeWaveStalled,
+			Message: fmt.Sprintf("wave %d made no progress for %s: %s", w.r.Wave, limit, summarize(counts))})
+	case RolloutReverting:
+		if t.now.Sub(w.r.ProgressAt) > limit {
+			t.setRollout(w, EvStalled, Reason{Code: CodeRevertStalled,
+				Message: fmt.Sprintf("the revert made no progress for %s", limit)})
+		}
+	}
+}
+
+func summarize(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "no host is waiting"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ---- output ----
+
+func (t *tick) output() Output {
+	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Intents: t.hostIntents, Events: t.events,
+		IntentResults: t.results, Deferrals: t.deferrals, Channels: t.chUpdates}
+	for _, w := range t.rollouts {
+		if w.isNew {
+			out.Rollouts = append(out.Rollouts, RolloutUpdate{New: true, Rollout: w.r})
+			continue
+		}
+		if w.changed {
+			head := w.r
+			head.Hosts = nil
+			out.Rollouts = append(out.Rollouts, RolloutUpdate{From: w.from, Rollout: head})
+		}
+		for i, dirty := range w.hostDirt {
+			if dirty && !sameHost(w.orig[i], w.r.Hosts[i]) {
+				out.Hosts = append(out.Hosts, HostUpdate{RolloutID: w.r.ID, From: w.orig[i].State, Host: w.r.Hosts[i]})
+			}
+		}
+	}
+	slices.SortFunc(out.Deferrals, func(a, b Deferral) int {
+		return cmp.Or(strings.Compare(a.Channel, b.Channel), strings.Compare(a.Ref, b.Ref), strings.Compare(a.BlockedBy, b.BlockedBy))
+	})
+	if out.Intents == nil {
+		out.Intents = []HostIntent{}
+	}
+	if out.Events == nil {
+		out.Events = []Event{}
+	}
+	if out.IntentResults == nil {
+		out.IntentResults = []IntentResult{}
+	}
+	if out.Deferrals == nil {
+		out.Deferrals = []Deferral{}
+	}
+	if out.Channels == nil {
+		out.Channels = []ChannelUpdate{}
+	}
+	return out
+}
+
+func sameHost(a, b RolloutHost) bool {
+	return a.Hostname == b.Hostname && a.Wave == b.Wave && a.Target == b.Target && a.State == b.State &&
+		a.Since.Equal(b.Since) && a.Previous == b.Previous && a.Reason == b.Reason && a.Blocked == b.Blocked &&
+		slices.Equal(a.Budgets, b.Budgets)
+}

@@ -1,0 +1,462 @@
+package reconciler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// Reconcile runs one tick: from the verified releases, the rollouts, what
+// the hosts report and what operators asked, it decides what happens next.
+// It is pure: no clock, no I/O, no randomness; the same input gives the
+// same output, in the same order. The steps, in order (rfcs/0003):
+//
+//  1. operator intents, oldest first;
+//  2. host observations: confirms, failures, timeouts, health, soak;
+//  3. health policy: too many failures trigger onHealthFailure;
+//  4. channels, predecessors first: a moved ref opens a rollout, waits for
+//     the active one, or is deferred by a channel edge;
+//  5. dispatch, rollouts oldest first: promote finished waves, skip offline
+//     hosts, pass Pending hosts through the gates under the disruption
+//     budgets, send rollbacks in reverse edge order;
+//  6. readiness deadlines.
+func Reconcile(in Input) Output {
+	t := newTick(in)
+	t.intents()
+	for _, r := range t.rollouts {
+		t.observe(r)
+	}
+	for _, r := range t.rollouts {
+		t.healthPolicy(r)
+	}
+	t.openChannels()
+	t.buildBudgets()
+	for _, r := range t.rollouts {
+		t.dispatch(r)
+	}
+	for _, r := range t.rollouts {
+		t.deadline(r)
+	}
+	return t.output()
+}
+
+// tick is the working state of one Reconcile call.
+type tick struct {
+	in       Input
+	now      time.Time
+	obs      map[string]ObservedHost
+	channels map[string]*Channel
+	order    []string // channel names, predecessors first
+	rollouts []*work  // by (OpenedAt, ID)
+	byID     map[string]*work
+
+	groups      map[string]*budgetGroup // by selector key
+	inFlight    map[string]*work        // hosts in flight, and where
+	groupOrder  []string
+	deferrals   []Deferral
+	prevDeferOK map[Deferral]bool
+	chUpdates   []ChannelUpdate
+	events      []Event
+	hostIntents []HostIntent
+	results     []IntentResult
+}
+
+// work is a rollout being reconciled: a private copy of its record plus
+// what changed.
+type work struct {
+	r        Rollout
+	isNew    bool
+	from     RolloutState
+	changed  bool
+	orig     []RolloutHost // the hosts as they came in (nil for new rollouts)
+	hostDirt []bool
+	waves    [][]int        // host indexes per wave
+	preds    map[int][]int  // host index -> predecessor indexes
+	succs    map[int][]int  // host index -> successor indexes
+	groupOf  []*budgetGroup // per budget index of the rollout
+	latest   bool           // the latest rollout of its channel
+}
+
+func newTick(in Input) *tick {
+	t := &tick{in: in, now: in.Now, obs: in.Hosts, channels: map[string]*Channel{}, byID: map[string]*work{},
+		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}}
+	if t.obs == nil {
+		t.obs = map[string]ObservedHost{}
+	}
+	for i := range in.Channels {
+		c := in.Channels[i]
+		t.channels[c.Name] = &c
+	}
+	for _, d := range in.Deferrals {
+		t.prevDeferOK[d] = true
+	}
+	for i := range in.Rollouts {
+		w := newWork(in.Rollouts[i], false)
+		t.rollouts = append(t.rollouts, w)
+		t.byID[w.r.ID] = w
+	}
+	t.sortRollouts()
+	t.order = t.channelOrder()
+	return t
+}
+
+func newWork(r Rollout, isNew bool) *work {
+	w := &work{r: r, isNew: isNew, from: r.State}
+	if isNew {
+		w.from = ""
+	}
+	w.r.Hosts = slices.Clone(r.Hosts)
+	slices.SortFunc(w.r.Hosts, func(a, b RolloutHost) int { return strings.Compare(a.Hostname, b.Hostname) })
+	if !isNew {
+		w.orig = slices.Clone(w.r.Hosts)
+	}
+	w.hostDirt = make([]bool, len(w.r.Hosts))
+	w.waves = make([][]int, max(len(r.Waves), 1))
+	for i, h := range w.r.Hosts {
+		wv := min(max(h.Wave, 0), len(w.waves)-1)
+		w.waves[wv] = append(w.waves[wv], i)
+	}
+	w.preds, w.succs = map[int][]int{}, map[int][]int{}
+	for _, e := range r.Edges {
+		a, b := w.index(e.Gates), w.index(e.Gated)
+		if a < 0 || b < 0 || a == b {
+			continue
+		}
+		w.preds[b] = append(w.preds[b], a)
+		w.succs[a] = append(w.succs[a], b)
+	}
+	return w
+}
+
+func (t *tick) sortRollouts() {
+	slices.SortFunc(t.rollouts, func(a, b *work) int {
+		if c := a.r.OpenedAt.Compare(b.r.OpenedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.r.ID, b.r.ID)
+	})
+	latest := map[string]*work{}
+	for _, w := range t.rollouts {
+		w.latest = false
+		latest[w.r.Channel] = w
+	}
+	for _, w := range latest {
+		w.latest = true
+	}
+}
+
+// index finds a host by name in the sorted host list, or -1.
+func (w *work) index(name string) int {
+	i := sort.Search(len(w.r.Hosts), func(i int) bool { return w.r.Hosts[i].Hostname >= name })
+	if i < len(w.r.Hosts) && w.r.Hosts[i].Hostname == name {
+		return i
+	}
+	return -1
+}
+
+// ---- events and changes ----
+
+func (t *tick) emit(e Event) { t.events = append(t.events, e) }
+
+// setRollout moves a rollout to a new state through the state machine.
+func (t *tick) setRollout(w *work, ev RolloutEvent, reason Reason) bool {
+	to, err := w.r.State.Next(ev)
+	if err != nil {
+		return false
+	}
+	t.emit(Event{Kind: EventRolloutTransition, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave,
+		From: string(w.r.State), To: string(to), Reason: reason})
+	w.r.State, w.r.Reason, w.r.UpdatedAt, w.r.ProgressAt = to, reason, t.now, t.now
+	w.changed = true
+	return true
+}
+
+// setHost moves a host through the state machine, records the reason and
+// emits the transition.
+func (t *tick) setHost(w *work, i int, ev HostEvent, reason Reason) bool {
+	h := &w.r.Hosts[i]
+	to, err := h.State.Next(ev)
+	if err != nil {
+		return false
+	}
+	t.emit(Event{Kind: EventHostTransition, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
+		From: string(h.State), To: string(to), Reason: reason})
+	h.State, h.Since, h.Reason, h.Blocked = to, t.now, reason, Reason{}
+	w.hostDirt[i] = true
+	w.r.ProgressAt = t.now
+	w.changed = true
+	return true
+}
+
+// block records why a host was held; an event is emitted only when the
+// reason changes, and not for hosts merely waiting for their wave.
+func (t *tick) block(w *work, i int, why Reason) {
+	h := &w.r.Hosts[i]
+	if h.Blocked == why {
+		return
+	}
+	h.Blocked = why
+	w.hostDirt[i] = true
+	if why.Gate != GateWave && why.Gate != "" {
+		t.emit(Event{Kind: EventHostWaiting, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
+			From: string(h.State), Reason: why})
+	}
+}
+
+// ---- 1. operator intents ----
+
+func (t *tick) intents() {
+	ints := slices.Clone(t.in.Intents)
+	slices.SortFunc(ints, func(a, b Intent) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.ID, b.ID))
+	})
+	for _, in := range ints {
+		res := IntentResult{IntentID: in.ID}
+		w := t.byID[in.RolloutID]
+		var ev RolloutEvent
+		var code string
+		switch in.Kind {
+		case IntentPause:
+			ev, code = EvPause, CodeOperatorPause
+		case IntentResume:
+			ev, code = EvResume, CodeOperatorResume
+		case IntentCancel:
+			ev, code = EvCancel, CodeOperatorCancel
+		case IntentRollback:
+			ev, code = EvRollback, CodeOperatorRollback
+		}
+		switch {
+		case ev == "":
+			res.Reason = Reason{Code: CodeUnknownIntent, Actor: in.Actor, Message: fmt.Sprintf("unknown intent %q", in.Kind)}
+		case w == nil:
+			res.Reason = Reason{Code: CodeUnknownRollout, Actor: in.Actor, Message: fmt.Sprintf("no rollout %q", in.RolloutID)}
+		default:
+			if _, err := w.r.State.Next(ev); err != nil {
+				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
+					Message: fmt.Sprintf("cannot %s a rollout that is %s", in.Kind, w.r.State)}
+				break
+			}
+			reason := Reason{Code: code, Actor: in.Actor, Message: fmt.Sprintf("%s by %s", in.Kind, actorName(in.Actor))}
+			if ev == EvResume {
+				// Failures so far are forgiven: onHealthFailure counts anew.
+				w.r.FailuresForgiven = w.failures()
+				reason.Message += fmt.Sprintf("; %d failed host(s) forgiven", w.r.FailuresForgiven)
+			}
+			t.setRollout(w, ev, reason)
+			res.Accepted, res.Reason = true, reason
+		}
+		kind := EventIntentRefused
+		if res.Accepted {
+			kind = EventIntentAccepted
+		}
+		t.emit(Event{Kind: kind, RolloutID: in.RolloutID, Wave: -1, Reason: res.Reason})
+		t.results = append(t.results, res)
+	}
+}
+
+func actorName(a string) string {
+	if a == "" {
+		return "an unnamed operator"
+	}
+	return a
+}
+
+// ---- 2. host observations ----
+
+func (t *tick) online(o ObservedHost) bool {
+	return !o.LastSeen.IsZero() && t.now.Sub(o.LastSeen) <= t.in.Tunables.offline()
+}
+
+// observing reports whether a rollout's hosts still move on observations:
+// in-flight hosts of halted and cancelled rollouts finish; a converged
+// rollout keeps catching up skipped hosts while it is the latest.
+func (w *work) observing() bool {
+	switch w.r.State {
+	case RolloutActive, RolloutHalted, RolloutReverting, RolloutCancelled:
+		return true
+	case RolloutConverged:
+		return w.latest
+	}
+	return false
+}
+
+func (t *tick) observe(w *work) {
+	if !w.observing() {
+		return
+	}
+	confirm := t.in.Tunables.confirm()
+	for i := range w.r.Hosts {
+		h := &w.r.Hosts[i]
+		switch h.State {
+		case HostActivating, HostSoaking, HostDeferred, HostRollingBack:
+		default:
+			continue
+		}
+		o := t.obs[h.Hostname]
+		act := o.Activation
+		matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since)
+		switch h.State {
+		case HostActivating:
+			switch {
+			case matches && act.Outcome == OutcomeConfirmed:
+				t.setHost(w, i, EvConfirm, Reason{Code: CodeConfirmed, Message: "the agent confirmed the switch"})
+			case matches && act.Outcome == OutcomeFailed:
+				t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the activation failed", act.Detail)})
+			case matches && act.Outcome == OutcomeManifestRejected:
+				t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
+			case matches && act.Outcome == OutcomeRolledBack:
+				t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+			case matches && act.Outcome == OutcomeDeferred:
+				t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
+			case t.now.Sub(h.Since) > confirm:
+				t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
+					Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
+			}
+		case HostSoaking:
+			soak := w.soak(h.Wave)
+			switch {
+			case matches && act.Outcome == OutcomeRolledBack:
+				t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+			case !t.online(o):
+				t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
+			case unhealthy(o, w.r.HealthGate, h.Target) != "":
+				t.setHost(w, i, EvUnhealthy, Reason{Code: CodeUnhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
+			case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):
+				t.setHost(w, i, EvSoaked, Reason{Code: CodeSoaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
+			}
+		case HostDeferred:
+			switch {
+			case matches && act.Outcome == OutcomeRolledBack:
+				t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+			case matches && act.Outcome == OutcomeFailed:
+				t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the boot into the target failed", act.Detail)})
+			}
+		case HostRollingBack:
+			switch {
+			case o.Current == h.Previous && !o.LastSeen.Before(h.Since):
+				t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
+			case t.now.Sub(h.Since) > confirm:
+				t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
+					Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
+			}
+		}
+	}
+}
+
+func detail(msg, d string) string {
+	if d == "" {
+		return msg
+	}
+	return msg + ": " + d
+}
+
+// unhealthy returns why o fails the health gate for target, or "".
+func unhealthy(o ObservedHost, g proto.HealthGate, target string) string {
+	var why []string
+	if o.Current != target {
+		why = append(why, fmt.Sprintf("runs %s, not the target", orNone(o.Current)))
+	}
+	if g.SystemdFailedUnits != nil && len(o.FailedUnits) > g.SystemdFailedUnits.Max {
+		why = append(why, fmt.Sprintf("%d failed systemd unit(s) (%s), at most %d allowed",
+			len(o.FailedUnits), strings.Join(sortedCopy(o.FailedUnits), ", "), g.SystemdFailedUnits.Max))
+	}
+	if len(o.Probes.Failed) > 0 {
+		why = append(why, fmt.Sprintf("health probe(s) failing: %s", strings.Join(sortedCopy(o.Probes.Failed), ", ")))
+	}
+	if g.ComplianceProbes != nil && g.ComplianceProbes.Required {
+		if f := failingControls(o, target, ControlRuntime, nil); len(f) > 0 {
+			why = append(why, "compliance control(s) failing: "+strings.Join(f, ", "))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// failingControls lists the failing compliance controls of a kind
+// (static or runtime; "both" counts as either) for a closure, restricted
+// to frameworks when given.
+func failingControls(o ObservedHost, closure, kind string, frameworks []string) []string {
+	var out []string
+	for _, c := range o.Compliance {
+		if c.Passed || c.Closure != closure || (c.Type != kind && c.Type != ControlBoth) {
+			continue
+		}
+		if len(frameworks) > 0 && c.Framework != "" && !slices.Contains(frameworks, c.Framework) {
+			continue
+		}
+		name := c.Control
+		if c.Framework != "" {
+			name += " (" + c.Framework + ")"
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedCopy(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing known"
+	}
+	return s
+}
+
+func (w *work) soak(wave int) time.Duration {
+	if wave < 0 || wave >= len(w.r.Waves) {
+		return 0
+	}
+	return time.Duration(w.r.Waves[wave].SoakMinutes) * time.Minute
+}
+
+// ---- 3. health policy ----
+
+// failures counts the hosts that failed the rollout: Failed (except a
+// rollback that timed out during a revert), and Reverted by their own
+// agent.
+func (w *work) failures() int {
+	n := 0
+	for _, h := range w.r.Hosts {
+		switch {
+		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout:
+			n++
+		case h.State == HostReverted && h.Reason.Code == CodeAgentRolledBack:
+			n++
+		}
+	}
+	return n
+}
+
+func (w *work) maxFailures() int {
+	if m := w.r.HealthGate.MaxFailures; m != nil && *m > 0 {
+		return *m
+	}
+	return 0
+}
+
+func (t *tick) healthPolicy(w *work) {
+	rollback := w.r.OnHealthFailure == proto.OnHealthFailureRollbackAndHalt
+	if w.r.State != RolloutActive && !(w.r.State == RolloutHalted && rollback) {
+		return
+	}
+	failed := w.failures() - w.r.FailuresForgiven
+	if failed <= w.maxFailures() {
+		return
+	}
+	reason := Reason{Code: CodeHealthFailure, Message: fmt.Sprintf("%d host(s) failed, healthGate.maxFailures is %d; onHealthFailure is %s",
+		failed, w.maxFailures(), cmp.Or(w.r.OnHealthFailure, proto.OnHealthFailureHalt))}
+	if rollback {
+		t.setRollout(w, EvRollback, reason)
+	} else {
+		t.setRollout(w, EvHealthHalt, reason)
+	}
+}

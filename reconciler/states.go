@@ -1,0 +1,214 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrIllegalTransition is wrapped by Next when a state machine has no move
+// for an event in the current state.
+var ErrIllegalTransition = errors.New("reconciler: illegal transition")
+
+// HostState is a host's state inside one rollout (rfcs/0004-host-states.md).
+// The names are the values stored in the database and written in JSON.
+type HostState string
+
+// Host states.
+const (
+	// HostPending: not dispatched yet.
+	HostPending HostState = "Pending"
+	// HostActivating: told to switch to the target; not confirmed yet.
+	HostActivating HostState = "Activating"
+	// HostSoaking: confirmed on the target; the health gate is watched
+	// for the wave's soak time.
+	HostSoaking HostState = "Soaking"
+	// HostConverged: soaked and healthy on the target.
+	HostConverged HostState = "Converged"
+	// HostFailed: the activation or the health gate failed.
+	HostFailed HostState = "Failed"
+	// HostReverted: back on the previous closure.
+	HostReverted HostState = "Reverted"
+	// HostDeferred: the target is staged for the next boot (kernel,
+	// initrd, systemd or dbus would change under a live switch).
+	HostDeferred HostState = "Deferred"
+	// HostSkipped: offline when its wave began; does not block the wave.
+	HostSkipped HostState = "Skipped"
+	// HostRollingBack: told to return to its previous closure while the
+	// rollout is Reverting.
+	HostRollingBack HostState = "RollingBack"
+)
+
+// HostStates lists every host state, in diagram order.
+var HostStates = []HostState{HostPending, HostActivating, HostSoaking, HostConverged, HostFailed,
+	HostReverted, HostDeferred, HostSkipped, HostRollingBack}
+
+// InFlight reports whether a host in this state counts against disruption
+// budgets: it is being switched, watched, or switched back.
+func (s HostState) InFlight() bool {
+	return s == HostActivating || s == HostSoaking || s == HostRollingBack
+}
+
+// HostEvent is something that moves a host between states.
+type HostEvent string
+
+// Host events.
+const (
+	EvDispatch         HostEvent = "dispatch"           // the reconciler sends the target
+	EvSkip             HostEvent = "skip"               // offline when its wave is active
+	EvConfirm          HostEvent = "confirm"            // the agent confirmed the switch
+	EvConfirmTimeout   HostEvent = "confirm_timeout"    // no confirm within the confirm window
+	EvActivationFailed HostEvent = "activation_failed"  // the agent reports the switch failed
+	EvManifestRejected HostEvent = "manifest_rejected"  // the agent refused the manifest
+	EvAgentRolledBack  HostEvent = "agent_rolled_back"  // the agent rolled itself back
+	EvDeferredReported HostEvent = "deferred"           // the agent staged the target for next boot
+	EvBootedIntoTarget HostEvent = "booted_into_target" // a deferred host now runs the target
+	EvUnhealthy        HostEvent = "unhealthy"          // the health gate failed while soaking
+	EvSoaked           HostEvent = "soaked"             // soak time elapsed, healthy
+	EvRollbackDispatch HostEvent = "rollback"           // the reconciler sends the previous closure
+	EvRolledBack       HostEvent = "rolled_back"        // the host runs its previous closure again
+	EvRollbackTimeout  HostEvent = "rollback_timeout"   // no rollback within the confirm window
+)
+
+// HostEvents lists every host event.
+var HostEvents = []HostEvent{EvDispatch, EvSkip, EvConfirm, EvConfirmTimeout, EvActivationFailed,
+	EvManifestRejected, EvAgentRolledBack, EvDeferredReported, EvBootedIntoTarget, EvUnhealthy,
+	EvSoaked, EvRollbackDispatch, EvRolledBack, EvRollbackTimeout}
+
+type hostMove struct {
+	from HostState
+	ev   HostEvent
+}
+
+// hostTable is the whole host state machine: every legal move.
+var hostTable = map[hostMove]HostState{
+	{HostPending, EvDispatch}:            HostActivating,
+	{HostPending, EvSkip}:                HostSkipped,
+	{HostSkipped, EvDispatch}:            HostActivating,
+	{HostActivating, EvConfirm}:          HostSoaking,
+	{HostActivating, EvConfirmTimeout}:   HostFailed,
+	{HostActivating, EvActivationFailed}: HostFailed,
+	{HostActivating, EvManifestRejected}: HostFailed,
+	{HostActivating, EvAgentRolledBack}:  HostReverted,
+	{HostActivating, EvDeferredReported}: HostDeferred,
+	{HostDeferred, EvBootedIntoTarget}:   HostSoaking,
+	{HostDeferred, EvActivationFailed}:   HostFailed,
+	{HostDeferred, EvAgentRolledBack}:    HostReverted,
+	{HostDeferred, EvRollbackDispatch}:   HostRollingBack,
+	{HostSoaking, EvSoaked}:              HostConverged,
+	{HostSoaking, EvUnhealthy}:           HostFailed,
+	{HostSoaking, EvAgentRolledBack}:     HostReverted,
+	{HostSoaking, EvRollbackDispatch}:    HostRollingBack,
+	{HostConverged, EvRollbackDispatch}:  HostRollingBack,
+	{HostFailed, EvRollbackDispatch}:     HostRollingBack,
+	{HostFailed, EvRolledBack}:           HostReverted,
+	{HostRollingBack, EvRolledBack}:      HostReverted,
+	{HostRollingBack, EvAgentRolledBack}: HostReverted,
+	{HostRollingBack, EvRollbackTimeout}: HostFailed,
+}
+
+// Next applies ev to s, or refuses with ErrIllegalTransition.
+func (s HostState) Next(ev HostEvent) (HostState, error) {
+	if to, ok := hostTable[hostMove{s, ev}]; ok {
+		return to, nil
+	}
+	return s, fmt.Errorf("%w: host %s on %s", ErrIllegalTransition, s, ev)
+}
+
+// RolloutState is a rollout's state (rfcs/0005-rollout-states.md).
+type RolloutState string
+
+// Rollout states.
+const (
+	// RolloutOpening: the manifest is adopted; the static compliance gate
+	// runs.
+	RolloutOpening RolloutState = "Opening"
+	// RolloutActive: waves are being dispatched and soaked.
+	RolloutActive RolloutState = "Active"
+	// RolloutConverged: the last wave was promoted.
+	RolloutConverged RolloutState = "Converged"
+	// RolloutHalted: stopped by policy, an operator or a stalled wave;
+	// resumable. Nothing new is dispatched; in-flight hosts finish.
+	RolloutHalted RolloutState = "Halted"
+	// RolloutReverting: hosts that moved are being sent back.
+	RolloutReverting RolloutState = "Reverting"
+	// RolloutReverted: every host that moved is back.
+	RolloutReverted RolloutState = "Reverted"
+	// RolloutFailed: could not start (static compliance gate).
+	RolloutFailed RolloutState = "Failed"
+	// RolloutCancelled: an operator cancelled it; in-flight hosts finish.
+	RolloutCancelled RolloutState = "Cancelled"
+	// RolloutSuperseded: a newer ref of the channel replaced it while it
+	// was halted.
+	RolloutSuperseded RolloutState = "Superseded"
+)
+
+// RolloutStates lists every rollout state, in diagram order.
+var RolloutStates = []RolloutState{RolloutOpening, RolloutActive, RolloutConverged, RolloutHalted,
+	RolloutReverting, RolloutReverted, RolloutFailed, RolloutCancelled, RolloutSuperseded}
+
+// Terminal reports whether the rollout is over: it blocks neither its
+// channel nor the channels it gates.
+func (s RolloutState) Terminal() bool {
+	switch s {
+	case RolloutConverged, RolloutReverted, RolloutFailed, RolloutCancelled, RolloutSuperseded:
+		return true
+	}
+	return false
+}
+
+// RolloutEvent is something that moves a rollout between states.
+type RolloutEvent string
+
+// Rollout events.
+const (
+	EvGatePassed   RolloutEvent = "gate_passed" // static compliance gate passed
+	EvGateFailed   RolloutEvent = "gate_failed" // static compliance gate blocked
+	EvPause        RolloutEvent = "pause"       // operator intent
+	EvResume       RolloutEvent = "resume"      // operator intent
+	EvCancel       RolloutEvent = "cancel"      // operator intent
+	EvRollback     RolloutEvent = "rollback"    // operator intent, or onHealthFailure rollback-and-halt
+	EvHealthHalt   RolloutEvent = "health_halt" // onHealthFailure halt
+	EvStalled      RolloutEvent = "stalled"     // readiness deadline passed
+	EvLastWaveDone RolloutEvent = "converge"    // the last wave was promoted
+	EvRevertDone   RolloutEvent = "revert_done" // every host that moved is back
+	EvSupersede    RolloutEvent = "supersede"   // a newer ref opens on the channel
+)
+
+// RolloutEvents lists every rollout event.
+var RolloutEvents = []RolloutEvent{EvGatePassed, EvGateFailed, EvPause, EvResume, EvCancel, EvRollback,
+	EvHealthHalt, EvStalled, EvLastWaveDone, EvRevertDone, EvSupersede}
+
+type rolloutMove struct {
+	from RolloutState
+	ev   RolloutEvent
+}
+
+// rolloutTable is the whole rollout state machine: every legal move.
+var rolloutTable = map[rolloutMove]RolloutState{
+	{RolloutOpening, EvGatePassed}:   RolloutActive,
+	{RolloutOpening, EvGateFailed}:   RolloutFailed,
+	{RolloutOpening, EvCancel}:       RolloutCancelled,
+	{RolloutActive, EvPause}:         RolloutHalted,
+	{RolloutActive, EvHealthHalt}:    RolloutHalted,
+	{RolloutActive, EvStalled}:       RolloutHalted,
+	{RolloutActive, EvCancel}:        RolloutCancelled,
+	{RolloutActive, EvRollback}:      RolloutReverting,
+	{RolloutActive, EvLastWaveDone}:  RolloutConverged,
+	{RolloutHalted, EvResume}:        RolloutActive,
+	{RolloutHalted, EvCancel}:        RolloutCancelled,
+	{RolloutHalted, EvRollback}:      RolloutReverting,
+	{RolloutHalted, EvSupersede}:     RolloutSuperseded,
+	{RolloutReverting, EvRevertDone}: RolloutReverted,
+	{RolloutReverting, EvStalled}:    RolloutHalted,
+	{RolloutReverting, EvCancel}:     RolloutCancelled,
+	{RolloutConverged, EvRollback}:   RolloutReverting,
+	{RolloutCancelled, EvRollback}:   RolloutReverting,
+}
+
+// Next applies ev to s, or refuses with ErrIllegalTransition.
+func (s RolloutState) Next(ev RolloutEvent) (RolloutState, error) {
+	if to, ok := rolloutTable[rolloutMove{s, ev}]; ok {
+		return to, nil
+	}
+	return s, fmt.Errorf("%w: rollout %s on %s", ErrIllegalTransition, s, ev)
+}

@@ -1,0 +1,374 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// Input is everything one tick decides from. The control plane loads it
+// from its store; `nixfleet reconcile --input` reads it from JSON. Slices
+// may come in any order and maps are iterated in sorted order: the output
+// does not depend on either.
+type Input struct {
+	// Description is free text for humans (golden cases); ignored.
+	Description string `json:"description,omitempty"`
+	// Now is the tick's time. The reconciler never reads a clock.
+	Now time.Time `json:"now"`
+	// Channels: the latest verified release of every channel.
+	Channels []Channel `json:"channels"`
+	// Rollouts: every rollout that is not pruned, with its hosts.
+	Rollouts []Rollout `json:"rollouts"`
+	// Hosts: what the agents last reported, by hostname.
+	Hosts map[string]ObservedHost `json:"hosts"`
+	// Intents: operator intents not yet consumed.
+	Intents []Intent `json:"intents"`
+	// Deferrals: the rollout_deferred records of the previous tick, so a
+	// still-blocked channel is reported once, not every tick.
+	Deferrals []Deferral `json:"deferrals"`
+	// Tunables: zero fields take their defaults.
+	Tunables Tunables `json:"tunables"`
+}
+
+// Channel is a channel's latest verified release.
+type Channel struct {
+	Name string `json:"name"`
+	// Ref is the channel ref of the latest verified release (its
+	// meta.ciCommit); empty when none has been verified.
+	Ref string `json:"ref"`
+	// Fleet and Manifest are the verified artifacts at Ref.
+	Fleet    *proto.FleetResolved   `json:"fleet,omitempty"`
+	Manifest *proto.RolloutManifest `json:"manifest,omitempty"`
+	// ManifestHash is the manifest's content hash, recorded with the
+	// rollout it opens.
+	ManifestHash string `json:"manifestHash,omitempty"`
+	// LastRolledRef is the ref of the last rollout opened on the channel.
+	LastRolledRef string `json:"lastRolledRef,omitempty"`
+}
+
+// Tunables are the reconciler's time limits.
+type Tunables struct {
+	// OfflineThresholdSeconds: a host not seen for longer is offline.
+	// Default 300.
+	OfflineThresholdSeconds int `json:"offlineThresholdSeconds,omitempty"`
+	// ConfirmWindowSeconds: how long an activated host has to confirm, and
+	// a rolling-back host to be seen on its previous closure. Default 300.
+	ConfirmWindowSeconds int `json:"confirmWindowSeconds,omitempty"`
+	// ReadinessDeadlineSeconds: how long a wave may go without progress,
+	// beyond its soak time, before the rollout halts. Default 3600.
+	ReadinessDeadlineSeconds int `json:"readinessDeadlineSeconds,omitempty"`
+}
+
+// Defaults for Tunables.
+const (
+	DefaultOfflineThreshold  = 5 * time.Minute
+	DefaultConfirmWindow     = 5 * time.Minute
+	DefaultReadinessDeadline = 60 * time.Minute
+)
+
+func (t Tunables) offline() time.Duration {
+	return secondsOr(t.OfflineThresholdSeconds, DefaultOfflineThreshold)
+}
+func (t Tunables) confirm() time.Duration {
+	return secondsOr(t.ConfirmWindowSeconds, DefaultConfirmWindow)
+}
+func (t Tunables) readiness() time.Duration {
+	return secondsOr(t.ReadinessDeadlineSeconds, DefaultReadinessDeadline)
+}
+
+func secondsOr(s int, d time.Duration) time.Duration {
+	if s <= 0 {
+		return d
+	}
+	return time.Duration(s) * time.Second
+}
+
+// WavePhase says where the current wave is.
+type WavePhase string
+
+// Wave phases.
+const (
+	// PhaseDispatching: some host of the wave is still Pending.
+	PhaseDispatching WavePhase = "dispatching"
+	// PhaseSoaking: every host of the wave was dispatched or set aside;
+	// waiting for the soak to finish.
+	PhaseSoaking WavePhase = "soaking"
+)
+
+// Rollout is one channel moving to one release. Everything a rollout needs
+// from the release is frozen into it when it opens.
+type Rollout struct {
+	// ID is "<channel>@<ref>".
+	ID      string       `json:"id"`
+	Channel string       `json:"channel"`
+	Ref     string       `json:"ref"`
+	State   RolloutState `json:"state"`
+	// Wave is the current wave index; WavePhase its phase.
+	Wave      int       `json:"wave"`
+	WavePhase WavePhase `json:"wavePhase"`
+	// OpenedAt, WaveStartedAt: when the rollout opened and its current
+	// wave became active. UpdatedAt: the last change of state.
+	OpenedAt      time.Time `json:"openedAt"`
+	WaveStartedAt time.Time `json:"waveStartedAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+	// ProgressAt is the last time any host of the rollout changed state or
+	// a wave was promoted; the readiness deadline runs from it.
+	ProgressAt time.Time `json:"progressAt"`
+	// Reason explains the current state.
+	Reason Reason `json:"reason"`
+	// ManifestHash is the content hash of the manifest the rollout adopted.
+	ManifestHash string `json:"manifestHash"`
+	// FailuresForgiven is the number of failed hosts a resume forgave:
+	// onHealthFailure counts failures beyond it.
+	FailuresForgiven int `json:"failuresForgiven"`
+
+	// Frozen at open.
+	Waves           []WaveSpec            `json:"waves"`
+	HealthGate      proto.HealthGate      `json:"healthGate"`
+	OnHealthFailure string                `json:"onHealthFailure"`
+	ComplianceMode  string                `json:"complianceMode"`
+	Frameworks      []string              `json:"complianceFrameworks"`
+	Edges           []Edge                `json:"edges"`
+	Budgets         []proto.RolloutBudget `json:"budgets"`
+
+	// Hosts of the rollout, sorted by hostname.
+	Hosts []RolloutHost `json:"hosts"`
+}
+
+// WaveSpec is one wave of a rollout.
+type WaveSpec struct {
+	SoakMinutes int `json:"soakMinutes"`
+}
+
+// Edge orders two hosts of a rollout: Gated waits until Gates converged.
+type Edge struct {
+	Gates string `json:"gates"`
+	Gated string `json:"gated"`
+}
+
+// RolloutHost is a host's place and state in a rollout.
+type RolloutHost struct {
+	Hostname string    `json:"hostname"`
+	Wave     int       `json:"wave"`
+	Target   string    `json:"target"`
+	State    HostState `json:"state"`
+	// Since is when the host entered State.
+	Since time.Time `json:"since"`
+	// Previous is the closure the host ran when it was dispatched: the
+	// rollback target.
+	Previous string `json:"previous,omitempty"`
+	// Reason explains the current state.
+	Reason Reason `json:"reason"`
+	// Blocked is why a Pending or Skipped host was not dispatched in the
+	// last tick (the first gate that held it); empty when it was not held.
+	Blocked Reason `json:"blocked"`
+	// Budgets are the indexes, in the rollout's Budgets, of the budgets
+	// whose frozen host lists include this host (computed at open).
+	Budgets []int `json:"budgets,omitempty"`
+}
+
+// ObservedHost is what a host's agent last reported, and when.
+type ObservedHost struct {
+	// LastSeen is the last check-in; zero when never seen.
+	LastSeen time.Time `json:"lastSeen"`
+	// Current and Booted are the store path basenames of
+	// /run/current-system and /run/booted-system.
+	Current string `json:"current"`
+	Booted  string `json:"booted"`
+	// Probes is the health-probe summary of the last check-in.
+	Probes ProbeSummary `json:"probes"`
+	// FailedUnits are the failed systemd units.
+	FailedUnits []string `json:"failedUnits"`
+	// Compliance are the latest compliance control results.
+	Compliance []ComplianceResult `json:"compliance"`
+	// Deferred is set while the host has a target staged for next boot.
+	Deferred bool `json:"deferred"`
+	// Activation is the latest activation outcome the agent reported.
+	Activation *Activation `json:"activation,omitempty"`
+	// Quarantine lists closures that failed on this host and must not be
+	// dispatched to it again before Until.
+	Quarantine []Quarantine `json:"quarantine"`
+}
+
+// ProbeSummary counts health probes.
+type ProbeSummary struct {
+	Total  int      `json:"total"`
+	Failed []string `json:"failed"`
+}
+
+// Compliance control types.
+const (
+	ControlStatic  = "static"
+	ControlRuntime = "runtime"
+	ControlBoth    = "both"
+)
+
+// ComplianceResult is one compliance control's result for a closure.
+type ComplianceResult struct {
+	Control   string `json:"control"`
+	Framework string `json:"framework,omitempty"`
+	// Type is "static", "runtime" or "both".
+	Type string `json:"type"`
+	// Closure is the closure the result is about.
+	Closure string `json:"closure"`
+	Passed  bool   `json:"passed"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Activation outcomes an agent reports.
+const (
+	OutcomeStarted          = "started"
+	OutcomeConfirmed        = "confirmed"
+	OutcomeFailed           = "failed"
+	OutcomeDeferred         = "deferred"
+	OutcomeRolledBack       = "rolled_back"
+	OutcomeManifestRejected = "manifest_rejected"
+)
+
+// Activation is an agent's latest report about activating a closure.
+type Activation struct {
+	RolloutID string    `json:"rolloutId"`
+	Closure   string    `json:"closure"`
+	Outcome   string    `json:"outcome"`
+	At        time.Time `json:"at"`
+	Detail    string    `json:"detail,omitempty"`
+}
+
+// Quarantine holds a closure back from a host.
+type Quarantine struct {
+	Closure string    `json:"closure"`
+	Until   time.Time `json:"until"`
+}
+
+// Intent kinds.
+const (
+	IntentPause    = "pause"
+	IntentResume   = "resume"
+	IntentCancel   = "cancel"
+	IntentRollback = "rollback"
+)
+
+// Intent is an operator's request about a rollout.
+type Intent struct {
+	ID        string    `json:"id"`
+	RolloutID string    `json:"rolloutId"`
+	Kind      string    `json:"kind"`
+	Actor     string    `json:"actor"`
+	At        time.Time `json:"at"`
+}
+
+// Deferral records that a channel's new ref could not open a rollout
+// because of a blocker (a channel edge predecessor).
+type Deferral struct {
+	Channel   string `json:"channel"`
+	Ref       string `json:"ref"`
+	BlockedBy string `json:"blockedBy"`
+}
+
+// Reason is the structured explanation every decision carries.
+type Reason struct {
+	// Code is stable and machine-readable (see the Code… constants).
+	Code string `json:"code,omitempty"`
+	// Message is for people.
+	Message string `json:"message,omitempty"`
+	// Gate names the gate that held a host, for blocking reasons.
+	Gate string `json:"gate,omitempty"`
+	// Actor is the operator behind an intent.
+	Actor string `json:"actor,omitempty"`
+}
+
+// Output is what one tick decided, in a deterministic order.
+type Output struct {
+	// Rollouts: rollouts created or changed, as their complete new
+	// records without hosts (New ones carry their hosts).
+	Rollouts []RolloutUpdate `json:"rollouts"`
+	// Hosts: host records that changed, complete.
+	Hosts []HostUpdate `json:"hosts"`
+	// Intents: what agents must now be told.
+	Intents []HostIntent `json:"intents"`
+	// Events: the journal entries of the tick.
+	Events []Event `json:"events"`
+	// IntentResults: one per consumed operator intent.
+	IntentResults []IntentResult `json:"intentResults"`
+	// Deferrals: the complete set of current deferrals, for the next tick.
+	Deferrals []Deferral `json:"deferrals"`
+	// Channels: channels whose last rolled ref changed.
+	Channels []ChannelUpdate `json:"channels"`
+}
+
+// ChannelUpdate records the ref a channel last opened a rollout for.
+type ChannelUpdate struct {
+	Name          string `json:"name"`
+	LastRolledRef string `json:"lastRolledRef"`
+}
+
+// RolloutUpdate is a created or changed rollout.
+type RolloutUpdate struct {
+	// New is set when the rollout was opened in this tick.
+	New bool `json:"new,omitempty"`
+	// From is the state before the tick ("" when new).
+	From    RolloutState `json:"from,omitempty"`
+	Rollout Rollout      `json:"rollout"`
+}
+
+// HostUpdate is a changed host record.
+type HostUpdate struct {
+	RolloutID string `json:"rolloutId"`
+	// From is the state before the tick; equal to Host.State when only
+	// Blocked changed.
+	From HostState   `json:"from"`
+	Host RolloutHost `json:"host"`
+}
+
+// Host intent kinds.
+const (
+	IntentDispatch = "dispatch"
+	IntentRevert   = "rollback"
+)
+
+// HostIntent tells an agent what to run.
+type HostIntent struct {
+	Host      string `json:"host"`
+	RolloutID string `json:"rolloutId"`
+	// Kind is "dispatch" (switch to Target) or "rollback" (return to
+	// Target, the host's previous closure).
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Wave   int    `json:"wave"`
+	Reason Reason `json:"reason"`
+}
+
+// IntentResult says what became of an operator intent.
+type IntentResult struct {
+	IntentID string `json:"intentId"`
+	Accepted bool   `json:"accepted"`
+	Reason   Reason `json:"reason"`
+}
+
+// Event kinds.
+const (
+	EventRolloutOpened     = "rollout_opened"
+	EventRolloutTransition = "rollout_transition"
+	EventRolloutDeferred   = "rollout_deferred"
+	EventWavePromoted      = "wave_promoted"
+	EventHostTransition    = "host_transition"
+	EventHostWaiting       = "host_waiting"
+	EventIntentAccepted    = "intent_accepted"
+	EventIntentRefused     = "intent_refused"
+	EventComplianceWarning = "compliance_warning"
+	EventRefWaiting        = "ref_waiting"
+)
+
+// Event is one journal entry: what happened, to what, and why.
+type Event struct {
+	Kind      string `json:"kind"`
+	RolloutID string `json:"rolloutId,omitempty"`
+	Channel   string `json:"channel,omitempty"`
+	// Wave is the wave concerned, -1 when none.
+	Wave int    `json:"wave"`
+	Host string `json:"host,omitempty"`
+	// From and To are the states of a transition.
+	From   string `json:"from,omitempty"`
+	To     string `json:"to,omitempty"`
+	Reason Reason `json:"reason"`
+}
