@@ -98,49 +98,50 @@ func (t *tick) deferRef(c *Channel, blockedBy string, e Event) {
 	}
 }
 
-// ---- 4. channels ----
+// ---- 4c. channels ----
 
-func (t *tick) openChannels() {
-	for _, name := range t.order {
-		c := t.channels[name]
-		if c.Ref == "" || c.Manifest == nil || c.Fleet == nil {
-			continue
-		}
-		latest := t.latestOf(name)
-		rolled := c.LastRolledRef
-		if rolled == "" && latest != nil {
-			rolled = latest.r.Ref
-		}
-		if c.Ref == rolled || (latest != nil && latest.r.Ref == c.Ref) {
-			continue
-		}
-		id := proto.RolloutID(name, c.Ref)
-		if c.Manifest.Channel != name || c.Manifest.ChannelRef != c.Ref {
-			t.deferRef(c, "manifest", Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
-				Reason: Reason{Code: CodeManifestMismatch, Message: fmt.Sprintf("the channel's manifest is for %s, not %s",
-					c.Manifest.RolloutID(), id)}})
-			continue
-		}
-		// Rule 1: one active rollout per channel; a newer ref waits, and
-		// replaces a waiting one (only the latest verified ref is known).
-		if active := t.nonTerminal(name); active != nil {
-			if active.r.State == RolloutHalted && !active.has(HostActivating) {
-				t.setRollout(active, EvSupersede, Reason{Code: CodeSuperseded, Message: fmt.Sprintf("%s replaces it", id)})
-			} else {
-				t.deferRef(c, active.r.ID, Event{Kind: EventRefWaiting, RolloutID: id, Channel: name, Wave: -1,
-					Reason: Reason{Code: CodeRefWaiting, Message: fmt.Sprintf("waits for %s (%s) to finish", active.r.ID, active.r.State)}})
-				continue
-			}
-		}
-		// Rule 3: channel edges.
-		if blocker := t.channelBlocker(name); blocker != nil {
-			t.deferRef(c, blocker.r.Channel, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
-				Reason: Reason{Code: CodeChannelEdge, Gate: GateChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s is %s",
-					name, blocker.r.Channel, blocker.r.ID, blocker.r.State)}})
-			continue
-		}
-		t.open(c)
+// openChannel handles a channel whose ref moved (rules 1 and 3) and
+// returns the rollout it opened, if any.
+func (t *tick) openChannel(name string) *work {
+	c := t.channels[name]
+	if c.Ref == "" || c.Manifest == nil || c.Fleet == nil {
+		return nil
 	}
+	latest := t.latestOf(name)
+	rolled := c.LastRolledRef
+	if rolled == "" && latest != nil {
+		rolled = latest.r.Ref
+	}
+	if c.Ref == rolled || (latest != nil && latest.r.Ref == c.Ref) {
+		return nil
+	}
+	id := proto.RolloutID(name, c.Ref)
+	if c.Manifest.Channel != name || c.Manifest.ChannelRef != c.Ref {
+		t.deferRef(c, "manifest", Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
+			Reason: Reason{Code: CodeManifestMismatch, Message: fmt.Sprintf("the channel's manifest is for %s, not %s",
+				c.Manifest.RolloutID(), id)}})
+		return nil
+	}
+	// Rule 1: one active rollout per channel; a newer ref waits, and
+	// replaces a waiting one (only the latest verified ref is known).
+	if active := t.nonTerminal(name); active != nil {
+		if active.r.State == RolloutHalted && !active.has(HostActivating) {
+			t.setRollout(active, EvSupersede, Reason{Code: CodeSuperseded, Message: fmt.Sprintf("%s replaces it", id)})
+			t.release(active)
+		} else {
+			t.deferRef(c, active.r.ID, Event{Kind: EventRefWaiting, RolloutID: id, Channel: name, Wave: -1,
+				Reason: Reason{Code: CodeRefWaiting, Message: fmt.Sprintf("waits for %s (%s) to finish", active.r.ID, active.r.State)}})
+			return nil
+		}
+	}
+	// Rule 3: channel edges.
+	if blocker := t.channelBlocker(name); blocker != nil {
+		t.deferRef(c, blocker.r.Channel, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
+			Reason: Reason{Code: CodeChannelEdge, Gate: GateChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s is %s",
+				name, blocker.r.Channel, blocker.r.ID, blocker.r.State)}})
+		return nil
+	}
+	return t.open(c)
 }
 
 // channelBlocker returns a non-terminal rollout of a channel that gates
@@ -166,7 +167,7 @@ func (w *work) has(s HostState) bool {
 
 // open creates the rollout for a channel's ref, freezing what it needs
 // from the release, and runs the static compliance gate (rule 2).
-func (t *tick) open(c *Channel) {
+func (t *tick) open(c *Channel) *work {
 	f, m := c.Fleet, c.Manifest
 	ch := f.Channels[c.Name]
 	r := Rollout{
@@ -241,4 +242,5 @@ func (t *tick) open(c *Channel) {
 	default:
 		t.setRollout(w, EvGatePassed, Reason{Code: CodeCompliancePassed, Message: "static compliance gate passed (mode " + r.ComplianceMode + ")"})
 	}
+	return w
 }

@@ -46,20 +46,8 @@ func (w *work) counted() bool { return w.observing() }
 // frozen lists.
 func (t *tick) buildBudgets() {
 	for _, w := range t.rollouts {
-		if !w.counted() {
-			continue
-		}
-		w.groupOf = make([]*budgetGroup, len(w.r.Budgets))
-		for bi, b := range w.r.Budgets {
-			key := selectorKey(b.Selector)
-			g := t.groups[key]
-			if g == nil {
-				g = &budgetGroup{label: key, limit: math.MaxInt}
-				t.groups[key] = g
-				t.groupOrder = append(t.groupOrder, key)
-			}
-			g.limit = min(g.limit, budgetLimit(b))
-			w.groupOf[bi] = g
+		if w.counted() {
+			t.addBudgets(w)
 		}
 	}
 	t.inFlight = map[string]*work{}
@@ -72,6 +60,21 @@ func (t *tick) buildBudgets() {
 				t.take(w, i)
 			}
 		}
+	}
+}
+
+// addBudgets joins a rollout's frozen budgets to the tick's groups.
+func (t *tick) addBudgets(w *work) {
+	w.groupOf = make([]*budgetGroup, len(w.r.Budgets))
+	for bi, b := range w.r.Budgets {
+		key := selectorKey(b.Selector)
+		g := t.groups[key]
+		if g == nil {
+			g = &budgetGroup{label: key, limit: math.MaxInt}
+			t.groups[key] = g
+		}
+		g.limit = min(g.limit, budgetLimit(b))
+		w.groupOf[bi] = g
 	}
 }
 
@@ -93,6 +96,19 @@ func (t *tick) take(w *work, i int) {
 		g.inflight++
 	}
 	t.inFlight[w.r.Hosts[i].Hostname] = w
+}
+
+// release gives back the slots of a rollout that stopped counting (it was
+// superseded): its soaking hosts are free for the rollout replacing it.
+func (t *tick) release(w *work) {
+	for i, h := range w.r.Hosts {
+		if h.State.InFlight() && t.inFlight[h.Hostname] == w {
+			for _, g := range w.groups(i) {
+				g.inflight--
+			}
+			delete(t.inFlight, h.Hostname)
+		}
+	}
 }
 
 // full returns a budget group that has no room for one more host of the
@@ -300,6 +316,7 @@ func (t *tick) finishDeferred(w *work) {
 		}
 		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: CodeBootedIntoTarget, Message: "rebooted into the target; soaking"})
 		t.take(w, i)
+		t.observeHost(w, i)
 	}
 }
 

@@ -19,12 +19,17 @@ import (
 //  1. operator intents, oldest first;
 //  2. host observations: confirms, failures, timeouts, health, soak;
 //  3. health policy: too many failures trigger onHealthFailure;
-//  4. channels, predecessors first: a moved ref opens a rollout, waits for
-//     the active one, or is deferred by a channel edge;
-//  5. dispatch, rollouts oldest first: promote finished waves, skip offline
-//     hosts, pass Pending hosts through the gates under the disruption
-//     budgets, send rollbacks in reverse edge order;
-//  6. readiness deadlines.
+//  4. channel by channel, predecessors first (channel edges), so that a
+//     channel sees its predecessors' final state of the tick:
+//     a. its rollouts, oldest first, dispatch: promote finished waves,
+//     skip offline hosts, pass Pending hosts through the gates under
+//     the disruption budgets, send rollbacks in reverse edge order;
+//     b. their readiness deadlines;
+//     c. a moved ref opens a rollout (dispatched at once), waits for the
+//     active one, or is deferred by a channel edge.
+//
+// Applying the output and reconciling again at the same time decides
+// nothing more: the tick is a fixpoint.
 func Reconcile(in Input) Output {
 	t := newTick(in)
 	t.intents()
@@ -34,14 +39,26 @@ func Reconcile(in Input) Output {
 	for _, r := range t.rollouts {
 		t.healthPolicy(r)
 	}
-	t.openChannels()
 	t.buildBudgets()
-	for _, r := range t.rollouts {
-		t.dispatch(r)
+	done := map[*work]bool{}
+	step := func(channel string) {
+		for _, w := range slices.Clone(t.rollouts) {
+			if !done[w] && (channel == "" || w.r.Channel == channel) {
+				done[w] = true
+				t.dispatch(w)
+				t.deadline(w)
+			}
+		}
 	}
-	for _, r := range t.rollouts {
-		t.deadline(r)
+	for _, name := range t.order {
+		step(name)
+		if w := t.openChannel(name); w != nil {
+			done[w] = true
+			t.addBudgets(w)
+			t.dispatch(w)
+		}
 	}
+	step("") // rollouts of channels that have no verified release
 	return t.output()
 }
 
@@ -57,7 +74,6 @@ type tick struct {
 
 	groups      map[string]*budgetGroup // by selector key
 	inFlight    map[string]*work        // hosts in flight, and where
-	groupOrder  []string
 	deferrals   []Deferral
 	prevDeferOK map[Deferral]bool
 	chUpdates   []ChannelUpdate
@@ -289,61 +305,77 @@ func (t *tick) observe(w *work) {
 	if !w.observing() {
 		return
 	}
-	confirm := t.in.Tunables.confirm()
 	for i := range w.r.Hosts {
-		h := &w.r.Hosts[i]
-		switch h.State {
-		case HostActivating, HostSoaking, HostDeferred, HostRollingBack:
-		default:
-			continue
+		t.observeHost(w, i)
+	}
+}
+
+// observeHost applies what a host reports, repeatedly, until its state
+// stops moving (a confirmed host with no soak converges in the same tick).
+func (t *tick) observeHost(w *work, i int) {
+	for range len(HostStates) {
+		before := w.r.Hosts[i].State
+		t.observeOnce(w, i)
+		if w.r.Hosts[i].State == before {
+			return
 		}
-		o := t.obs[h.Hostname]
-		act := o.Activation
-		matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since)
-		switch h.State {
-		case HostActivating:
-			switch {
-			case matches && act.Outcome == OutcomeConfirmed:
-				t.setHost(w, i, EvConfirm, Reason{Code: CodeConfirmed, Message: "the agent confirmed the switch"})
-			case matches && act.Outcome == OutcomeFailed:
-				t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the activation failed", act.Detail)})
-			case matches && act.Outcome == OutcomeManifestRejected:
-				t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
-			case matches && act.Outcome == OutcomeRolledBack:
-				t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
-			case matches && act.Outcome == OutcomeDeferred:
-				t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
-			case t.now.Sub(h.Since) > confirm:
-				t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
-					Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
-			}
-		case HostSoaking:
-			soak := w.soak(h.Wave)
-			switch {
-			case matches && act.Outcome == OutcomeRolledBack:
-				t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
-			case !t.online(o):
-				t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
-			case unhealthy(o, w.r.HealthGate, h.Target) != "":
-				t.setHost(w, i, EvUnhealthy, Reason{Code: CodeUnhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
-			case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):
-				t.setHost(w, i, EvSoaked, Reason{Code: CodeSoaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
-			}
-		case HostDeferred:
-			switch {
-			case matches && act.Outcome == OutcomeRolledBack:
-				t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
-			case matches && act.Outcome == OutcomeFailed:
-				t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the boot into the target failed", act.Detail)})
-			}
-		case HostRollingBack:
-			switch {
-			case o.Current == h.Previous && !o.LastSeen.Before(h.Since):
-				t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
-			case t.now.Sub(h.Since) > confirm:
-				t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
-					Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
-			}
+	}
+}
+
+func (t *tick) observeOnce(w *work, i int) {
+	confirm := t.in.Tunables.confirm()
+	h := &w.r.Hosts[i]
+	switch h.State {
+	case HostActivating, HostSoaking, HostDeferred, HostRollingBack:
+	default:
+		return
+	}
+	o := t.obs[h.Hostname]
+	act := o.Activation
+	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since)
+	switch h.State {
+	case HostActivating:
+		switch {
+		case matches && act.Outcome == OutcomeConfirmed:
+			t.setHost(w, i, EvConfirm, Reason{Code: CodeConfirmed, Message: "the agent confirmed the switch"})
+		case matches && act.Outcome == OutcomeFailed:
+			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the activation failed", act.Detail)})
+		case matches && act.Outcome == OutcomeManifestRejected:
+			t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
+		case matches && act.Outcome == OutcomeRolledBack:
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+		case matches && act.Outcome == OutcomeDeferred:
+			t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
+		case t.now.Sub(h.Since) > confirm:
+			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
+		}
+	case HostSoaking:
+		soak := w.soak(h.Wave)
+		switch {
+		case matches && act.Outcome == OutcomeRolledBack:
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+		case !t.online(o):
+			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
+		case unhealthy(o, w.r.HealthGate, h.Target) != "":
+			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeUnhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
+		case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):
+			t.setHost(w, i, EvSoaked, Reason{Code: CodeSoaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
+		}
+	case HostDeferred:
+		switch {
+		case matches && act.Outcome == OutcomeRolledBack:
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+		case matches && act.Outcome == OutcomeFailed:
+			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the boot into the target failed", act.Detail)})
+		}
+	case HostRollingBack:
+		switch {
+		case o.Current == h.Previous && o.LastSeen.After(h.Since):
+			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
+		case t.now.Sub(h.Since) > confirm:
+			t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
+				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
 		}
 	}
 }

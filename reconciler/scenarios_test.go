@@ -1,0 +1,802 @@
+package reconciler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// A golden case: build drives a scenario up to the input of the tick the
+// case is about; check asserts what that tick must do, so regenerating
+// the files cannot silently change what a case shows.
+type goldenCase struct {
+	name  string
+	desc  string
+	build func(s *scenario)
+	check func(*testing.T, rc.Output)
+}
+
+// three is the usual small fleet: channel stable, wave 0 = a (canary),
+// wave 1 = b and c, soak 5 and 10 minutes.
+func three(s *scenario) *fleetBuilder {
+	return newFleet(s.t).channel("stable", 5, 10).
+		host("a", "stable", 0, "canary", "web").host("b", "stable", 1, "web").host("c", "stable", 1, "db")
+}
+
+// started releases three at commit 1 with every host online and runs the
+// first tick (a is dispatched).
+func started(s *scenario) *fleetBuilder {
+	b := three(s)
+	s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+	return b
+}
+
+// soakingA has a confirmed and soaking (one minute of its five).
+func soakingA(s *scenario) *fleetBuilder {
+	b := started(s)
+	s.confirm(rid("stable", 1), "a").tick().advance(time.Minute)
+	return b
+}
+
+var id1 = rid("stable", 1)
+
+func intentAccepted(kind string) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		if len(out.IntentResults) == 0 || !out.IntentResults[0].Accepted {
+			t.Fatalf("%s intent not accepted: %+v", kind, out.IntentResults)
+		}
+	}
+}
+
+func str(s string) *string { return &s }
+
+var scenarios = []goldenCase{
+	// ---- rule 1: refs open rollouts; one active rollout per channel ----
+	{
+		name: "rule01-first-release-opens-rollout",
+		desc: "rule 1: a channel's first verified ref opens <channel>@<ref>, which passes the static gate and dispatches wave 0",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+		},
+		check: all(wantEvent(rc.EventRolloutOpened, "", "Opening", rc.CodeRefMoved), wantEvent(rc.EventRolloutTransition, "", "Active", rc.CodeCompliancePassed), wantIntents("a")),
+	},
+	{
+		name: "rule01-unchanged-ref-opens-nothing",
+		desc: "rule 1: a ref that has been rolled does not open a rollout again",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c").converge(11 * time.Minute)
+		},
+		check: all(noEvent(rc.EventRolloutOpened), wantIntents()),
+	},
+	{
+		name: "rule01-new-ref-waits-for-active-rollout",
+		desc: "rule 1: a new ref while a rollout is active waits (ref_waiting, recorded as a deferral) and interrupts nothing",
+		build: func(s *scenario) {
+			b := started(s)
+			s.release(b.bump("v2").build(), commit(2))
+		},
+		check: all(wantEvent(rc.EventRefWaiting, "", "", rc.CodeRefWaiting), noEvent(rc.EventRolloutOpened)),
+	},
+	{
+		name: "rule01-waiting-ref-reported-once",
+		desc: "rule 1: a ref still waiting is not reported again (the previous tick's deferral is in the input)",
+		build: func(s *scenario) {
+			b := started(s)
+			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+		},
+		check: noEvent(rc.EventRefWaiting),
+	},
+	{
+		name: "rule01-later-ref-replaces-waiting-one",
+		desc: "rule 1: queue depth one: a later ref replaces the waiting one and is reported",
+		build: func(s *scenario) {
+			b := started(s)
+			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+			s.release(b.bump("v3").build(), commit(3))
+		},
+		check: wantEvent(rc.EventRefWaiting, "", "", rc.CodeRefWaiting),
+	},
+	{
+		name: "rule01-waiting-ref-opens-when-rollout-converged",
+		desc: "rule 1: once the active rollout converged, the waiting ref opens",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+			s.confirm(id1, "a")
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Converged", ""), wantEvent(rc.EventRolloutOpened, "", "", ""), wantIntents("a")),
+	},
+	{
+		name: "rule01-halted-rollout-superseded",
+		desc: "rule 1: a new ref replaces a halted rollout with nothing activating: Halted -> Superseded, and the new ref opens",
+		build: func(s *scenario) {
+			b := soakingA(s)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2))
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", rc.CodeSuperseded), wantEvent(rc.EventRolloutOpened, "", "", "")),
+	},
+	{
+		name: "rule01-halted-rollout-with-activating-host-not-superseded",
+		desc: "rule 1: a newer ref never interrupts a host mid-activation: while a is Activating in the halted rollout, the new ref waits",
+		build: func(s *scenario) {
+			b := started(s)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2))
+		},
+		check: all(wantEvent(rc.EventRefWaiting, "", "", ""), noEvent(rc.EventRolloutOpened)),
+	},
+	{
+		name: "rule01-manifest-for-another-ref-deferred",
+		desc: "rule 1: a channel whose manifest is not for its ref opens nothing (manifest_mismatch)",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.in.Channels[0].Ref = commit(9)
+		},
+		check: all(wantEvent(rc.EventRolloutDeferred, "", "", rc.CodeManifestMismatch), noEvent(rc.EventRolloutOpened)),
+	},
+
+	// ---- rule 2: static compliance gate ----
+	{
+		name: "rule02-static-compliance-enforce-blocks",
+		desc: "rule 2: a failing static control on a target closure, in enforce mode: Opening -> Failed, nothing dispatched",
+		build: func(s *scenario) {
+			b := three(s).compliance("stable", proto.ComplianceEnforce, "nis2")
+			s.release(b.build(), commit(1)).online("a", "b", "c")
+			s.observe("b", func(o *rc.ObservedHost) {
+				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlStatic, Closure: closure("b", "v1")}}
+			})
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Failed", rc.CodeComplianceBlocked), wantIntents()),
+	},
+	{
+		name: "rule02-static-compliance-permissive-warns",
+		desc: "rule 2: the same failure in permissive mode: a warning event, and the rollout starts",
+		build: func(s *scenario) {
+			b := three(s).compliance("stable", proto.CompliancePermissive, "nis2")
+			s.release(b.build(), commit(1)).online("a", "b", "c")
+			s.observe("b", func(o *rc.ObservedHost) {
+				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlBoth, Closure: closure("b", "v1")}}
+			})
+		},
+		check: all(wantEvent(rc.EventComplianceWarning, "b", "", rc.CodeComplianceWarning), wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents("a")),
+	},
+	{
+		name: "rule02-static-compliance-disabled",
+		desc: "rule 2: in disabled mode static results are not consulted",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Compliance = []rc.ComplianceResult{{Control: "c1", Type: rc.ControlStatic, Closure: closure("a", "v1")}}
+			})
+		},
+		check: all(noEvent(rc.EventComplianceWarning), wantIntents("a")),
+	},
+	{
+		name: "rule02-static-result-for-other-closure-ignored",
+		desc: "rule 2: only results about the target closure count; a failing result about the running closure does not block",
+		build: func(s *scenario) {
+			b := three(s).compliance("stable", proto.ComplianceEnforce)
+			s.release(b.build(), commit(1)).online("a", "b", "c")
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Compliance = []rc.ComplianceResult{{Control: "c1", Type: rc.ControlStatic, Closure: closure("a", "v0")}}
+			})
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents("a")),
+	},
+
+	// ---- rule 3: channel edges ----
+	{
+		name: "rule03-both-refs-move-predecessor-first",
+		desc: "rule 3: edge gates stable; both move in one tick: edge opens, stable is deferred (rollout_deferred)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
+			s.release(b.build(), commit(1)).online("e1", "s1")
+		},
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantEvent(rc.EventRolloutDeferred, "", "", rc.CodeChannelEdge), wantIntents("e1")),
+	},
+	{
+		name: "rule03-deferral-reported-once",
+		desc: "rule 3: one rollout_deferred per (channel, ref, blocker), not one per tick",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
+			s.release(b.build(), commit(1)).online("e1", "s1").tick().advance(time.Minute)
+		},
+		check: all(noEvent(rc.EventRolloutDeferred), noEvent(rc.EventRolloutOpened)),
+	},
+	{
+		name: "rule03-predecessor-without-history-is-open",
+		desc: "rule 3: a predecessor channel that never had a rollout does not block",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
+			s.release(b.build(), commit(1), "stable").online("e1", "s1")
+		},
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantIntents("s1")),
+	},
+	{
+		name: "rule03-halted-predecessor-blocks",
+		desc: "rule 3: a Halted predecessor rollout blocks the gated channel",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 10).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
+			f := b.build()
+			s.release(f, commit(1), "edge").online("e1", "s1").tick().advance(time.Minute)
+			s.confirm(rid("edge", 1), "e1").tick().advance(time.Minute)
+			s.intent("i1", rid("edge", 1), rc.IntentPause, "bob").tick().advance(time.Minute)
+			s.release(f, commit(1), "stable")
+		},
+		check: all(wantEvent(rc.EventRolloutDeferred, "", "", rc.CodeChannelEdge), noEvent(rc.EventRolloutOpened)),
+	},
+	{
+		name: "rule03-converged-predecessor-lets-gated-open",
+		desc: "rule 3: once the predecessor's rollout is terminal, the gated channel opens",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
+			s.release(b.build(), commit(1)).online("e1", "s1").tick().advance(time.Minute)
+			s.confirm(rid("edge", 1), "e1")
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Converged", ""), wantEvent(rc.EventRolloutOpened, "", "", ""), wantIntents("s1")),
+	},
+
+	// ---- rule 4: gates for Pending hosts, first block wins ----
+	{
+		name: "rule04-gate-quarantine",
+		desc: "rule 4: a closure quarantined on the host holds it (gate quarantined)",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Quarantine = []rc.Quarantine{{Closure: closure("a", "v1"), Until: t0.Add(time.Hour)}}
+			})
+		},
+		check: all(wantBlocked("a", rc.GateQuarantine), wantIntents()),
+	},
+	{
+		name: "rule04-gate-expired-quarantine-ignored",
+		desc: "rule 4: a quarantine that has expired does not hold the host",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Quarantine = []rc.Quarantine{{Closure: closure("a", "v1"), Until: t0.Add(-time.Second)}}
+			})
+		},
+		check: wantIntents("a"),
+	},
+	{
+		name: "rule04-gate-channel-edge-holds-pending-hosts",
+		desc: "rule 4: stable is rolling out; its predecessor edge opens a new rollout; stable's wave-1 host waits (gate channel_edge)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 0).channel("stable", 0, 0).host("e1", "edge", 0).
+				host("s1", "stable", 0).host("s2", "stable", 1).channelEdge("edge", "stable")
+			s.release(b.build(), commit(1)).online("e1", "s1", "s2").tick().advance(time.Minute)
+			s.confirm(rid("edge", 1), "e1").tick().advance(time.Minute)
+			s.confirm(rid("stable", 1), "s1")
+			s.release(b.bump("v2").build(), commit(2), "edge")
+		},
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("s2", rc.GateChannelEdge)),
+	},
+	{
+		name: "rule04-gate-wave-not-active",
+		desc: "rule 4: hosts of later waves wait for their wave; their Blocked says so, without an event each",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+		},
+		check: all(wantBlocked("b", rc.GateWave), wantBlocked("c", rc.GateWave), noEvent(rc.EventHostWaiting)),
+	},
+	{
+		name: "rule04-gate-host-edge",
+		desc: "rule 4: b waits until a, which gates it, converged (gate host_edge)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
+			s.release(b.build(), commit(1)).online("a", "b")
+		},
+		check: all(wantBlocked("b", rc.GateHostEdge), wantEvent(rc.EventHostWaiting, "b", "", rc.GateHostEdge), wantIntents("a")),
+	},
+	{
+		name: "rule04-gate-host-edge-opens-on-convergence",
+		desc: "rule 4: once a converged, b is dispatched in the same tick",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
+			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			s.confirm(id1, "a")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", ""), wantIntents("b")),
+	},
+	{
+		name: "rule04-gate-budget",
+		desc: "rule 4: a full disruption budget holds the next host (gate budget)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0, "web").host("b", "stable", 0, "web").
+				budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
+			s.release(b.build(), commit(1)).online("a", "b")
+		},
+		check: all(wantIntents("a"), wantBlocked("b", rc.GateBudget)),
+	},
+	{
+		name: "rule04-gate-compliance-of-earlier-wave",
+		desc: "rule 4: a converged host of wave 0 now fails a runtime control (required): wave 1 hosts wait (gate compliance_earlier_wave)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1).
+				policy("stable", func(p *proto.RolloutPolicy) {
+					p.HealthGate.ComplianceProbes = &proto.ComplianceProbes{Required: true}
+				})
+			s.release(b.build(), commit(1)).online("a", "z", "b").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Type: rc.ControlRuntime, Closure: closure("a", "v1")}}
+			})
+			s.confirm(id1, "z")
+		},
+		check: all(wantEvent(rc.EventWavePromoted, "", "", ""), wantBlocked("b", rc.GateCompliance), wantIntents()),
+	},
+	{
+		name: "rule04-first-gate-wins",
+		desc: "rule 4: a host both quarantined and behind an edge is reported quarantined: the first gate wins",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
+			s.release(b.build(), commit(1)).online("a", "b")
+			s.observe("b", func(o *rc.ObservedHost) {
+				o.Quarantine = []rc.Quarantine{{Closure: closure("b", "v1"), Until: t0.Add(time.Hour)}}
+			})
+		},
+		check: wantBlocked("b", rc.GateQuarantine),
+	},
+	{
+		name: "rule04-gate-busy-in-other-rollout",
+		desc: "rule 4: a host still activating in a cancelled rollout is not dispatched by the new one (gate busy)",
+		build: func(s *scenario) {
+			b := started(s)
+			s.intent("i1", id1, rc.IntentCancel, "carol").tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2))
+		},
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("a", rc.GateBusy), wantIntents()),
+	},
+
+	// ---- rule 5: disruption budgets ----
+	{
+		name: "rule05-budget-shared-across-channels",
+		desc: "rule 5: two channels carry the same budget selector: one limit across both rollouts",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("x", 0).channel("y", 0).host("x1", "x", 0, "web").host("y1", "y", 0, "web").
+				budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
+			s.release(b.build(), commit(1)).online("x1", "y1")
+		},
+		check: all(wantIntents("x1"), wantBlocked("y1", rc.GateBudget)),
+	},
+	{
+		name: "rule05-budget-pct",
+		desc: "rule 5: maxInFlightPct 40 of 5 hosts admits 2 (rounded down)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0)
+			for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {
+				b.host(h, "stable", 0)
+			}
+			b.budget(proto.Selector{All: true}, 0, 40)
+			s.release(b.build(), commit(1)).online("h1", "h2", "h3", "h4", "h5")
+		},
+		check: wantIntents("h1", "h2"),
+	},
+	{
+		name: "rule05-budget-both-limits-apply",
+		desc: "rule 5: maxInFlight 3 and maxInFlightPct 20 of 10 hosts: the tighter, 2, applies; dispatches in the same tick count",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0)
+			var hosts []string
+			for i := range 10 {
+				h := string(rune('a'+i)) + "1"
+				hosts = append(hosts, h)
+				b.host(h, "stable", 0)
+			}
+			b.budget(proto.Selector{All: true}, 3, 20)
+			s.release(b.build(), commit(1)).online(hosts...)
+		},
+		check: wantIntents("a1", "b1"),
+	},
+	{
+		name: "rule05-soaking-hosts-count",
+		desc: "rule 5: a soaking host is in flight: with maxInFlight 1 the next host waits",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).host("b", "stable", 0).
+				budget(proto.Selector{All: true}, 1, 0)
+			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			s.confirm(id1, "a")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", ""), wantIntents()),
+	},
+	{
+		name: "rule05-deferred-hosts-are-not-in-flight",
+		desc: "rule 5: a deferred host does not count: with maxInFlight 1 the next host is dispatched",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).
+				budget(proto.Selector{All: true}, 1, 0)
+			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeDeferred)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", rc.CodeDeferred), wantIntents("b")),
+	},
+
+	// ---- rule 6: offline hosts ----
+	{
+		name: "rule06-offline-host-skipped",
+		desc: "rule 6: a host offline when its wave becomes active is Skipped and does not hold the wave",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").offline("b")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "b", "Skipped", rc.CodeOffline), wantIntents("a")),
+	},
+	{
+		name: "rule06-skipped-host-does-not-block-promotion",
+		desc: "rule 6: the last wave has only a skipped host left: the rollout converges",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			s.confirm(id1, "a")
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Converged", rc.CodeConverged),
+	},
+	{
+		name: "rule06-skipped-host-returns-and-catches-up",
+		desc: "rule 6: a skipped host of the latest, converged rollout comes back and is dispatched to the channel's current target",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
+			s.online("b")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "b", "Activating", rc.CodeCatchUp), wantIntents("b")),
+	},
+	{
+		name: "rule06-returning-host-gets-newest-target",
+		desc: "rule 6: b was skipped in rollout 1; rollout 2 is now current; b returns and gets rollout 2's target, not rollout 1's",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
+			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+			s.confirm(rid("stable", 2), "a").tick().advance(time.Minute)
+			s.online("b")
+		},
+		check: all(wantIntents("b"), func(t *testing.T, out rc.Output) {
+			if out.Intents[0].RolloutID != rid("stable", 2) || out.Intents[0].Target != closure("b", "v2") {
+				t.Fatalf("b dispatched to %s in %s", out.Intents[0].Target, out.Intents[0].RolloutID)
+			}
+		}),
+	},
+
+	// ---- rule 7: Activating ----
+	{
+		name: "rule07-confirm-timeout",
+		desc: "rule 7: no confirmation within the confirm window: Failed (confirm_timeout); with maxFailures 0 the rollout halts",
+		build: func(s *scenario) {
+			started(s)
+			s.advance(5 * time.Minute)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure)),
+	},
+	{
+		name: "rule07-agent-rollback-reverted",
+		desc: "rule 7: the agent reports it rolled back: Reverted, counted as a failure",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeRolledBack)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeAgentRolledBack), wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure)),
+	},
+	{
+		name: "rule07-deferred-activation",
+		desc: "rule 7: the agent staged the target for the next boot: Deferred, not in flight, and it does not hold the wave",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeDeferred)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", rc.CodeDeferred), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
+	},
+	{
+		name: "rule07-deferred-host-boots-into-target",
+		desc: "rule 7: a deferred host reports running the target after its reboot: Soaking",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeDeferred).tick().advance(time.Minute)
+			s.reboot(id1, "a")
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Soaking", rc.CodeBootedIntoTarget),
+	},
+	{
+		name: "rule07-activation-failed",
+		desc: "rule 7: the agent reports the switch failed: Failed (activation_failed)",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeFailed)
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeActivationFailed),
+	},
+	{
+		name: "rule07-manifest-rejected",
+		desc: "rule 7: the agent refused the rollout manifest: Failed (manifest_rejected)",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeManifestRejected)
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeManifestRejected),
+	},
+	{
+		name: "rule07-stale-report-ignored",
+		desc: "rule 7: an activation report older than the dispatch, or for another rollout, moves nothing",
+		build: func(s *scenario) {
+			started(s)
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Activation = &rc.Activation{RolloutID: "stable@0000000", Closure: closure("a", "v1"), Outcome: rc.OutcomeFailed, At: s.in.Now}
+			})
+		},
+		check: all(noEvent(rc.EventHostTransition), wantIntents()),
+	},
+
+	// ---- rule 8: Soaking ----
+	{
+		name: "rule08-soak-not-elapsed",
+		desc: "rule 8: a healthy host half-way through its 10-minute soak stays Soaking",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(5 * time.Minute)
+		},
+		check: all(noEvent(rc.EventHostTransition), wantIntents()),
+	},
+	{
+		name: "rule08-soaked-host-converges-and-wave-promotes",
+		desc: "rule 8: a soaked for wave 0's soak and is healthy: Converged; the wave is promoted and wave 1 dispatched",
+		build: func(s *scenario) {
+			soakingA(s)
+			s.advance(4 * time.Minute)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
+	},
+	{
+		name: "rule08-failed-units-fail-soak",
+		desc: "rule 8: more failed systemd units than the health gate allows: Failed (unhealthy)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).
+				policy("stable", func(p *proto.RolloutPolicy) { p.HealthGate.SystemdFailedUnits = &proto.SystemdFailedUnits{Max: 0} })
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.observe("a", func(o *rc.ObservedHost) { o.FailedUnits = []string{"nginx.service"} })
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeUnhealthy),
+	},
+	{
+		name: "rule08-failing-probe-fails-soak",
+		desc: "rule 8: a failing health probe during the soak: Failed (unhealthy)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.observe("a", func(o *rc.ObservedHost) { o.Probes = rc.ProbeSummary{Total: 2, Failed: []string{"http-200"}} })
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeUnhealthy),
+	},
+	{
+		name: "rule08-offline-while-soaking",
+		desc: "rule 8: a host that stops checking in while soaking cannot prove its health: Failed (offline_while_soaking)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 30).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick()
+			s.in.Now = s.in.Now.Add(10 * time.Minute)
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeOfflineSoaking),
+	},
+	{
+		name: "rule08-required-runtime-compliance-fails-soak",
+		desc: "rule 8: compliance probes required: a failing runtime control during the soak is a health failure",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).
+				policy("stable", func(p *proto.RolloutPolicy) {
+					p.HealthGate.ComplianceProbes = &proto.ComplianceProbes{Required: true}
+				})
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Framework: "nis2", Type: rc.ControlRuntime, Closure: closure("a", "v1")}}
+			})
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeUnhealthy),
+	},
+
+	// ---- rule 9: onHealthFailure ----
+	{
+		name: "rule09-failures-within-max-continue",
+		desc: "rule 9: maxFailures 1 tolerates one failed host; the wave is promoted",
+		build: func(s *scenario) {
+			b := three(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", ""), noEvent(rc.EventRolloutTransition), wantIntents("b", "c")),
+	},
+	{
+		name: "rule09-halt-policy",
+		desc: "rule 9: more failures than maxFailures with onHealthFailure halt: Halted, nothing new dispatched",
+		build: func(s *scenario) {
+			b := three(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed).tick().advance(time.Minute)
+			s.report(id1, "b", rc.OutcomeFailed)
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure), wantIntents()),
+	},
+	{
+		name: "rule09-rollback-and-halt-starts-revert",
+		desc: "rule 9: rollback-and-halt: Reverting; rollback intents under the budget (1 at a time), latest wave first",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0, 10).host("a", "stable", 0).host("b", "stable", 1).host("c", "stable", 1).
+				budget(proto.Selector{All: true}, 1, 0).
+				policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
+			s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.confirm(id1, "b").tick().advance(time.Minute)
+			s.observe("b", func(o *rc.ObservedHost) { o.Probes = rc.ProbeSummary{Total: 1, Failed: []string{"http"}} })
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeHealthFailure), wantIntents("b")),
+	},
+	{
+		name: "rule09-revert-in-reverse-edge-order",
+		desc: "rule 9: a gates b; both converged; reverting rolls b back before a (a waits: rollback_order)",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
+			s.release(b.build(), commit(1)).online("a", "b").converge(time.Minute)
+			s.intent("i1", id1, rc.IntentRollback, "dave")
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeOperatorRollback), wantIntents("b"), wantBlocked("a", rc.GateRollbackOrder)),
+	},
+	{
+		name: "rule09-revert-completes",
+		desc: "rule 9: every host that moved is back on its previous closure: Reverted",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").converge(time.Minute)
+			s.intent("i1", id1, rc.IntentRollback, "dave").tick().advance(time.Minute)
+			s.backOnPrevious(id1, "a")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeRolledBack), wantEvent(rc.EventRolloutTransition, "", "Reverted", rc.CodeRevertDone)),
+	},
+	{
+		name: "rule09-failed-host-already-back-needs-no-rollback",
+		desc: "rule 9: a host whose agent already rolled back after a failed confirm is marked Reverted without an intent",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).
+				policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.advance(5 * time.Minute) // the confirm window passes
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeHealthFailure),
+			wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeRolledBack), wantEvent(rc.EventRolloutTransition, "", "Reverted", ""), wantIntents()),
+	},
+
+	// ---- rule 10: operator intents ----
+	{
+		name: "rule10-pause",
+		desc: "rule 10: pause: Active -> Halted with the actor; nothing new dispatched",
+		build: func(s *scenario) {
+			soakingA(s)
+			s.intent("i1", id1, rc.IntentPause, "alice")
+		},
+		check: all(intentAccepted("pause"), wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeOperatorPause), wantIntents()),
+	},
+	{
+		name: "rule10-resume-forgives-failures",
+		desc: "rule 10: resume after a health halt: Active, the failed host stays Failed, its failure is forgiven and the rollout goes on",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeFailed).tick().advance(time.Minute)
+			s.intent("i1", id1, rc.IntentResume, "alice")
+		},
+		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", rc.CodeOperatorResume), wantIntents("b", "c")),
+	},
+	{
+		name: "rule10-cancel-lets-in-flight-finish",
+		desc: "rule 10: cancel: Cancelled, nothing new dispatched; a host in flight still finishes",
+		build: func(s *scenario) {
+			started(s)
+			s.intent("i1", id1, rc.IntentCancel, "carol").tick().advance(time.Minute)
+			s.confirm(id1, "a")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", rc.CodeConfirmed), wantIntents()),
+	},
+	{
+		name: "rule10-rollback-converged-rollout",
+		desc: "rule 10: rollback of a converged rollout: Reverting, rollback intents",
+		build: func(s *scenario) {
+			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
+			s.intent("i1", id1, rc.IntentRollback, "dave")
+		},
+		check: all(intentAccepted("rollback"), wantIntents("a")),
+	},
+	{
+		name: "rule10-illegal-intent-refused",
+		desc: "rule 10: resume of a converged rollout is refused with a reason, not applied",
+		build: func(s *scenario) {
+			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
+			s.intent("i1", id1, rc.IntentResume, "erin")
+		},
+		check: all(wantEvent(rc.EventIntentRefused, "", "", rc.CodeIllegalIntent), noEvent(rc.EventRolloutTransition)),
+	},
+	{
+		name: "rule10-unknown-rollout-and-kind-refused",
+		desc: "rule 10: an intent for a rollout that does not exist, and an intent kind that does not exist, are refused",
+		build: func(s *scenario) {
+			started(s)
+			s.intent("i1", "stable@ffffff0", rc.IntentPause, "erin")
+			s.intent("i2", id1, "reboot", "erin")
+		},
+		check: all(wantEvent(rc.EventIntentRefused, "", "", rc.CodeUnknownRollout), wantEvent(rc.EventIntentRefused, "", "", rc.CodeUnknownIntent)),
+	},
+
+	// ---- rule 11: convergence and readiness deadlines ----
+	{
+		name: "rule11-last-wave-converges",
+		desc: "rule 11: the last wave is promoted: Converged",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.confirm(id1, "a")
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Converged", rc.CodeConverged),
+	},
+	{
+		name: "rule11-readiness-deadline-halts-stalled-wave",
+		desc: "rule 11: b waits for a, which failed (tolerated); nothing moves for the deadline: Halted (wave_stalled) with the waiting hosts counted",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b").
+				policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed).tick().advance(61 * time.Minute)
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+	},
+	{
+		name: "rule11-waiting-for-predecessor-channel-is-not-a-stall",
+		desc: "rule 11: hosts held only by a channel edge past the deadline do not halt the rollout",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("edge", 0).channel("stable", 0, 0).host("e1", "edge", 0).
+				host("s1", "stable", 0).host("s2", "stable", 1).channelEdge("edge", "stable")
+			s.release(b.build(), commit(1)).online("e1", "s1", "s2").tick().advance(time.Minute)
+			s.confirm(rid("edge", 1), "e1").tick().advance(time.Minute)
+			s.confirm(rid("stable", 1), "s1")
+			s.release(b.bump("v2").build(), commit(2), "edge").tick().advance(2 * time.Hour)
+			s.offline("e1")
+		},
+		check: func(t *testing.T, out rc.Output) {
+			for _, e := range out.Events {
+				if e.Kind == rc.EventRolloutTransition && e.RolloutID == rid("stable", 1) {
+					t.Fatalf("stable halted although only the channel edge holds it: %+v", e)
+				}
+			}
+		},
+	},
+	{
+		name: "rule11-revert-stalled",
+		desc: "rule 11: a rollback never completes (rollback_timeout), nothing else moves: Reverting -> Halted (revert_stalled)",
+		build: func(s *scenario) {
+			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
+			s.intent("i1", id1, rc.IntentRollback, "dave").tick().advance(6 * time.Minute).tick().advance(61 * time.Minute)
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeRevertStalled),
+	},
+
+	// ---- rule 12: steady state ----
+	{
+		name: "rule12-steady-state-decides-nothing",
+		desc: "rule 12: everything converged and unchanged: the tick decides nothing",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("a", "b", "c").converge(11 * time.Minute)
+		},
+		check: func(t *testing.T, out rc.Output) {
+			if len(out.Events)+len(out.Intents)+len(out.Rollouts)+len(out.Hosts) != 0 {
+				t.Fatalf("steady state decided something:\n%s", mustJSON(t, out))
+			}
+		},
+	},
+}
