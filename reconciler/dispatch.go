@@ -17,6 +17,7 @@ type budgetGroup struct {
 	label    string
 	limit    int
 	inflight int
+	why      Reason // the block reason, made once
 }
 
 // budgetLimit is one frozen budget's cap: maxInFlight and
@@ -73,7 +74,9 @@ func (t *tick) addBudgets(w *work) {
 			g = &budgetGroup{label: key, limit: math.MaxInt}
 			t.groups[key] = g
 		}
-		g.limit = min(g.limit, budgetLimit(b))
+		if l := budgetLimit(b); l < g.limit {
+			g.limit, g.why = l, Reason{}
+		}
 		w.groupOf[bi] = g
 	}
 }
@@ -123,8 +126,11 @@ func (w *work) full(i int) *budgetGroup {
 }
 
 func budgetBlock(g *budgetGroup) Reason {
-	return Reason{Gate: GateBudget, Code: GateBudget,
-		Message: fmt.Sprintf("disruption budget %s allows %d host(s) in flight and is full", g.label, g.limit)}
+	if g.why.Gate == "" {
+		g.why = Reason{Gate: GateBudget, Code: GateBudget,
+			Message: fmt.Sprintf("disruption budget %s allows %d host(s) in flight and is full", g.label, g.limit)}
+	}
+	return g.why
 }
 
 // busy returns the other rollout a host is in flight in, if any.
@@ -209,7 +215,10 @@ func (t *tick) updatePhase(w *work) {
 }
 
 // dispatchHosts passes the rollout's Pending hosts, and Skipped hosts that
-// are back, through the gates in (wave, hostname) order.
+// are back, through the gates in (wave, hostname) order. A host of a wave
+// that is not active is only checked for the gates before the wave gate
+// (its observation is not needed otherwise: most hosts of a big rollout
+// are in such waves).
 func (t *tick) dispatchHosts(w *work) {
 	edge := t.channelBlocker(w.r.Channel)
 	failWave := t.complianceFailWave(w)
@@ -219,16 +228,18 @@ func (t *tick) dispatchHosts(w *work) {
 			if h.State != HostPending && h.State != HostSkipped {
 				continue
 			}
+			if h.Wave > w.r.Wave {
+				t.block(w, i, t.gate(w, i, edge, failWave))
+				continue
+			}
 			o := t.obs[h.Hostname]
-			active := h.Wave <= w.r.Wave
-			if h.State == HostPending && active && !t.online(o) {
-				t.setHost(w, i, EvSkip, Reason{Code: CodeOffline, Message: "offline when its wave was active; it catches up when it returns"})
+			if !t.online(o) {
+				if h.State == HostPending {
+					t.setHost(w, i, EvSkip, Reason{Code: CodeOffline, Message: "offline when its wave was active; it catches up when it returns"})
+				}
 				continue
 			}
-			if h.State == HostSkipped && !t.online(o) {
-				continue
-			}
-			if why := t.gate(w, i, o, edge, failWave); why.Gate != "" {
+			if why := t.gate(w, i, edge, failWave); why.Gate != "" {
 				t.block(w, i, why)
 				continue
 			}
@@ -246,12 +257,12 @@ func (t *tick) dispatchHosts(w *work) {
 }
 
 // gate returns the first gate that holds a host (rule 4), or a zero Reason.
-func (t *tick) gate(w *work, i int, o ObservedHost, edge *work, failWave int) Reason {
+func (t *tick) gate(w *work, i int, edge *work, failWave int) Reason {
 	h := &w.r.Hosts[i]
 	if other := t.busy(w, h.Hostname); other != nil {
 		return Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID}
 	}
-	for _, q := range o.Quarantine {
+	for _, q := range t.quarantine[h.Hostname] {
 		if q.Closure == h.Target && q.Until.After(t.now) {
 			return Reason{Gate: GateQuarantine, Code: GateQuarantine,
 				Message: fmt.Sprintf("%s failed on this host; quarantined until %s", h.Target, q.Until.UTC().Format("2006-01-02T15:04:05Z"))}
@@ -262,7 +273,12 @@ func (t *tick) gate(w *work, i int, o ObservedHost, edge *work, failWave int) Re
 			Message: fmt.Sprintf("channel %s waits for channel %s (%s)", w.r.Channel, edge.r.Channel, edge.r.ID)}
 	}
 	if h.Wave > w.r.Wave {
-		return Reason{Gate: GateWave, Code: GateWave, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
+		why, ok := w.waveMsg[h.Wave]
+		if !ok {
+			why = Reason{Gate: GateWave, Code: GateWave, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
+			w.waveMsg[h.Wave] = why
+		}
+		return why
 	}
 	for _, p := range w.preds[i] {
 		if w.r.Hosts[p].State != HostConverged {
@@ -466,8 +482,13 @@ func (t *tick) output() Output {
 			head.Hosts = nil
 			out.Rollouts = append(out.Rollouts, RolloutUpdate{From: w.from, Rollout: head})
 		}
-		for i, dirty := range w.hostDirt {
-			if dirty && !sameHost(w.orig[i], w.r.Hosts[i]) {
+		touched := make([]int, 0, len(w.orig))
+		for i := range w.orig {
+			touched = append(touched, i)
+		}
+		slices.Sort(touched)
+		for _, i := range touched {
+			if !sameHost(w.orig[i], w.r.Hosts[i]) {
 				out.Hosts = append(out.Hosts, HostUpdate{RolloutID: w.r.ID, From: w.orig[i].State, Host: w.r.Hosts[i]})
 			}
 		}

@@ -74,6 +74,7 @@ type tick struct {
 
 	groups      map[string]*budgetGroup // by selector key
 	inFlight    map[string]*work        // hosts in flight, and where
+	quarantine  map[string][]Quarantine // the hosts that report quarantines
 	deferrals   []Deferral
 	prevDeferOK map[Deferral]bool
 	chUpdates   []ChannelUpdate
@@ -89,8 +90,8 @@ type work struct {
 	isNew    bool
 	from     RolloutState
 	changed  bool
-	orig     []RolloutHost // the hosts as they came in (nil for new rollouts)
-	hostDirt []bool
+	orig     map[int]RolloutHost // hosts as they came in, saved when first changed
+	waveMsg  map[int]Reason      // the wave gate's reason, per wave
 	waves    [][]int        // host indexes per wave
 	preds    map[int][]int  // host index -> predecessor indexes
 	succs    map[int][]int  // host index -> successor indexes
@@ -103,6 +104,12 @@ func newTick(in Input) *tick {
 		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}}
 	if t.obs == nil {
 		t.obs = map[string]ObservedHost{}
+	}
+	t.quarantine = map[string][]Quarantine{}
+	for name, o := range t.obs {
+		if len(o.Quarantine) > 0 {
+			t.quarantine[name] = o.Quarantine
+		}
 	}
 	for i := range in.Channels {
 		c := in.Channels[i]
@@ -127,11 +134,12 @@ func newWork(r Rollout, isNew bool) *work {
 		w.from = ""
 	}
 	w.r.Hosts = slices.Clone(r.Hosts)
-	slices.SortFunc(w.r.Hosts, func(a, b RolloutHost) int { return strings.Compare(a.Hostname, b.Hostname) })
-	if !isNew {
-		w.orig = slices.Clone(w.r.Hosts)
+	byName := func(a, b RolloutHost) int { return strings.Compare(a.Hostname, b.Hostname) }
+	if !slices.IsSortedFunc(w.r.Hosts, byName) {
+		slices.SortFunc(w.r.Hosts, byName)
 	}
-	w.hostDirt = make([]bool, len(w.r.Hosts))
+	w.orig = map[int]RolloutHost{}
+	w.waveMsg = map[int]Reason{}
 	w.waves = make([][]int, max(len(r.Waves), 1))
 	for i, h := range w.r.Hosts {
 		wv := min(max(h.Wave, 0), len(w.waves)-1)
@@ -163,6 +171,13 @@ func (t *tick) sortRollouts() {
 	}
 	for _, w := range latest {
 		w.latest = true
+	}
+}
+
+// touch saves a host's record before its first change in the tick.
+func (w *work) touch(i int) {
+	if _, saved := w.orig[i]; !saved {
+		w.orig[i] = w.r.Hosts[i]
 	}
 }
 
@@ -202,8 +217,8 @@ func (t *tick) setHost(w *work, i int, ev HostEvent, reason Reason) bool {
 	}
 	t.emit(Event{Kind: EventHostTransition, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
 		From: string(h.State), To: string(to), Reason: reason})
+	w.touch(i)
 	h.State, h.Since, h.Reason, h.Blocked = to, t.now, reason, Reason{}
-	w.hostDirt[i] = true
 	w.r.ProgressAt = t.now
 	w.changed = true
 	return true
@@ -216,8 +231,8 @@ func (t *tick) block(w *work, i int, why Reason) {
 	if h.Blocked == why {
 		return
 	}
+	w.touch(i)
 	h.Blocked = why
-	w.hostDirt[i] = true
 	if why.Gate != GateWave && why.Gate != "" {
 		t.emit(Event{Kind: EventHostWaiting, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
 			From: string(h.State), Reason: why})

@@ -1,0 +1,88 @@
+package reconciler_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// benchInput builds a fleet of n hosts on 10 channels (3 waves each, host
+// edges, 20 disruption budgets), opens a rollout per channel and brings it
+// mid-flight: wave 0 confirmed and soaking, some hosts offline and
+// skipped, the rest pending.
+func benchInput(b *testing.B, n int) rc.Input {
+	b.Helper()
+	const channels = 10
+	fb := newFleet(b)
+	for c := range channels {
+		fb.channel(fmt.Sprintf("ch%02d", c), 10, 10, 0)
+	}
+	roles := []string{"web", "db", "cache", "batch"}
+	names := make([]string, n)
+	for i := range n {
+		name := fmt.Sprintf("host-%06d", i)
+		names[i] = name
+		wave := 2
+		switch {
+		case i%100 < 2:
+			wave = 0
+		case i%100 < 20:
+			wave = 1
+		}
+		fb.host(name, fmt.Sprintf("ch%02d", i%channels), wave, fmt.Sprintf("rack-%03d", i/200%500), "role-"+roles[i%4])
+		// A chain of edges inside each channel's last wave.
+		if wave == 2 && i >= 2*channels && i%7 == 0 && (i-channels)%100 >= 20 {
+			fb.edge(fmt.Sprintf("host-%06d", i-channels), name)
+		}
+	}
+	for _, r := range roles {
+		fb.budget(proto.Selector{Tags: []string{"role-" + r}}, 0, 5)
+	}
+	for k := range 10 {
+		fb.budget(proto.Selector{TagsAny: []string{fmt.Sprintf("rack-%03d", 2*k), fmt.Sprintf("rack-%03d", 2*k+1)}}, 2, 0)
+	}
+	for c := range 5 {
+		ch := fmt.Sprintf("ch%02d", c)
+		fb.budget(proto.Selector{Channel: &ch}, 50, 0)
+	}
+	fb.budget(proto.Selector{All: true}, 0, 10)
+	f := fb.build()
+	s := newScenario(b)
+	s.in.Tunables = rc.Tunables{ConfirmWindowSeconds: 3600}
+	s.release(f, commit(1)).online(names...)
+	for i, name := range names {
+		if i%50 == 49 {
+			s.offline(name)
+		}
+	}
+	s.tick()
+	for _, it := range s.last.Intents {
+		s.confirm(it.RolloutID, it.Host)
+	}
+	s.advance(time.Minute).tick().advance(time.Minute)
+	return s.in
+}
+
+// BenchmarkReconcile measures one tick on a fleet mid-rollout.
+func BenchmarkReconcile(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			in := benchInput(b, n)
+			out := rc.Reconcile(in)
+			if len(in.Rollouts) != 10 {
+				b.Fatalf("want a rollout per channel, got %d", len(in.Rollouts))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				out = rc.Reconcile(in)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/host")
+			_ = out
+		})
+	}
+}
+
