@@ -58,6 +58,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			keygenCommand(),
 			releaseCommand(),
 			verifyCommand(),
+			reconcileCommand(),
 		},
 	}
 	app.Action = func(c *cli.Context) error {
@@ -149,6 +150,7 @@ var errorCodes = []struct {
 	{manifest.ErrInvalidFleet, "invalid_fleet"},
 	{release.ErrSigner, "signer_failed"},
 	{release.ErrOutDir, "bad_out_dir"},
+	{errBadInput, "bad_input"},
 	{fs.ErrExist, "exists"},
 }
 

@@ -28,6 +28,10 @@ const statusEnv = "NIXFLEET_TEST_STATUS_FILE"
 // directory as two-channels.json.
 var sampleFleet = filepath.Join("..", "..", "testdata", "fleets", "two-channels.json")
 
+// sampleTick is a reconciler input every script finds as tick-input.json:
+// a golden case in which a disruption budget holds a host.
+var sampleTick = filepath.Join("..", "..", "testdata", "reconciler", "rule04-gate-budget", "input.json")
+
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"nixfleet": func() {
@@ -59,6 +63,10 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tickInput, err := os.ReadFile(sampleTick)
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                filepath.Join("testdata", "script"),
 		RequireUniqueNames: true,
@@ -68,6 +76,9 @@ func TestScripts(t *testing.T) {
 		ContinueOnError: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv(statusEnv, filepath.Join(env.WorkDir, ".tmp", "nixfleet-status"))
+			if err := os.WriteFile(filepath.Join(env.WorkDir, "tick-input.json"), tickInput, 0o644); err != nil {
+				return err
+			}
 			f, err := os.OpenFile(filepath.Join(env.WorkDir, "two-channels.json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
 				return err
