@@ -89,13 +89,30 @@ func (t *tick) latestOf(channel string) *work {
 	return out
 }
 
-// defer records a deferral and reports it once per (channel, ref, blocker).
+// deferRef records a deferral and reports it once per (channel, ref,
+// blocker): not again in a later pass or tick while it holds.
 func (t *tick) deferRef(c *Channel, blockedBy string, e Event) {
 	d := Deferral{Channel: c.Name, Ref: c.Ref, BlockedBy: blockedBy}
 	t.deferrals = append(t.deferrals, d)
-	if !t.prevDeferOK[d] {
+	if !t.prevDeferOK[d] && !t.deferSeen[d] {
+		t.deferSeen[d] = true
 		t.emit(e)
 	}
+}
+
+// pendingRef reports whether a channel's ref moved and has not opened a
+// rollout yet.
+func (t *tick) pendingRef(name string) bool {
+	c := t.channels[name]
+	if c == nil || c.Ref == "" || c.Manifest == nil || c.Fleet == nil {
+		return false
+	}
+	latest := t.latestOf(name)
+	rolled := c.LastRolledRef
+	if rolled == "" && latest != nil {
+		rolled = latest.r.Ref
+	}
+	return c.Ref != rolled && (latest == nil || latest.r.Ref != c.Ref)
 }
 
 // ---- 4c. channels ----
@@ -136,24 +153,38 @@ func (t *tick) openChannel(name string) *work {
 	}
 	// Rule 3: channel edges.
 	if blocker := t.channelBlocker(name); blocker != nil {
-		t.deferRef(c, blocker.r.Channel, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
-			Reason: Reason{Code: CodeChannelEdge, Gate: GateChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s is %s",
-				name, blocker.r.Channel, blocker.r.ID, blocker.r.State)}})
+		t.deferRef(c, blocker.channel, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
+			Reason: Reason{Code: CodeChannelEdge, Gate: GateChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s",
+				name, blocker.channel, blocker.what)}})
 		return nil
 	}
 	return t.open(c)
 }
 
-// channelBlocker returns a non-terminal rollout of a channel that gates
-// this one. A predecessor without history does not block; a Halted one
-// does.
-func (t *tick) channelBlocker(name string) *work {
+// channelBlocker returns what holds a channel back: a channel that gates
+// it and has a non-terminal rollout (a Halted one too), or has a new ref
+// waiting to open (so gating is transitive when several channels move at
+// once). A predecessor without history does not block.
+func (t *tick) channelBlocker(name string) *blocker {
 	for _, p := range t.predecessors(name) {
 		if w := t.nonTerminal(p); w != nil {
-			return w
+			return &blocker{channel: p, what: fmt.Sprintf("%s is %s", w.r.ID, w.r.State), stable: w.r.ID + " is not over"}
+		}
+		if t.pendingRef(p) {
+			what := fmt.Sprintf("its release %s has not rolled out yet", t.channels[p].Ref)
+			return &blocker{channel: p, what: what, stable: what}
 		}
 	}
 	return nil
+}
+
+// blocker is a predecessor channel that holds another one. what says
+// why right now; stable says it without the predecessor's current state,
+// for host reasons that must not change while the hold lasts.
+type blocker struct {
+	channel string
+	what    string
+	stable  string
 }
 
 func (w *work) has(s HostState) bool {

@@ -46,9 +46,21 @@ func (w *work) counted() bool { return w.observing() }
 // hosts in flight in each group, each host judged by its own rollout's
 // frozen lists.
 func (t *tick) buildBudgets() {
+	t.groups = map[string]*budgetGroup{}
 	for _, w := range t.rollouts {
+		w.groupOf = nil
 		if w.counted() {
 			t.addBudgets(w)
+		}
+	}
+	// The budgets of releases that may open in this tick take part from
+	// the start: a rollout opening later in the tick must not find its
+	// budget already over a limit it brings.
+	for _, name := range t.order {
+		if t.pendingRef(name) {
+			for _, b := range t.channels[name].Manifest.DisruptionBudgets {
+				t.group(b)
+			}
 		}
 	}
 	t.inFlight = map[string]*work{}
@@ -68,17 +80,22 @@ func (t *tick) buildBudgets() {
 func (t *tick) addBudgets(w *work) {
 	w.groupOf = make([]*budgetGroup, len(w.r.Budgets))
 	for bi, b := range w.r.Budgets {
-		key := selectorKey(b.Selector)
-		g := t.groups[key]
-		if g == nil {
-			g = &budgetGroup{label: key, limit: math.MaxInt}
-			t.groups[key] = g
-		}
-		if l := budgetLimit(b); l < g.limit {
-			g.limit, g.why = l, Reason{}
-		}
-		w.groupOf[bi] = g
+		w.groupOf[bi] = t.group(b)
 	}
+}
+
+// group returns the group of a budget, created or tightened by it.
+func (t *tick) group(b proto.RolloutBudget) *budgetGroup {
+	key := selectorKey(b.Selector)
+	g := t.groups[key]
+	if g == nil {
+		g = &budgetGroup{label: key, limit: math.MaxInt}
+		t.groups[key] = g
+	}
+	if l := budgetLimit(b); l < g.limit {
+		g.limit, g.why = l, Reason{}
+	}
+	return g
 }
 
 // groups returns the distinct budget groups a host of the rollout is in.
@@ -111,6 +128,16 @@ func (t *tick) release(w *work) {
 			}
 			delete(t.inFlight, h.Hostname)
 		}
+	}
+}
+
+// untake gives back a host's slots when it left flight in this pass.
+func (t *tick) untake(w *work, i int) {
+	for _, g := range w.groups(i) {
+		g.inflight--
+	}
+	if t.inFlight[w.r.Hosts[i].Hostname] == w {
+		delete(t.inFlight, w.r.Hosts[i].Hostname)
 	}
 }
 
@@ -150,10 +177,12 @@ func (t *tick) dispatch(w *work) {
 		t.finishDeferred(w)
 		t.updatePhase(w)
 	case RolloutConverged:
-		if w.latest {
+		// Skipped hosts catch up with the channel's current target: this
+		// rollout's, unless a newer ref is about to replace it.
+		if w.latest && !t.pendingRef(w.r.Channel) {
 			t.dispatchHosts(w)
-			t.finishDeferred(w)
 		}
+		t.finishDeferred(w)
 	case RolloutHalted, RolloutCancelled:
 		t.finishDeferred(w)
 	case RolloutReverting:
@@ -168,7 +197,9 @@ func (t *tick) advance(w *work) {
 		for w.waveDone(w.r.Wave) {
 			if w.r.Wave >= len(w.waves)-1 {
 				t.setRollout(w, EvLastWaveDone, Reason{Code: CodeConverged, Message: fmt.Sprintf("all %d wave(s) promoted", len(w.waves))})
-				t.dispatchHosts(w) // skipped hosts that are back catch up at once
+				if !t.pendingRef(w.r.Channel) {
+					t.dispatchHosts(w) // skipped hosts that are back catch up at once
+				}
 				return
 			}
 			t.emit(Event{Kind: EventWavePromoted, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave,
@@ -257,7 +288,7 @@ func (t *tick) dispatchHosts(w *work) {
 }
 
 // gate returns the first gate that holds a host (rule 4), or a zero Reason.
-func (t *tick) gate(w *work, i int, edge *work, failWave int) Reason {
+func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 	h := &w.r.Hosts[i]
 	if other := t.busy(w, h.Hostname); other != nil {
 		return Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID}
@@ -270,7 +301,7 @@ func (t *tick) gate(w *work, i int, edge *work, failWave int) Reason {
 	}
 	if edge != nil {
 		return Reason{Gate: GateChannelEdge, Code: GateChannelEdge,
-			Message: fmt.Sprintf("channel %s waits for channel %s (%s)", w.r.Channel, edge.r.Channel, edge.r.ID)}
+			Message: fmt.Sprintf("channel %s waits for channel %s: %s", w.r.Channel, edge.channel, edge.stable)}
 	}
 	if h.Wave > w.r.Wave {
 		why, ok := w.waveMsg[h.Wave]
@@ -326,13 +357,18 @@ func (t *tick) finishDeferred(w *work) {
 		if o.Current != h.Target || o.Booted != h.Target || o.LastSeen.Before(h.Since) {
 			continue
 		}
+		if other := t.busy(w, h.Hostname); other != nil {
+			continue // another rollout drives the host now
+		}
 		if g := w.full(i); g != nil {
 			t.block(w, i, budgetBlock(g))
 			continue
 		}
 		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: CodeBootedIntoTarget, Message: "rebooted into the target; soaking"})
 		t.take(w, i)
-		t.observeHost(w, i)
+		if t.observeHost(w, i); !h.State.InFlight() {
+			t.untake(w, i) // soaked at once (no soak time)
+		}
 	}
 }
 
@@ -373,12 +409,19 @@ func (t *tick) revert(w *work) {
 				Message: fmt.Sprintf("%s, which it gates, is rolled back first", w.r.Hosts[s].Hostname)})
 			continue
 		}
-		if g := w.full(i); g != nil {
+		if other := t.busy(w, h.Hostname); other != nil {
+			t.block(w, i, Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID})
+			continue
+		}
+		wasInFlight := h.State.InFlight()
+		if g := w.full(i); g != nil && !wasInFlight {
 			t.block(w, i, budgetBlock(g))
 			continue
 		}
 		t.setHost(w, i, EvRollbackDispatch, Reason{Code: CodeRollbackStarted, Message: "rolling back to " + h.Previous})
-		t.take(w, i)
+		if !wasInFlight {
+			t.take(w, i) // a soaking host already holds its slots
+		}
 		t.hostIntents = append(t.hostIntents, HostIntent{Host: h.Hostname, RolloutID: w.r.ID, Kind: IntentRevert,
 			Target: h.Previous, Wave: h.Wave, Reason: h.Reason})
 	}
@@ -426,20 +469,22 @@ func (t *tick) deadline(w *work) {
 			return
 		}
 		counts := map[string]int{}
-		onlyEdge := true
+		stuck := false
 		for _, i := range w.waves[min(max(w.r.Wave, 0), len(w.waves)-1)] {
 			h := w.r.Hosts[i]
 			switch {
 			case h.State == HostPending:
 				counts["held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
-				onlyEdge = onlyEdge && h.Blocked.Gate == GateChannelEdge
+				stuck = stuck || w.stuck(i)
 			case h.State == HostActivating || h.State == HostSoaking || h.State == HostRollingBack:
 				counts[strings.ToLower(string(h.State))]++
-				onlyEdge = false
 			}
 		}
-		if onlyEdge && len(counts) > 0 {
-			return // waiting for a predecessor channel is not a stall
+		if !stuck {
+			// Hosts held by a predecessor channel, by budget slots that
+			// hosts in flight hold, or by a predecessor host that can
+			// still converge are waiting for the fleet to move.
+			return
 		}
 		t.setRollout(w, EvStalled, Reason{Code: CodeWaveStalled,
 			Message: fmt.Sprintf("wave %d made no progress for %s: %s", w.r.Wave, limit, summarize(counts))})
@@ -449,6 +494,29 @@ func (t *tick) deadline(w *work) {
 				Message: fmt.Sprintf("the revert made no progress for %s", limit)})
 		}
 	}
+}
+
+// stuck reports whether a Pending host is held by something that will not
+// clear by itself: a quarantine, failing compliance of an earlier wave, a
+// predecessor host that cannot converge any more (Failed, Reverted,
+// Skipped), or nothing at all.
+func (w *work) stuck(i int) bool {
+	switch w.r.Hosts[i].Blocked.Gate {
+	case GateQuarantine, GateCompliance, "":
+		return true
+	case GateHostEdge:
+		for _, p := range w.preds[i] {
+			switch w.r.Hosts[p].State {
+			case HostFailed, HostReverted, HostSkipped:
+				return true
+			case HostPending:
+				if w.stuck(p) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func summarize(counts map[string]int) string {

@@ -33,6 +33,26 @@ import (
 func Reconcile(in Input) Output {
 	t := newTick(in)
 	t.intents()
+	// A pass can change what an earlier part of the same pass would have
+	// decided (a rollout stops counting and frees budget, a host a rollback
+	// waited for is back). Passes repeat until one changes nothing, so the
+	// output is a fixpoint; a pass costs one walk over the hosts.
+	for range maxPasses {
+		t.moved = false
+		t.pass()
+		if !t.moved {
+			break
+		}
+	}
+	return t.output()
+}
+
+// maxPasses bounds the passes of one tick. Passes after the first only
+// finish what the first one's changes made possible; two or three suffice.
+const maxPasses = 8
+
+func (t *tick) pass() {
+	t.deferrals = t.deferrals[:0]
 	for _, r := range t.rollouts {
 		t.observe(r)
 	}
@@ -59,7 +79,6 @@ func Reconcile(in Input) Output {
 		}
 	}
 	step("") // rollouts of channels that have no verified release
-	return t.output()
 }
 
 // tick is the working state of one Reconcile call.
@@ -72,6 +91,8 @@ type tick struct {
 	rollouts []*work  // by (OpenedAt, ID)
 	byID     map[string]*work
 
+	moved       bool                    // something changed in the current pass
+	deferSeen   map[Deferral]bool       // deferrals reported in this tick
 	groups      map[string]*budgetGroup // by selector key
 	inFlight    map[string]*work        // hosts in flight, and where
 	quarantine  map[string][]Quarantine // the hosts that report quarantines
@@ -101,7 +122,7 @@ type work struct {
 
 func newTick(in Input) *tick {
 	t := &tick{in: in, now: in.Now, obs: in.Hosts, channels: map[string]*Channel{}, byID: map[string]*work{},
-		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}}
+		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}, deferSeen: map[Deferral]bool{}}
 	if t.obs == nil {
 		t.obs = map[string]ObservedHost{}
 	}
@@ -154,6 +175,14 @@ func newWork(r Rollout, isNew bool) *work {
 		w.preds[b] = append(w.preds[b], a)
 		w.succs[a] = append(w.succs[a], b)
 	}
+	// Host indexes follow hostname order: sorted lists make reasons that
+	// name "the first" predecessor independent of the order of Edges.
+	for _, m := range []map[int][]int{w.preds, w.succs} {
+		for k := range m {
+			slices.Sort(m[k])
+			m[k] = slices.Compact(m[k])
+		}
+	}
 	return w
 }
 
@@ -203,7 +232,7 @@ func (t *tick) setRollout(w *work, ev RolloutEvent, reason Reason) bool {
 	t.emit(Event{Kind: EventRolloutTransition, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave,
 		From: string(w.r.State), To: string(to), Reason: reason})
 	w.r.State, w.r.Reason, w.r.UpdatedAt, w.r.ProgressAt = to, reason, t.now, t.now
-	w.changed = true
+	w.changed, t.moved = true, true
 	return true
 }
 
@@ -220,7 +249,7 @@ func (t *tick) setHost(w *work, i int, ev HostEvent, reason Reason) bool {
 	w.touch(i)
 	h.State, h.Since, h.Reason, h.Blocked = to, t.now, reason, Reason{}
 	w.r.ProgressAt = t.now
-	w.changed = true
+	w.changed, t.moved = true, true
 	return true
 }
 
@@ -233,6 +262,7 @@ func (t *tick) block(w *work, i int, why Reason) {
 	}
 	w.touch(i)
 	h.Blocked = why
+	t.moved = true
 	if why.Gate != GateWave && why.Gate != "" {
 		t.emit(Event{Kind: EventHostWaiting, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
 			From: string(h.State), Reason: why})
@@ -272,6 +302,11 @@ func (t *tick) intents() {
 					Message: fmt.Sprintf("cannot %s a rollout that is %s", in.Kind, w.r.State)}
 				break
 			}
+			if newer := t.newerOnChannel(w); ev == EvRollback && newer != nil {
+				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
+					Message: fmt.Sprintf("cannot roll back %s: %s is newer on channel %s; roll that one back", w.r.ID, newer.r.ID, w.r.Channel)}
+				break
+			}
 			reason := Reason{Code: code, Actor: in.Actor, Message: fmt.Sprintf("%s by %s", in.Kind, actorName(in.Actor))}
 			if ev == EvResume {
 				// Failures so far are forgiven: onHealthFailure counts anew.
@@ -288,6 +323,19 @@ func (t *tick) intents() {
 		t.emit(Event{Kind: kind, RolloutID: in.RolloutID, Wave: -1, Reason: res.Reason})
 		t.results = append(t.results, res)
 	}
+}
+
+// newerOnChannel returns a rollout of the same channel opened after w, if
+// any: only a channel's latest rollout may be rolled back, so that two
+// rollouts never drive the channel's hosts at once.
+func (t *tick) newerOnChannel(w *work) *work {
+	for _, o := range t.rollouts {
+		if o != w && o.r.Channel == w.r.Channel && (o.r.OpenedAt.After(w.r.OpenedAt) ||
+			(o.r.OpenedAt.Equal(w.r.OpenedAt) && o.r.ID > w.r.ID)) {
+			return o
+		}
+	}
+	return nil
 }
 
 func actorName(a string) string {
@@ -311,7 +359,18 @@ func (w *work) observing() bool {
 	case RolloutActive, RolloutHalted, RolloutReverting, RolloutCancelled:
 		return true
 	case RolloutConverged:
-		return w.latest
+		// The latest catches up skipped hosts; an older one still lets a
+		// host it had in flight finish.
+		return w.latest || w.anyInFlight()
+	}
+	return false
+}
+
+func (w *work) anyInFlight() bool {
+	for _, h := range w.r.Hosts {
+		if h.State.InFlight() {
+			return true
+		}
 	}
 	return false
 }
@@ -492,7 +551,10 @@ func (w *work) maxFailures() int {
 
 func (t *tick) healthPolicy(w *work) {
 	rollback := w.r.OnHealthFailure == proto.OnHealthFailureRollbackAndHalt
-	if w.r.State != RolloutActive && !(w.r.State == RolloutHalted && rollback) {
+	// A rollout paused or stalled still reverts when its hosts fail; one
+	// whose revert stalled stays halted for an operator.
+	haltedMayRevert := w.r.State == RolloutHalted && rollback && w.r.Reason.Code != CodeRevertStalled
+	if w.r.State != RolloutActive && !haltedMayRevert {
 		return
 	}
 	failed := w.failures() - w.r.FailuresForgiven

@@ -1,0 +1,1605 @@
+package reconciler_test
+
+// Property tests: random valid fleets (generated, checked with
+// manifest.ValidateFleet, projected with manifest.Project) are driven tick
+// by tick through Reconcile and Apply by a simulated fleet of agents (that
+// confirm, fail, roll back, defer, go offline, turn unhealthy), operators
+// (pause, resume, cancel, rollback, also of unknown rollouts) and CI (new
+// releases), and an invariant is checked after every tick:
+//
+//  1. no dispatch leaves a disruption budget group over its limit, the
+//     groups recomputed here as 0003 rule 5 states them;
+//  2. no host is dispatched before its edge predecessors converged, or
+//     before its wave;
+//  3. at most one non-terminal rollout per channel;
+//  4. Reconcile is deterministic, also with the Input's Rollouts, Intents,
+//     Channels and hosts shuffled (and, separately, the rollouts' Edges);
+//  5. Reconcile is idempotent: after Apply, a tick at the same Now decides
+//     nothing more (0003 rule 12);
+//  6. every transition is a legal move of the state machines, and the
+//     transitions, the intents and the new state agree;
+//
+// and two more: what a tick moves into flight stays counted (no orphaned
+// dispatch), and one rollout drives a host at a time.
+//
+// Well-behaved fleets (always online, always confirming, healthy, no
+// operator, one release) must converge, every rollout and every host,
+// within a bound derived from the fleet; and channels chained by channel
+// edges must roll out one at a time.
+//
+// Everything is bounded and deterministic: time is Input.Now, advanced by
+// drawn steps; all randomness comes from rapid's draws. Each invariant is
+// its own test, so that one that fails does not hide the others.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/nixfleet/nixfleet/manifest"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// ---- the properties ----
+
+// TestPropertyBudgetsNeverExceeded: invariant 1.
+func TestPropertyBudgetsNeverExceeded(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkBudgets) })
+}
+
+// TestPropertyNoOrphanedDispatch: a host is dispatched or rolled back only
+// by a rollout that still counts against budgets (and so still observes
+// its hosts) after the tick; otherwise the in-flight host is never
+// resolved and escapes every budget from the next tick on.
+func TestPropertyNoOrphanedDispatch(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkNoOrphanedDispatch) })
+}
+
+// TestPropertyOneRolloutDrivesAHost: a host moved into flight (dispatched,
+// rolled back, or booted from Deferred into Soaking) is in flight in no
+// other rollout that counts: two rollouts never drive one host at once
+// (the busy gate of 0003 rule 4).
+func TestPropertyOneRolloutDrivesAHost(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkOneDriver) })
+}
+
+// TestPropertyDispatchRespectsEdgesAndWaves: invariant 2.
+func TestPropertyDispatchRespectsEdgesAndWaves(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkEdgesAndWaves) })
+}
+
+// TestPropertyOneNonTerminalRolloutPerChannel: invariant 3.
+func TestPropertyOneNonTerminalRolloutPerChannel(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkOneNonTerminal) })
+}
+
+// TestPropertyDeterministic: invariant 4.
+func TestPropertyDeterministic(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkDeterminism) })
+}
+
+// TestPropertyOutputIgnoresEdgeOrder: RFC 0003 promises the same output
+// whatever the order of the Input's slices. Beyond the shuffles of
+// invariant 4, this shuffles every rollout's frozen Edges and the
+// Deferrals. (Changed rollout records in the Output carry their Edges as
+// they came in, so those are compared sorted.)
+func TestPropertyOutputIgnoresEdgeOrder(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkEdgeOrder) })
+}
+
+// TestPropertyIdempotent: invariant 5.
+func TestPropertyIdempotent(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkIdempotent) })
+}
+
+// TestPropertyLegalTransitions: invariant 6.
+func TestPropertyLegalTransitions(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkTransitions) })
+}
+
+// TestPropertyWellBehavedFleetConverges: with hosts that are always online,
+// always confirm and stay healthy, no operator and no release after the
+// first, every rollout converges, and every host of every rollout with it.
+func TestPropertyWellBehavedFleetConverges(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		runWellBehaved(t, fleetGenOpts{maxHosts: 300, orderlyEdges: true}, nil)
+	})
+}
+
+// TestPropertyWellBehavedFleetWithChannelBudgetsConverges: the same, with
+// budgets that never span channels (selected by channel, or by hosts of one
+// channel), so that no rollout waits for budget slots held by another.
+func TestPropertyWellBehavedFleetWithChannelBudgetsConverges(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		runWellBehaved(t, fleetGenOpts{maxHosts: 300, orderlyEdges: true, channelBudgets: true}, nil)
+	})
+}
+
+// TestPropertyChainedChannelsRollOutOneAtATime: when channel edges chain
+// every channel and one release reaches all channels at once, the
+// channels roll out one at a time, in chain order: a channel's rollout
+// opens only after every channel before it in the chain converged.
+func TestPropertyChainedChannelsRollOutOneAtATime(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		runWellBehaved(t, fleetGenOpts{maxHosts: 60, orderlyEdges: true, chainChannels: true}, func(s *fleetSim) {
+			chain := s.chain
+			for _, r := range s.in.Rollouts {
+				pos := slices.Index(chain, r.Channel)
+				for _, before := range chain[:pos] {
+					i := slices.IndexFunc(s.in.Rollouts, func(x reconciler.Rollout) bool { return x.Channel == before })
+					if i < 0 || s.in.Rollouts[i].State != reconciler.RolloutConverged {
+						state := "no rollout"
+						if i >= 0 {
+							state = string(s.in.Rollouts[i].State)
+						}
+						t.Fatalf("tick %d: chain %v: %s is %s while %s, earlier in the chain, has %s\n%s",
+							s.tick, chain, r.ID, r.State, before, state, describeRolloutStates(s.in))
+					}
+				}
+			}
+		})
+	})
+}
+
+// runWellBehaved drives a well-behaved fleet until everything converged,
+// calling check (when given) after every tick.
+func runWellBehaved(t *rapid.T, o fleetGenOpts, check func(*fleetSim)) {
+	s := newFleetSim(t, o, true)
+	bound := s.convergenceBound()
+	for s.tick = 0; ; s.tick++ {
+		out := reconciler.Reconcile(s.in)
+		s.in = reconciler.Apply(s.in, out)
+		for _, r := range s.in.Rollouts {
+			switch r.State {
+			case reconciler.RolloutOpening, reconciler.RolloutActive, reconciler.RolloutConverged:
+			default:
+				t.Fatalf("tick %d (now %s): rollout %s of a well-behaved fleet is %s: %s: %s\n%s",
+					s.tick, s.in.Now.Format(time.RFC3339), r.ID, r.State, r.Reason.Code, r.Reason.Message, describeRolloutStates(s.in))
+			}
+		}
+		if check != nil {
+			check(s)
+		}
+		if s.allConverged() {
+			break
+		}
+		if s.tick >= bound {
+			t.Fatalf("after %d ticks (the bound for this fleet), not everything converged:\n%s", s.tick, describeRolloutStates(s.in))
+		}
+		s.advance(out)
+	}
+	for _, r := range s.in.Rollouts {
+		for _, h := range r.Hosts {
+			if h.State != reconciler.HostConverged {
+				t.Fatalf("rollout %s converged with host %s %s (%s)", r.ID, h.Hostname, h.State, h.Reason.Code)
+			}
+		}
+	}
+}
+
+// ---- fleet generator ----
+
+const simBase32 = "0123456789abcdfghijklmnpqrsvwxyz"
+
+var (
+	simChannelNames = []string{"alpha", "beta", "edge", "lts", "stable"}
+	simTags         = []string{"web", "db", "cache", "batch", "eu", "us", "canary"}
+	simEpoch        = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+)
+
+// uniformIntGen draws an integer in [lo, hi] with (nearly) equal chances, from
+// fair coin flips. rapid's integer generators favour small values, which
+// suits sizes but not the odds of simulated events; this one still shrinks
+// towards lo, so draws are arranged to make lo the uneventful outcome.
+func uniformIntGen(lo, hi int) *rapid.Generator[int] {
+	n := hi - lo + 1
+	nbits := bits.Len(uint(n-1)) + 4
+	return rapid.Custom(func(t *rapid.T) int {
+		v := 0
+		for range nbits {
+			v <<= 1
+			if rapid.Bool().Draw(t, "bit") {
+				v |= 1
+			}
+		}
+		return lo + v%n
+	})
+}
+
+// percentGen draws 0–99 uniformly.
+var percentGen = uniformIntGen(0, 99)
+
+// simClosure is the store path basename of a host's system closure of a
+// generation: 32 characters of Nix's base32, a dash, a name.
+func simClosure(host string, gen int) string {
+	sum := sha256.Sum256([]byte(host + "/" + strconv.Itoa(gen)))
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = simBase32[sum[i]%32]
+	}
+	return string(b) + "-nixos-system-" + host + "-g" + strconv.Itoa(gen)
+}
+
+// fleetModel is what a fleet.resolved is built from; releases mutate a copy.
+type fleetModel struct {
+	channels []string
+	hosts    []modelHost // sorted by name
+	policies []modelPolicy
+	chPolicy map[string]int
+	chCfg    map[string]proto.Channel
+	edges    []proto.Edge
+	chEdges  []proto.ChannelEdge
+	budgets  []proto.DisruptionBudget
+	chain    []string // the drawn channel order (the chain, with chainChannels)
+}
+
+type modelHost struct {
+	name    string
+	channel string
+	tags    []string
+	gen     int // closure generation; -1: no closure
+}
+
+type modelPolicy struct {
+	waves     []proto.PolicyWave
+	gate      proto.HealthGate
+	onFailure string
+}
+
+type fleetGenOpts struct {
+	maxHosts int
+	// orderlyEdges: a host edge never runs from a later wave to an earlier
+	// one (otherwise a gated host can wait for a wave that never starts).
+	orderlyEdges bool
+	// chainChannels: channel edges chain every channel, so rollouts run
+	// one channel at a time.
+	chainChannels bool
+	// channelBudgets: budgets select one channel's hosts only.
+	channelBudgets bool
+}
+
+func simPolicyName(i int) string { return "policy-" + strconv.Itoa(i) }
+
+// drawSimHostCount favours small fleets (cheap, and shrinking goes there) but
+// reaches maxHosts.
+func drawSimHostCount(t *rapid.T, maxHosts int) int {
+	switch c := percentGen.Draw(t, "sizeClass"); {
+	case c < 65 || maxHosts <= 30:
+		return rapid.IntRange(1, min(30, maxHosts)).Draw(t, "hostCount")
+	case c < 93 || maxHosts <= 100:
+		return rapid.IntRange(31, min(100, maxHosts)).Draw(t, "hostCount")
+	default:
+		return rapid.IntRange(101, maxHosts).Draw(t, "hostCount")
+	}
+}
+
+// genFleetModel draws a fleet that manifest.ValidateFleet accepts.
+func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
+	m := &fleetModel{chPolicy: map[string]int{}, chCfg: map[string]proto.Channel{}}
+	nch := rapid.IntRange(2, 5).Draw(t, "channelCount")
+	m.channels = slices.Clone(simChannelNames[:nch])
+	n := drawSimHostCount(t, o.maxHosts)
+	for i := range n {
+		h := modelHost{name: fmt.Sprintf("host-%03d", i), gen: 1}
+		h.channel = m.channels[rapid.IntRange(0, nch-1).Draw(t, "hostChannel")]
+		mask := rapid.IntRange(0, 1<<len(simTags)-1).Draw(t, "hostTags")
+		for b, tag := range simTags {
+			if mask&(1<<b) != 0 {
+				h.tags = append(h.tags, tag)
+			}
+		}
+		if rapid.IntRange(0, 19).Draw(t, "hostWithoutClosure") == 0 {
+			h.gen = -1
+		}
+		m.hosts = append(m.hosts, h)
+	}
+
+	npol := rapid.IntRange(1, nch).Draw(t, "policyCount")
+	for range npol {
+		var p modelPolicy
+		nw := rapid.IntRange(1, 4).Draw(t, "waveCount")
+		for w := range nw {
+			// The last wave takes everyone, so every host with a closure
+			// is in some wave of its channel.
+			sel := proto.Selector{All: true}
+			if w < nw-1 {
+				sel = m.drawSelector(t)
+			}
+			p.waves = append(p.waves, proto.PolicyWave{Selector: sel, SoakMinutes: rapid.IntRange(0, 30).Draw(t, "soakMinutes")})
+		}
+		if mf := rapid.IntRange(0, 4).Draw(t, "maxFailures"); mf < 4 {
+			p.gate.MaxFailures = &mf
+		}
+		if rapid.Bool().Draw(t, "gateOnFailedUnits") {
+			p.gate.SystemdFailedUnits = &proto.SystemdFailedUnits{Max: rapid.IntRange(0, 1).Draw(t, "maxFailedUnits")}
+		}
+		p.onFailure = rapid.SampledFrom([]string{proto.OnHealthFailureHalt, proto.OnHealthFailureRollbackAndHalt}).Draw(t, "onHealthFailure")
+		m.policies = append(m.policies, p)
+	}
+	for _, ch := range m.channels {
+		pi := rapid.IntRange(0, npol-1).Draw(t, "channelPolicy")
+		m.chPolicy[ch] = pi
+		signing := rapid.IntRange(0, 120).Draw(t, "signingIntervalMinutes")
+		m.chCfg[ch] = proto.Channel{
+			RolloutPolicy:            simPolicyName(pi),
+			FreshnessWindow:          2*signing + rapid.IntRange(1, 1440).Draw(t, "freshnessSlack"),
+			SigningIntervalMinutes:   signing,
+			ReconcileIntervalMinutes: 5,
+			Compliance: proto.Compliance{Frameworks: []string{"nis2"},
+				Mode: rapid.SampledFrom([]string{"", proto.ComplianceDisabled, proto.CompliancePermissive, proto.ComplianceEnforce}).Draw(t, "complianceMode")},
+		}
+	}
+
+	// Host edges, inside a channel, oriented along a total order so they
+	// form a DAG: (wave, name) when orderly, name otherwise.
+	byChannel := map[string][]int{}
+	for i, h := range m.hosts {
+		byChannel[h.channel] = append(byChannel[h.channel], i)
+	}
+	wave := m.firstWaves()
+	seen := map[[2]int]bool{}
+	for range rapid.IntRange(0, min(n, 40)).Draw(t, "edgeCount") {
+		a := rapid.IntRange(0, n-1).Draw(t, "edgeGates")
+		peers := byChannel[m.hosts[a].channel]
+		b := peers[rapid.IntRange(0, len(peers)-1).Draw(t, "edgeGated")]
+		if a == b {
+			continue
+		}
+		if o.orderlyEdges {
+			if wave[a] > wave[b] || (wave[a] == wave[b] && a > b) {
+				a, b = b, a
+			}
+		} else if a > b {
+			a, b = b, a
+		}
+		if seen[[2]int{a, b}] {
+			continue
+		}
+		seen[[2]int{a, b}] = true
+		m.edges = append(m.edges, proto.Edge{Gates: m.hosts[a].name, Gated: m.hosts[b].name, Reason: "drawn"})
+	}
+
+	// Channel edges along a drawn order: a DAG.
+	order := rapid.Permutation(m.channels).Draw(t, "channelOrder")
+	m.chain = order
+	for i := range order {
+		if o.chainChannels {
+			if i > 0 {
+				m.chEdges = append(m.chEdges, proto.ChannelEdge{Gates: order[i-1], Gated: order[i]})
+			}
+			continue
+		}
+		for j := i + 1; j < len(order); j++ {
+			if rapid.IntRange(0, 2).Draw(t, "channelEdge") == 0 {
+				m.chEdges = append(m.chEdges, proto.ChannelEdge{Gates: order[i], Gated: order[j]})
+			}
+		}
+	}
+
+	for range rapid.IntRange(0, 6).Draw(t, "budgetCount") {
+		b := m.drawBudget(t)
+		if o.channelBudgets {
+			b.Selector = m.drawChannelSelector(t)
+		}
+		m.budgets = append(m.budgets, b)
+	}
+	m.fixBudgets()
+	return m
+}
+
+// drawSelector draws a selector with one rule: tags, tagsAny, hosts,
+// channel or all.
+func (m *fleetModel) drawSelector(t *rapid.T) proto.Selector {
+	switch rapid.IntRange(0, 4).Draw(t, "selectorKind") {
+	case 0:
+		return proto.Selector{Tags: rapid.SliceOfNDistinct(rapid.SampledFrom(simTags), 1, 2, rapid.ID[string]).Draw(t, "selectorTags")}
+	case 1:
+		return proto.Selector{TagsAny: rapid.SliceOfNDistinct(rapid.SampledFrom(simTags), 1, 3, rapid.ID[string]).Draw(t, "selectorTagsAny")}
+	case 2:
+		var names []string
+		for range rapid.IntRange(1, 5).Draw(t, "selectorHostCount") {
+			names = append(names, m.hosts[rapid.IntRange(0, len(m.hosts)-1).Draw(t, "selectorHost")].name)
+		}
+		return proto.Selector{Hosts: names}
+	case 3:
+		ch := m.channels[rapid.IntRange(0, len(m.channels)-1).Draw(t, "selectorChannel")]
+		return proto.Selector{Channel: &ch}
+	default:
+		return proto.Selector{All: true}
+	}
+}
+
+// drawChannelSelector selects a channel, or some hosts of one channel.
+func (m *fleetModel) drawChannelSelector(t *rapid.T) proto.Selector {
+	ch := m.channels[rapid.IntRange(0, len(m.channels)-1).Draw(t, "budgetChannel")]
+	var names []string
+	for _, h := range m.hosts {
+		if h.channel == ch {
+			names = append(names, h.name)
+		}
+	}
+	if len(names) == 0 || rapid.Bool().Draw(t, "wholeChannel") {
+		return proto.Selector{Channel: &ch}
+	}
+	return proto.Selector{Hosts: rapid.SliceOfNDistinct(rapid.SampledFrom(names), 1, min(5, len(names)), rapid.ID[string]).Draw(t, "budgetHosts")}
+}
+
+// drawBudget draws a budget; sometimes its selector is an earlier budget's,
+// spelled differently (reversed, with a duplicate), which must still be the
+// same budget.
+func (m *fleetModel) drawBudget(t *rapid.T) proto.DisruptionBudget {
+	var b proto.DisruptionBudget
+	if len(m.budgets) > 0 && rapid.IntRange(0, 3).Draw(t, "budgetReusesSelector") == 0 {
+		s := m.budgets[rapid.IntRange(0, len(m.budgets)-1).Draw(t, "budgetSelectorOf")].Selector
+		respell := func(l []string) []string {
+			if len(l) == 0 {
+				return nil
+			}
+			l = slices.Clone(l)
+			slices.Reverse(l)
+			return append(l, l[0])
+		}
+		b.Selector = proto.Selector{All: s.All, Channel: s.Channel, Tags: respell(s.Tags), TagsAny: respell(s.TagsAny), Hosts: respell(s.Hosts)}
+	} else {
+		b.Selector = m.drawSelector(t)
+	}
+	kind := rapid.IntRange(0, 2).Draw(t, "budgetLimitKind")
+	if kind != 1 {
+		mi := rapid.IntRange(1, 5).Draw(t, "maxInFlight")
+		b.MaxInFlight = &mi
+	}
+	if kind != 0 {
+		p := rapid.IntRange(1, 100).Draw(t, "maxInFlightPct")
+		b.MaxInFlightPct = &p
+	}
+	return b
+}
+
+// fixBudgets raises every maxInFlightPct to the smallest value that does
+// not round down to 0 on the budget's hosts (ValidateFleet refuses those).
+func (m *fleetModel) fixBudgets() {
+	hosts := m.protoHosts()
+	for i, b := range m.budgets {
+		if b.MaxInFlightPct == nil {
+			continue
+		}
+		if n := b.Selector.Count(hosts); n > 0 && n**b.MaxInFlightPct/100 == 0 {
+			p := (100 + n - 1) / n
+			m.budgets[i].MaxInFlightPct = &p
+		}
+	}
+}
+
+func (m *fleetModel) protoHost(h modelHost) proto.Host {
+	ph := proto.Host{System: "x86_64-linux", Tags: slices.Clone(h.tags), Channel: h.channel}
+	if ph.Tags == nil {
+		ph.Tags = []string{}
+	}
+	if h.gen >= 0 {
+		c := simClosure(h.name, h.gen)
+		ph.ClosureHash = &c
+	}
+	return ph
+}
+
+func (m *fleetModel) protoHosts() map[string]proto.Host {
+	out := make(map[string]proto.Host, len(m.hosts))
+	for _, h := range m.hosts {
+		out[h.name] = m.protoHost(h)
+	}
+	return out
+}
+
+// firstWaves returns each host's wave in its channel: the first wave of
+// its channel's policy whose selector matches it.
+func (m *fleetModel) firstWaves() []int {
+	out := make([]int, len(m.hosts))
+	for i, h := range m.hosts {
+		p := m.policies[m.chPolicy[h.channel]]
+		out[i] = len(p.waves) - 1
+		for w, pw := range p.waves {
+			if pw.Selector.Matches(h.name, m.protoHost(h)) {
+				out[i] = w
+				break
+			}
+		}
+	}
+	return out
+}
+
+// build returns the fleet.resolved of the model at a commit; waves are
+// resolved fleet-wide, as the Nix library does, so a channel's wave lists
+// also name other channels' hosts.
+func (m *fleetModel) build(commit string) *proto.FleetResolved {
+	hosts := m.protoHosts()
+	v := proto.SchemaVersion
+	f := &proto.FleetResolved{
+		SchemaVersion:   proto.SchemaVersion,
+		Hosts:           hosts,
+		Channels:        map[string]proto.Channel{},
+		RolloutPolicies: map[string]proto.RolloutPolicy{},
+		Waves:           map[string][]proto.Wave{},
+		Edges:           slices.Clone(m.edges),
+		ChannelEdges:    slices.Clone(m.chEdges),
+		Meta:            proto.Meta{SchemaVersion: &v, CICommit: &commit},
+	}
+	for _, b := range m.budgets {
+		f.DisruptionBudgets = append(f.DisruptionBudgets, cloneDisruptionBudget(b))
+	}
+	for i, p := range m.policies {
+		f.RolloutPolicies[simPolicyName(i)] = proto.RolloutPolicy{Strategy: "staged", Waves: slices.Clone(p.waves),
+			HealthGate: p.gate, OnHealthFailure: p.onFailure}
+	}
+	for _, ch := range m.channels {
+		f.Channels[ch] = m.chCfg[ch]
+		for _, pw := range m.policies[m.chPolicy[ch]].waves {
+			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes})
+		}
+	}
+	return f
+}
+
+func cloneDisruptionBudget(b proto.DisruptionBudget) proto.DisruptionBudget {
+	c := b
+	if b.MaxInFlight != nil {
+		v := *b.MaxInFlight
+		c.MaxInFlight = &v
+	}
+	if b.MaxInFlightPct != nil {
+		v := *b.MaxInFlightPct
+		c.MaxInFlightPct = &v
+	}
+	return c
+}
+
+func (m *fleetModel) clone() *fleetModel {
+	c := *m
+	c.hosts = slices.Clone(m.hosts)
+	for i := range c.hosts {
+		c.hosts[i].tags = slices.Clone(c.hosts[i].tags)
+	}
+	c.edges = slices.Clone(m.edges)
+	c.budgets = nil
+	for _, b := range m.budgets {
+		c.budgets = append(c.budgets, cloneDisruptionBudget(b))
+	}
+	return &c
+}
+
+// mutate draws the next release of a model: new closures for some hosts
+// (or none: hosts then already run their target), sometimes hosts moving
+// channel, tags changing (budgets' frozen host lists differ between
+// releases) and budget limits changing (groups take the minimum).
+func (m *fleetModel) mutate(t *rapid.T) *fleetModel {
+	c := m.clone()
+	n := len(c.hosts)
+	switch rapid.IntRange(0, 3).Draw(t, "releaseClosures") {
+	case 1:
+		for i := range c.hosts {
+			c.hosts[i].gen++
+		}
+	case 2:
+		step := rapid.IntRange(2, 4).Draw(t, "releaseEvery")
+		for i := 0; i < n; i += step {
+			c.hosts[i].gen++
+		}
+	case 3:
+		c.hosts[rapid.IntRange(0, n-1).Draw(t, "releaseHost")].gen++
+	}
+	for i := range c.hosts {
+		if c.hosts[i].gen == 0 {
+			c.hosts[i].gen = 1 // generation 0 is what hosts boot with
+		}
+	}
+	if percentGen.Draw(t, "releaseMovesHosts") >= 60 {
+		for range rapid.IntRange(1, 3).Draw(t, "movedHosts") {
+			i := rapid.IntRange(0, n-1).Draw(t, "movedHost")
+			c.hosts[i].channel = c.channels[rapid.IntRange(0, len(c.channels)-1).Draw(t, "movedTo")]
+		}
+		channelOf := map[string]string{}
+		for _, h := range c.hosts {
+			channelOf[h.name] = h.channel
+		}
+		c.edges = slices.DeleteFunc(c.edges, func(e proto.Edge) bool { return channelOf[e.Gates] != channelOf[e.Gated] })
+	}
+	if rapid.IntRange(0, 3).Draw(t, "releaseRetags") == 0 {
+		for range rapid.IntRange(1, 5).Draw(t, "retaggedHosts") {
+			i := rapid.IntRange(0, n-1).Draw(t, "retaggedHost")
+			tag := rapid.SampledFrom(simTags).Draw(t, "toggledTag")
+			if j := slices.Index(c.hosts[i].tags, tag); j >= 0 {
+				c.hosts[i].tags = slices.Delete(c.hosts[i].tags, j, j+1)
+			} else {
+				c.hosts[i].tags = append(c.hosts[i].tags, tag)
+			}
+		}
+	}
+	if len(c.budgets) > 0 && percentGen.Draw(t, "releaseChangesBudget") >= 50 {
+		i := rapid.IntRange(0, len(c.budgets)-1).Draw(t, "changedBudget")
+		mi := rapid.IntRange(1, 5).Draw(t, "newMaxInFlight")
+		c.budgets[i].MaxInFlight = &mi
+	}
+	c.fixBudgets()
+	return c
+}
+
+// ---- the simulated fleet ----
+
+type simAgent struct {
+	name      string
+	online    bool
+	backAt    int // an offline agent returns at this tick
+	sickUntil int // health probes or units fail until this tick
+	sickUnits bool
+	staged    string // target staged for the next boot
+	bootAt    int
+	queued    *reconciler.HostIntent // received while offline
+}
+
+type fleetSim struct {
+	t           *rapid.T
+	wellBehaved bool
+	in          reconciler.Input
+	models      map[string]*fleetModel // latest release's model, per channel
+	agents      map[string]*simAgent
+	names       []string
+	channels    []string
+	chain       []string
+	tick        int
+	releases    int
+	maxReleases int
+	opSeq       int
+	commits     map[string]bool
+}
+
+func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
+	m := genFleetModel(t, o)
+	s := &fleetSim{t: t, wellBehaved: wellBehaved, models: map[string]*fleetModel{}, agents: map[string]*simAgent{},
+		channels: m.channels, chain: m.chain, commits: map[string]bool{}}
+	s.in = reconciler.Input{Now: simEpoch, Hosts: map[string]reconciler.ObservedHost{}}
+	offline := 0
+	if !wellBehaved {
+		offline = uniformIntGen(0, 5).Draw(t, "offlineAtStart")
+	}
+	for i, h := range m.hosts {
+		a := &simAgent{name: h.name, online: true}
+		o := reconciler.ObservedHost{LastSeen: simEpoch, Current: simClosure(h.name, 0), Booted: simClosure(h.name, 0),
+			Probes: reconciler.ProbeSummary{Total: 2}}
+		if i < offline {
+			a.online, a.backAt = false, rapid.IntRange(1, 30).Draw(t, "backAt")
+			o.LastSeen = simEpoch.Add(-time.Hour)
+		}
+		s.agents[h.name] = a
+		s.names = append(s.names, h.name)
+		s.in.Hosts[h.name] = o
+	}
+	commit := s.newCommit()
+	f, ms, hashes := s.project(m, commit)
+	for _, ch := range m.channels {
+		s.models[ch] = m
+		s.in.Channels = append(s.in.Channels, reconciler.Channel{Name: ch, Ref: commit, Fleet: f, Manifest: ms[ch], ManifestHash: hashes[ch]})
+	}
+	// Channels often start on different releases: their budgets' limits
+	// and host lists, closures and channel memberships then differ.
+	if !wellBehaved && percentGen.Draw(t, "channelsStartApart") >= 40 {
+		for _, ch := range m.channels[1:] {
+			s.releaseOn(ch)
+		}
+		s.releases = 0
+	}
+	return s
+}
+
+// newCommit draws a fresh meta.ciCommit: 7–40 lowercase hex characters.
+func (s *fleetSim) newCommit() string {
+	n := rapid.IntRange(7, 40).Draw(s.t, "commitLength")
+	sum := sha256.Sum256([]byte("commit-" + strconv.Itoa(len(s.commits))))
+	full := hex.EncodeToString(sum[:])
+	c := full[:n]
+	for s.commits[c] && n < len(full) {
+		n++
+		c = full[:n]
+	}
+	s.commits[c] = true
+	return c
+}
+
+// project builds, validates and projects a release.
+func (s *fleetSim) project(m *fleetModel, commit string) (*proto.FleetResolved, map[string]*proto.RolloutManifest, map[string]string) {
+	f := m.build(commit)
+	if _, err := manifest.ValidateFleet(f); err != nil {
+		s.t.Fatalf("the generator drew an invalid fleet: %v", err)
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		s.t.Fatalf("marshal fleet: %v", err)
+	}
+	fh := sha256.Sum256(raw)
+	list, err := manifest.Project(f, hex.EncodeToString(fh[:]))
+	if err != nil {
+		s.t.Fatalf("project: %v", err)
+	}
+	ms, hashes := map[string]*proto.RolloutManifest{}, map[string]string{}
+	for _, mf := range list {
+		b, err := manifest.Marshal(mf)
+		if err != nil {
+			s.t.Fatalf("marshal manifest: %v", err)
+		}
+		h := sha256.Sum256(b)
+		ms[mf.Channel], hashes[mf.Channel] = mf, hex.EncodeToString(h[:])
+	}
+	return f, ms, hashes
+}
+
+// release publishes a new release on a drawn channel.
+func (s *fleetSim) release() {
+	s.releaseOn(rapid.SampledFrom(s.channels).Draw(s.t, "releaseChannel"))
+}
+
+// releaseOn publishes a new release on a channel.
+func (s *fleetSim) releaseOn(ch string) {
+	m := s.models[ch].mutate(s.t)
+	commit := s.newCommit()
+	f, ms, hashes := s.project(m, commit)
+	s.models[ch] = m
+	s.releases++
+	for i := range s.in.Channels {
+		if c := &s.in.Channels[i]; c.Name == ch {
+			c.Ref, c.Fleet, c.Manifest, c.ManifestHash = commit, f, ms[ch], hashes[ch]
+		}
+	}
+}
+
+// advance moves time on and lets agents and operators act on what the
+// last tick decided.
+func (s *fleetSim) advance(out reconciler.Output) {
+	t := s.t
+	step := time.Duration(uniformIntGen(30, 600).Draw(t, "stepSeconds")) * time.Second
+	s.in.Now = s.in.Now.Add(step)
+	now := s.in.Now
+	s.in.Hosts = maps.Clone(s.in.Hosts) // the previous Input keeps its own
+
+	for _, name := range s.names {
+		a := s.agents[name]
+		if !a.online && s.tick >= a.backAt {
+			a.online = true
+			if q := a.queued; q != nil {
+				a.queued = nil
+				if rapid.Bool().Draw(t, "actsOnReturn") {
+					s.react(a, *q)
+				}
+			}
+		}
+		if !a.online {
+			continue
+		}
+		o := s.in.Hosts[name]
+		o.LastSeen = now
+		if a.staged != "" && s.tick >= a.bootAt {
+			o.Current, o.Booted, o.Deferred, a.staged = a.staged, a.staged, false, ""
+		}
+		o.Probes, o.FailedUnits = reconciler.ProbeSummary{Total: 2}, nil
+		if s.tick < a.sickUntil {
+			if a.sickUnits {
+				o.FailedUnits = []string{"nginx.service"}
+			} else {
+				o.Probes.Failed = []string{"http"}
+			}
+		}
+		s.in.Hosts[name] = o
+	}
+	for _, hi := range out.Intents {
+		a := s.agents[hi.Host]
+		if a == nil {
+			t.Fatalf("tick %d: intent for unknown host %q", s.tick, hi.Host)
+		}
+		if !a.online {
+			q := hi
+			a.queued = &q
+			continue
+		}
+		s.react(a, hi)
+	}
+	if s.wellBehaved {
+		return
+	}
+
+	// Hosts go offline or turn unhealthy on their own.
+	switch r := percentGen.Draw(t, "spontaneous"); {
+	case r >= 94:
+		a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "goesOffline")]]
+		if a.online {
+			a.online, a.backAt = false, s.tick+rapid.IntRange(1, 20).Draw(t, "offlineTicks")
+		}
+	case r >= 90:
+		a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "turnsUnhealthy")]]
+		a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
+	}
+	if s.releases < s.maxReleases && percentGen.Draw(t, "releaseRoll") >= 94 {
+		s.release()
+	}
+	if percentGen.Draw(t, "operatorRoll") >= 95 {
+		ids := []string{"nope@0000000"}
+		for _, r := range s.in.Rollouts {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		kind := "reboot" // not an intent kind
+		switch k := percentGen.Draw(t, "operatorKind"); {
+		case k < 30:
+			kind = reconciler.IntentRollback
+		case k < 50:
+			kind = reconciler.IntentPause
+		case k < 70:
+			kind = reconciler.IntentResume
+		case k < 90:
+			kind = reconciler.IntentCancel
+		}
+		s.opSeq++
+		s.in.Intents = append(s.in.Intents, reconciler.Intent{
+			ID:        fmt.Sprintf("op-%04d", s.opSeq),
+			RolloutID: ids[uniformIntGen(0, len(ids)-1).Draw(t, "operatorRollout")],
+			Kind:      kind,
+			Actor:     rapid.SampledFrom([]string{"alice", ""}).Draw(t, "operatorActor"),
+			At:        now.Add(-time.Duration(rapid.IntRange(0, 120).Draw(t, "operatorAge")) * time.Second),
+		})
+	}
+}
+
+// react is an online agent handling a dispatch or rollback intent.
+func (s *fleetSim) react(a *simAgent, hi reconciler.HostIntent) {
+	t, now := s.t, s.in.Now
+	o := s.in.Hosts[a.name]
+	o.LastSeen = now
+	report := func(outcome string) {
+		o.Activation = &reconciler.Activation{RolloutID: hi.RolloutID, Closure: hi.Target, Outcome: outcome, At: now}
+	}
+	confirm := func() {
+		o.Current, o.Booted, o.Deferred, a.staged = hi.Target, hi.Target, false, ""
+		report(reconciler.OutcomeConfirmed)
+	}
+	offline := func() {
+		q := hi
+		a.online, a.backAt, a.queued = false, s.tick+rapid.IntRange(1, 15).Draw(t, "offlineTicks"), &q
+	}
+	switch {
+	case s.wellBehaved:
+		confirm()
+	case hi.Kind == reconciler.IntentRevert:
+		switch r := percentGen.Draw(t, "rollbackReaction"); {
+		case r < 80:
+			confirm()
+		case r < 90: // silent: the rollback times out
+		default:
+			offline()
+		}
+	default:
+		switch r := percentGen.Draw(t, "dispatchReaction"); {
+		case r < 78:
+			confirm()
+		case r < 82:
+			report(reconciler.OutcomeFailed)
+		case r < 85:
+			report(reconciler.OutcomeRolledBack) // Current stays the previous closure
+		case r < 91:
+			report(reconciler.OutcomeDeferred)
+			o.Deferred, a.staged, a.bootAt = true, hi.Target, s.tick+rapid.IntRange(1, 6).Draw(t, "rebootTicks")
+		case r < 94:
+			offline()
+		case r < 97:
+			confirm()
+			a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
+			if a.sickUnits {
+				o.FailedUnits = []string{"nginx.service"}
+			} else {
+				o.Probes.Failed = []string{"http"}
+			}
+		default: // silent: the confirm window runs out
+		}
+	}
+	s.in.Hosts[a.name] = o
+}
+
+// allConverged: every channel's release has a Converged rollout whose hosts
+// all converged.
+func (s *fleetSim) allConverged() bool {
+	for _, c := range s.in.Channels {
+		id := proto.RolloutID(c.Name, c.Ref)
+		i := slices.IndexFunc(s.in.Rollouts, func(r reconciler.Rollout) bool { return r.ID == id })
+		if i < 0 || s.in.Rollouts[i].State != reconciler.RolloutConverged {
+			return false
+		}
+		for _, h := range s.in.Rollouts[i].Hosts {
+			if h.State != reconciler.HostConverged {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// convergenceBound is a generous number of ticks in which a well-behaved
+// fleet converges even if every host of every channel goes one at a time
+// (a budget of 1, edge chains, channel edges): per host one tick to
+// dispatch, one to confirm, the longest soak at the shortest step (30 s),
+// one to converge; per wave and channel a few ticks more; doubled.
+func (s *fleetSim) convergenceBound() int {
+	bound := 20
+	for _, c := range s.in.Channels {
+		maxSoak, waves := 0, len(c.Fleet.Waves[c.Name])
+		for _, w := range c.Fleet.Waves[c.Name] {
+			maxSoak = max(maxSoak, w.SoakMinutes)
+		}
+		perHost := 3 + maxSoak*2 + 1
+		bound += len(c.Manifest.HostSet)*perHost + 3*(waves+1)
+	}
+	return 2 * bound
+}
+
+// ---- the chaotic run ----
+
+// tickCase is one tick of a run: the Input, what Reconcile decided, and the
+// state after Apply.
+type tickCase struct {
+	tick int
+	in   reconciler.Input
+	out  reconciler.Output
+	next reconciler.Input
+}
+
+// tickCheck returns the ways a tick breaks an invariant.
+type tickCheck func(t *rapid.T, c tickCase) []string
+
+// runChaos drives a random fleet for a drawn number of ticks (at most 150)
+// and checks an invariant after every tick.
+func runChaos(t *rapid.T, check tickCheck) {
+	s := newFleetSim(t, fleetGenOpts{maxHosts: 300}, false)
+	s.maxReleases = uniformIntGen(0, 5).Draw(t, "maxReleases")
+	ticks := uniformIntGen(10, 150).Draw(t, "ticks")
+	for s.tick = 0; s.tick < ticks; s.tick++ {
+		in := s.in
+		out := reconciler.Reconcile(in)
+		next := reconciler.Apply(in, out)
+		if problems := check(t, tickCase{s.tick, in, out, next}); len(problems) > 0 {
+			t.Fatalf("tick %d (now %s):\n- %s\nthis tick decided:\n%s\nstate after the tick:\n%s",
+				s.tick, in.Now.Format(time.RFC3339), strings.Join(problems, "\n- "), describeDecisions(out), describeRolloutStates(next))
+		}
+		s.in = next
+		s.advance(out)
+	}
+}
+
+// ---- invariant 1: disruption budgets ----
+
+// budgetLimitOf is a frozen budget's cap: min(maxInFlight,
+// max(1, floor(pct × hosts / 100))); unlimited when neither is set.
+func budgetLimitOf(b proto.RolloutBudget) int {
+	limit := math.MaxInt
+	if b.MaxInFlight != nil {
+		limit = min(limit, *b.MaxInFlight)
+	}
+	if b.MaxInFlightPct != nil {
+		limit = min(limit, max(1, *b.MaxInFlightPct*len(b.Hosts)/100))
+	}
+	return limit
+}
+
+func simInFlight(s reconciler.HostState) bool {
+	return s == reconciler.HostActivating || s == reconciler.HostSoaking || s == reconciler.HostRollingBack
+}
+
+// countedRollouts: the rollouts whose budgets are matched and whose hosts
+// count: Active, Halted, Reverting, Cancelled, and each channel's latest
+// rollout (by OpenedAt, then ID) when it is Converged.
+func countedRollouts(in reconciler.Input) []bool {
+	latest := map[string]int{}
+	for i, r := range in.Rollouts {
+		j, ok := latest[r.Channel]
+		if !ok {
+			latest[r.Channel] = i
+			continue
+		}
+		l := in.Rollouts[j]
+		if r.OpenedAt.After(l.OpenedAt) || (r.OpenedAt.Equal(l.OpenedAt) && r.ID > l.ID) {
+			latest[r.Channel] = i
+		}
+	}
+	out := make([]bool, len(in.Rollouts))
+	for i, r := range in.Rollouts {
+		switch r.State {
+		case reconciler.RolloutActive, reconciler.RolloutHalted, reconciler.RolloutReverting, reconciler.RolloutCancelled:
+			out[i] = true
+		case reconciler.RolloutConverged:
+			out[i] = latest[r.Channel] == i
+		}
+	}
+	return out
+}
+
+type checkedBudgetMember struct{ rollout, budget int }
+
+type checkedBudgetGroup struct {
+	sel      proto.Selector
+	members  []checkedBudgetMember
+	limit    int
+	inflight []string // "rollout/host(State)"
+}
+
+// checkBudgets recomputes the budget groups over the state after the tick
+// and checks every group that this tick moved a host into flight in.
+func checkBudgets(_ *rapid.T, c tickCase) []string {
+	out, next := c.out, c.next
+	var problems []string
+	counted := countedRollouts(next)
+	var groups []*checkedBudgetGroup
+	for ri, r := range next.Rollouts {
+		if !counted[ri] {
+			continue
+		}
+		for bi, b := range r.Budgets {
+			var g *checkedBudgetGroup
+			for _, cand := range groups {
+				if cand.sel.Equal(b.Selector) {
+					g = cand
+					break
+				}
+			}
+			if g == nil {
+				g = &checkedBudgetGroup{sel: b.Selector, limit: math.MaxInt}
+				groups = append(groups, g)
+			}
+			g.members = append(g.members, checkedBudgetMember{ri, bi})
+			g.limit = min(g.limit, budgetLimitOf(b))
+		}
+	}
+	// inGroup: the host is in a frozen host list of one of the rollout's
+	// budgets of the group.
+	inGroup := func(g *checkedBudgetGroup, ri int, host string) bool {
+		for _, m := range g.members {
+			if m.rollout != ri {
+				continue
+			}
+			if _, ok := slices.BinarySearch(next.Rollouts[ri].Budgets[m.budget].Hosts, host); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for ri, r := range next.Rollouts {
+		if !counted[ri] {
+			continue
+		}
+		for _, h := range r.Hosts {
+			if !simInFlight(h.State) {
+				continue
+			}
+			for _, g := range groups {
+				if inGroup(g, ri, h.Hostname) {
+					g.inflight = append(g.inflight, fmt.Sprintf("%s/%s(%s)", r.ID, h.Hostname, h.State))
+				}
+			}
+		}
+	}
+	index := rolloutIndexByID(next)
+	reported := map[*checkedBudgetGroup]bool{}
+	for _, e := range out.Events {
+		if e.Kind != reconciler.EventHostTransition {
+			continue
+		}
+		to, from := reconciler.HostState(e.To), reconciler.HostState(e.From)
+		if to != reconciler.HostActivating && to != reconciler.HostRollingBack &&
+			(from != reconciler.HostDeferred || to != reconciler.HostSoaking) {
+			continue
+		}
+		ri, ok := index[e.RolloutID]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("host %s moved %s→%s in rollout %s, which is not in the state", e.Host, from, to, e.RolloutID))
+			continue
+		}
+		for _, g := range groups {
+			if reported[g] || !inGroup(g, ri, e.Host) || len(g.inflight) <= g.limit {
+				continue
+			}
+			reported[g] = true
+			sel, _ := json.Marshal(g.sel.Normalized())
+			var members []string
+			for _, m := range g.members {
+				r := next.Rollouts[m.rollout]
+				members = append(members, fmt.Sprintf("%s budget #%d (limit %d, %d hosts)", r.ID, m.budget,
+					budgetLimitOf(r.Budgets[m.budget]), len(r.Budgets[m.budget].Hosts)))
+			}
+			problems = append(problems, fmt.Sprintf("budget %s exceeded: %d host(s) in flight, limit %d, after host %s moved %s→%s in %s\n  members: %s\n  in flight: %s",
+				sel, len(g.inflight), g.limit, e.Host, from, to, e.RolloutID, strings.Join(members, "; "), strings.Join(g.inflight, ", ")))
+		}
+	}
+	// The frozen indexes must be the budgets whose host lists hold the host.
+	for _, u := range out.Rollouts {
+		if !u.New {
+			continue
+		}
+		r := u.Rollout
+		for bi, b := range r.Budgets {
+			if !slices.IsSorted(b.Hosts) {
+				problems = append(problems, fmt.Sprintf("rollout %s budget #%d: frozen host list is not sorted", r.ID, bi))
+			}
+		}
+		for _, h := range r.Hosts {
+			var want []int
+			for bi, b := range r.Budgets {
+				if slices.Contains(b.Hosts, h.Hostname) {
+					want = append(want, bi)
+				}
+			}
+			if !slices.Equal(want, h.Budgets) {
+				problems = append(problems, fmt.Sprintf("rollout %s host %s: Budgets = %v, but its name is in the host lists of budgets %v", r.ID, h.Hostname, h.Budgets, want))
+			}
+		}
+	}
+	return problems
+}
+
+// checkNoOrphanedDispatch: every host moved into Activating or RollingBack
+// in the tick belongs to a rollout that counts after the tick. (A Deferred
+// host moving to Soaking in a Halted rollout that a new ref then supersedes
+// in the same tick is released by design: 0003 rule 1, release.)
+func checkNoOrphanedDispatch(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	counted := countedRollouts(c.next)
+	index := rolloutIndexByID(c.next)
+	for _, e := range c.out.Events {
+		if e.Kind != reconciler.EventHostTransition ||
+			(e.To != string(reconciler.HostActivating) && e.To != string(reconciler.HostRollingBack)) {
+			continue
+		}
+		if ri, ok := index[e.RolloutID]; ok && !counted[ri] {
+			r := c.next.Rollouts[ri]
+			problems = append(problems, fmt.Sprintf("host %s moved %s→%s (%s) in rollout %s, which after the tick is %s and no longer counts against budgets or observes its hosts",
+				e.Host, e.From, e.To, e.Reason.Code, r.ID, r.State))
+		}
+	}
+	return problems
+}
+
+// checkOneDriver: a host that this tick moved into flight from outside it
+// is in flight in no other rollout that counts.
+func checkOneDriver(_ *rapid.T, c tickCase) []string {
+	counted := countedRollouts(c.next)
+	flying := map[string][]string{}
+	for ri, r := range c.next.Rollouts {
+		if !counted[ri] {
+			continue
+		}
+		for _, h := range r.Hosts {
+			if simInFlight(h.State) {
+				flying[h.Hostname] = append(flying[h.Hostname], fmt.Sprintf("%s (%s)", r.ID, h.State))
+			}
+		}
+	}
+	var problems []string
+	seen := map[string]bool{}
+	for _, e := range c.out.Events {
+		if e.Kind != reconciler.EventHostTransition || !simInFlight(reconciler.HostState(e.To)) || seen[e.Host] {
+			continue
+		}
+		if e.From == string(reconciler.HostActivating) || e.From == string(reconciler.HostSoaking) {
+			continue // already in flight before this move
+		}
+		if l := flying[e.Host]; len(l) > 1 {
+			seen[e.Host] = true
+			problems = append(problems, fmt.Sprintf("host %s moved %s→%s in %s (%s) while in flight in %d rollouts: %s",
+				e.Host, e.From, e.To, e.RolloutID, e.Reason.Code, len(l), strings.Join(l, ", ")))
+		}
+	}
+	return problems
+}
+
+// ---- invariant 2: host edges and waves ----
+
+func checkEdgesAndWaves(_ *rapid.T, c tickCase) []string {
+	out, next := c.out, c.next
+	var problems []string
+	type key struct{ rollout, host string }
+	dispatched := map[key]string{}
+	for _, hi := range out.Intents {
+		if hi.Kind == reconciler.IntentDispatch {
+			dispatched[key{hi.RolloutID, hi.Host}] = "a dispatch intent"
+		}
+	}
+	for _, e := range out.Events {
+		if e.Kind == reconciler.EventHostTransition && e.To == string(reconciler.HostActivating) {
+			dispatched[key{e.RolloutID, e.Host}] = fmt.Sprintf("a %s→%s transition", e.From, e.To)
+		}
+	}
+	index := rolloutIndexByID(next)
+	keys := slices.SortedFunc(maps.Keys(dispatched), func(a, b key) int {
+		return strings.Compare(a.rollout+"\x00"+a.host, b.rollout+"\x00"+b.host)
+	})
+	for _, k := range keys {
+		ri, ok := index[k.rollout]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s of host %s in rollout %s, which is not in the state", dispatched[k], k.host, k.rollout))
+			continue
+		}
+		r := next.Rollouts[ri]
+		state := map[string]reconciler.RolloutHost{}
+		for _, h := range r.Hosts {
+			state[h.Hostname] = h
+		}
+		h, ok := state[k.host]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s of host %s, which is not in rollout %s", dispatched[k], k.host, k.rollout))
+			continue
+		}
+		if h.Wave > r.Wave {
+			problems = append(problems, fmt.Sprintf("%s of host %s (wave %d) while rollout %s is at wave %d", dispatched[k], k.host, h.Wave, r.ID, r.Wave))
+		}
+		for _, e := range r.Edges {
+			if e.Gated == k.host {
+				if p := state[e.Gates]; p.State != reconciler.HostConverged {
+					problems = append(problems, fmt.Sprintf("%s of host %s in rollout %s while its edge predecessor %s is %s",
+						dispatched[k], k.host, r.ID, e.Gates, p.State))
+				}
+			}
+		}
+	}
+	return problems
+}
+
+// ---- invariant 3: one non-terminal rollout per channel ----
+
+func checkOneNonTerminal(_ *rapid.T, c tickCase) []string {
+	next := c.next
+	byChannel := map[string][]string{}
+	for _, r := range next.Rollouts {
+		switch r.State {
+		case reconciler.RolloutOpening, reconciler.RolloutActive, reconciler.RolloutHalted, reconciler.RolloutReverting:
+			byChannel[r.Channel] = append(byChannel[r.Channel], fmt.Sprintf("%s (%s: %s)", r.ID, r.State, r.Reason.Message))
+		}
+	}
+	var problems []string
+	for _, ch := range slices.Sorted(maps.Keys(byChannel)) {
+		if l := byChannel[ch]; len(l) > 1 {
+			problems = append(problems, fmt.Sprintf("channel %s has %d non-terminal rollouts: %s", ch, len(l), strings.Join(l, ", ")))
+		}
+	}
+	return problems
+}
+
+// ---- invariant 4: determinism ----
+
+func checkDeterminism(t *rapid.T, c tickCase) []string {
+	if again := reconciler.Reconcile(c.in); !sameOutputs(c.out, again) {
+		return []string{"Reconcile on the same Input twice differs (-first +second):\n" + cmp.Diff(c.out, again)}
+	}
+	if got := reconciler.Reconcile(shuffledInput(t, c.in)); !sameOutputs(c.out, got) {
+		return []string{"Reconcile on the Input with its slices shuffledInput differs (-original +shuffledInput):\n" + cmp.Diff(c.out, got)}
+	}
+	return nil
+}
+
+func sameOutputs(a, b reconciler.Output) bool {
+	return reflect.DeepEqual(a, b) || cmp.Diff(a, b) == ""
+}
+
+// shuffledInput copies the Input with Rollouts, Intents, Channels and every
+// rollout's Hosts in another order: rapid draws the permutations of the
+// short slices and the seed of the host shuffles.
+func shuffledInput(t *rapid.T, in reconciler.Input) reconciler.Input {
+	c := in
+	c.Rollouts = rapid.Permutation(in.Rollouts).Draw(t, "shuffledRollouts")
+	c.Intents = rapid.Permutation(in.Intents).Draw(t, "shuffledIntents")
+	c.Channels = rapid.Permutation(in.Channels).Draw(t, "shuffledChannels")
+	seed := rapid.Uint64().Draw(t, "hostShuffleSeed")
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	for i := range c.Rollouts {
+		hosts := slices.Clone(c.Rollouts[i].Hosts)
+		rng.Shuffle(len(hosts), func(a, b int) { hosts[a], hosts[b] = hosts[b], hosts[a] })
+		c.Rollouts[i].Hosts = hosts
+	}
+	return c
+}
+
+func checkEdgeOrder(t *rapid.T, c tickCase) []string {
+	in := c.in
+	rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "edgeShuffleSeed"), 0x51ed))
+	in.Rollouts = slices.Clone(in.Rollouts)
+	for i := range in.Rollouts {
+		edges := slices.Clone(in.Rollouts[i].Edges)
+		rng.Shuffle(len(edges), func(a, b int) { edges[a], edges[b] = edges[b], edges[a] })
+		in.Rollouts[i].Edges = edges
+	}
+	in.Deferrals = slices.Clone(in.Deferrals)
+	rng.Shuffle(len(in.Deferrals), func(a, b int) { in.Deferrals[a], in.Deferrals[b] = in.Deferrals[b], in.Deferrals[a] })
+	want, got := withSortedEdges(c.out), withSortedEdges(reconciler.Reconcile(in))
+	if !sameOutputs(want, got) {
+		return []string{"Reconcile with the rollouts' edges in another order differs (-original +shuffledInput):\n" + cmp.Diff(want, got)}
+	}
+	return nil
+}
+
+func withSortedEdges(o reconciler.Output) reconciler.Output {
+	o.Rollouts = slices.Clone(o.Rollouts)
+	for i := range o.Rollouts {
+		edges := slices.Clone(o.Rollouts[i].Rollout.Edges)
+		slices.SortFunc(edges, func(a, b reconciler.Edge) int {
+			return strings.Compare(a.Gates+"\x00"+a.Gated, b.Gates+"\x00"+b.Gated)
+		})
+		o.Rollouts[i].Rollout.Edges = edges
+	}
+	return o
+}
+
+// ---- invariant 5: idempotence ----
+
+func checkIdempotent(_ *rapid.T, c tickCase) []string {
+	if again := reconciler.Reconcile(c.next); !decidesNothing(again) {
+		return []string{"not idempotent: after Apply, a tick at the same Now decides more:\n" + describeDecisions(again)}
+	}
+	return nil
+}
+
+func decidesNothing(o reconciler.Output) bool {
+	return len(o.Intents) == 0 && len(o.Events) == 0 && len(o.Rollouts) == 0 && len(o.Hosts) == 0
+}
+
+// ---- invariant 6: legal and consistent transitions ----
+
+func legalHostMove(from, to reconciler.HostState) bool {
+	for _, ev := range reconciler.HostEvents {
+		if got, err := from.Next(ev); err == nil && got == to {
+			return true
+		}
+	}
+	return false
+}
+
+func legalRolloutMove(from, to reconciler.RolloutState) bool {
+	for _, ev := range reconciler.RolloutEvents {
+		if got, err := from.Next(ev); err == nil && got == to {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTransitions: every transition event is a legal move; per host and
+// per rollout the events of the tick chain from the state before the tick
+// to the state after it; nothing changes state without an event; dispatch
+// and rollback intents match the transitions into Activating and
+// RollingBack.
+func checkTransitions(_ *rapid.T, c tickCase) []string {
+	in, out, next := c.in, c.out, c.next
+	var problems []string
+	type key struct{ rollout, host string }
+	prev := rolloutIndexByID(in)
+	prevHost := func(k key) (reconciler.HostState, bool) {
+		ri, ok := prev[k.rollout]
+		if !ok {
+			return reconciler.HostPending, true // a rollout opened in this tick starts with Pending hosts
+		}
+		for _, h := range in.Rollouts[ri].Hosts {
+			if h.Hostname == k.host {
+				return h.State, true
+			}
+		}
+		return "", false
+	}
+	hostCur := map[key]reconciler.HostState{}
+	rolloutCur := map[string]reconciler.RolloutState{}
+	for _, e := range out.Events {
+		switch e.Kind {
+		case reconciler.EventHostTransition:
+			k := key{e.RolloutID, e.Host}
+			from, to := reconciler.HostState(e.From), reconciler.HostState(e.To)
+			cur, ok := hostCur[k]
+			if !ok {
+				if cur, ok = prevHost(k); !ok {
+					problems = append(problems, fmt.Sprintf("transition of host %s, which is not in rollout %s", e.Host, e.RolloutID))
+					continue
+				}
+			}
+			if cur != from {
+				problems = append(problems, fmt.Sprintf("host %s in %s: transition from %s while it was %s", e.Host, e.RolloutID, from, cur))
+			}
+			if !legalHostMove(from, to) {
+				problems = append(problems, fmt.Sprintf("host %s in %s: %s→%s is not a move of the host state machine (%s)", e.Host, e.RolloutID, from, to, e.Reason.Code))
+			}
+			hostCur[k] = to
+		case reconciler.EventRolloutOpened:
+			if _, ok := prev[e.RolloutID]; ok {
+				problems = append(problems, fmt.Sprintf("rollout %s opened again", e.RolloutID))
+			}
+			if _, ok := rolloutCur[e.RolloutID]; ok {
+				problems = append(problems, fmt.Sprintf("rollout %s opened twice in one tick", e.RolloutID))
+			}
+			rolloutCur[e.RolloutID] = reconciler.RolloutState(e.To)
+		case reconciler.EventRolloutTransition:
+			from, to := reconciler.RolloutState(e.From), reconciler.RolloutState(e.To)
+			cur, ok := rolloutCur[e.RolloutID]
+			if !ok {
+				ri, known := prev[e.RolloutID]
+				if !known {
+					problems = append(problems, fmt.Sprintf("transition of rollout %s, which neither existed nor opened", e.RolloutID))
+					continue
+				}
+				cur = in.Rollouts[ri].State
+			}
+			if cur != from {
+				problems = append(problems, fmt.Sprintf("rollout %s: transition from %s while it was %s", e.RolloutID, from, cur))
+			}
+			if !legalRolloutMove(from, to) {
+				problems = append(problems, fmt.Sprintf("rollout %s: %s→%s is not a move of the rollout state machine (%s)", e.RolloutID, from, to, e.Reason.Code))
+			}
+			rolloutCur[e.RolloutID] = to
+		}
+	}
+	for _, r := range next.Rollouts {
+		want, ok := rolloutCur[r.ID]
+		if !ok {
+			ri, known := prev[r.ID]
+			if !known {
+				problems = append(problems, fmt.Sprintf("rollout %s appeared without a rollout_opened event", r.ID))
+				continue
+			}
+			want = in.Rollouts[ri].State
+		}
+		if r.State != want {
+			problems = append(problems, fmt.Sprintf("rollout %s is %s after the tick, but its events lead to %s", r.ID, r.State, want))
+		}
+		_, existed := prev[r.ID]
+		for _, h := range r.Hosts {
+			k := key{r.ID, h.Hostname}
+			want, ok := hostCur[k]
+			if !ok {
+				if want, ok = prevHost(k); !ok || !existed {
+					want = reconciler.HostPending
+				}
+			}
+			if h.State != want {
+				problems = append(problems, fmt.Sprintf("host %s in %s is %s after the tick, but its events lead to %s", h.Hostname, r.ID, h.State, want))
+			}
+		}
+	}
+	// Intents and transitions agree.
+	index := rolloutIndexByID(next)
+	pending := map[key]int{}
+	for _, e := range out.Events {
+		if e.Kind == reconciler.EventHostTransition && (e.To == string(reconciler.HostActivating) || e.To == string(reconciler.HostRollingBack)) {
+			pending[key{e.RolloutID, e.Host + "/" + e.To}]++
+		}
+	}
+	for _, hi := range out.Intents {
+		to := reconciler.HostActivating
+		if hi.Kind == reconciler.IntentRevert {
+			to = reconciler.HostRollingBack
+		}
+		pending[key{hi.RolloutID, hi.Host + "/" + string(to)}]--
+		if ri, ok := index[hi.RolloutID]; ok {
+			for _, h := range next.Rollouts[ri].Hosts {
+				if h.Hostname != hi.Host {
+					continue
+				}
+				want := h.Target
+				if hi.Kind == reconciler.IntentRevert {
+					want = h.Previous
+				}
+				if hi.Target != want {
+					problems = append(problems, fmt.Sprintf("%s intent for %s in %s targets %s, want %s", hi.Kind, hi.Host, hi.RolloutID, hi.Target, want))
+				}
+			}
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(pending), func(a, b key) int {
+		return strings.Compare(a.rollout+a.host, b.rollout+b.host)
+	}) {
+		if n := pending[k]; n != 0 {
+			problems = append(problems, fmt.Sprintf("rollout %s host/state %s: %+d transition(s) without a matching intent (negative: intents without a transition)", k.rollout, k.host, n))
+		}
+	}
+	return problems
+}
+
+// ---- helpers ----
+
+func rolloutIndexByID(in reconciler.Input) map[string]int {
+	out := make(map[string]int, len(in.Rollouts))
+	for i, r := range in.Rollouts {
+		out[r.ID] = i
+	}
+	return out
+}
+
+// describeDecisions lists what a tick decided, for failure messages.
+func describeDecisions(o reconciler.Output) string {
+	var b strings.Builder
+	const limit = 60
+	n := 0
+	line := func(format string, args ...any) {
+		if n++; n <= limit {
+			fmt.Fprintf(&b, "  "+format+"\n", args...)
+		}
+	}
+	for _, u := range o.Rollouts {
+		line("rollout %s: new=%v %s→%s wave %d/%s (%s)", u.Rollout.ID, u.New, u.From, u.Rollout.State, u.Rollout.Wave, u.Rollout.WavePhase, u.Rollout.Reason.Code)
+	}
+	for _, hi := range o.Intents {
+		line("intent %s %s in %s → %s", hi.Kind, hi.Host, hi.RolloutID, hi.Target)
+	}
+	for _, e := range o.Events {
+		switch e.Kind {
+		case reconciler.EventHostTransition:
+			line("event %s %s/%s %s→%s (%s: %s)", e.Kind, e.RolloutID, e.Host, e.From, e.To, e.Reason.Code, e.Reason.Message)
+		case reconciler.EventHostWaiting:
+			line("event %s %s/%s %s (%s: %s)", e.Kind, e.RolloutID, e.Host, e.From, e.Reason.Code, e.Reason.Message)
+		default:
+			line("event %s %s wave %d %s→%s (%s: %s)", e.Kind, e.RolloutID, e.Wave, e.From, e.To, e.Reason.Code, e.Reason.Message)
+		}
+	}
+	for _, h := range o.Hosts {
+		line("host %s/%s %s→%s blocked=%q", h.RolloutID, h.Host.Hostname, h.From, h.Host.State, h.Host.Blocked.Code)
+	}
+	if n > limit {
+		fmt.Fprintf(&b, "  … and %d more\n", n-limit)
+	}
+	if n == 0 {
+		b.WriteString("  (nothing)\n")
+	}
+	return b.String()
+}
+
+// describeRolloutStates summarizes every rollout of a state.
+func describeRolloutStates(in reconciler.Input) string {
+	var b strings.Builder
+	for _, r := range in.Rollouts {
+		counts := map[reconciler.HostState]int{}
+		blocked := map[string]int{}
+		for _, h := range r.Hosts {
+			counts[h.State]++
+			if h.Blocked.Gate != "" {
+				blocked[h.Blocked.Gate]++
+			}
+		}
+		var parts []string
+		for _, st := range reconciler.HostStates {
+			if counts[st] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+			}
+		}
+		var held []string
+		for _, g := range slices.Sorted(maps.Keys(blocked)) {
+			held = append(held, fmt.Sprintf("%d by %s", blocked[g], g))
+		}
+		fmt.Fprintf(&b, "  %s: %s wave %d/%d %s (%s: %s); hosts: %s; held: %s\n", r.ID, r.State, r.Wave, len(r.Waves), r.WavePhase,
+			r.Reason.Code, r.Reason.Message, strings.Join(parts, ", "), strings.Join(held, ", "))
+	}
+	if len(in.Rollouts) == 0 {
+		b.WriteString("  (no rollout)\n")
+	}
+	return b.String()
+}
