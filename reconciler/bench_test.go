@@ -85,4 +85,3 @@ func BenchmarkReconcile(b *testing.B) {
 		})
 	}
 }
-

@@ -107,17 +107,17 @@ type tick struct {
 // work is a rollout being reconciled: a private copy of its record plus
 // what changed.
 type work struct {
-	r        Rollout
-	isNew    bool
-	from     RolloutState
-	changed  bool
-	orig     map[int]RolloutHost // hosts as they came in, saved when first changed
-	waveMsg  map[int]Reason      // the wave gate's reason, per wave
-	waves    [][]int        // host indexes per wave
-	preds    map[int][]int  // host index -> predecessor indexes
-	succs    map[int][]int  // host index -> successor indexes
-	groupOf  []*budgetGroup // per budget index of the rollout
-	latest   bool           // the latest rollout of its channel
+	r       Rollout
+	isNew   bool
+	from    RolloutState
+	changed bool
+	orig    map[int]RolloutHost // hosts as they came in, saved when first changed
+	waveMsg map[int]Reason      // the wave gate's reason, per wave
+	waves   [][]int             // host indexes per wave
+	preds   map[int][]int       // host index -> predecessor indexes
+	succs   map[int][]int       // host index -> successor indexes
+	groupOf []*budgetGroup      // per budget index of the rollout
+	latest  bool                // the latest rollout of its channel
 }
 
 func newTick(in Input) *tick {
