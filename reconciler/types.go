@@ -190,11 +190,8 @@ type ObservedHost struct {
 	Quarantine []Quarantine `json:"quarantine"`
 }
 
-// ProbeSummary counts health probes.
-type ProbeSummary struct {
-	Total  int      `json:"total"`
-	Failed []string `json:"failed"`
-}
+// ProbeSummary counts health probes (the wire type).
+type ProbeSummary = proto.ProbeSummary
 
 // Compliance control types.
 const (
@@ -203,17 +200,9 @@ const (
 	ControlBoth    = "both"
 )
 
-// ComplianceResult is one compliance control's result for a closure.
-type ComplianceResult struct {
-	Control   string `json:"control"`
-	Framework string `json:"framework,omitempty"`
-	// Type is "static", "runtime" or "both".
-	Type string `json:"type"`
-	// Closure is the closure the result is about.
-	Closure string `json:"closure"`
-	Passed  bool   `json:"passed"`
-	Detail  string `json:"detail,omitempty"`
-}
+// ComplianceResult is one compliance control's result for a closure (the
+// wire type).
+type ComplianceResult = proto.ComplianceResult
 
 // Activation outcomes an agent reports.
 const (
@@ -234,11 +223,8 @@ type Activation struct {
 	Detail    string    `json:"detail,omitempty"`
 }
 
-// Quarantine holds a closure back from a host.
-type Quarantine struct {
-	Closure string    `json:"closure"`
-	Until   time.Time `json:"until"`
-}
+// Quarantine holds a closure back from a host (the wire type).
+type Quarantine = proto.Quarantine
 
 // Intent kinds.
 const (

@@ -1,0 +1,167 @@
+package proto
+
+import "time"
+
+// The control plane's HTTP API bodies (rfcs/0007-protocol.md). Bodies are
+// JSON, decoded with the rules of this package (duplicate members and type
+// errors refused, unknown members tolerated), and size-capped by the
+// server.
+
+// Error is every error the API returns: a stable, machine-readable code
+// and a message for people.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ProbeSummary is the result of a host's health probes at check-in.
+type ProbeSummary struct {
+	// Total is how many probes ran.
+	Total int `json:"total"`
+	// Failed names the probes that failed.
+	Failed []string `json:"failed"`
+}
+
+// ComplianceResult is one compliance control's result about a closure.
+type ComplianceResult struct {
+	Control   string `json:"control"`
+	Framework string `json:"framework,omitempty"`
+	// Type is "static", "runtime" or "both".
+	Type string `json:"type"`
+	// Closure is the store path basename the result is about.
+	Closure string `json:"closure"`
+	Passed  bool   `json:"passed"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Quarantine holds a closure back from a host until a time.
+type Quarantine struct {
+	Closure string    `json:"closure"`
+	Until   time.Time `json:"until"`
+}
+
+// CheckinRequest is POST /v1/agent/checkin: what a host runs and how it is.
+type CheckinRequest struct {
+	// Hostname must be the host the client certificate's key belongs to.
+	Hostname string `json:"hostname"`
+	// Current and Booted are the store path basenames of
+	// /run/current-system and /run/booted-system.
+	Current string `json:"current"`
+	Booted  string `json:"booted"`
+	BootID  string `json:"bootId,omitempty"`
+	// Probes and FailedUnits are the latest health results.
+	Probes      ProbeSummary       `json:"probes"`
+	FailedUnits []string           `json:"failedUnits"`
+	Compliance  []ComplianceResult `json:"compliance"`
+	// Deferred is set while a target is staged for the next boot.
+	Deferred bool `json:"deferred"`
+	// Quarantine lists closures the agent will not activate again yet.
+	Quarantine []Quarantine `json:"quarantine"`
+	// Known is the target the agent holds (from an earlier response), if
+	// any. With Wait, the server answers as soon as its target differs.
+	Known *TargetRef `json:"known,omitempty"`
+	// Wait asks the server to hold the response up to this many seconds
+	// (at most 60) until the host's target changes.
+	Wait int `json:"wait,omitempty"`
+}
+
+// TargetRef names one activation of a host.
+type TargetRef struct {
+	RolloutID string `json:"rolloutId"`
+	Closure   string `json:"closure"`
+	Token     string `json:"token"`
+}
+
+// Target kinds.
+const (
+	TargetDispatch = "dispatch"
+	TargetRollback = "rollback"
+)
+
+// Target tells an agent to switch.
+type Target struct {
+	// Kind is "dispatch" (activate Closure, the rollout's target) or
+	// "rollback" (return to Closure, the closure the host ran before).
+	Kind      string `json:"kind"`
+	RolloutID string `json:"rolloutId"`
+	Closure   string `json:"closure"`
+	WaveIndex int    `json:"waveIndex"`
+	// ManifestHash is the content hash of the manifest the agent must
+	// fetch (GET /v1/rollouts/{id}/manifest) and verify.
+	ManifestHash string `json:"manifestHash"`
+	// Token identifies this activation; the confirm must echo it.
+	Token string `json:"token"`
+	// ConfirmBy (RFC 3339) is when the confirm window closes.
+	ConfirmBy string `json:"confirmBy"`
+}
+
+// Reason explains a decision.
+type Reason struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// CheckinResponse answers a check-in.
+type CheckinResponse struct {
+	// Target is what the host must do now; null when nothing.
+	Target *Target `json:"target"`
+	// Reason says why there is no target (the gate that holds the host,
+	// or that it converged), or why this one.
+	Reason Reason `json:"reason"`
+	// NextCheckinSeconds is when to check in again at the latest.
+	NextCheckinSeconds int `json:"nextCheckinSeconds"`
+	// ServerTime (RFC 3339) lets the agent notice clock skew.
+	ServerTime string `json:"serverTime"`
+}
+
+// ConfirmRequest is POST /v1/agent/confirm: the host runs the target and
+// can reach the control plane.
+type ConfirmRequest struct {
+	Hostname  string `json:"hostname"`
+	RolloutID string `json:"rolloutId"`
+	Closure   string `json:"closure"`
+	Token     string `json:"token"`
+}
+
+// ConfirmResponse accepts a confirm. A refused confirm is an Error with
+// HTTP 410: the agent must roll back.
+type ConfirmResponse struct {
+	Confirmed bool `json:"confirmed"`
+}
+
+// Report kinds an agent sends.
+const (
+	ReportActivationStarted = "activation_started"
+	ReportActivationFailed  = "activation_failed"
+	ReportDeferred          = "deferred"
+	ReportRolledBack        = "rolled_back"
+	ReportManifestRejected  = "manifest_rejected"
+)
+
+// ReportRequest is POST /v1/agent/report. The body is signed with the
+// host's SSH ed25519 key: header X-Nixfleet-Signature carries the standard
+// base64 of the 64-byte signature over the exact body bytes.
+type ReportRequest struct {
+	Hostname  string `json:"hostname"`
+	Kind      string `json:"kind"`
+	RolloutID string `json:"rolloutId"`
+	Closure   string `json:"closure"`
+	// Code is a stable code for failures (a trust code for a rejected
+	// manifest, a realise or switch failure code).
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// At (RFC 3339) is when it happened on the host.
+	At string `json:"at"`
+}
+
+// ReportResponse acknowledges a report.
+type ReportResponse struct {
+	Recorded bool `json:"recorded"`
+}
+
+// IntentRequest is POST /v1/rollouts/{id}/{pause|resume|cancel|rollback}.
+// The body may be empty.
+type IntentRequest struct {
+	// Comment is stored with the intent's event.
+	Comment string `json:"comment,omitempty"`
+}
