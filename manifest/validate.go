@@ -1,8 +1,6 @@
 package manifest
 
 import (
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"regexp"
@@ -154,7 +152,7 @@ func (v *validator) hosts() {
 			v.errorf("host %q: closureHash %q is not a Nix store path basename", name, *h.ClosureHash)
 		}
 		if h.Pubkey != nil {
-			if err := checkSSHEd25519(*h.Pubkey); err != nil {
+			if _, err := trust.ParseSSHEd25519(*h.Pubkey); err != nil {
 				v.errorf("host %q: pubkey: %v", name, err)
 			}
 		}
@@ -387,38 +385,6 @@ func findCycle(edges [][2]string) []string {
 				return c
 			}
 		}
-	}
-	return nil
-}
-
-// checkSSHEd25519 checks an OpenSSH authorized-key line of type ssh-ed25519.
-func checkSSHEd25519(line string) error {
-	fields := strings.Fields(line)
-	if len(fields) < 2 || fields[0] != "ssh-ed25519" {
-		return fmt.Errorf("%q is not an \"ssh-ed25519 <base64>\" key", line)
-	}
-	blob, err := base64.StdEncoding.DecodeString(fields[1])
-	if err != nil {
-		return fmt.Errorf("key data is not base64: %w", err)
-	}
-	// The blob is string("ssh-ed25519") string(32-byte key), each with a
-	// 4-byte big-endian length.
-	next := func() ([]byte, bool) {
-		if len(blob) < 4 {
-			return nil, false
-		}
-		n := binary.BigEndian.Uint32(blob)
-		if uint64(len(blob)-4) < uint64(n) {
-			return nil, false
-		}
-		out := blob[4 : 4+n]
-		blob = blob[4+n:]
-		return out, true
-	}
-	typ, ok1 := next()
-	key, ok2 := next()
-	if !ok1 || !ok2 || string(typ) != "ssh-ed25519" || len(key) != 32 || len(blob) != 0 {
-		return errors.New("key data is not an ssh-ed25519 public key")
 	}
 	return nil
 }

@@ -314,17 +314,17 @@ func TestValidateHosts(t *testing.T) {
 		{
 			name:     "pubkey ssh-rsa",
 			mutate:   wrongKey("ssh-rsa " + sshBlob("ssh-rsa", key32, nil)),
-			wantErrs: []string{`host "web-01": pubkey: "ssh-rsa `},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: "ssh-rsa `},
 		},
 		{
 			name:     "pubkey type only",
 			mutate:   wrongKey("ssh-ed25519"),
-			wantErrs: []string{`host "web-01": pubkey: "ssh-ed25519" is not an "ssh-ed25519 <base64>" key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: "ssh-ed25519" is not an "ssh-ed25519 <base64>" key`},
 		},
 		{
 			name:     "pubkey empty",
 			mutate:   wrongKey(""),
-			wantErrs: []string{`host "web-01": pubkey: "" is not an "ssh-ed25519 <base64>" key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: "" is not an "ssh-ed25519 <base64>" key`},
 		},
 		{
 			name:     "pubkey raw base64 of the key (trust.json style)",
@@ -334,27 +334,27 @@ func TestValidateHosts(t *testing.T) {
 		{
 			name:     "pubkey garbage base64",
 			mutate:   wrongKey("ssh-ed25519 !!!not*base64!!!"),
-			wantErrs: []string{`host "web-01": pubkey: key data is not base64`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not base64`},
 		},
 		{
 			name:     "pubkey blob of another type",
 			mutate:   wrongKey("ssh-ed25519 " + sshBlob("ssh-rsa", key32, nil)),
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name:     "pubkey blob with a 31-byte key",
 			mutate:   wrongKey("ssh-ed25519 " + sshBlob("ssh-ed25519", key32[:31], nil)),
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name:     "pubkey blob with a 33-byte key",
 			mutate:   wrongKey("ssh-ed25519 " + sshBlob("ssh-ed25519", append(key32, 0), nil)),
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name:     "pubkey blob with trailing bytes",
 			mutate:   wrongKey("ssh-ed25519 " + sshBlob("ssh-ed25519", key32, []byte{0})),
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name: "pubkey blob truncated",
@@ -362,12 +362,12 @@ func TestValidateHosts(t *testing.T) {
 				blob := sshBlob("ssh-ed25519", key32, nil)
 				wrongKey("ssh-ed25519 "+blob[:len(blob)-8])(t, f)
 			},
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name:     "pubkey blob shorter than a length prefix",
 			mutate:   wrongKey("ssh-ed25519 AAA="),
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name: "pubkey blob ending inside the key's length prefix",
@@ -375,12 +375,12 @@ func TestValidateHosts(t *testing.T) {
 				blob := []byte("\x00\x00\x00\x0bssh-ed25519\x00\x00")
 				wrongKey("ssh-ed25519 "+base64.StdEncoding.EncodeToString(blob))(t, f)
 			},
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name:     "pubkey blob with a huge length prefix",
 			mutate:   wrongKey("ssh-ed25519 " + "/////w=="),
-			wantErrs: []string{`host "web-01": pubkey: key data is not an ssh-ed25519 public key`},
+			wantErrs: []string{`host "web-01": pubkey: trust: invalid key: ssh key data is not an ssh-ed25519 public key`},
 		},
 		{
 			name: "host without closureHash is a warning",

@@ -8,10 +8,12 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -244,4 +246,35 @@ func (k *PrivateKey) MarshalPKCS8PEM() ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseSSHEd25519 decodes an OpenSSH authorized-key line of type
+// ssh-ed25519 ("ssh-ed25519 <base64> [comment]"), the form of a host's
+// pubkey in fleet.resolved and of its SSH host key.
+func ParseSSHEd25519(line string) (ed25519.PublicKey, error) {
+	fields := strings.Fields(line)
+	if len(fields) < 2 || fields[0] != "ssh-ed25519" {
+		return nil, fmt.Errorf("%w: %q is not an \"ssh-ed25519 <base64>\" key", ErrInvalidKey, line)
+	}
+	blob, err := base64.StdEncoding.DecodeString(fields[1])
+	if err != nil {
+		return nil, fmt.Errorf("%w: ssh key data is not base64: %w", ErrInvalidKey, err)
+	}
+	// The blob is string("ssh-ed25519") string(32-byte key), each with a
+	// 4-byte big-endian length.
+	var parts [][]byte
+	for len(blob) > 0 {
+		if len(blob) < 4 {
+			return nil, fmt.Errorf("%w: ssh key data is not an ssh-ed25519 public key", ErrInvalidKey)
+		}
+		n := binary.BigEndian.Uint32(blob)
+		if uint64(len(blob)-4) < uint64(n) {
+			return nil, fmt.Errorf("%w: ssh key data is not an ssh-ed25519 public key", ErrInvalidKey)
+		}
+		parts, blob = append(parts, blob[4:4+n]), blob[4+n:]
+	}
+	if len(parts) != 2 || string(parts[0]) != "ssh-ed25519" || len(parts[1]) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: ssh key data is not an ssh-ed25519 public key", ErrInvalidKey)
+	}
+	return ed25519.PublicKey(parts[1]), nil
 }
