@@ -278,3 +278,14 @@ func ParseSSHEd25519(line string) (ed25519.PublicKey, error) {
 	}
 	return ed25519.PublicKey(parts[1]), nil
 }
+
+// SSHEd25519Line encodes an ed25519 public key as an OpenSSH
+// authorized-key line, the inverse of ParseSSHEd25519.
+func SSHEd25519Line(pub ed25519.PublicKey) string {
+	var blob []byte
+	for _, part := range [][]byte{[]byte("ssh-ed25519"), pub} {
+		blob = binary.BigEndian.AppendUint32(blob, uint32(len(part)))
+		blob = append(blob, part...)
+	}
+	return "ssh-ed25519 " + base64.StdEncoding.EncodeToString(blob)
+}

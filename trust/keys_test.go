@@ -334,3 +334,22 @@ func TestPKCS8RoundTrip(t *testing.T) {
 		t.Fatalf("GenerateKey(rsa) = %v", err)
 	}
 }
+
+func TestSSHEd25519RoundTrip(t *testing.T) {
+	t.Parallel()
+	pub := seededKey(4).Public().Proto()
+	raw, _ := base64.StdEncoding.DecodeString(pub.Public)
+	line := SSHEd25519Line(ed25519.PublicKey(raw))
+	back, err := ParseSSHEd25519(line + " host@example")
+	if err != nil || !bytes.Equal(back, raw) {
+		t.Fatalf("round trip: %v", err)
+	}
+	// ssh-keygen reads what we write.
+	path := filepath.Join(t.TempDir(), "k.pub")
+	if err := os.WriteFile(path, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ssh-keygen", "-l", "-f", path).CombinedOutput(); err != nil || !strings.Contains(string(out), "ED25519") {
+		t.Fatalf("ssh-keygen -l: %v\n%s", err, out)
+	}
+}

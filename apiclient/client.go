@@ -1,0 +1,282 @@
+// Package apiclient talks to the control plane's API (rfcs/0007): the
+// agent's calls (check-in, confirm, signed reports, manifests) and the
+// operator's (rollouts, events, intents, hosts, status).
+//
+// Identity is the TLS client certificate: a self-signed certificate over
+// the caller's ed25519 key (a host's SSH host key, an operator's key); the
+// control plane recognises the key, not a CA. The server is verified
+// against the CA or certificate the caller pins.
+package apiclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// Error is an error answer of the API, with its stable code.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message) }
+
+// IsCode reports whether err is an API error with the code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// SelfSignedCert makes a TLS client certificate for an ed25519 key, valid
+// for a day around now.
+func SelfSignedCert(key ed25519.PrivateKey, name string, now time.Time) (tls.Certificate, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: now.Add(-12 * time.Hour), NotAfter: now.Add(12 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// Options configure a Client.
+type Options struct {
+	// Key is the caller's identity (nil for --insecure-dev servers).
+	Key ed25519.PrivateKey
+	// Name goes into the client certificate's subject (informational).
+	Name string
+	// ServerCAs verifies the server; nil uses the system roots.
+	ServerCAs *x509.CertPool
+	// Timeout bounds each request (default 70s, above the longest
+	// long-poll).
+	Timeout time.Duration
+}
+
+// Client is an API client.
+type Client struct {
+	base *url.URL
+	http *http.Client
+	key  ed25519.PrivateKey
+}
+
+// New returns a client of the control plane at baseURL (https://… or,
+// for --insecure-dev, http://…).
+func New(baseURL string, opts Options) (*Client, error) {
+	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("apiclient: %q is not an http(s) URL", baseURL)
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second}
+	if u.Scheme == "https" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: opts.ServerCAs}
+		if opts.Key != nil {
+			key, name := opts.Key, opts.Name
+			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				c, err := SelfSignedCert(key, name, time.Now())
+				return &c, err
+			}
+		}
+		tr.TLSClientConfig = tc
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = 70 * time.Second
+	}
+	return &Client{base: u, http: &http.Client{Transport: tr, Timeout: timeout}, key: opts.Key}, nil
+}
+
+// do sends a request and decodes a JSON answer into out (unless nil).
+func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
+	resp, err := c.send(ctx, method, path, body, header)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return apiError(resp.StatusCode, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("apiclient: %s %s: decoding the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return c.http.Do(req)
+}
+
+func apiError(status int, data []byte) error {
+	var e proto.Error
+	if json.Unmarshal(data, &e) != nil || e.Code == "" {
+		return &Error{Status: status, Code: "http_" + fmt.Sprint(status), Message: strings.TrimSpace(string(data))}
+	}
+	return &Error{Status: status, Code: e.Code, Message: e.Message}
+}
+
+func (c *Client) post(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, path, body, nil, out)
+}
+
+// ---- agents ----
+
+// Checkin reports a host's state and returns what it must do.
+func (c *Client) Checkin(ctx context.Context, req proto.CheckinRequest) (proto.CheckinResponse, error) {
+	var resp proto.CheckinResponse
+	err := c.post(ctx, "/v1/agent/checkin", req, &resp)
+	return resp, err
+}
+
+// Confirm confirms an activation. A refusal is an *Error with code
+// confirm_rejected (HTTP 410): the agent must roll back.
+func (c *Client) Confirm(ctx context.Context, req proto.ConfirmRequest) error {
+	return c.post(ctx, "/v1/agent/confirm", req, nil)
+}
+
+// Report sends an activation outcome, signed with the client's key.
+func (c *Client) Report(ctx context.Context, req proto.ReportRequest) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	h := http.Header{}
+	if c.key != nil {
+		h.Set("X-Nixfleet-Signature", base64.StdEncoding.EncodeToString(ed25519.Sign(c.key, body)))
+	}
+	return c.do(ctx, http.MethodPost, "/v1/agent/report", body, h, nil)
+}
+
+// Manifest fetches a rollout's manifest and signature, bytes as signed.
+func (c *Client) Manifest(ctx context.Context, rolloutID string) (body, sig []byte, err error) {
+	if body, err = c.raw(ctx, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/manifest"); err != nil {
+		return nil, nil, err
+	}
+	if sig, err = c.raw(ctx, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/manifest.sig"); err != nil {
+		return nil, nil, err
+	}
+	return body, sig, nil
+}
+
+func (c *Client) raw(ctx context.Context, path string) ([]byte, error) {
+	resp, err := c.send(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return nil, apiError(resp.StatusCode, data)
+	}
+	return data, nil
+}
+
+// ---- operators ----
+
+// Get decodes GET path into out (a typed answer of the operator API).
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, nil, out)
+}
+
+// Act files an operator intent (pause, resume, cancel, rollback) and
+// decodes the answer into out. A refused intent is an *Error with HTTP 409.
+func (c *Client) Act(ctx context.Context, rolloutID, action, comment string, out any) error {
+	body, _ := json.Marshal(proto.IntentRequest{Comment: comment})
+	resp, err := c.send(ctx, http.MethodPost, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/"+action, body, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
+		return apiError(resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return err
+		}
+	}
+	if resp.StatusCode == http.StatusConflict {
+		return &Error{Status: resp.StatusCode, Code: "intent_refused", Message: "the rollout's state does not allow it"}
+	}
+	return nil
+}
+
+// Follow streams a rollout's events (JSON lines) to fn until the stream
+// ends or fn returns an error.
+func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn func(json.RawMessage) error) error {
+	path := fmt.Sprintf("/v1/rollouts/%s/events?follow=1&after=%d", url.PathEscape(rolloutID), after)
+	resp, err := c.send(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return apiError(resp.StatusCode, data)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if err := fn(json.RawMessage(bytes.Clone(sc.Bytes()))); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}

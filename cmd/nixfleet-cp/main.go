@@ -1,0 +1,165 @@
+// Command nixfleet-cp is the nixfleet control plane.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole command: tests call it directly.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := &cli.App{
+		Name:            "nixfleet-cp",
+		Usage:           "the nixfleet control plane",
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		Commands:        []*cli.Command{serveCommand()},
+	}
+	if err := app.RunContext(ctx, args); err != nil {
+		fmt.Fprintf(stderr, "nixfleet-cp: %v\n", err)
+		var u usageError
+		if errors.As(err, &u) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+// env names the environment variable that mirrors a flag.
+func env(flag string) []string {
+	return []string{"NIXFLEET_CP_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run a control plane replica",
+		Description: "Every flag has an environment variable (NIXFLEET_CP_<FLAG>, like\n" +
+			"NIXFLEET_CP_LISTEN) and a key in the --config file, a JSON object whose keys\n" +
+			"are the flag names. Flags win over the environment, which wins over the file.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "JSON config `FILE`"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8443", EnvVars: env("listen"), Usage: "listen `ADDRESS`"},
+			&cli.StringFlag{Name: "db", EnvVars: env("db"), Usage: "store `URL`: sqlite:///path or postgres://… (default: SQLite in the state directory)"},
+			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/nixfleet-cp", EnvVars: env("state-dir"), Usage: "state `DIR`"},
+			&cli.StringFlag{Name: "repo", EnvVars: env("repo"), Usage: "fleet repository `PATH|URL`"},
+			&cli.StringFlag{Name: "trust", Value: "/etc/nixfleet/trust.json", EnvVars: env("trust"), Usage: "trust.json `FILE`"},
+			&cli.StringFlag{Name: "operators", EnvVars: env("operators"), Usage: "operators `FILE` (JSON)"},
+			&cli.StringFlag{Name: "tls-cert", EnvVars: env("tls-cert"), Usage: "server certificate `FILE` (PEM)"},
+			&cli.StringFlag{Name: "tls-key", EnvVars: env("tls-key"), Usage: "server key `FILE` (PEM)"},
+			&cli.BoolFlag{Name: "insecure-dev", EnvVars: env("insecure-dev"), Usage: "plain HTTP, no authentication, loopback only (tests, demo)"},
+			&cli.StringFlag{Name: "webhook-secret-file", EnvVars: env("webhook-secret-file"), Usage: "enable POST /v1/hooks/git with the secret in `FILE`"},
+			&cli.StringFlag{Name: "replica-id", EnvVars: env("replica-id"), Usage: "this replica's `NAME` in the leader lease"},
+			&cli.DurationFlag{Name: "tick-interval", Value: 30 * time.Second, EnvVars: env("tick-interval"), Usage: "periodic tick"},
+			&cli.DurationFlag{Name: "poll-interval", Value: 5 * time.Second, EnvVars: env("poll-interval"), Usage: "git poll"},
+			&cli.DurationFlag{Name: "lease-ttl", Value: 10 * time.Second, EnvVars: env("lease-ttl"), Usage: "leader lease"},
+			&cli.DurationFlag{Name: "debounce", Value: 500 * time.Millisecond, EnvVars: env("debounce"), Usage: "collapse triggers into one tick"},
+			&cli.DurationFlag{Name: "retention", Value: 30 * 24 * time.Hour, EnvVars: env("retention"), Usage: "keep events and finished rollouts this long"},
+			&cli.DurationFlag{Name: "offline-threshold", Value: reconciler.DefaultOfflineThreshold, EnvVars: env("offline-threshold")},
+			&cli.DurationFlag{Name: "confirm-window", Value: reconciler.DefaultConfirmWindow, EnvVars: env("confirm-window")},
+			&cli.DurationFlag{Name: "readiness-deadline", Value: reconciler.DefaultReadinessDeadline, EnvVars: env("readiness-deadline")},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
+		},
+		Action: serve,
+	}
+}
+
+func serve(c *cli.Context) error {
+	if err := applyConfigFile(c); err != nil {
+		return usageError{err}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	cfg := controlplane.Config{
+		Listen: c.String("listen"), DB: c.String("db"), Repo: c.String("repo"), StateDir: c.String("state-dir"),
+		TrustFile: c.String("trust"), OperatorsFile: c.String("operators"),
+		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"), InsecureDev: c.Bool("insecure-dev"),
+		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"),
+		LeaseTTL: c.Duration("lease-ttl"), Debounce: c.Duration("debounce"), EventRetention: c.Duration("retention"),
+		Tunables: reconciler.Tunables{
+			OfflineThresholdSeconds:  int(c.Duration("offline-threshold") / time.Second),
+			ConfirmWindowSeconds:     int(c.Duration("confirm-window") / time.Second),
+			ReadinessDeadlineSeconds: int(c.Duration("readiness-deadline") / time.Second),
+		},
+	}
+	if f := c.String("webhook-secret-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		cfg.WebhookSecret = strings.TrimSpace(string(b))
+	}
+	srv, err := controlplane.New(c.Context, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(c.Context)
+}
+
+// applyConfigFile sets, from the --config file, every flag that neither the
+// command line nor the environment set.
+func applyConfigFile(c *cli.Context) error {
+	path := c.String("config")
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if _, err := proto.CheckSyntax(data, ""); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var file map[string]any
+	if err := json.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			known[n] = true
+		}
+	}
+	for key, v := range file {
+		if !known[key] || key == "config" {
+			return fmt.Errorf("%s: unknown setting %q", path, key)
+		}
+		if c.IsSet(key) {
+			continue
+		}
+		if err := c.Set(key, fmt.Sprint(v)); err != nil {
+			return fmt.Errorf("%s: %s: %w", path, key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+// Package simagent simulates nixfleet agents over the real API: each host
+// checks in, verifies the manifest of a target, "switches" (a field
+// changes, no Nix involved), confirms, and reports. Tests and the demo use
+// it to drive a control plane with many hosts; the real agent is package
+// agent.
+package simagent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/manifest"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// Action is what a simulated host does with a dispatch target.
+type Action int
+
+// Actions.
+const (
+	// Confirm: switch and confirm.
+	Confirm Action = iota
+	// FailSwitch: report activation_failed and stay on the old closure.
+	FailSwitch
+	// SwitchUnhealthy: switch, confirm, then report a failing probe.
+	SwitchUnhealthy
+	// RollBackItself: switch, fail to confirm, roll back and report it.
+	RollBackItself
+	// Defer: stage for the next boot and report deferred (Reboot finishes).
+	Defer
+	// Ignore: do nothing (the confirm window runs out).
+	Ignore
+)
+
+// Host is one simulated host.
+type Host struct {
+	Name    string
+	Key     ed25519.PrivateKey
+	Client  *apiclient.Client
+	Roots   *trust.Roots // when set, manifests are verified like the agent does
+	Now     func() time.Time
+	Decide  func(t proto.Target) Action
+	mu      sync.Mutex
+	current string
+	booted  string
+	staged  string
+	failing []string
+	known   *proto.TargetRef
+	// Log records what the host did, for tests.
+	Log []string
+}
+
+// New makes a host running closure current.
+func New(name string, key ed25519.PrivateKey, c *apiclient.Client, current string) *Host {
+	return &Host{Name: name, Key: key, Client: c, Now: time.Now, current: current, booted: current,
+		Decide: func(proto.Target) Action { return Confirm }}
+}
+
+// Current returns the closure the host runs.
+func (h *Host) Current() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.current
+}
+
+// SetFailingProbes makes the next check-ins report failing probes.
+func (h *Host) SetFailingProbes(names ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failing = names
+}
+
+// Reboot boots into a staged closure.
+func (h *Host) Reboot() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.staged != "" {
+		h.current, h.booted, h.staged = h.staged, h.staged, ""
+	}
+}
+
+func (h *Host) logf(format string, args ...any) {
+	h.Log = append(h.Log, fmt.Sprintf(format, args...))
+}
+
+// Step checks in once (waiting up to wait for a change) and acts on the
+// answer.
+func (h *Host) Step(ctx context.Context, wait time.Duration) error {
+	h.mu.Lock()
+	req := proto.CheckinRequest{Hostname: h.Name, Current: h.current, Booted: h.booted, Deferred: h.staged != "",
+		Probes: proto.ProbeSummary{Total: 1, Failed: h.failing}, FailedUnits: []string{}, Known: h.known,
+		Wait: int(wait / time.Second)}
+	h.mu.Unlock()
+	resp, err := h.Client.Checkin(ctx, req)
+	if err != nil {
+		return err
+	}
+	t := resp.Target
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t == nil {
+		h.known = nil
+		return nil
+	}
+	if h.known != nil && h.known.Token == t.Token {
+		return nil // acted on already
+	}
+	h.known = &proto.TargetRef{RolloutID: t.RolloutID, Closure: t.Closure, Token: t.Token}
+	if h.Roots != nil && t.Kind == proto.TargetDispatch {
+		if err := h.verify(ctx, t); err != nil {
+			h.logf("manifest rejected: %v", err)
+			return h.report(ctx, t, proto.ReportManifestRejected, trust.Code(err), err.Error())
+		}
+	}
+	action := Confirm
+	if t.Kind == proto.TargetDispatch {
+		action = h.Decide(*t)
+	}
+	switch action {
+	case Confirm, SwitchUnhealthy:
+		h.current, h.booted = t.Closure, t.Closure
+		if err := h.Client.Confirm(ctx, proto.ConfirmRequest{Hostname: h.Name, RolloutID: t.RolloutID, Closure: t.Closure, Token: t.Token}); err != nil {
+			if apiclient.IsCode(err, "confirm_rejected") {
+				h.logf("confirm refused, rolling back: %v", err)
+				return nil
+			}
+			return err
+		}
+		h.logf("%s %s -> %s", t.Kind, t.RolloutID, t.Closure)
+		if action == SwitchUnhealthy {
+			h.failing = []string{"simulated-probe"}
+		}
+	case FailSwitch:
+		h.logf("switch to %s failed", t.Closure)
+		return h.report(ctx, t, proto.ReportActivationFailed, "switch_failed", "simulated switch failure")
+	case RollBackItself:
+		h.logf("switched to %s, could not confirm, rolled back", t.Closure)
+		return h.report(ctx, t, proto.ReportRolledBack, "", "simulated: no confirm possible")
+	case Defer:
+		h.staged = t.Closure
+		h.logf("staged %s for the next boot", t.Closure)
+		return h.report(ctx, t, proto.ReportDeferred, "", "simulated: kernel change")
+	case Ignore:
+		h.logf("ignored %s", t.Closure)
+	}
+	return nil
+}
+
+func (h *Host) report(ctx context.Context, t *proto.Target, kind, code, detail string) error {
+	return h.Client.Report(ctx, proto.ReportRequest{Hostname: h.Name, Kind: kind, RolloutID: t.RolloutID,
+		Closure: t.Closure, Code: code, Detail: detail, At: h.Now().UTC().Format(time.RFC3339)})
+}
+
+// verify checks the target's manifest as the real agent does.
+func (h *Host) verify(ctx context.Context, t *proto.Target) error {
+	body, sig, err := h.Client.Manifest(ctx, t.RolloutID)
+	if err != nil {
+		return err
+	}
+	_, err = manifest.Verify(body, sig, h.Roots, manifest.Expect{RolloutID: t.RolloutID, ContentHash: t.ManifestHash,
+		Host: &manifest.HostExpect{Hostname: h.Name, WaveIndex: t.WaveIndex, TargetClosure: t.Closure}}, h.Now())
+	return err
+}
+
+// Run checks in in a loop (long-polling up to wait) until ctx ends. Errors
+// are retried after a pause.
+func (h *Host) Run(ctx context.Context, wait time.Duration) {
+	for ctx.Err() == nil {
+		if err := h.Step(ctx, wait); err != nil && !errors.Is(err, context.Canceled) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
