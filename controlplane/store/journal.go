@@ -1,0 +1,251 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// AddIntent records an operator intent (ErrDuplicate for a known id).
+func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
+	if in.ID == "" {
+		return fmt.Errorf("store: add intent: empty id")
+	}
+	var n int64
+	err := s.write(ctx, func(tx *txn) error {
+		var err error
+		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At))
+		if err != nil || n == 0 {
+			return err
+		}
+		return tx.bumpChanges(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("store: add intent %s: %w", in.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: intent %q", ErrDuplicate, in.ID)
+	}
+	return nil
+}
+
+// Intent returns an intent and its result (ErrNotFound).
+func (s *db) Intent(ctx context.Context, id string) (IntentRecord, error) {
+	rec := IntentRecord{Intent: reconciler.Intent{ID: id}}
+	var (
+		at       int64
+		consumed int
+		result   string
+	)
+	err := s.read(ctx, func(tx *txn) error {
+		return tx.queryRow(ctx, "SELECT rollout_id, kind, actor, at, consumed, result FROM intents WHERE id = ?", id).
+			Scan(&rec.RolloutID, &rec.Kind, &rec.Actor, &at, &consumed, &result)
+	})
+	if errors.Is(err, errNoRows) {
+		return IntentRecord{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
+	}
+	rec.At = fromMicros(at)
+	if consumed != 0 {
+		var r reconciler.IntentResult
+		if err := unmarshal(result, &r); err != nil {
+			return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
+		}
+		rec.Result = &r
+	}
+	return rec, nil
+}
+
+// Rollouts returns every rollout without hosts, newest first (by opening
+// time, then id).
+func (s *db) Rollouts(ctx context.Context) ([]reconciler.Rollout, error) {
+	var out []reconciler.Rollout
+	err := s.read(ctx, func(tx *txn) error {
+		rs, err := tx.query(ctx, "SELECT "+rolloutCols+" FROM rollouts")
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			r, fz, err := scanRollout(rs)
+			if err != nil {
+				return err
+			}
+			var f frozen
+			if err := unmarshal(fz, &f); err != nil {
+				return err
+			}
+			f.into(&r)
+			out = append(out, r)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: rollouts: %w", err)
+	}
+	slices.SortFunc(out, func(a, b reconciler.Rollout) int {
+		return cmp.Or(b.OpenedAt.Compare(a.OpenedAt), strings.Compare(b.ID, a.ID))
+	})
+	return out, nil
+}
+
+// Rollout returns a rollout with its hosts, sorted by hostname
+// (ErrNotFound).
+func (s *db) Rollout(ctx context.Context, id string) (reconciler.Rollout, error) {
+	var out []reconciler.Rollout
+	err := s.read(ctx, func(tx *txn) error {
+		var err error
+		out, err = s.loadRollouts(ctx, tx, []string{id}, true, false)
+		return err
+	})
+	if err != nil {
+		return reconciler.Rollout{}, fmt.Errorf("store: rollout %s: %w", id, err)
+	}
+	if len(out) == 0 {
+		return reconciler.Rollout{}, fmt.Errorf("%w: rollout %q", ErrNotFound, id)
+	}
+	return out[0], nil
+}
+
+// Watermark returns the newest event id and the change counter.
+func (s *db) Watermark(ctx context.Context) (Watermark, error) {
+	var w Watermark
+	err := s.read(ctx, func(tx *txn) error {
+		return tx.queryRow(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), changes FROM watermark WHERE id = 1").
+			Scan(&w.Events, &w.Changes)
+	})
+	if err != nil {
+		return Watermark{}, fmt.Errorf("store: watermark: %w", err)
+	}
+	return w, nil
+}
+
+// bumpChanges counts a write a tick must see, in the writer's transaction.
+func (tx *txn) bumpChanges(ctx context.Context) error {
+	_, err := tx.exec(ctx, "UPDATE watermark SET changes = changes + 1 WHERE id = 1")
+	return err
+}
+
+// AppendEvents writes events outside a tick, stamped at, under the tick
+// lock: event ids then grow in commit order, so a reader paging with
+// AfterID never skips an event that commits late.
+func (s *db) AppendEvents(ctx context.Context, at time.Time, events []reconciler.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *txn) error {
+		if err := tx.lockTick(ctx); err != nil {
+			return err
+		}
+		return tx.insertEvents(ctx, newEncoder(), at, events)
+	})
+	if err != nil {
+		return fmt.Errorf("store: append events: %w", err)
+	}
+	return nil
+}
+
+// Event query limits.
+const (
+	DefaultEventLimit = 1000
+	MaxEventLimit     = 10000
+)
+
+// Events returns journal entries matching q, in ID order: after AfterID,
+// at most Limit (DefaultEventLimit when zero or negative, at most
+// MaxEventLimit).
+func (s *db) Events(ctx context.Context, q EventQuery) ([]EventRecord, error) {
+	where := []string{"id > ?"}
+	args := []any{q.AfterID}
+	for _, f := range []struct{ col, v string }{{"rollout_id", q.RolloutID}, {"host", q.Host}, {"channel", q.Channel}} {
+		if f.v != "" {
+			where = append(where, f.col+" = ?")
+			args = append(args, f.v)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultEventLimit
+	}
+	limit = min(limit, MaxEventLimit)
+	args = append(args, limit)
+	out := []EventRecord{}
+	err := s.read(ctx, func(tx *txn) error {
+		rs, err := tx.query(ctx, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+
+			" ORDER BY id LIMIT ?", args...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		reasons := reasonDecoder{}
+		for rs.Next() {
+			var (
+				e      EventRecord
+				at     int64
+				reason string
+			)
+			if err := rs.Scan(&e.ID, &at, &e.Kind, &e.RolloutID, &e.Channel, &e.Wave, &e.Host, &e.From, &e.To, &reason); err != nil {
+				return err
+			}
+			e.At = fromMicros(at)
+			if e.Reason, err = reasons.decode(reason); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	return out, nil
+}
+
+// Prune deletes, under the tick lock, events older than before, and
+// terminal rollouts last updated before it that are not the latest of
+// their channel, with their hosts and manifests. A rollout that still
+// matters to a tick — a host in flight, or an unconsumed intent naming it —
+// is kept until it no longer does. It returns how many events and rollouts
+// went.
+func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error) {
+	cut := micros(before)
+	err = s.write(ctx, func(tx *txn) error {
+		if err := tx.lockTick(ctx); err != nil {
+			return err
+		}
+		n, err := tx.exec(ctx, "DELETE FROM events WHERE at < ?", cut)
+		if err != nil {
+			return err
+		}
+		events = n
+		l, err := loadLiveness(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, h := range l.heads {
+			if l.prunable(h, cut) {
+				ids = append(ids, h.id)
+			}
+		}
+		return inChunks(ids, idChunk, func(chunk []string) error {
+			// Hosts and manifests go with their rollout (ON DELETE CASCADE).
+			n, err := tx.exec(ctx, "DELETE FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+			rollouts += n
+			return err
+		})
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: prune: %w", err)
+	}
+	return events, rollouts, nil
+}

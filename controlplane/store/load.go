@@ -1,0 +1,458 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// head is what deciding which rollouts are live needs of a rollout.
+type head struct {
+	id, channel  string
+	state        reconciler.RolloutState
+	opened       int64
+	updated      int64
+	manifestHash string
+}
+
+// newer orders rollouts as the reconciler does: by opening time, then id.
+func (h head) newer(o head) bool {
+	return cmp.Or(cmp.Compare(h.opened, o.opened), strings.Compare(h.id, o.id)) > 0
+}
+
+// liveness is what decides which rollouts a tick loads.
+type liveness struct {
+	heads    []head
+	latest   map[string]string // channel -> id of its latest rollout
+	inFlight map[string]bool   // rollouts with a host in flight
+	intended map[string]bool   // rollouts named by an unconsumed intent
+}
+
+func loadLiveness(ctx context.Context, c conn) (*liveness, error) {
+	l := &liveness{latest: map[string]string{}, inFlight: map[string]bool{}, intended: map[string]bool{}}
+	rs, err := c.query(ctx, "SELECT id, channel, state, opened_at, updated_at, manifest_hash FROM rollouts")
+	if err != nil {
+		return nil, fmt.Errorf("store: load rollouts: %w", err)
+	}
+	byID := map[string]head{}
+	for rs.Next() {
+		var h head
+		if err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("store: load rollouts: %w", err)
+		}
+		l.heads = append(l.heads, h)
+		byID[h.id] = h
+		if cur, ok := l.latest[h.channel]; !ok || h.newer(byID[cur]) {
+			l.latest[h.channel] = h.id
+		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("store: load rollouts: %w", err)
+	}
+	slices.SortFunc(l.heads, func(a, b head) int {
+		return cmp.Or(cmp.Compare(a.opened, b.opened), strings.Compare(a.id, b.id))
+	})
+	if err := collect(ctx, c, l.inFlight, "SELECT DISTINCT rollout_id FROM rollout_hosts WHERE state IN ("+inFlightStates+")"); err != nil {
+		return nil, err
+	}
+	if err := collect(ctx, c, l.intended, "SELECT DISTINCT rollout_id FROM intents WHERE consumed = 0"); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// collect adds the strings a one-column query returns to set.
+func collect(ctx context.Context, c conn, set map[string]bool, query string, args ...any) error {
+	rs, err := c.query(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("store: load: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var s string
+		if err := rs.Scan(&s); err != nil {
+			return fmt.Errorf("store: load: %w", err)
+		}
+		set[s] = true
+	}
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("store: load: %w", err)
+	}
+	return nil
+}
+
+// live reports whether a tick must load a rollout: one that can still
+// move a host or take part in a decision. That is every rollout that is
+// not terminal; every Cancelled one (the reconciler lets its hosts finish
+// and counts its budgets); the latest of each channel (skipped hosts catch
+// up, a new ref compares with it, only it can be rolled back); any with a
+// host in flight (it holds budget slots and the host); and any an
+// unconsumed intent names (so the intent is judged, not found unknown).
+// The reconciler decides the same from these as from every rollout.
+func (l *liveness) live(h head) bool {
+	return !h.state.Terminal() || h.state == reconciler.RolloutCancelled || l.latest[h.channel] == h.id ||
+		l.inFlight[h.id] || l.intended[h.id]
+}
+
+// liveHeads returns the live rollouts, oldest first.
+func (l *liveness) liveHeads() []head {
+	return filter(l.heads, l.live)
+}
+
+// prunable reports whether Prune may delete a rollout: terminal, last
+// updated before the cut-off, not the latest of its channel, and not
+// live for another reason (a host in flight, an unconsumed intent).
+func (l *liveness) prunable(h head, before int64) bool {
+	return h.state.Terminal() && h.updated < before && l.latest[h.channel] != h.id &&
+		!l.inFlight[h.id] && !l.intended[h.id]
+}
+
+// inChunks calls fn with consecutive slices of at most n items.
+func inChunks[T any](items []T, n int, fn func([]T) error) error {
+	for start := 0; start < len(items); start += n {
+		if err := fn(items[start:min(start+n, len(items))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idChunk bounds IN lists (both backends allow far more parameters).
+const idChunk = 500
+
+func anys[T any](l []T) []any {
+	out := make([]any, len(l))
+	for i, x := range l {
+		out[i] = x
+	}
+	return out
+}
+
+// loadRollouts returns the rollouts with the given ids, oldest first, with
+// their hosts (sorted by hostname) when hosts is set. Frozen parts come
+// from the cache when useCache is set (the tick; values are shared).
+func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useCache bool) ([]reconciler.Rollout, error) {
+	var out []reconciler.Rollout
+	err := inChunks(ids, idChunk, func(chunk []string) error {
+		rs, err := c.query(ctx, "SELECT "+rolloutCols+" FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			r, fz, err := scanRollout(rs)
+			if err != nil {
+				return err
+			}
+			var f frozen
+			if useCache {
+				f, err = s.cache.frozenOf(r.ID, fz)
+			} else {
+				err = unmarshal(fz, &f)
+			}
+			if err != nil {
+				return err
+			}
+			f.into(&r)
+			out = append(out, r)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load rollouts: %w", err)
+	}
+	slices.SortFunc(out, func(a, b reconciler.Rollout) int {
+		return cmp.Or(a.OpenedAt.Compare(b.OpenedAt), strings.Compare(a.ID, b.ID))
+	})
+	if !hosts || len(out) == 0 {
+		return out, nil
+	}
+	index := make(map[string]int, len(out))
+	for i, r := range out {
+		index[r.ID] = i
+	}
+	sc := newHostScanner()
+	err = inChunks(ids, idChunk, func(chunk []string) error {
+		rs, err := c.query(ctx, "SELECT "+hostCols+" FROM rollout_hosts WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			rid, h, err := sc.scan(rs)
+			if err != nil {
+				return err
+			}
+			if i, ok := index[rid]; ok {
+				out[i].Hosts = append(out[i].Hosts, h)
+			}
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load rollout hosts: %w", err)
+	}
+	for i := range out {
+		sortHosts(out[i].Hosts)
+	}
+	return out, nil
+}
+
+func sortHosts(hs []reconciler.RolloutHost) {
+	byName := func(a, b reconciler.RolloutHost) int { return strings.Compare(a.Hostname, b.Hostname) }
+	if !slices.IsSortedFunc(hs, byName) {
+		slices.SortFunc(hs, byName)
+	}
+}
+
+// loadInput reads the reconciler's Input inside a tick's transaction.
+func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error {
+	if err := s.loadChannels(ctx, tx, in); err != nil {
+		return err
+	}
+	l, err := loadLiveness(ctx, tx)
+	if err != nil {
+		return err
+	}
+	heads := l.liveHeads()
+	ids := make([]string, len(heads))
+	keep := make(map[string]bool, len(heads))
+	for i, h := range heads {
+		ids[i], keep[h.id] = h.id, true
+	}
+	if in.Rollouts, err = s.loadRollouts(ctx, tx, ids, true, true); err != nil {
+		return err
+	}
+	if in.Rollouts == nil {
+		in.Rollouts = []reconciler.Rollout{}
+	}
+	s.cache.keepFrozen(keep)
+	if in.Hosts, err = s.loadObserved(ctx, tx); err != nil {
+		return err
+	}
+	if in.Intents, err = loadIntents(ctx, tx); err != nil {
+		return err
+	}
+	in.Deferrals = []reconciler.Deferral{}
+	rs, err := tx.query(ctx, "SELECT channel, ref, blocked_by FROM deferrals ORDER BY seq")
+	if err != nil {
+		return fmt.Errorf("store: load deferrals: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var d reconciler.Deferral
+		if err := rs.Scan(&d.Channel, &d.Ref, &d.BlockedBy); err != nil {
+			return fmt.Errorf("store: load deferrals: %w", err)
+		}
+		in.Deferrals = append(in.Deferrals, d)
+	}
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("store: load deferrals: %w", err)
+	}
+	return nil
+}
+
+// loadChannels reads every channel's release, decoding the artifacts only
+// when their hash is not in the cache.
+func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) error {
+	in.Channels = []reconciler.Channel{}
+	type hashes struct{ fleet, manifest string }
+	var hs []hashes
+	rs, err := tx.query(ctx, "SELECT channel, ref, fleet_hash, manifest_hash, last_rolled_ref FROM channels")
+	if err != nil {
+		return fmt.Errorf("store: load channels: %w", err)
+	}
+	for rs.Next() {
+		var c reconciler.Channel
+		var h hashes
+		if err := rs.Scan(&c.Name, &c.Ref, &h.fleet, &h.manifest, &c.LastRolledRef); err != nil {
+			rs.Close()
+			return fmt.Errorf("store: load channels: %w", err)
+		}
+		c.ManifestHash = h.manifest
+		in.Channels = append(in.Channels, c)
+		hs = append(hs, h)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("store: load channels: %w", err)
+	}
+	fleets := map[string]*proto.FleetResolved{}
+	manifests := map[string]*proto.RolloutManifest{}
+	s.cache.mu.Lock()
+	for _, h := range hs {
+		if f, ok := s.cache.fleets[h.fleet]; ok {
+			fleets[h.fleet] = f
+		}
+		if m, ok := s.cache.manifests[h.manifest]; ok {
+			manifests[h.manifest] = m
+		}
+	}
+	s.cache.mu.Unlock()
+	for i := range in.Channels {
+		c := &in.Channels[i]
+		if _, ok := fleets[hs[i].fleet]; !ok {
+			var body []byte
+			if err := tx.queryRow(ctx, "SELECT fleet_body FROM channels WHERE channel = ?", c.Name).Scan(&body); err != nil {
+				return fmt.Errorf("store: load channel %s: %w", c.Name, err)
+			}
+			f, err := proto.DecodeFleetResolved(body)
+			if err != nil {
+				return fmt.Errorf("store: channel %s: stored fleet.resolved: %w", c.Name, err)
+			}
+			fleets[hs[i].fleet] = f
+		}
+		if _, ok := manifests[hs[i].manifest]; !ok {
+			var body []byte
+			if err := tx.queryRow(ctx, "SELECT manifest_body FROM channels WHERE channel = ?", c.Name).Scan(&body); err != nil {
+				return fmt.Errorf("store: load channel %s: %w", c.Name, err)
+			}
+			m, err := proto.DecodeRolloutManifest(body)
+			if err != nil {
+				return fmt.Errorf("store: channel %s: stored manifest: %w", c.Name, err)
+			}
+			manifests[hs[i].manifest] = m
+		}
+		c.Fleet, c.Manifest = fleets[hs[i].fleet], manifests[hs[i].manifest]
+	}
+	// The cache keeps what the channels hold now, nothing older.
+	s.cache.mu.Lock()
+	s.cache.fleets, s.cache.manifests = fleets, manifests
+	s.cache.mu.Unlock()
+	slices.SortFunc(in.Channels, func(a, b reconciler.Channel) int { return strings.Compare(a.Name, b.Name) })
+	return nil
+}
+
+// loadObserved reads every observed host: its last-seen time and its last
+// status. Statuses are decoded only when their digest changed since the
+// last tick.
+func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.ObservedHost, error) {
+	seen := map[string]int64{}
+	rs, err := tx.query(ctx, "SELECT hostname, last_seen FROM host_seen")
+	if err != nil {
+		return nil, fmt.Errorf("store: load hosts: %w", err)
+	}
+	for rs.Next() {
+		var name string
+		var at int64
+		if err := rs.Scan(&name, &at); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("store: load hosts: %w", err)
+		}
+		seen[name] = at
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("store: load hosts: %w", err)
+	}
+
+	digests := map[string]string{}
+	if rs, err = tx.query(ctx, "SELECT hostname, digest FROM host_status"); err != nil {
+		return nil, fmt.Errorf("store: load statuses: %w", err)
+	}
+	for rs.Next() {
+		var name, digest string
+		if err := rs.Scan(&name, &digest); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("store: load statuses: %w", err)
+		}
+		digests[name] = digest
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("store: load statuses: %w", err)
+	}
+	statuses := make(map[string]cachedStatus, len(digests))
+	var missing []string
+	s.cache.mu.Lock()
+	for name, digest := range digests {
+		if e, ok := s.cache.statuses[name]; ok && e.digest == digest {
+			statuses[name] = e
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	s.cache.mu.Unlock()
+	read := func(query string, args ...any) error {
+		rs, err := tx.query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var name, digest, body string
+			if err := rs.Scan(&name, &digest, &body); err != nil {
+				return err
+			}
+			st, err := decodeStatus(body)
+			if err != nil {
+				return fmt.Errorf("host %s: %w", name, err)
+			}
+			statuses[name] = cachedStatus{digest: digest, st: st}
+		}
+		return rs.Err()
+	}
+	if len(missing) > len(digests)/4 {
+		err = read("SELECT hostname, digest, status FROM host_status")
+	} else {
+		slices.Sort(missing)
+		err = inChunks(missing, idChunk, func(chunk []string) error {
+			return read("SELECT hostname, digest, status FROM host_status WHERE hostname IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: load statuses: %w", err)
+	}
+	s.cache.mu.Lock()
+	s.cache.statuses = statuses
+	s.cache.mu.Unlock()
+
+	out := make(map[string]reconciler.ObservedHost, max(len(seen), len(statuses)))
+	for name, e := range statuses {
+		o := observed(e.st, time.Time{})
+		if at, ok := seen[name]; ok {
+			o.LastSeen = fromMicros(at)
+		}
+		out[name] = o
+	}
+	for name, at := range seen {
+		if _, ok := out[name]; !ok {
+			out[name] = reconciler.ObservedHost{LastSeen: fromMicros(at)}
+		}
+	}
+	return out, nil
+}
+
+// loadIntents reads the unconsumed intents, oldest first.
+func loadIntents(ctx context.Context, c conn) ([]reconciler.Intent, error) {
+	out := []reconciler.Intent{}
+	rs, err := c.query(ctx, "SELECT id, rollout_id, kind, actor, at FROM intents WHERE consumed = 0")
+	if err != nil {
+		return nil, fmt.Errorf("store: load intents: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var it reconciler.Intent
+		var at int64
+		if err := rs.Scan(&it.ID, &it.RolloutID, &it.Kind, &it.Actor, &at); err != nil {
+			return nil, fmt.Errorf("store: load intents: %w", err)
+		}
+		it.At = fromMicros(at)
+		out = append(out, it)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("store: load intents: %w", err)
+	}
+	slices.SortFunc(out, func(a, b reconciler.Intent) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}

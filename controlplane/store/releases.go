@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// PutRelease records a channel's verified release, replacing the current
+// one, under the tick lock so a tick sees one release or the other. A
+// release whose SignedAt (to the microsecond) is not after the current
+// one's returns ErrStaleRelease and writes nothing. The channel's last
+// rolled ref is kept.
+func (s *db) PutRelease(ctx context.Context, r Release) error {
+	if r.Channel == "" || r.Ref == "" || r.FleetHash == "" || r.ManifestHash == "" {
+		return fmt.Errorf("store: put release: channel, ref, fleet hash and manifest hash are required")
+	}
+	signed := micros(r.SignedAt)
+	return s.write(ctx, func(tx *txn) error {
+		if err := tx.lockTick(ctx); err != nil {
+			return err
+		}
+		var cur int64
+		var curRef string
+		err := tx.queryRow(ctx, "SELECT signed_at, ref FROM channels WHERE channel = ? FOR UPDATE", r.Channel).Scan(&cur, &curRef)
+		switch {
+		case errors.Is(err, errNoRows):
+		case err != nil:
+			return fmt.Errorf("store: put release: %w", err)
+		case signed <= cur:
+			return fmt.Errorf("%w: channel %s: release %s signed at %s, current %s signed at %s", ErrStaleRelease, r.Channel,
+				r.Ref, fromMicros(signed).Format(time.RFC3339Nano), curRef, fromMicros(cur).Format(time.RFC3339Nano))
+		}
+		_, err = tx.exec(ctx, `INSERT INTO channels (channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
+				manifest_body, manifest_sig, manifest_hash, verified_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (channel) DO UPDATE SET ref = excluded.ref, source_commit = excluded.source_commit,
+				signed_at = excluded.signed_at, fleet_body = excluded.fleet_body, fleet_sig = excluded.fleet_sig,
+				fleet_hash = excluded.fleet_hash, manifest_body = excluded.manifest_body,
+				manifest_sig = excluded.manifest_sig, manifest_hash = excluded.manifest_hash,
+				verified_at = excluded.verified_at`,
+			r.Channel, r.Ref, r.SourceCommit, signed, bytesOrEmpty(r.FleetBody), bytesOrEmpty(r.FleetSig), r.FleetHash,
+			bytesOrEmpty(r.ManifestBody), bytesOrEmpty(r.ManifestSig), r.ManifestHash, micros(r.VerifiedAt))
+		if err != nil {
+			return fmt.Errorf("store: put release: %w", err)
+		}
+		return tx.bumpChanges(ctx)
+	})
+}
+
+// Releases returns the current release of every channel, by channel name.
+func (s *db) Releases(ctx context.Context) ([]Release, error) {
+	var out []Release
+	err := s.read(ctx, func(tx *txn) error {
+		rs, err := tx.query(ctx, `SELECT channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
+			manifest_body, manifest_sig, manifest_hash, verified_at FROM channels`)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r Release
+			var signed, verified int64
+			if err := rs.Scan(&r.Channel, &r.Ref, &r.SourceCommit, &signed, &r.FleetBody, &r.FleetSig, &r.FleetHash,
+				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified); err != nil {
+				return err
+			}
+			r.SignedAt, r.VerifiedAt = fromMicros(signed), fromMicros(verified)
+			out = append(out, r)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: releases: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Release) int { return strings.Compare(a.Channel, b.Channel) })
+	return out, nil
+}
+
+// Manifest returns the manifest a rollout serves (ErrNotFound).
+func (s *db) Manifest(ctx context.Context, rolloutID string) (Manifest, error) {
+	m := Manifest{RolloutID: rolloutID}
+	err := s.read(ctx, func(tx *txn) error {
+		return tx.queryRow(ctx, "SELECT body, sig, hash FROM rollout_manifests WHERE rollout_id = ?", rolloutID).
+			Scan(&m.Body, &m.Sig, &m.Hash)
+	})
+	if errors.Is(err, errNoRows) {
+		return Manifest{}, fmt.Errorf("%w: manifest of rollout %q", ErrNotFound, rolloutID)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("store: manifest: %w", err)
+	}
+	return m, nil
+}
+
+// ReplaceManifest swaps the manifest a rollout serves and the rollout's
+// manifest hash, under the tick lock so that no tick writes the old hash
+// back (ErrNotFound).
+func (s *db) ReplaceManifest(ctx context.Context, m Manifest) error {
+	return s.write(ctx, func(tx *txn) error {
+		if err := tx.lockTick(ctx); err != nil {
+			return err
+		}
+		n, err := tx.exec(ctx, "UPDATE rollout_manifests SET body = ?, sig = ?, hash = ? WHERE rollout_id = ?",
+			bytesOrEmpty(m.Body), bytesOrEmpty(m.Sig), m.Hash, m.RolloutID)
+		if err != nil {
+			return fmt.Errorf("store: replace manifest: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: manifest of rollout %q", ErrNotFound, m.RolloutID)
+		}
+		if _, err := tx.exec(ctx, "UPDATE rollouts SET manifest_hash = ? WHERE id = ?", m.Hash, m.RolloutID); err != nil {
+			return fmt.Errorf("store: replace manifest: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,240 @@
+// Package store is the control plane's persistence: one interface, two
+// backends (PostgreSQL through pgx for production and HA, embedded SQLite
+// for zero set-up), one schema with embedded numbered migrations, and one
+// conformance suite (package storetest) that both pass.
+//
+// Contract:
+//
+//  1. Open migrates the schema (each migration in its own transaction,
+//     recorded in schema_migrations) before returning.
+//  2. Every tick is one write transaction (Store.Tick): it holds the tick
+//     lock, checks the caller still holds the tick lease (fencing), loads
+//     the reconciler's Input, lets the caller decide, applies the Output
+//     the way reconciler.Apply describes, and commits — or writes nothing.
+//  3. Observations are kept apart: a host's status is written only when it
+//     changes (RecordStatus), its last-seen time in batches (TouchHosts).
+//  4. The allowed state names of hosts and rollouts are CHECK constraints
+//     in the schema, equal to reconciler.HostStates and RolloutStates.
+//  5. All times are the caller's (no clock is read here), stored as UTC
+//     microseconds.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// Errors. Functions document which they return; wrap-check with errors.Is.
+var (
+	// ErrNotFound: the rollout, host, lease or release does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrNotLeader: the caller's lease is not (or no longer) the current
+	// holder of the tick lease; nothing was written.
+	ErrNotLeader = errors.New("store: not the leader")
+	// ErrLeaseHeld: another holder's lease has not expired.
+	ErrLeaseHeld = errors.New("store: lease held by another replica")
+	// ErrStaleRelease: a release signed no later than the channel's
+	// current one (a replay or a reordering); nothing was written.
+	ErrStaleRelease = errors.New("store: release is not newer than the channel's current one")
+	// ErrDuplicate: an intent id that already exists.
+	ErrDuplicate = errors.New("store: duplicate")
+)
+
+// TickLease is the name of the lease that elects the replica that ticks.
+const TickLease = "tick"
+
+// Release is a verified release of one channel, as read from git: the
+// artifacts exactly as signed, and what verification established.
+type Release struct {
+	Channel string
+	// Ref is the release's meta.ciCommit: the channel ref the reconciler
+	// rolls out.
+	Ref string
+	// SourceCommit is the git commit the channel ref pointed to.
+	SourceCommit string
+	SignedAt     time.Time
+	// FleetBody and FleetSig are fleet.resolved.json and its .sig as read.
+	FleetBody, FleetSig []byte
+	// FleetHash is the SHA-256 (hex) of the canonical fleet bytes.
+	FleetHash string
+	// ManifestBody and ManifestSig are the channel's rollout manifest.
+	ManifestBody, ManifestSig []byte
+	// ManifestHash is the manifest's content hash.
+	ManifestHash string
+	VerifiedAt   time.Time
+}
+
+// Manifest is the manifest a rollout serves to agents, bytes as signed.
+type Manifest struct {
+	RolloutID string
+	Body, Sig []byte
+	Hash      string
+}
+
+// HostStatus is what an agent reports on check-in, apart from the time.
+type HostStatus struct {
+	Current     string                        `json:"current"`
+	Booted      string                        `json:"booted"`
+	BootID      string                        `json:"bootId,omitempty"`
+	Probes      reconciler.ProbeSummary       `json:"probes"`
+	FailedUnits []string                      `json:"failedUnits"`
+	Compliance  []reconciler.ComplianceResult `json:"compliance"`
+	Deferred    bool                          `json:"deferred"`
+	Activation  *reconciler.Activation        `json:"activation,omitempty"`
+	Quarantine  []reconciler.Quarantine       `json:"quarantine"`
+}
+
+// HostRecord is a host as the API lists it: its observation and its place
+// in the rollout that drives it.
+type HostRecord struct {
+	Hostname string
+	// Seen is false for a host that never checked in.
+	Seen     bool
+	Observed reconciler.ObservedHost
+	// Assignment is nil for a host in no rollout.
+	Assignment *Assignment
+}
+
+// Assignment is a host's record in the rollout that drives it: the rollout
+// where it is in flight, else the latest rollout that lists it.
+type Assignment struct {
+	RolloutID    string
+	Channel      string
+	RolloutState reconciler.RolloutState
+	ManifestHash string
+	Host         reconciler.RolloutHost
+}
+
+// EventRecord is a journal entry with its position and time.
+type EventRecord struct {
+	// ID increases with every event written; use it to page and follow.
+	ID int64     `json:"id"`
+	At time.Time `json:"at"`
+	reconciler.Event
+}
+
+// EventQuery selects events; zero fields do not filter. Results are in ID
+// order, at most Limit (default 1000, at most 10000).
+type EventQuery struct {
+	RolloutID string
+	Host      string
+	Channel   string
+	AfterID   int64
+	Limit     int
+}
+
+// Lease is a held lease. Epoch increases each time the lease changes
+// holder; Tick compares it for fencing.
+type Lease struct {
+	Name    string
+	Holder  string
+	Epoch   int64
+	Expires time.Time
+}
+
+// Watermark tells replicas that something changed without reading it.
+type Watermark struct {
+	// Events is the newest event id (0 when none).
+	Events int64
+	// Changes grows with every write a tick must see.
+	Changes int64
+}
+
+// IntentRecord is an operator intent and, once consumed, its result.
+type IntentRecord struct {
+	reconciler.Intent
+	// Result is nil until a tick consumed the intent.
+	Result *reconciler.IntentResult
+}
+
+// Store is the control plane's state. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Backend names the implementation: "postgres" or "sqlite".
+	Backend() string
+	// Close releases the connections.
+	Close()
+
+	// Tick runs one reconcile tick in one write transaction: it takes the
+	// tick lock, checks that lease is the current, unexpired holder of
+	// TickLease at now (else ErrNotLeader), loads the reconciler Input (now,
+	// tunables, channels from the latest releases, rollouts with hosts,
+	// observed hosts, unconsumed intents, deferrals), calls decide, and
+	// applies its Output like reconciler.Apply: new rollouts with their hosts
+	// and a copy of their channel's manifest (Manifest), changed rollouts
+	// and hosts, channels' last rolled refs, deferrals, intent results, and
+	// the events (stamped now). An error from decide or from applying
+	// leaves the store unchanged.
+	Tick(ctx context.Context, lease Lease, now time.Time, tunables reconciler.Tunables,
+		decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
+
+	// PutRelease records a channel's verified release, replacing the
+	// current one. A release whose SignedAt is not after the current one's
+	// returns ErrStaleRelease and writes nothing.
+	PutRelease(ctx context.Context, r Release) error
+	// Releases returns the current release of every channel, by channel
+	// name.
+	Releases(ctx context.Context) ([]Release, error)
+	// Manifest returns the manifest a rollout serves (ErrNotFound).
+	Manifest(ctx context.Context, rolloutID string) (Manifest, error)
+	// ReplaceManifest swaps the manifest a rollout serves, for a re-signed
+	// manifest of the same plan, and updates the rollout's manifest hash
+	// (ErrNotFound).
+	ReplaceManifest(ctx context.Context, m Manifest) error
+
+	// RecordStatus stores a host's status when it differs from the stored
+	// one, and reports whether it did.
+	RecordStatus(ctx context.Context, hostname string, st HostStatus) (changed bool, err error)
+	// TouchHosts records last-seen times in one batch; a time older than the
+	// stored one is ignored.
+	TouchHosts(ctx context.Context, seen map[string]time.Time) error
+	// Host returns one host (ErrNotFound when it neither checked in nor is
+	// in any rollout).
+	Host(ctx context.Context, hostname string) (HostRecord, error)
+	// Hosts returns every host that checked in or is in a rollout, by name.
+	Hosts(ctx context.Context) ([]HostRecord, error)
+	// Assignments returns, for every host in a rollout, its assignment.
+	Assignments(ctx context.Context) (map[string]Assignment, error)
+
+	// AddIntent records an operator intent (ErrDuplicate for a known id).
+	AddIntent(ctx context.Context, in reconciler.Intent) error
+	// Intent returns an intent and its result (ErrNotFound).
+	Intent(ctx context.Context, id string) (IntentRecord, error)
+
+	// Rollouts returns every rollout without hosts, newest first.
+	Rollouts(ctx context.Context) ([]reconciler.Rollout, error)
+	// Rollout returns a rollout with its hosts (ErrNotFound).
+	Rollout(ctx context.Context, id string) (reconciler.Rollout, error)
+
+	// RecordActivation stores the latest activation outcome a host
+	// reported (a confirm, a report), leaving the rest of its status alone;
+	// a confirmed activation also sets the status's current closure.
+	RecordActivation(ctx context.Context, hostname string, a reconciler.Activation) error
+	// Watermark returns the store's high-water marks: the newest event id,
+	// and a counter that grows with every write a tick must see (a status
+	// that changed, an activation, an intent, a release).
+	Watermark(ctx context.Context) (Watermark, error)
+	// AppendEvents writes events outside a tick (a release refused by
+	// verification), stamped at.
+	AppendEvents(ctx context.Context, at time.Time, events []reconciler.Event) error
+
+	// Events returns journal entries.
+	Events(ctx context.Context, q EventQuery) ([]EventRecord, error)
+	// Prune deletes events older than before, and terminal rollouts (with
+	// their hosts and manifests) last updated before it that are not the
+	// latest of their channel. It returns how many events and rollouts went.
+	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
+
+	// AcquireLease takes the named lease for holder until now+ttl if it is
+	// free, expired, or already the holder's (ErrLeaseHeld otherwise). A
+	// change of holder increases the epoch.
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (Lease, error)
+	// RenewLease extends a held lease to now+ttl (ErrNotLeader when the
+	// lease changed holder or epoch, or expired before now).
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration, now time.Time) (Lease, error)
+	// ReleaseLease gives a held lease up at once.
+	ReleaseLease(ctx context.Context, l Lease) error
+}

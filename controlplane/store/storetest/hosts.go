@@ -1,0 +1,246 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// testRecordStatus: statuses are written only when they change; the
+// watermark counts changes; activations update the status alone.
+func testRecordStatus(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	wm := func() int64 {
+		w, err := s.Watermark(ctx)
+		must(t, err)
+		return w.Changes
+	}
+	record := func(st store.HostStatus, want bool) {
+		t.Helper()
+		before := wm()
+		changed, err := s.RecordStatus(ctx, "h1", st)
+		must(t, err)
+		if changed != want {
+			t.Fatalf("RecordStatus(%+v) changed=%v, want %v", st, changed, want)
+		}
+		if grew := wm() > before; grew != want {
+			t.Fatalf("watermark grew=%v after a status with changed=%v", grew, want)
+		}
+	}
+	cet := time.FixedZone("CET", 3600)
+	st := store.HostStatus{Current: Closure("h1", "v0"), Booted: Closure("h1", "v0"), BootID: "b1",
+		Probes:      rc.ProbeSummary{Total: 2, Failed: []string{"http"}},
+		FailedUnits: []string{"nginx.service"},
+		Compliance:  []rc.ComplianceResult{{Control: "c1", Framework: "nis2", Type: rc.ControlRuntime, Closure: Closure("h1", "v0"), Passed: true}},
+		Activation:  &rc.Activation{RolloutID: "edge@1", Closure: Closure("h1", "v1"), Outcome: rc.OutcomeStarted, At: t0.In(cet)},
+		Quarantine:  []rc.Quarantine{{Closure: Closure("h1", "v1"), Until: t0.Add(time.Hour)}},
+	}
+	record(st, true)
+	record(st, false)
+	// The same status with empty lists as nil and times in UTC is the same.
+	same := st
+	act := *st.Activation
+	act.At = t0
+	same.Activation = &act
+	record(same, false)
+	empty := store.HostStatus{Current: "x", FailedUnits: []string{}, Compliance: []rc.ComplianceResult{}, Quarantine: []rc.Quarantine{}}
+	record(empty, true)
+	record(store.HostStatus{Current: "x"}, false)
+	record(st, true)
+
+	h, err := s.Host(ctx, "h1")
+	must(t, err)
+	want := rc.ObservedHost{Current: st.Current, Booted: st.Booted, Probes: st.Probes, FailedUnits: st.FailedUnits,
+		Compliance: st.Compliance, Activation: &act, Quarantine: st.Quarantine}
+	diff(t, "observed host", h.Observed, want)
+	if !h.Seen || h.Assignment != nil {
+		t.Fatalf("host record %+v: want seen, no assignment", h)
+	}
+
+	// An activation replaces the activation only (a confirm also the
+	// current closure), and counts as a change when it is one.
+	confirmed := rc.Activation{RolloutID: "edge@1", Closure: Closure("h1", "v1"), Outcome: rc.OutcomeConfirmed, At: t0.Add(time.Minute)}
+	before := wm()
+	must(t, s.RecordActivation(ctx, "h1", confirmed))
+	must(t, s.RecordActivation(ctx, "h1", confirmed))
+	if got := wm(); got != before+1 {
+		t.Fatalf("watermark %d after one new activation recorded twice, want %d", got, before+1)
+	}
+	want.Activation, want.Current = &confirmed, confirmed.Closure
+	h, err = s.Host(ctx, "h1")
+	must(t, err)
+	diff(t, "observed host after an activation", h.Observed, want)
+	// A status without an activation (a check-in) keeps the stored one.
+	checkin := st
+	checkin.Current, checkin.Activation, checkin.BootID = confirmed.Closure, nil, "b2"
+	changed, err := s.RecordStatus(ctx, "h1", checkin)
+	must(t, err)
+	if !changed {
+		t.Fatal("a check-in with a new boot id was not recorded")
+	}
+	h, err = s.Host(ctx, "h1")
+	must(t, err)
+	diff(t, "observed host after a check-in without an activation", h.Observed, want)
+	if changed, err = s.RecordStatus(ctx, "h1", checkin); err != nil || changed {
+		t.Fatalf("the same check-in again: changed=%v err=%v, want no change", changed, err)
+	}
+	// A host with no status yet gets one with only the activation.
+	must(t, s.RecordActivation(ctx, "h2", confirmed))
+	h, err = s.Host(ctx, "h2")
+	must(t, err)
+	diff(t, "observed host with only an activation", h.Observed, rc.ObservedHost{Current: confirmed.Closure, Activation: &confirmed})
+	// Other outcomes leave the current closure alone.
+	failed := rc.Activation{RolloutID: "edge@2", Closure: Closure("h2", "v2"), Outcome: rc.OutcomeFailed, At: t0.Add(2 * time.Minute)}
+	must(t, s.RecordActivation(ctx, "h2", failed))
+	h, err = s.Host(ctx, "h2")
+	must(t, err)
+	diff(t, "observed host after a failure", h.Observed, rc.ObservedHost{Current: confirmed.Closure, Activation: &failed})
+
+	// The tick sees the statuses as the reconciler's observations.
+	in := m.peek()
+	diff(t, "the tick's observation of h1", in.Hosts["h1"], want)
+	if _, err := s.RecordStatus(ctx, "", st); err == nil {
+		t.Error("RecordStatus accepted an empty hostname")
+	}
+}
+
+// testTouchHosts: last-seen times only move forward, in batches.
+func testTouchHosts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	batch := map[string]time.Time{}
+	for i := range 2500 {
+		batch[fmt.Sprintf("h%04d", i)] = t0.Add(time.Duration(i) * time.Microsecond)
+	}
+	must(t, s.TouchHosts(ctx, batch))
+	must(t, s.TouchHosts(ctx, map[string]time.Time{
+		"h0000": t0.Add(-time.Hour),           // older: ignored
+		"h0001": t0.Add(time.Hour),            // newer
+		"h0002": t0.Add(2 * time.Microsecond), // equal
+		"new":   t0.Add(time.Minute).In(time.FixedZone("X", 7200)),
+	}))
+	must(t, s.TouchHosts(ctx, nil))
+	want := map[string]time.Time{"h0000": t0, "h0001": t0.Add(time.Hour), "h0002": t0.Add(2 * time.Microsecond), "new": t0.Add(time.Minute)}
+	for name, at := range want {
+		h, err := s.Host(ctx, name)
+		must(t, err)
+		if !h.Seen || !h.Observed.LastSeen.Equal(at) || h.Observed.LastSeen.Location() != time.UTC {
+			t.Errorf("%s: seen=%v at %s, want %s in UTC", name, h.Seen, h.Observed.LastSeen, at)
+		}
+	}
+	in := m.peek()
+	if len(in.Hosts) != 2501 {
+		t.Fatalf("the tick observes %d hosts, want 2501", len(in.Hosts))
+	}
+	diff(t, "observation of a host that only checked in", in.Hosts["new"], rc.ObservedHost{LastSeen: t0.Add(time.Minute)})
+	hosts, err := s.Hosts(ctx)
+	must(t, err)
+	if len(hosts) != 2501 || hosts[0].Hostname != "h0000" || hosts[2500].Hostname != "new" {
+		t.Fatalf("Hosts: %d hosts from %s to %s", len(hosts), hosts[0].Hostname, hosts[len(hosts)-1].Hostname)
+	}
+	_, err = s.Host(ctx, "never")
+	wantErr(t, err, store.ErrNotFound, "Host of an unknown host")
+}
+
+// testLiveAndAssignments: which rollouts a tick loads, and which record
+// drives each host.
+func testLiveAndAssignments(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	// The channels' refs are those of their latest rollouts, as after
+	// real ticks.
+	f := testFleet().build(t)
+	edgeHash := m.release(f, Commit(3), "edge")[0].ManifestHash
+	stableHash := m.release(f, Commit(4), "stable")[0].ManifestHash
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	h := func(name string, st rc.HostState) rc.RolloutHost { return craftedHost(name, st, t0) }
+	m.open(
+		// edge: an old converged rollout with a host still soaking (live),
+		// an old converged one (not live), the latest (live).
+		crafted("edge", Commit(1), rc.RolloutConverged, at(0), at(0), edgeHash, h("e1", rc.HostSoaking), h("e2", rc.HostConverged)),
+		crafted("edge", Commit(2), rc.RolloutConverged, at(1), at(1), edgeHash, h("e1", rc.HostConverged), h("e3", rc.HostConverged)),
+		crafted("edge", Commit(3), rc.RolloutActive, at(2), at(2), edgeHash, h("e1", rc.HostPending), h("e2", rc.HostPending)),
+		// stable: a cancelled rollout (live), a failed one an intent names
+		// (live), a superseded one (not live), the latest, failed (live).
+		crafted("stable", Commit(1), rc.RolloutCancelled, at(0), at(0), stableHash, h("s1", rc.HostConverged)),
+		crafted("stable", Commit(2), rc.RolloutFailed, at(1), at(1), stableHash, h("s2", rc.HostPending)),
+		crafted("stable", Commit(3), rc.RolloutSuperseded, at(2), at(2), stableHash, h("s3", rc.HostConverged), h("s4", rc.HostConverged)),
+		crafted("stable", Commit(4), rc.RolloutFailed, at(3), at(3), stableHash, h("s3", rc.HostPending)),
+	)
+	must(t, s.AddIntent(ctx, rc.Intent{ID: "i", RolloutID: proto.RolloutID("stable", Commit(2)), Kind: rc.IntentRollback, At: t0}))
+	var live []string
+	for _, r := range m.peek().Rollouts {
+		live = append(live, r.ID)
+	}
+	id := proto.RolloutID
+	diff(t, "live rollouts", live, []string{id("edge", Commit(1)), id("stable", Commit(1)), id("stable", Commit(2)),
+		id("edge", Commit(3)), id("stable", Commit(4))})
+
+	as, err := s.Assignments(ctx)
+	must(t, err)
+	got := map[string]string{}
+	for name, a := range as {
+		got[name] = a.RolloutID + " " + string(a.Host.State)
+		if a.Host.Hostname != name {
+			t.Errorf("assignment of %s holds host %s", name, a.Host.Hostname)
+		}
+	}
+	diff(t, "assignments", got, map[string]string{
+		"e1": id("edge", Commit(1)) + " Soaking", // in flight wins over the latest
+		"e2": id("edge", Commit(3)) + " Pending",
+		"s1": id("stable", Commit(1)) + " Converged",
+		"s2": id("stable", Commit(2)) + " Pending",
+		"s3": id("stable", Commit(4)) + " Pending",
+		// e3 and s4 are only in rollouts that are not live.
+	})
+	a := as["e2"]
+	if a.Channel != "edge" || a.RolloutState != rc.RolloutActive || a.ManifestHash != edgeHash {
+		t.Errorf("assignment of e2: %+v", a)
+	}
+
+	m.checkIn(true, "e2", "x1")
+	hosts, err := s.Hosts(ctx)
+	must(t, err)
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h.Hostname)
+		if want, ok := as[h.Hostname]; ok {
+			diff(t, "Hosts' assignment of "+h.Hostname, h.Assignment, &want)
+		} else if h.Assignment != nil {
+			t.Errorf("%s has assignment %+v", h.Hostname, h.Assignment)
+		}
+		if h.Seen != (h.Hostname == "e2" || h.Hostname == "x1") {
+			t.Errorf("%s: seen=%v", h.Hostname, h.Seen)
+		}
+	}
+	diff(t, "hosts", names, []string{"e1", "e2", "s1", "s2", "s3", "x1"})
+	for _, name := range names {
+		one, err := s.Host(ctx, name)
+		must(t, err)
+		i := slices.IndexFunc(hosts, func(r store.HostRecord) bool { return r.Hostname == name })
+		diff(t, "Host("+name+")", one, hosts[i])
+	}
+	_, err = s.Host(ctx, "e3")
+	wantErr(t, err, store.ErrNotFound, "Host of a host only in rollouts that are not live")
+
+	list, err := s.Rollouts(ctx)
+	must(t, err)
+	var order []string
+	for _, r := range list {
+		order = append(order, r.ID)
+		if r.Hosts != nil {
+			t.Errorf("Rollouts returned %s with hosts", r.ID)
+		}
+	}
+	// Newest first: by opening time, then by id, both descending.
+	diff(t, "rollouts, newest first", order, []string{id("stable", Commit(4)), id("stable", Commit(3)), id("edge", Commit(3)),
+		id("stable", Commit(2)), id("edge", Commit(2)), id("stable", Commit(1)), id("edge", Commit(1))})
+	_, err = s.Rollout(ctx, "nope@1")
+	wantErr(t, err, store.ErrNotFound, "Rollout of an unknown id")
+}

@@ -1,0 +1,100 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// testReleases: a release replaces the channel's only if signed later;
+// the channel's last rolled ref survives a new release.
+func testReleases(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	fb := testFleet()
+	v1 := m.release(fb.build(t), Commit(1))
+	got, err := s.Releases(ctx)
+	must(t, err)
+	diff(t, "releases", got, v1)
+	if got[0].Channel != "edge" || got[1].Channel != "stable" {
+		t.Fatalf("releases not by channel name: %s, %s", got[0].Channel, got[1].Channel)
+	}
+	w0, err := s.Watermark(ctx)
+	must(t, err)
+
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+	}{{"older", t0.Add(-time.Minute)}, {"same time", t0}} {
+		old := Releases(t, fb.build(t), Commit(7), tc.at, "edge")[0]
+		wantErr(t, s.PutRelease(ctx, old), store.ErrStaleRelease, "PutRelease of a release signed "+tc.name)
+	}
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "releases after stale puts", got, v1)
+	if w, _ := s.Watermark(ctx); w.Changes != w0.Changes {
+		t.Errorf("a refused release counted as a change")
+	}
+
+	m.checkIn(true, edgeHosts...)
+	m.tick() // opens edge@1: last rolled ref is Commit(1)
+	m.now = m.now.Add(time.Microsecond)
+	v2 := m.release(fb.bump("v2").build(t), Commit(2), "edge")
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "releases after a newer put", got, []store.Release{v2[0], v1[1]})
+	if w, _ := s.Watermark(ctx); w.Changes <= w0.Changes {
+		t.Errorf("a new release did not count as a change")
+	}
+	for _, c := range m.peek().Channels {
+		if c.Name == "edge" && (c.Ref != Commit(2) || c.LastRolledRef != Commit(1) || c.ManifestHash != v2[0].ManifestHash) {
+			t.Errorf("edge after a new release: ref %s, last rolled %s, manifest %s", c.Ref, c.LastRolledRef, c.ManifestHash)
+		}
+	}
+	if err := s.PutRelease(ctx, store.Release{Channel: "x"}); err == nil {
+		t.Error("PutRelease accepted a release without ref and hashes")
+	}
+}
+
+// testManifests: a rollout serves a copy of its channel's manifest at
+// open, which a later release does not change; ReplaceManifest swaps it
+// and the rollout's hash, and no tick writes the old hash back.
+func testManifests(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	fb := testFleet()
+	m.checkIn(true, edgeHosts...)
+	v1 := m.release(fb.build(t), Commit(1), "edge")
+	m.tick()
+	id := proto.RolloutID("edge", Commit(1))
+	got, err := s.Manifest(ctx, id)
+	must(t, err)
+	diff(t, "the rollout's manifest", got, store.Manifest{RolloutID: id, Body: v1[0].ManifestBody, Sig: v1[0].ManifestSig, Hash: v1[0].ManifestHash})
+
+	m.now = m.now.Add(time.Minute)
+	m.release(fb.bump("v2").build(t), Commit(2), "edge")
+	got, err = s.Manifest(ctx, id)
+	must(t, err)
+	if got.Hash != v1[0].ManifestHash {
+		t.Fatal("a new release changed the manifest an open rollout serves")
+	}
+
+	resigned := store.Manifest{RolloutID: id, Body: append([]byte(nil), v1[0].ManifestBody...), Sig: fakeSig("resigned"), Hash: "resigned-hash"}
+	must(t, s.ReplaceManifest(ctx, resigned))
+	got, err = s.Manifest(ctx, id)
+	must(t, err)
+	diff(t, "the replaced manifest", got, resigned)
+	if h := m.rollout(id).ManifestHash; h != "resigned-hash" {
+		t.Fatalf("the rollout's manifest hash is %q after ReplaceManifest", h)
+	}
+	m.resync()
+	m.tick()
+	if h := m.rollout(id).ManifestHash; h != "resigned-hash" {
+		t.Fatalf("a tick wrote manifest hash %q back", h)
+	}
+	_, err = s.Manifest(ctx, "edge@nope")
+	wantErr(t, err, store.ErrNotFound, "Manifest of an unknown rollout")
+	wantErr(t, s.ReplaceManifest(ctx, store.Manifest{RolloutID: "edge@nope", Hash: "h"}), store.ErrNotFound, "ReplaceManifest of an unknown rollout")
+}
