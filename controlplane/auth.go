@@ -1,0 +1,203 @@
+package controlplane
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// Operator roles.
+const (
+	RoleViewer   = "viewer"
+	RoleOperator = "operator"
+)
+
+// Operator is an entry of the operators file.
+type Operator struct {
+	Name string `json:"name"`
+	// Key is the operator's ed25519 public key: an OpenSSH line
+	// ("ssh-ed25519 AAAA…") or {"algorithm": "ed25519", "public": base64}
+	// as `nixfleet keygen` writes it.
+	Key json.RawMessage `json:"key"`
+	// Role is "viewer" (read) or "operator" (read and act).
+	Role string `json:"role"`
+}
+
+// LoadOperators reads the operators file: a JSON array of Operator.
+func LoadOperators(path string) ([]Operator, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := proto.CheckSyntax(append([]byte(`{"operators":`), append(data, '}')...), ""); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var ops []Operator
+	if err := json.Unmarshal(data, &ops); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	seen := map[string]bool{}
+	for i, op := range ops {
+		if op.Name == "" || seen[op.Name] {
+			return nil, fmt.Errorf("%s: operator %d: missing or duplicate name %q", path, i, op.Name)
+		}
+		seen[op.Name] = true
+		if op.Role != RoleViewer && op.Role != RoleOperator {
+			return nil, fmt.Errorf("%s: operator %q: role %q is not viewer or operator", path, op.Name, op.Role)
+		}
+		if _, err := operatorKey(op.Key); err != nil {
+			return nil, fmt.Errorf("%s: operator %q: %w", path, op.Name, err)
+		}
+	}
+	return ops, nil
+}
+
+func operatorKey(raw json.RawMessage) (ed25519.PublicKey, error) {
+	var line string
+	if err := json.Unmarshal(raw, &line); err == nil {
+		return trust.ParseSSHEd25519(line)
+	}
+	var k proto.PublicKey
+	if err := json.Unmarshal(raw, &k); err != nil || k.Algorithm != proto.AlgorithmEd25519 {
+		return nil, errors.New(`key must be "ssh-ed25519 …" or {"algorithm":"ed25519","public":…}`)
+	}
+	b, err := base64.StdEncoding.DecodeString(k.Public)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, errors.New("key is not base64 of a 32-byte ed25519 key")
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// identities maps client keys to who they are: hosts (from the CI-signed
+// fleet) and operators (from the operators file).
+type identities struct {
+	mu        sync.RWMutex
+	hosts     map[string]string // raw key -> hostname
+	hostKeys  map[string]ed25519.PublicKey
+	operators map[string]Operator // raw key -> operator
+}
+
+func newIdentities(ops []Operator) *identities {
+	id := &identities{hosts: map[string]string{}, hostKeys: map[string]ed25519.PublicKey{}, operators: map[string]Operator{}}
+	for _, op := range ops {
+		k, _ := operatorKey(op.Key) // checked by LoadOperators
+		id.operators[string(k)] = op
+	}
+	return id
+}
+
+// setHosts replaces the host keys with a fleet's. Hosts without a pubkey,
+// or with one that does not parse, cannot authenticate.
+func (id *identities) setHosts(f *proto.FleetResolved) {
+	hosts, keys := map[string]string{}, map[string]ed25519.PublicKey{}
+	for name, h := range f.Hosts {
+		if h.Pubkey == nil {
+			continue
+		}
+		k, err := trust.ParseSSHEd25519(*h.Pubkey)
+		if err != nil {
+			continue
+		}
+		hosts[string(k)], keys[name] = name, k
+	}
+	id.mu.Lock()
+	id.hosts, id.hostKeys = hosts, keys
+	id.mu.Unlock()
+}
+
+// client is who sent a request.
+type client struct {
+	host     string    // a host, by its key
+	operator *Operator // an operator, by its key
+	dev      bool      // --insecure-dev: nobody is authenticated
+}
+
+func (c client) actor() string {
+	switch {
+	case c.operator != nil:
+		return c.operator.Name
+	case c.dev:
+		return "insecure-dev"
+	}
+	return ""
+}
+
+// identify returns the client of a request from its TLS client certificate.
+func (id *identities) identify(r *http.Request, dev bool) (client, *apiError) {
+	if dev {
+		return client{dev: true}, nil
+	}
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return client{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "a client certificate is required")
+	}
+	pub, ok := r.TLS.PeerCertificates[0].PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return client{}, errorf(http.StatusUnauthorized, CodeUnknownClient, "the client certificate's key is not ed25519")
+	}
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	if host, ok := id.hosts[string(pub)]; ok {
+		return client{host: host}, nil
+	}
+	if op, ok := id.operators[string(pub)]; ok {
+		return client{operator: &op}, nil
+	}
+	return client{}, errorf(http.StatusUnauthorized, CodeUnknownClient, "the client certificate's key belongs to no host of the signed fleet and no operator")
+}
+
+// asHost checks that a client may act as the named host: its key must be
+// that host's CI-signed key.
+func (id *identities) asHost(c client, hostname string) *apiError {
+	if hostname == "" {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "hostname is required")
+	}
+	if c.dev {
+		return nil
+	}
+	if c.host == "" {
+		return errorf(http.StatusForbidden, CodeForbidden, "agent endpoints are for hosts")
+	}
+	if c.host != hostname {
+		id.mu.RLock()
+		_, known := id.hostKeys[hostname]
+		id.mu.RUnlock()
+		if known {
+			return errorf(http.StatusForbidden, CodeHostMismatch, "the client certificate is %s's key, not %s's", c.host, hostname)
+		}
+		return errorf(http.StatusForbidden, CodeUnknownHost, "%q is not a host of the signed fleet", hostname)
+	}
+	return nil
+}
+
+// hostKey returns a host's key, for report signatures.
+func (id *identities) hostKey(hostname string) (ed25519.PublicKey, bool) {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	k, ok := id.hostKeys[hostname]
+	return k, ok
+}
+
+// may checks an operator's role: viewers read, operators also act. Hosts
+// may read a rollout's manifest only.
+func may(c client, act bool) *apiError {
+	switch {
+	case c.dev:
+		return nil
+	case c.operator == nil:
+		return errorf(http.StatusForbidden, CodeForbidden, "operator endpoints need an operator certificate")
+	case act && c.operator.Role != RoleOperator:
+		return errorf(http.StatusForbidden, CodeForbidden, "operator %s has role %s; acting on rollouts needs role operator", c.operator.Name, c.operator.Role)
+	}
+	return nil
+}

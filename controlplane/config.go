@@ -1,0 +1,101 @@
+package controlplane
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// Config is everything a control plane replica needs. cmd/nixfleet-cp
+// fills it from flags, environment variables and a config file.
+type Config struct {
+	// Listen is the address to serve on, like "127.0.0.1:8443".
+	Listen string
+	// DB is the store URL: "sqlite:///path/state.db" or "postgres://…".
+	DB string
+	// Repo is the fleet repository: a local path or a remote URL.
+	Repo string
+	// StateDir holds the SQLite database by default and the mirror of a
+	// remote repository.
+	StateDir string
+	// TrustFile is trust.json.
+	TrustFile string
+	// OperatorsFile lists operators (rfcs/0006 §Auth); empty means none.
+	OperatorsFile string
+	// TLSCert and TLSKey are the server's certificate and key (PEM).
+	TLSCert, TLSKey string
+	// InsecureDev serves plain HTTP without authentication, on loopback
+	// only, for tests and the demo.
+	InsecureDev bool
+	// WebhookSecret enables POST /v1/hooks/git (HMAC-SHA256 of the body).
+	WebhookSecret string
+
+	// ReplicaID names this replica in the leader lease; a random id when
+	// empty.
+	ReplicaID string
+	// TickInterval is the periodic tick (default 30s); Debounce collapses
+	// triggers (default 500ms); LeaseTTL is the leader lease (default 10s).
+	TickInterval time.Duration
+	Debounce     time.Duration
+	LeaseTTL     time.Duration
+	// PollInterval is how often git is polled (default 5s).
+	PollInterval time.Duration
+	// EventRetention prunes older events and finished rollouts (default
+	// 30 days; 0 keeps the default, negative disables pruning).
+	EventRetention time.Duration
+	// Tunables go to the reconciler.
+	Tunables reconciler.Tunables
+
+	// Now is the clock (time.Now when nil); tests drive it.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.TickInterval <= 0 {
+		c.TickInterval = 30 * time.Second
+	}
+	if c.Debounce <= 0 {
+		c.Debounce = 500 * time.Millisecond
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.EventRetention == 0 {
+		c.EventRetention = 30 * 24 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+func (c *Config) check() error {
+	if c.Listen == "" {
+		return fmt.Errorf("controlplane: no listen address")
+	}
+	if c.Repo == "" {
+		return fmt.Errorf("controlplane: no fleet repository (--repo)")
+	}
+	if c.TrustFile == "" {
+		return fmt.Errorf("controlplane: no trust roots (--trust)")
+	}
+	if c.InsecureDev {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("controlplane: listen address %q: %w", c.Listen, err)
+		}
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("controlplane: --insecure-dev serves without TLS or authentication and refuses to listen on %q; use a loopback address", c.Listen)
+		}
+		return nil
+	}
+	if c.TLSCert == "" || c.TLSKey == "" {
+		return fmt.Errorf("controlplane: TLS needs --tls-cert and --tls-key (or --insecure-dev on loopback)")
+	}
+	return nil
+}

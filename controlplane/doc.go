@@ -1,0 +1,25 @@
+// Package controlplane is nixfleet's control plane: it turns the pure
+// reconciler into a service (rfcs/0006-control-plane.md, the protocol in
+// rfcs/0007-protocol.md).
+//
+// A replica:
+//
+//  1. watches the fleet repository's channel refs (refs/heads/channels/*)
+//     with go-git, by polling and on a signed webhook, and stores every
+//     release that verifies against its trust roots; a release that fails
+//     is an event and a metric and never replaces the last verified one;
+//  2. elects one replica to tick (a lease in the store) and ticks every
+//     TickInterval, and at once on a status change, a release or an
+//     operator intent (kicks within Debounce collapse into one tick): each
+//     tick is one store transaction around reconciler.Reconcile;
+//  3. serves agents (check-in with long-poll, confirm, signed reports,
+//     manifests as signed) and operators (rollouts, events, intents, hosts,
+//     status) over HTTPS with client certificates whose keys are the
+//     identities: a host's CI-signed SSH host key, or an operator's key
+//     with a role;
+//  4. exports Prometheus metrics and structured JSON logs.
+//
+// All state lives in the store (package store): a replica can be killed
+// at any point and restarted, and several replicas can share one
+// PostgreSQL.
+package controlplane

@@ -1,0 +1,308 @@
+package controlplane_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/devcert"
+	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// backends are the stores every control plane test runs against.
+var backends = []string{"sqlite", "postgres"}
+
+// dbURL returns a fresh database of a backend for one test.
+func dbURL(t *testing.T, backend string) string {
+	t.Helper()
+	if backend == "sqlite" {
+		return "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
+	}
+	admin := os.Getenv("NIXFLEET_TEST_PG")
+	if admin == "" {
+		t.Fatal("NIXFLEET_TEST_PG is not set: run .ci/run, which starts a throwaway PostgreSQL, or point it at a server (postgres://…)")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "nf_cp_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", admin, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// clock is a settable clock shared by the server and the simulated hosts.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// env is a fleet repository, a control plane serving it over TLS, and
+// clients.
+type env struct {
+	t       *testing.T
+	repo    *fleetrepo.Repo
+	spec    fleetrepo.Spec
+	clock   *clock
+	cert    devcert.Files
+	cfg     controlplane.Config
+	srv     *controlplane.Server
+	url     string
+	cancel  context.CancelFunc
+	done    chan error
+	opKey   *keyPair
+	viewKey *keyPair
+	log     *strings.Builder
+	logMu   *sync.Mutex
+}
+
+type keyPair struct {
+	priv []byte
+	pub  string
+}
+
+// newEnv makes a repository with the spec's first release on every
+// channel, and starts a control plane on it.
+func newEnv(t *testing.T, backend string, spec fleetrepo.Spec, tune func(*controlplane.Config)) *env {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, repo: repo, spec: spec, clock: &clock{now: time.Now().UTC().Truncate(time.Second)}, logMu: &sync.Mutex{}, log: &strings.Builder{}}
+	if e.cert, err = devcert.Write(dir, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	trustFile := filepath.Join(dir, "trust.json")
+	if err := os.WriteFile(trustFile, repo.TrustJSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.opKey, e.viewKey = newOperatorKey(t), newOperatorKey(t)
+	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"viewer","key":%q}]`, e.opKey.pub, e.viewKey.pub)
+	opsFile := filepath.Join(dir, "operators.json")
+	if err := os.WriteFile(opsFile, []byte(ops), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = controlplane.Config{
+		Listen: "127.0.0.1:0", DB: dbURL(t, backend), Repo: repo.Dir, StateDir: filepath.Join(dir, "state"),
+		TrustFile: trustFile, OperatorsFile: opsFile, TLSCert: e.cert.CertFile, TLSKey: e.cert.KeyFile,
+		WebhookSecret: "hook-secret", TickInterval: time.Hour, PollInterval: time.Hour, Debounce: 20 * time.Millisecond,
+		LeaseTTL: 2 * time.Second, Now: e.clock.Now, ReplicaID: "r1",
+	}
+	if tune != nil {
+		tune(&e.cfg)
+	}
+	e.release("v0", 1)
+	e.start()
+	return e
+}
+
+// onboard brings the simulated hosts in: the first release (v0, what they
+// run) opened before they ever checked in, so they were skipped; they
+// check in, catch up, and converge in it.
+func (e *env) onboard(hosts map[string]*simagent.Host) {
+	e.t.Helper()
+	ctx := context.Background()
+	eventually(e.t, 20*time.Second, "the hosts converge on the first release", func() bool {
+		for _, h := range hosts {
+			_ = h.Step(ctx, 0)
+		}
+		var r controlplane.RolloutSummary
+		if err := e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+rolloutID("stable", 1), &r); err != nil {
+			return false
+		}
+		return r.Counts[reconciler.HostConverged] == len(hosts)
+	})
+}
+
+// waitReady waits for /readyz.
+func (e *env) waitReady() {
+	e.t.Helper()
+	eventually(e.t, 10*time.Second, "the control plane is ready", func() bool {
+		var out map[string]string
+		return e.client(nil, "").Get(context.Background(), "/readyz", &out) == nil
+	})
+}
+
+func rolloutID(channel string, n int) string { return channel + "@" + commitID(n) }
+
+// release signs the spec at a version as ciCommit n and promotes it on
+// every channel.
+func (e *env) release(version string, n int) {
+	e.t.Helper()
+	if e.srv != nil {
+		e.clock.Advance(time.Minute) // CI signs each release later than the last
+	}
+	unsigned, err := e.spec.Fleet(version)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	commit, err := e.repo.Release(unsigned, fmt.Sprintf("%07x%033d", n, 0), e.clock.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for ch := range e.spec.Channels {
+		if err := e.repo.Promote(ch, commit); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if e.srv != nil {
+		e.hook()
+	}
+}
+
+// hook calls the git webhook, as a forge would after a push.
+func (e *env) hook() {
+	e.t.Helper()
+	body := []byte(`{"ref":"refs/heads/channels/stable"}`)
+	mac := hmac.New(sha256.New, []byte(e.cfg.WebhookSecret))
+	mac.Write(body)
+	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/hooks/git", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := e.httpClient().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		e.t.Fatalf("webhook: HTTP %d", resp.StatusCode)
+	}
+}
+
+// httpClient trusts the test server certificate and sends no client
+// certificate.
+func (e *env) httpClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.cert.Pool}}}
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{mu: e.logMu, w: e.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := controlplane.New(context.Background(), e.cfg, log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.srv, e.cancel, e.done = srv, cancel, make(chan error, 1)
+	go func() { e.done <- srv.Run(ctx) }()
+	e.url = "https://" + srv.Addr()
+	e.t.Cleanup(e.stop)
+	e.waitReady()
+}
+
+func (e *env) stop() {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	if err := <-e.done; err != nil {
+		e.t.Errorf("control plane: %v", err)
+	}
+	e.cancel = nil
+	if e.t.Failed() {
+		e.logMu.Lock()
+		e.t.Logf("control plane log:\n%s", e.log.String())
+		e.logMu.Unlock()
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// client returns an API client with a key (nil: no client certificate).
+func (e *env) client(key []byte, name string) *apiclient.Client {
+	e.t.Helper()
+	c, err := apiclient.New(e.url, apiclient.Options{Key: key, Name: name, ServerCAs: e.cert.Pool, Timeout: 20 * time.Second})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// hosts returns simulated hosts for every host of the spec, on version v0.
+func (e *env) hosts() map[string]*simagent.Host {
+	out := map[string]*simagent.Host{}
+	for _, h := range e.spec.Hosts {
+		sh := simagent.New(h.Name, h.Key, e.client(h.Key, h.Name), fleetrepo.Closure(h.Name, "v0"))
+		sh.Now = e.clock.Now
+		out[h.Name] = sh
+	}
+	return out
+}
+
+// eventually retries cond every few milliseconds for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s", what, d)
+}

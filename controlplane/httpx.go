@@ -1,0 +1,99 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// API error codes (rfcs/0007-protocol.md). Every error response is
+// {"code": …, "message": …} with one of these.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeMalformedJSON    = "malformed_json"
+	CodeUnauthenticated  = "unauthenticated"
+	CodeUnknownClient    = "unknown_client"
+	CodeUnknownHost      = "unknown_host"
+	CodeHostMismatch     = "host_mismatch"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConfirmRejected  = "confirm_rejected"
+	CodeBadSignature     = "bad_signature"
+	CodeWebhookDisabled  = "webhook_disabled"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+// Body size caps.
+const (
+	maxAgentBody  = 256 << 10 // check-ins carry compliance results
+	maxSmallBody  = 16 << 10  // confirms, reports, intents
+	maxHookBody   = 1 << 20   // forge webhooks
+	maxFollowWait = 60        // seconds a long-poll may wait
+)
+
+// apiError is an error on its way to the client.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client may be gone; nothing to do about it
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, proto.Error{Code: e.code, Message: e.msg})
+}
+
+// readBody reads a request body up to max bytes.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *apiError) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", max)
+	case err != nil:
+		return nil, errorf(http.StatusBadRequest, CodeBadRequest, "reading the request body: %v", err)
+	}
+	return data, nil
+}
+
+// decodeJSON decodes a body strictly: the syntax rules of package proto
+// (duplicate members, invalid UTF-8, trailing data…), then the types.
+// Unknown members are tolerated, as in every nixfleet document.
+func decodeJSON(data []byte, v any) *apiError {
+	if _, err := proto.CheckSyntax(data, ""); err != nil {
+		return errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
+	}
+	if err := proto.DecodeChecked(data, v); err != nil {
+		return errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
+	}
+	return nil
+}
+
+// readJSON is readBody then decodeJSON.
+func readJSON(w http.ResponseWriter, r *http.Request, max int64, v any) ([]byte, *apiError) {
+	data, e := readBody(w, r, max)
+	if e != nil {
+		return nil, e
+	}
+	return data, decodeJSON(data, v)
+}

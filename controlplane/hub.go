@@ -1,0 +1,229 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// hub is a replica's view of what every host must do, kept in memory so a
+// check-in costs no database read, and the place long-polls wait
+// (rfcs/0006 §Check-ins):
+//
+//   - assignments are reloaded after a local tick, and whenever the
+//     store's watermark shows new events (another replica ticked), checked
+//     every refreshEvery; new changes (by any replica) kick the leader;
+//   - a host whose activation changed wakes its long-polls;
+//   - last-seen times are collected and written in one batch every
+//     flushEvery.
+type hub struct {
+	st  store.Store
+	log *slog.Logger
+	m   *metrics
+
+	mu       sync.RWMutex
+	assign   map[string]store.Assignment
+	mark     store.Watermark // the store's watermark at the last look
+	onChange func()          // agents or operators wrote something a tick must see
+	waiters  map[string][]chan struct{}
+	followCh chan struct{} // closed when new events arrive, then replaced
+
+	seenMu sync.Mutex
+	seen   map[string]time.Time // not yet written
+	last   map[string]time.Time // the last check-in this replica saw
+}
+
+const (
+	refreshEvery = 250 * time.Millisecond
+	flushEvery   = time.Second
+)
+
+func newHub(st store.Store, log *slog.Logger, m *metrics) *hub {
+	return &hub{st: st, log: log, m: m, assign: map[string]store.Assignment{}, waiters: map[string][]chan struct{}{},
+		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{}, onChange: func() {}}
+}
+
+// activationKey identifies what a host must do; a change wakes it.
+func activationKey(a store.Assignment, ok bool) string {
+	if !ok {
+		return ""
+	}
+	return a.RolloutID + "|" + string(a.Host.State) + "|" + a.Host.Target + "|" + strconv.FormatInt(a.Host.Since.UnixMicro(), 10) + "|" + a.Host.Blocked.Code
+}
+
+// refresh reloads the assignments and wakes the hosts whose activation
+// changed.
+func (h *hub) refresh(ctx context.Context) error {
+	next, err := h.st.Assignments(ctx)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	prev := h.assign
+	h.assign = next
+	var wake []chan struct{}
+	for host, ws := range h.waiters {
+		a, ok := next[host]
+		b, had := prev[host]
+		if activationKey(a, ok) != activationKey(b, had) {
+			wake = append(wake, ws...)
+			delete(h.waiters, host)
+		}
+	}
+	counts := map[reconciler.HostState]int{}
+	for _, a := range next {
+		counts[a.Host.State]++
+	}
+	h.mu.Unlock()
+	for _, c := range wake {
+		close(c)
+	}
+	for _, s := range reconciler.HostStates {
+		h.m.hostsByState.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+	return nil
+}
+
+// get returns a host's assignment.
+func (h *hub) get(host string) (store.Assignment, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	a, ok := h.assign[host]
+	return a, ok
+}
+
+// wait blocks until the host's activation is no longer key, ctx ends, or
+// d passes.
+func (h *hub) wait(ctx context.Context, host, key string, d time.Duration) {
+	h.mu.Lock()
+	a, ok := h.assign[host]
+	if activationKey(a, ok) != key {
+		h.mu.Unlock()
+		return
+	}
+	c := make(chan struct{})
+	h.waiters[host] = append(h.waiters[host], c)
+	h.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// followSignal returns a channel closed when new events are seen.
+func (h *hub) followSignal() <-chan struct{} {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.followCh
+}
+
+// touch notes a check-in and returns the previous one this replica saw
+// (zero when none).
+func (h *hub) touch(host string, at time.Time) time.Time {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	prev := h.last[host]
+	if at.After(h.seen[host]) {
+		h.seen[host] = at
+	}
+	if at.After(prev) {
+		h.last[host] = at
+	}
+	return prev
+}
+
+// flush writes the collected last-seen times.
+func (h *hub) flush(ctx context.Context) error {
+	h.seenMu.Lock()
+	batch := h.seen
+	h.seen = map[string]time.Time{}
+	h.seenMu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := h.st.TouchHosts(ctx, batch); err != nil {
+		h.seenMu.Lock() // keep them for the next flush
+		for k, v := range batch {
+			if v.After(h.seen[k]) {
+				h.seen[k] = v
+			}
+		}
+		h.seenMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// run refreshes when the journal grows and flushes last-seen times, until
+// ctx ends (then it flushes once more).
+func (h *hub) run(ctx context.Context) {
+	rt := time.NewTicker(refreshEvery)
+	ft := time.NewTicker(flushEvery)
+	defer rt.Stop()
+	defer ft.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = h.flush(fctx)
+			cancel()
+			return
+		case <-rt.C:
+			if err := h.checkJournal(ctx); err != nil && ctx.Err() == nil {
+				h.log.Error("watching the journal", "err", err)
+			}
+		case <-ft.C:
+			if err := h.flush(ctx); err != nil && ctx.Err() == nil {
+				h.log.Error("recording last-seen times", "err", err)
+			}
+		}
+	}
+}
+
+// checkJournal looks at the store's watermark: new events (a tick here or
+// on another replica) refresh the assignments and wake followers; new
+// changes (status, activations, intents, releases written by any replica)
+// ask the leader for a tick.
+func (h *hub) checkJournal(ctx context.Context) error {
+	w, err := h.st.Watermark(ctx)
+	if err != nil {
+		return err
+	}
+	h.mu.RLock()
+	prev := h.mark
+	h.mu.RUnlock()
+	if w.Changes != prev.Changes {
+		h.onChange()
+	}
+	if w.Events != prev.Events {
+		if err := h.refresh(ctx); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.mark = w
+	if w.Events != prev.Events {
+		close(h.followCh)
+		h.followCh = make(chan struct{})
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// token identifies an activation: the host's dispatch in a rollout at a
+// time. A confirm must echo it, so an old confirm cannot be replayed.
+func token(a store.Assignment) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", a.RolloutID, a.Host.Hostname, a.Host.Target, a.Host.Since.UnixMicro())))
+	return hex.EncodeToString(sum[:12])
+}

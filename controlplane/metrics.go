@@ -1,0 +1,83 @@
+package controlplane
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// metrics are the control plane's Prometheus series (rfcs/0006 §Metrics).
+type metrics struct {
+	reg           *prometheus.Registry
+	tickDuration  prometheus.Histogram
+	ticks         *prometheus.CounterVec
+	actions       *prometheus.CounterVec
+	transitions   *prometheus.CounterVec
+	gateBlocks    *prometheus.CounterVec
+	hostsByState  *prometheus.GaugeVec
+	checkin       prometheus.Histogram
+	verifyFailure *prometheus.CounterVec
+	leader        prometheus.Gauge
+	httpRequests  *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.tickDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "nixfleet_tick_duration_seconds", Help: "Duration of reconcile ticks (load, decide, apply).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	m.ticks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_ticks_total", Help: "Reconcile ticks by result (ok, not_leader, error).",
+	}, []string{"result"})
+	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_actions_total", Help: "Host intents decided, by kind (dispatch, rollback).",
+	}, []string{"kind"})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_transitions_total", Help: "State transitions decided, by machine (host, rollout) and new state.",
+	}, []string{"machine", "to"})
+	m.gateBlocks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_gate_blocks_total", Help: "Hosts newly held by a gate, by gate.",
+	}, []string{"gate"})
+	m.hostsByState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nixfleet_hosts", Help: "Hosts by state in the rollout that drives them.",
+	}, []string{"state"})
+	m.checkin = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "nixfleet_checkin_duration_seconds", Help: "Time to answer a check-in, long-poll waits excluded.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	m.verifyFailure = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_verification_failures_total", Help: "Artifacts from git that failed verification, by code.",
+	}, []string{"code"})
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nixfleet_leader", Help: "1 while this replica holds the tick lease.",
+	})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_http_requests_total", Help: "API requests by route and status code.",
+	}, []string{"route", "code"})
+	m.reg.MustRegister(m.tickDuration, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
+		m.checkin, m.verifyFailure, m.leader, m.httpRequests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range reconciler.HostStates {
+		m.hostsByState.WithLabelValues(string(s))
+	}
+	return m
+}
+
+// observeTick counts what a tick decided.
+func (m *metrics) observeTick(out reconciler.Output) {
+	for _, it := range out.Intents {
+		m.actions.WithLabelValues(it.Kind).Inc()
+	}
+	for _, e := range out.Events {
+		switch e.Kind {
+		case reconciler.EventHostTransition:
+			m.transitions.WithLabelValues("host", e.To).Inc()
+		case reconciler.EventRolloutTransition, reconciler.EventRolloutOpened:
+			m.transitions.WithLabelValues("rollout", e.To).Inc()
+		case reconciler.EventHostWaiting:
+			m.gateBlocks.WithLabelValues(e.Reason.Gate).Inc()
+		}
+	}
+}

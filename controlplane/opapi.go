@@ -1,0 +1,383 @@
+package controlplane
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// RolloutSummary is a rollout as GET /v1/rollouts and /v1/status list it.
+type RolloutSummary struct {
+	reconciler.Rollout
+	// Counts are the rollout's hosts by state (on GET /v1/rollouts/{id}
+	// and /v1/status).
+	Counts map[reconciler.HostState]int `json:"counts,omitempty"`
+	// Waiting counts Pending hosts of active waves by the gate holding them.
+	Waiting map[string]int `json:"waiting,omitempty"`
+}
+
+func summarize(r reconciler.Rollout) RolloutSummary {
+	s := RolloutSummary{Rollout: r, Counts: map[reconciler.HostState]int{}, Waiting: map[string]int{}}
+	for _, h := range r.Hosts {
+		s.Counts[h.State]++
+		if h.State == reconciler.HostPending && h.Wave <= r.Wave && h.Blocked.Gate != "" {
+			s.Waiting[h.Blocked.Gate]++
+		}
+	}
+	return s
+}
+
+// listRollouts is GET /v1/rollouts: every rollout, newest first, without
+// hosts.
+func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	rs, err := s.st.Rollouts(r.Context())
+	if err != nil {
+		return s.internal("listing rollouts", err)
+	}
+	if rs == nil {
+		rs = []reconciler.Rollout{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rollouts": rs})
+	return nil
+}
+
+// getRollout is GET /v1/rollouts/{id}: the rollout with its hosts and
+// counts.
+func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	ro, e := s.rollout(r)
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, summarize(ro))
+	return nil
+}
+
+func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
+	ro, err := s.st.Rollout(r.Context(), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return ro, errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", r.PathValue("id"))
+	}
+	if err != nil {
+		return ro, s.internal("reading a rollout", err)
+	}
+	return ro, nil
+}
+
+// events is GET /v1/rollouts/{id}/events[?after=ID&host=H&limit=N&follow=1].
+// With follow, events stream as JSON lines until the rollout is terminal
+// and nothing new came for a second, or the client goes away.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	ro, e := s.rollout(r)
+	if e != nil {
+		return e
+	}
+	q := store.EventQuery{RolloutID: ro.ID, Host: r.URL.Query().Get("host")}
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "after must be an event id")
+		}
+		q.AfterID = n
+	}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "limit must be between 1 and 10000")
+		}
+		q.Limit = n
+	}
+	if r.URL.Query().Get("follow") != "1" {
+		evs, err := s.st.Events(r.Context(), q)
+		if err != nil {
+			return s.internal("reading events", err)
+		}
+		if evs == nil {
+			evs = []store.EventRecord{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	quiet := 0
+	for r.Context().Err() == nil {
+		signal := s.hub.followSignal()
+		evs, err := s.st.Events(r.Context(), q)
+		if err != nil {
+			return nil // the status line is sent; end the stream
+		}
+		for _, ev := range evs {
+			if enc.Encode(ev) != nil {
+				return nil
+			}
+			q.AfterID = ev.ID
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if len(evs) > 0 {
+			quiet = 0
+			continue
+		}
+		cur, err := s.st.Rollout(r.Context(), ro.ID)
+		if err != nil {
+			return nil
+		}
+		if cur.State.Terminal() && quiet > 0 {
+			return nil
+		}
+		quiet++
+		select {
+		case <-signal:
+		case <-time.After(time.Second):
+		case <-r.Context().Done():
+		}
+	}
+	return nil
+}
+
+// IntentResponse answers an operator action.
+type IntentResponse struct {
+	Intent reconciler.Intent `json:"intent"`
+	// Result is null while no tick has consumed the intent yet.
+	Result *reconciler.IntentResult `json:"result"`
+}
+
+// act is POST /v1/rollouts/{id}/{action}: an operator intent, recorded with
+// its actor. The reply waits up to a few seconds for the tick that decides
+// it (200 with the result), else says it is pending (202).
+func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, true); e != nil {
+		return e
+	}
+	kind := r.PathValue("action")
+	switch kind {
+	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
+	default:
+		return errorf(http.StatusNotFound, CodeNotFound, "no action %q (pause, resume, cancel, rollback)", kind)
+	}
+	var req proto.IntentRequest
+	body, e := readBody(w, r, maxSmallBody)
+	if e != nil {
+		return e
+	}
+	if len(body) > 0 {
+		if e := decodeJSON(body, &req); e != nil {
+			return e
+		}
+	}
+	ro, e := s.rollout(r)
+	if e != nil {
+		return e
+	}
+	var idb [12]byte
+	_, _ = rand.Read(idb[:])
+	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: c.actor(), At: s.cfg.Now()}
+	if err := s.st.AddIntent(r.Context(), in); err != nil {
+		return s.internal("recording an intent", err)
+	}
+	s.log.Info("operator intent", "actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", req.Comment)
+	s.ticker.kick()
+	deadline := time.Now().Add(intentWait)
+	for time.Now().Before(deadline) {
+		rec, err := s.st.Intent(r.Context(), in.ID)
+		if err != nil {
+			return s.internal("reading an intent", err)
+		}
+		if rec.Result != nil {
+			status := http.StatusOK
+			if !rec.Result.Accepted {
+				status = http.StatusConflict
+			}
+			writeJSON(w, status, IntentResponse{Intent: in, Result: rec.Result})
+			return nil
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	writeJSON(w, http.StatusAccepted, IntentResponse{Intent: in})
+	return nil
+}
+
+// intentWait is how long an operator action waits for its tick.
+const intentWait = 5 * time.Second
+
+// HostView is a host as the operator API shows it.
+type HostView struct {
+	Hostname string `json:"hostname"`
+	Online   bool   `json:"online"`
+	// Seen is false for a host that never checked in.
+	Seen     bool                   `json:"seen"`
+	Observed reconciler.ObservedHost `json:"observed"`
+	// Rollout, Channel and Host are its place in the rollout that drives
+	// it; empty when none.
+	Rollout      string                  `json:"rollout,omitempty"`
+	Channel      string                  `json:"channel,omitempty"`
+	RolloutState reconciler.RolloutState `json:"rolloutState,omitempty"`
+	Host         *reconciler.RolloutHost `json:"host,omitempty"`
+	// Explain answers "why is this host not on its target?".
+	Explain proto.Reason `json:"explain"`
+}
+
+func (s *Server) hostView(rec store.HostRecord, now time.Time) HostView {
+	v := HostView{Hostname: rec.Hostname, Seen: rec.Seen, Observed: rec.Observed}
+	v.Online = rec.Seen && now.Sub(rec.Observed.LastSeen) <= s.offlineThreshold()
+	a := rec.Assignment
+	if a == nil {
+		v.Explain = proto.Reason{Code: "not_in_rollout", Message: "no rollout includes this host"}
+		return v
+	}
+	h := a.Host
+	v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, a.RolloutState, &h
+	v.Explain = explain(*a, v.Online)
+	return v
+}
+
+// explain says why a host is where it is, from its record alone.
+func explain(a store.Assignment, online bool) proto.Reason {
+	h := a.Host
+	switch {
+	case h.State == reconciler.HostConverged:
+		return proto.Reason{Code: "converged", Message: fmt.Sprintf("on its target %s (%s)", h.Target, a.RolloutID)}
+	case (h.State == reconciler.HostPending || h.State == reconciler.HostSkipped) &&
+		(a.RolloutState == reconciler.RolloutHalted || a.RolloutState == reconciler.RolloutCancelled):
+		return proto.Reason{Code: reconciler.GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s: %s", a.RolloutID, a.RolloutState, h.Blocked.Message)}
+	case h.State == reconciler.HostSkipped && !online:
+		return proto.Reason{Code: reconciler.CodeOffline, Message: "skipped while offline; it catches up when it checks in again"}
+	case h.Blocked.Code != "":
+		return proto.Reason{Code: h.Blocked.Gate, Message: h.Blocked.Message}
+	}
+	return proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
+}
+
+// listHosts is GET /v1/hosts[?channel=C&state=S].
+func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	recs, err := s.st.Hosts(r.Context())
+	if err != nil {
+		return s.internal("listing hosts", err)
+	}
+	ch, state := r.URL.Query().Get("channel"), r.URL.Query().Get("state")
+	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "state %q is not one of %v", state, reconciler.HostStates)
+	}
+	now := s.cfg.Now()
+	out := []HostView{}
+	for _, rec := range recs {
+		v := s.hostView(rec, now)
+		if (ch != "" && v.Channel != ch) || (state != "" && (v.Host == nil || string(v.Host.State) != state)) {
+			continue
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hosts": out})
+	return nil
+}
+
+// getHost is GET /v1/hosts/{name}.
+func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	rec, err := s.st.Host(r.Context(), r.PathValue("name"))
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusNotFound, CodeNotFound, "no host %q has checked in or is in a rollout", r.PathValue("name"))
+	}
+	if err != nil {
+		return s.internal("reading a host", err)
+	}
+	writeJSON(w, http.StatusOK, s.hostView(rec, s.cfg.Now()))
+	return nil
+}
+
+// ChannelStatus is one channel in GET /v1/status.
+type ChannelStatus struct {
+	Name string `json:"name"`
+	// Ref and SignedAt describe the channel's current verified release.
+	Ref          string    `json:"ref"`
+	SourceCommit string    `json:"sourceCommit"`
+	SignedAt     time.Time `json:"signedAt"`
+	// Rollout is the channel's latest rollout, with counts.
+	Rollout *RolloutSummary `json:"rollout,omitempty"`
+	// Pending is set while the channel's ref waits to open a rollout.
+	Pending bool `json:"pending"`
+	// LastFailure is the latest release from git that failed verification.
+	LastFailure *sourceFailure `json:"lastFailure,omitempty"`
+}
+
+// Status is GET /v1/status.
+type Status struct {
+	Replica     string          `json:"replica"`
+	Leader      bool            `json:"leader"`
+	InsecureDev bool            `json:"insecureDev"`
+	Channels    []ChannelStatus `json:"channels"`
+}
+
+// status is GET /v1/status: every channel, its release and its latest
+// rollout.
+func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	rels, err := s.st.Releases(r.Context())
+	if err != nil {
+		return s.internal("reading releases", err)
+	}
+	rs, err := s.st.Rollouts(r.Context())
+	if err != nil {
+		return s.internal("listing rollouts", err)
+	}
+	_, fails := s.src.status()
+	_, leader := s.ticker.isLeader()
+	st := Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []ChannelStatus{}}
+	for _, rel := range rels {
+		cs := ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt}
+		for _, ro := range rs { // newest first
+			if ro.Channel != rel.Channel {
+				continue
+			}
+			full, err := s.st.Rollout(r.Context(), ro.ID)
+			if err != nil {
+				return s.internal("reading a rollout", err)
+			}
+			sum := summarize(full)
+			sum.Hosts = nil
+			cs.Rollout = &sum
+			break
+		}
+		cs.Pending = cs.Rollout == nil || cs.Rollout.Ref != rel.Ref
+		if f, ok := fails[rel.Channel]; ok {
+			cs.LastFailure = &f
+		}
+		st.Channels = append(st.Channels, cs)
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}

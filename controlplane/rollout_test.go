@@ -1,0 +1,97 @@
+package controlplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"crypto/ed25519"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+func newOperatorKey(t *testing.T) *keyPair {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &keyPair{priv: priv, pub: trust.SSHEd25519Line(pub)}
+}
+
+// smallSpec is one channel, two waves (no soak), four hosts.
+func smallSpec() fleetrepo.Spec {
+	return fleetrepo.Spec{
+		Channels: map[string][]int{"stable": {0, 0}},
+		Hosts: []fleetrepo.Host{
+			fleetrepo.NewHost("canary", "stable", 0), fleetrepo.NewHost("web-1", "stable", 1),
+			fleetrepo.NewHost("web-2", "stable", 1), fleetrepo.NewHost("web-3", "stable", 1),
+		},
+	}
+}
+
+func rolloutState(t *testing.T, e *env, id string) reconciler.RolloutState {
+	t.Helper()
+	var r controlplane.RolloutSummary
+	if err := e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r); err != nil {
+		return ""
+	}
+	return r.State
+}
+
+// TestRolloutConverges: a release promoted on a channel opens a rollout;
+// simulated hosts over HTTPS check in, verify the manifest, confirm; the
+// rollout converges wave by wave.
+func TestRolloutConverges(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backend, smallSpec(), nil)
+			roots, err := trust.ParseRoots(e.repo.TrustJSON())
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts := e.hosts()
+			for _, h := range hosts {
+				h.Roots = roots
+			}
+			e.onboard(hosts)
+			e.release("v1", 2)
+			ctx := context.Background()
+			id := rolloutID("stable", 2)
+			defer func() {
+				if t.Failed() {
+					for name, h := range hosts {
+						t.Logf("%s did: %q", name, h.Log)
+					}
+					var raw json.RawMessage
+					_ = e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+id, &raw)
+					t.Logf("rollout: %s", raw)
+				}
+			}()
+			eventually(t, 10*time.Second, "the rollout converges", func() bool {
+				for _, h := range hosts {
+					if err := h.Step(ctx, 0); err != nil {
+						t.Logf("%s: %v", h.Name, err)
+					}
+				}
+				return rolloutState(t, e, id) == reconciler.RolloutConverged
+			})
+			for name, h := range hosts {
+				if t.Failed() {
+					t.Logf("%s did: %q", name, h.Log)
+				}
+				if h.Current() != fleetrepo.Closure(name, "v1") {
+					t.Errorf("%s runs %s", name, h.Current())
+				}
+			}
+		})
+	}
+}
+
+func commitID(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }

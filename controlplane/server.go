@@ -1,0 +1,356 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// Server is one control plane replica: the channel source, the tick loop,
+// the assignment hub and the HTTP API over one store (rfcs/0006).
+type Server struct {
+	cfg     Config
+	st      store.Store
+	roots   *trust.Roots
+	ids     *identities
+	src     *source
+	ticker  *ticker
+	hub     *hub
+	m       *metrics
+	log     *slog.Logger
+	replica string
+	mux     *http.ServeMux
+
+	statusCache digests
+	ready       chan struct{}
+	readyOnce   sync.Once
+	ln          net.Listener
+}
+
+// New builds a replica: it loads the trust roots and operators, opens the
+// store (migrating it), and the fleet repository.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	trustData, err := os.ReadFile(cfg.TrustFile)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	roots, err := trust.ParseRoots(trustData)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %s: %w", cfg.TrustFile, err)
+	}
+	ops, err := LoadOperators(cfg.OperatorsFile)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = "."
+	}
+	if cfg.DB == "" {
+		cfg.DB = "sqlite://" + filepath.Join(cfg.StateDir, "nixfleet-cp.db")
+	}
+	st, err := store.Open(ctx, cfg.DB)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	replica := cfg.ReplicaID
+	if replica == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		host, _ := os.Hostname()
+		replica = host + "-" + hex.EncodeToString(b[:])
+	}
+	m := newMetrics()
+	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica, ready: make(chan struct{})}
+	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Now, log, m)
+	s.ticker = newTicker(st, &s.cfg, replica, log, m)
+	s.hub = newHub(st, log, m)
+	s.src.onFleet = s.ids.setHosts
+	s.src.changed = s.ticker.kick
+	s.hub.onChange = s.ticker.kick
+	s.ticker.onTick = func(reconciler.Output) {
+		if err := s.hub.refresh(context.Background()); err != nil {
+			log.Error("refreshing assignments", "err", err)
+		}
+	}
+	if err := s.src.open(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	if err := s.loadIdentities(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+// loadIdentities takes host keys from the newest stored release, before
+// git is polled, so hosts can check in at once after a restart.
+func (s *Server) loadIdentities(ctx context.Context) error {
+	rels, err := s.st.Releases(ctx)
+	if err != nil {
+		return fmt.Errorf("controlplane: reading releases: %w", err)
+	}
+	var newest *store.Release
+	for i := range rels {
+		if newest == nil || rels[i].SignedAt.After(newest.SignedAt) {
+			newest = &rels[i]
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	f, err := proto.DecodeFleetResolved(newest.FleetBody)
+	if err != nil {
+		return fmt.Errorf("controlplane: the stored fleet of %s: %w", newest.Channel, err)
+	}
+	s.ids.setHosts(f)
+	return nil
+}
+
+// Handler is the replica's HTTP API, for tests that serve it themselves.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Addr is the address the replica listens on, once Run started.
+func (s *Server) Addr() string {
+	<-s.ready
+	return s.ln.Addr().String()
+}
+
+// Run serves until ctx ends, then shuts down: the HTTP server stops
+// accepting, the lease is given up, last-seen times are flushed.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.st.Close()
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if !s.cfg.InsecureDev {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("controlplane: TLS: %w", err)
+		}
+		// Client certificates are self-signed by their host or operator key;
+		// the key, not a CA, is the identity (checked per request).
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13,
+			ClientAuth: tls.RequestClientCert}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	} else {
+		s.log.Warn("INSECURE DEV MODE: plain HTTP, no authentication; loopback only", "listen", ln.Addr().String())
+	}
+	s.ln = ln
+	s.readyOnce.Do(func() { close(s.ready) })
+	s.log.Info("control plane serving", "listen", ln.Addr().String(), "replica", s.replica, "store", s.st.Backend(),
+		"repo", s.cfg.Repo, "insecureDev", s.cfg.InsecureDev)
+
+	if err := s.hub.refresh(ctx); err != nil {
+		s.log.Error("loading assignments", "err", err)
+	}
+	var wg sync.WaitGroup
+	bg, stop := context.WithCancel(ctx)
+	defer stop()
+	wg.Add(4)
+	go func() { defer wg.Done(); s.src.run(bg, s.cfg.PollInterval) }()
+	go func() { defer wg.Done(); s.ticker.run(bg) }()
+	go func() { defer wg.Done(); s.hub.run(bg) }()
+	go func() { defer wg.Done(); s.prune(bg) }()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		stop()
+		wg.Wait()
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	stop()
+	wg.Wait()
+	return nil
+}
+
+// prune deletes old events and finished rollouts every hour, on the leader.
+func (s *Server) prune(ctx context.Context) {
+	if s.cfg.EventRetention < 0 {
+		return
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, leader := s.ticker.isLeader(); !leader {
+				continue
+			}
+			ev, ro, err := s.st.Prune(ctx, s.cfg.Now().Add(-s.cfg.EventRetention))
+			if err != nil {
+				s.log.Error("pruning", "err", err)
+				continue
+			}
+			s.log.Info("pruned", "events", ev, "rollouts", ro)
+		}
+	}
+}
+
+// handler is an API handler: it gets the authenticated client and returns
+// an error for the client, or writes the response itself.
+type handler func(w http.ResponseWriter, r *http.Request, c client) *apiError
+
+// routes builds the API (rfcs/0007-protocol.md).
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	api := map[string]handler{
+		"POST /v1/agent/checkin":                s.checkin,
+		"POST /v1/agent/confirm":                s.confirm,
+		"POST /v1/agent/report":                 s.report,
+		"GET /v1/rollouts/{id}/manifest":        s.manifestFile(false),
+		"GET /v1/rollouts/{id}/manifest.sig":    s.manifestFile(true),
+		"GET /v1/rollouts":                      s.listRollouts,
+		"GET /v1/rollouts/{id}":                 s.getRollout,
+		"GET /v1/rollouts/{id}/events":          s.events,
+		"POST /v1/rollouts/{id}/{action}":       s.act,
+		"GET /v1/hosts":                         s.listHosts,
+		"GET /v1/hosts/{name}":                  s.getHost,
+		"GET /v1/status":                        s.status,
+	}
+	for pattern, h := range api {
+		s.mux.Handle(pattern, s.wrap(pattern, h, true))
+	}
+	s.mux.Handle("POST /v1/hooks/git", s.wrap("POST /v1/hooks/git", s.webhook, false))
+	s.mux.Handle("GET /healthz", s.wrap("GET /healthz", s.healthz, false))
+	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", s.readyz, false))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	s.mux.Handle("/", s.wrap("other", s.notFound, false))
+}
+
+// wrap authenticates (when asked), runs the handler, writes its error and
+// counts the request.
+func (s *Server) wrap(route string, h handler, auth bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		var c client
+		var e *apiError
+		if auth {
+			c, e = s.ids.identify(r, s.cfg.InsecureDev)
+		}
+		if e == nil {
+			e = h(rec, r, c)
+		}
+		if e != nil {
+			writeError(rec, e)
+		}
+		s.m.httpRequests.WithLabelValues(route, fmt.Sprint(rec.status)).Inc()
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes streaming responses through.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// notFound answers paths and methods the API does not have, in JSON.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ client) *apiError {
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
+		}
+	}
+	return errorf(http.StatusNotFound, CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+}
+
+// webhook is POST /v1/hooks/git: a forge tells us a ref moved. The body's
+// HMAC-SHA256 with the shared secret must be in X-Nixfleet-Signature or
+// X-Hub-Signature-256, as "sha256=<hex>".
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *apiError {
+	if s.cfg.WebhookSecret == "" {
+		return errorf(http.StatusNotFound, CodeWebhookDisabled, "the git webhook is not configured")
+	}
+	body, e := readBody(w, r, maxHookBody)
+	if e != nil {
+		return e
+	}
+	got := r.Header.Get(SignatureHeader)
+	if got == "" {
+		got = r.Header.Get("X-Hub-Signature-256")
+	}
+	mac := hmac.New(sha256.New, []byte(s.cfg.WebhookSecret))
+	mac.Write(body)
+	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	if !hmac.Equal([]byte(strings.TrimSpace(got)), []byte(want)) {
+		return errorf(http.StatusUnauthorized, CodeBadSignature, "the webhook signature does not match the shared secret")
+	}
+	s.src.kick()
+	writeJSON(w, http.StatusAccepted, map[string]bool{"polling": true})
+	return nil
+}
+
+// healthz says the process is up, and loudly when it runs insecure.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ client) *apiError {
+	_, leader := s.ticker.isLeader()
+	body := map[string]any{"status": "ok", "replica": s.replica, "leader": leader, "insecureDev": s.cfg.InsecureDev}
+	if s.cfg.InsecureDev {
+		body["warning"] = "INSECURE DEV MODE: no TLS, no authentication"
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// readyz says the replica can serve: the store answers and git was polled.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ client) *apiError {
+	if _, err := s.st.Watermark(r.Context()); err != nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the store does not answer: %v", err)
+	}
+	if polled, _ := s.src.status(); !polled {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the fleet repository has not been read yet")
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}

@@ -1,0 +1,173 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// ticker elects the replica that ticks and runs the ticks
+// (rfcs/0006 §Tick loop):
+//
+//   - every replica tries to take the tick lease every LeaseTTL/3 and the
+//     holder renews it; a holder that dies loses it when it expires, and
+//     another replica takes over with a higher epoch;
+//   - the leader ticks every TickInterval, and when kicked (a status change,
+//     a release, an intent); kicks within Debounce collapse into one tick;
+//   - each tick is store.Tick: one transaction that fences on the lease, so
+//     a replica that lost the lease cannot write.
+type ticker struct {
+	st      store.Store
+	cfg     *Config
+	replica string
+	log     *slog.Logger
+	m       *metrics
+	kickCh  chan struct{}
+	onTick  func(reconciler.Output) // after a committed tick
+	mu      sync.Mutex
+	lease   store.Lease
+	leader  bool
+}
+
+func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics) *ticker {
+	return &ticker{st: st, cfg: cfg, replica: replica, log: log, m: m, kickCh: make(chan struct{}, 1),
+		onTick: func(reconciler.Output) {}}
+}
+
+// kick asks for a tick soon.
+func (t *ticker) kick() {
+	select {
+	case t.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+func (t *ticker) isLeader() (store.Lease, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lease, t.leader
+}
+
+func (t *ticker) setLeader(l store.Lease, ok bool) { t.setLeaderWhy(l, ok, "lost the tick lease") }
+
+func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
+	t.mu.Lock()
+	was := t.leader
+	t.lease, t.leader = l, ok
+	t.mu.Unlock()
+	if ok {
+		t.m.leader.Set(1)
+	} else {
+		t.m.leader.Set(0)
+	}
+	if ok && !was {
+		t.log.Info("leading the tick", "replica", t.replica, "epoch", l.Epoch)
+		t.kick()
+	} else if !ok && was {
+		t.log.Warn(why, "replica", t.replica)
+	}
+}
+
+// lead keeps or takes the lease.
+func (t *ticker) lead(ctx context.Context) {
+	now := t.cfg.Now()
+	l, ok := t.isLeader()
+	if ok {
+		nl, err := t.st.RenewLease(ctx, l, t.cfg.LeaseTTL, now)
+		if err == nil {
+			t.setLeader(nl, true)
+			return
+		}
+		if !errors.Is(err, store.ErrNotLeader) {
+			t.log.Error("renewing the tick lease", "err", err)
+			if now.Before(l.Expires) {
+				return // still ours until it expires; try again
+			}
+		}
+		t.setLeader(store.Lease{}, false)
+	}
+	nl, err := t.st.AcquireLease(ctx, store.TickLease, t.replica, t.cfg.LeaseTTL, now)
+	switch {
+	case err == nil:
+		t.setLeader(nl, true)
+	case !errors.Is(err, store.ErrLeaseHeld):
+		t.log.Error("taking the tick lease", "err", err)
+	}
+}
+
+// run leads and ticks until ctx ends; then it gives the lease up so
+// another replica takes over at once.
+func (t *ticker) run(ctx context.Context) {
+	leadEvery := max(t.cfg.LeaseTTL/3, 10*time.Millisecond)
+	leadT := time.NewTicker(leadEvery)
+	tickT := time.NewTicker(t.cfg.TickInterval)
+	defer leadT.Stop()
+	defer tickT.Stop()
+	t.lead(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			if l, ok := t.isLeader(); ok {
+				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_ = t.st.ReleaseLease(rctx, l) // best effort; it expires anyway
+				cancel()
+				t.setLeaderWhy(store.Lease{}, false, "gave up the tick lease (shutting down)")
+			}
+			return
+		case <-leadT.C:
+			t.lead(ctx)
+		case <-tickT.C:
+			t.tick(ctx)
+		case <-t.kickCh:
+			// Collapse the triggers of the next Debounce into this tick.
+			select {
+			case <-ctx.Done():
+				continue
+			case <-time.After(t.cfg.Debounce):
+			}
+			select {
+			case <-t.kickCh:
+			default:
+			}
+			t.tick(ctx)
+		}
+	}
+}
+
+// tick runs one tick if this replica leads.
+func (t *ticker) tick(ctx context.Context) {
+	l, ok := t.isLeader()
+	if !ok {
+		return
+	}
+	start := time.Now()
+	out, err := t.st.Tick(ctx, l, t.cfg.Now(), t.cfg.Tunables, func(in reconciler.Input) (reconciler.Output, error) {
+		return reconciler.Reconcile(in), nil
+	})
+	t.m.tickDuration.Observe(time.Since(start).Seconds())
+	switch {
+	case errors.Is(err, store.ErrNotLeader):
+		t.m.ticks.WithLabelValues("not_leader").Inc()
+		t.log.Warn("tick refused: this replica no longer holds the lease", "err", err)
+		t.setLeader(store.Lease{}, false)
+		return
+	case err != nil:
+		t.m.ticks.WithLabelValues("error").Inc()
+		if ctx.Err() == nil {
+			t.log.Error("tick", "err", err)
+		}
+		return
+	}
+	t.m.ticks.WithLabelValues("ok").Inc()
+	t.m.observeTick(out)
+	if len(out.Events) > 0 {
+		t.log.Info("tick", "intents", len(out.Intents), "events", len(out.Events),
+			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start))
+	}
+	t.onTick(out)
+}
