@@ -232,7 +232,7 @@ type HostView struct {
 	Hostname string `json:"hostname"`
 	Online   bool   `json:"online"`
 	// Seen is false for a host that never checked in.
-	Seen     bool                   `json:"seen"`
+	Seen     bool                    `json:"seen"`
 	Observed reconciler.ObservedHost `json:"observed"`
 	// Rollout, Channel and Host are its place in the rollout that drives
 	// it; empty when none.

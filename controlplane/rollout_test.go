@@ -2,10 +2,10 @@ package controlplane_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 

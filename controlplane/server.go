@@ -231,18 +231,18 @@ type handler func(w http.ResponseWriter, r *http.Request, c client) *apiError
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	api := map[string]handler{
-		"POST /v1/agent/checkin":                s.checkin,
-		"POST /v1/agent/confirm":                s.confirm,
-		"POST /v1/agent/report":                 s.report,
-		"GET /v1/rollouts/{id}/manifest":        s.manifestFile(false),
-		"GET /v1/rollouts/{id}/manifest.sig":    s.manifestFile(true),
-		"GET /v1/rollouts":                      s.listRollouts,
-		"GET /v1/rollouts/{id}":                 s.getRollout,
-		"GET /v1/rollouts/{id}/events":          s.events,
-		"POST /v1/rollouts/{id}/{action}":       s.act,
-		"GET /v1/hosts":                         s.listHosts,
-		"GET /v1/hosts/{name}":                  s.getHost,
-		"GET /v1/status":                        s.status,
+		"POST /v1/agent/checkin":             s.checkin,
+		"POST /v1/agent/confirm":             s.confirm,
+		"POST /v1/agent/report":              s.report,
+		"GET /v1/rollouts/{id}/manifest":     s.manifestFile(false),
+		"GET /v1/rollouts/{id}/manifest.sig": s.manifestFile(true),
+		"GET /v1/rollouts":                   s.listRollouts,
+		"GET /v1/rollouts/{id}":              s.getRollout,
+		"GET /v1/rollouts/{id}/events":       s.events,
+		"POST /v1/rollouts/{id}/{action}":    s.act,
+		"GET /v1/hosts":                      s.listHosts,
+		"GET /v1/hosts/{name}":               s.getHost,
+		"GET /v1/status":                     s.status,
 	}
 	for pattern, h := range api {
 		s.mux.Handle(pattern, s.wrap(pattern, h, true))
