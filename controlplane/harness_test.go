@@ -34,7 +34,7 @@ import (
 var backends = []string{"sqlite", "postgres"}
 
 // dbURL returns a fresh database of a backend for one test.
-func dbURL(t *testing.T, backend string) string {
+func dbURL(t testing.TB, backend string) string {
 	t.Helper()
 	if backend == "sqlite" {
 		return "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
@@ -92,7 +92,7 @@ func (c *clock) Advance(d time.Duration) {
 // env is a fleet repository, a control plane serving it over TLS, and
 // clients.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	repo    *fleetrepo.Repo
 	spec    fleetrepo.Spec
 	clock   *clock
@@ -115,7 +115,7 @@ type keyPair struct {
 
 // newEnv makes a repository with the spec's first release on every
 // channel, and starts a control plane on it.
-func newEnv(t *testing.T, backend string, spec fleetrepo.Spec, tune func(*controlplane.Config)) *env {
+func newEnv(t testing.TB, backend string, spec fleetrepo.Spec, tune func(*controlplane.Config)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
@@ -140,7 +140,7 @@ func newEnv(t *testing.T, backend string, spec fleetrepo.Spec, tune func(*contro
 		Listen: "127.0.0.1:0", DB: dbURL(t, backend), Repo: repo.Dir, StateDir: filepath.Join(dir, "state"),
 		TrustFile: trustFile, OperatorsFile: opsFile, TLSCert: e.cert.CertFile, TLSKey: e.cert.KeyFile,
 		WebhookSecret: "hook-secret", TickInterval: time.Hour, PollInterval: time.Hour, Debounce: 20 * time.Millisecond,
-		LeaseTTL: 2 * time.Second, Now: e.clock.Now, ReplicaID: "r1",
+		LeaseTTL: 24 * time.Hour, Now: e.clock.Now, ReplicaID: "r1", // the frozen clock jumps: no lease expires in between
 	}
 	if tune != nil {
 		tune(&e.cfg)
@@ -208,13 +208,11 @@ func (e *env) release(version string, n int) {
 func (e *env) hook() {
 	e.t.Helper()
 	body := []byte(`{"ref":"refs/heads/channels/stable"}`)
-	mac := hmac.New(sha256.New, []byte(e.cfg.WebhookSecret))
-	mac.Write(body)
 	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/hooks/git", bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("X-Hub-Signature-256", hookSig(body, e.cfg.WebhookSecret))
 	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -223,6 +221,13 @@ func (e *env) hook() {
 	if resp.StatusCode != http.StatusAccepted {
 		e.t.Fatalf("webhook: HTTP %d", resp.StatusCode)
 	}
+}
+
+// hookSig is a webhook body's signature header value.
+func hookSig(body []byte, secret string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // httpClient trusts the test server certificate and sends no client
@@ -295,7 +300,7 @@ func (e *env) hosts() map[string]*simagent.Host {
 }
 
 // eventually retries cond every few milliseconds for up to d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {

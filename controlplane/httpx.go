@@ -77,13 +77,11 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *apiEr
 }
 
 // decodeJSON decodes a body strictly: the syntax rules of package proto
-// (duplicate members, invalid UTF-8, trailing data…), then the types.
-// Unknown members are tolerated, as in every nixfleet document.
+// (duplicate members, invalid UTF-8, trailing data, member names that
+// differ from a field only in letter case…), then the types. Unknown
+// members are tolerated, as in every nixfleet document.
 func decodeJSON(data []byte, v any) *apiError {
-	if _, err := proto.CheckSyntax(data, ""); err != nil {
-		return errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
-	}
-	if err := proto.DecodeChecked(data, v); err != nil {
+	if err := proto.Decode(data, v); err != nil {
 		return errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
 	}
 	return nil

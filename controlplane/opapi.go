@@ -79,10 +79,10 @@ func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
 	return ro, nil
 }
 
-// events is GET /v1/rollouts/{id}/events[?after=ID&host=H&limit=N&follow=1].
+// rolloutEvents is GET /v1/rollouts/{id}/events[?after=ID&host=H&limit=N&follow=1].
 // With follow, events stream as JSON lines until the rollout is terminal
 // and nothing new came for a second, or the client goes away.
-func (s *Server) events(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client) *apiError {
 	if e := may(c, false); e != nil {
 		return e
 	}
@@ -90,21 +90,61 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if e != nil {
 		return e
 	}
-	q := store.EventQuery{RolloutID: ro.ID, Host: r.URL.Query().Get("host")}
+	q, e := eventQuery(r)
+	if e != nil {
+		return e
+	}
+	q.RolloutID = ro.ID
+	return s.serveEvents(w, r, q, func() bool {
+		cur, err := s.st.Rollout(r.Context(), ro.ID)
+		return err != nil || cur.State.Terminal()
+	})
+}
+
+// fleetEvents is GET /v1/events[?rollout=ID&channel=C&host=H&after=ID&limit=N&follow=1]:
+// the whole journal, including what belongs to no rollout (a release
+// refused by verification). With follow, it streams until the client goes
+// away.
+func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	q, e := eventQuery(r)
+	if e != nil {
+		return e
+	}
+	q.RolloutID, q.Channel = r.URL.Query().Get("rollout"), r.URL.Query().Get("channel")
+	return s.serveEvents(w, r, q, func() bool { return false })
+}
+
+// eventQuery reads the query parameters both event endpoints share.
+func eventQuery(r *http.Request) (store.EventQuery, *apiError) {
+	q := store.EventQuery{Host: r.URL.Query().Get("host")}
 	if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return errorf(http.StatusBadRequest, CodeBadRequest, "after must be an event id")
+			return q, errorf(http.StatusBadRequest, CodeBadRequest, "after must be an event id")
 		}
 		q.AfterID = n
 	}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
-			return errorf(http.StatusBadRequest, CodeBadRequest, "limit must be between 1 and 10000")
+			return q, errorf(http.StatusBadRequest, CodeBadRequest, "limit must be between 1 and 10000")
 		}
 		q.Limit = n
 	}
+	if v := r.URL.Query().Get("follow"); v != "" && v != "1" {
+		return q, errorf(http.StatusBadRequest, CodeBadRequest, "follow must be 1 or absent")
+	}
+	return q, nil
+}
+
+// serveEvents answers the events of q as {"events": […]}, or, with
+// follow=1, streams them as JSON lines: new events are sent as they are
+// written (by any replica), and the stream ends when over() says so after
+// a quiet second, or when the client goes away.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q store.EventQuery, over func() bool) *apiError {
 	if r.URL.Query().Get("follow") != "1" {
 		evs, err := s.st.Events(r.Context(), q)
 		if err != nil {
@@ -141,11 +181,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c client) *apiEr
 			quiet = 0
 			continue
 		}
-		cur, err := s.st.Rollout(r.Context(), ro.ID)
-		if err != nil {
-			return nil
-		}
-		if cur.State.Terminal() && quiet > 0 {
+		if quiet > 0 && over() {
 			return nil
 		}
 		quiet++

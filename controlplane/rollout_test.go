@@ -15,7 +15,7 @@ import (
 	"github.com/nixfleet/nixfleet/trust"
 )
 
-func newOperatorKey(t *testing.T) *keyPair {
+func newOperatorKey(t testing.TB) *keyPair {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -100,6 +100,12 @@ func DecodeChecked(data []byte, v any) error {
 	return nil
 }
 
+// Decode strictly decodes any document into v, a pointer to one of this
+// package's types (an API body, say): the syntax rules of CheckSyntax with
+// the member names of v's type, then the types. Unknown members are
+// tolerated; a member that differs from a field only in letter case is not.
+func Decode(data []byte, v any) error { return decode(data, v) }
+
 func decode(data []byte, v any) error {
 	if _, err := checkSyntax(data, schemaOf(reflect.TypeOf(v))); err != nil {
 		return err

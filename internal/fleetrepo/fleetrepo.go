@@ -81,6 +81,15 @@ func (r *Repo) Promote(channel string, commit plumbing.Hash) error {
 	return r.git.Storer.SetReference(ref)
 }
 
+// Ref returns the commit a channel ref points at.
+func (r *Repo) Ref(channel string) (plumbing.Hash, error) {
+	ref, err := r.git.Reference(plumbing.ReferenceName("refs/heads/channels/"+channel), true)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return ref.Hash(), nil
+}
+
 // WriteFile writes a file into the worktree (for tampering in tests).
 func (r *Repo) WriteFile(rel string, data []byte) error {
 	p := filepath.Join(r.Dir, rel)

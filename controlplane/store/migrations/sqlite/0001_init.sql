@@ -137,6 +137,7 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_rollout ON events (rollout_id, id);
 CREATE INDEX events_host ON events (host, id);
+CREATE INDEX events_channel ON events (channel, id);
 CREATE INDEX events_at ON events (at);
 
 -- leases: named leases (the tick lease elects the replica that ticks);
