@@ -431,6 +431,9 @@ func (t *tick) observeOnce(w *work, i int) {
 			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
 		case !t.online(o):
 			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
+		case o.LastSeen.Before(h.Since):
+			// Health is judged from check-ins since the confirm: the status
+			// stored before it describes the closure the host left.
 		case unhealthy(o, w.r.HealthGate, h.Target) != "":
 			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeUnhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
 		case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):

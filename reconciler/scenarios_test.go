@@ -555,6 +555,27 @@ var scenarios = []goldenCase{
 		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
 	},
 	{
+		name: "rule08-health-judged-from-checkins-after-the-confirm",
+		desc: "rule 8: a confirm read before the host's next check-in: the stored status still names the closure it left, so its health is not judged yet and it stays Soaking",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			before := s.in.Hosts["a"]
+			s.confirm(id1, "a")
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Current, o.Booted, o.LastSeen = before.Current, before.Booted, s.in.Now.Add(-10*time.Second)
+			})
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", rc.CodeConfirmed), noEvent(rc.EventRolloutTransition), wantIntents(),
+			func(t *testing.T, out rc.Output) {
+				for _, u := range out.Hosts {
+					if u.Host.State != rc.HostSoaking {
+						t.Fatalf("a is %s, want Soaking until it checks in on its target", u.Host.State)
+					}
+				}
+			}),
+	},
+	{
 		name: "rule08-failed-units-fail-soak",
 		desc: "rule 8: more failed systemd units than the health gate allows: Failed (unhealthy)",
 		build: func(s *scenario) {
