@@ -92,7 +92,14 @@ func isRemote(spec string) bool {
 // mirror under the state directory.
 func (s *source) open(ctx context.Context) error {
 	if !isRemote(s.spec) {
-		repo, err := git.PlainOpenWithOptions(s.spec, &git.PlainOpenOptions{DetectDotGit: true})
+		// The path itself first: a worktree or a bare repository (as a
+		// forge keeps it, and what operators push to). DetectDotGit alone
+		// never sees a bare repository: it looks for a .git up the parents,
+		// and would open an enclosing worktree instead, or fail.
+		repo, err := git.PlainOpen(s.spec)
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			repo, err = git.PlainOpenWithOptions(s.spec, &git.PlainOpenOptions{DetectDotGit: true})
+		}
 		if err != nil {
 			return fmt.Errorf("opening the fleet repository %s: %w", s.spec, err)
 		}
@@ -152,6 +159,12 @@ func (s *source) poll(ctx context.Context) error {
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 			return fmt.Errorf("fetching %s: %w", s.spec, err)
 		}
+	}
+	// go-git reads the list of packs once; a push kept as a pack, or a git
+	// gc, since then would leave new commits unreadable ("object not
+	// found") and their release refused. Forget the list on every poll.
+	if r, ok := s.repo.Storer.(interface{ Reindex() }); ok {
+		r.Reindex()
 	}
 	refs, err := s.repo.References()
 	if err != nil {
