@@ -186,15 +186,24 @@ func (c *Client) Confirm(ctx context.Context, req proto.ConfirmRequest) error {
 
 // Report sends an activation outcome, signed with the client's key.
 func (c *Client) Report(ctx context.Context, req proto.ReportRequest) error {
+	_, err := c.ReportProbes(ctx, req)
+	return err
+}
+
+// ReportProbes sends a report, signed with the client's key, and returns
+// the answer (its statusTag answers a probe_results report).
+func (c *Client) ReportProbes(ctx context.Context, req proto.ReportRequest) (proto.ReportResponse, error) {
+	var resp proto.ReportResponse
 	body, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return resp, err
 	}
 	h := http.Header{}
 	if c.key != nil {
 		h.Set("X-Nixfleet-Signature", base64.StdEncoding.EncodeToString(ed25519.Sign(c.key, body)))
 	}
-	return c.do(ctx, http.MethodPost, "/v1/agent/report", body, h, nil)
+	err = c.do(ctx, http.MethodPost, "/v1/agent/report", body, h, &resp)
+	return resp, err
 }
 
 // Manifest fetches a rollout's manifest and signature, bytes as signed.

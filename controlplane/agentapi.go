@@ -3,13 +3,12 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
@@ -24,7 +23,13 @@ const SignatureHeader = "X-Nixfleet-Signature"
 // defaultNextCheckin is how often an idle agent checks in.
 const defaultNextCheckin = 30
 
-// checkin is POST /v1/agent/checkin.
+// checkin is POST /v1/agent/checkin (rfcs/0006 §Check-ins at scale). The
+// status is written only when it is not the one the echoed tag names; a
+// status that changed also writes the last-seen time at once, and a host
+// coming (back) online too; other check-ins only note the time, written
+// in the next batch. Last-seen times are noted after the status is
+// written, never before: a tick must not see a host as seen now with the
+// status it had before.
 func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiError {
 	start := time.Now()
 	var req proto.CheckinRequest
@@ -38,28 +43,37 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		return errorf(http.StatusBadRequest, CodeBadRequest, "wait must be between 0 and %d seconds", maxFollowWait)
 	}
 	now := s.cfg.Now()
-	if prev := s.hub.touch(req.Hostname, now); prev.IsZero() || now.Sub(prev) > s.offlineThreshold()/2 {
-		// A host coming (back) online is a change the reconciler must see
-		// at once: write its last-seen time now, not in the next batch.
-		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
-			return s.internal("recording a check-in", err)
-		}
-		s.ticker.kick()
-	}
 	st := store.HostStatus{Current: req.Current, Booted: req.Booted, BootID: req.BootID, Probes: req.Probes,
 		FailedUnits: req.FailedUnits, Compliance: req.Compliance, Deferred: req.Deferred, Quarantine: req.Quarantine}
-	if digest := statusDigest(st); s.statusCache.get(req.Hostname, now) != digest {
-		// Written only when it changed: most check-ins cost no write.
+	digest := store.StatusDigest(st)
+	prev := s.hub.lastSeen(req.Hostname)
+	online := !prev.IsZero() && now.Sub(prev) <= s.offlineThreshold()/2
+	write := !tagNames(req.StatusTag, digest, now)
+	if write {
 		changed, err := s.st.RecordStatus(r.Context(), req.Hostname, st)
 		if err != nil {
 			return s.internal("recording a status", err)
 		}
-		s.statusCache.put(req.Hostname, digest, now)
-		if changed {
-			s.ticker.kick()
-		}
+		write = changed
 	}
 	a, ok := s.hub.get(req.Hostname)
+	// A soak ends with the host's first check-in at or after its end
+	// (rfcs/0003 rule 8): that one must reach the reconciler now.
+	fresh := ok && a.Host.State == reconciler.HostSoaking && !now.Before(s.hub.soakEnd(a)) &&
+		!s.hub.soakSeen(req.Hostname, a.Host.Since)
+	if write || !online || fresh {
+		// A change, a host coming (back) online, or the check-in that
+		// ends a soak is something the reconciler must see at once, with
+		// the time it was seen.
+		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
+			return s.internal("recording a check-in", err)
+		}
+		if fresh {
+			s.hub.noteSoak(req.Hostname, a.Host.Since)
+		}
+		s.ticker.kick()
+	}
+	s.hub.touch(req.Hostname, now)
 	resp := s.targetFor(a, ok)
 	s.m.checkin.Observe(time.Since(start).Seconds())
 	if req.Wait > 0 && sameTarget(resp.Target, req.Known) {
@@ -68,48 +82,36 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		resp = s.targetFor(a, ok)
 	}
 	resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
+	resp.StatusTag = makeTag(digest, now)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
-// statusDigest fingerprints a status for the in-memory change check.
-func statusDigest(st store.HostStatus) [32]byte {
-	b, _ := json.Marshal(st)
-	return sha256.Sum256(b)
+// Status tags: "<unix seconds>.<status digest>". A tag names the status
+// the server held for a host when it answered; only the host's own
+// check-ins and probe reports change that part of its status, so a host
+// that echoes the tag of its last answer with the same status needs no
+// write. A tag is trusted for tagTTL, so that every host's status is
+// compared with the store again now and then (after a restore from a
+// backup, say).
+const tagTTL = 10 * time.Minute
+
+func makeTag(digest string, now time.Time) string {
+	return strconv.FormatInt(now.Unix(), 10) + "." + digest
 }
 
-// digests remembers each host's last status digest on this replica, for
-// digestTTL: another replica may have recorded a different status since,
-// so an old entry is checked against the store again.
-type digests struct {
-	mu sync.Mutex
-	m  map[string]digestEntry
-}
-
-type digestEntry struct {
-	sum [32]byte
-	at  time.Time
-}
-
-const digestTTL = 30 * time.Second
-
-func (d *digests) get(host string, now time.Time) [32]byte {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e := d.m[host]
-	if now.Sub(e.at) > digestTTL {
-		return [32]byte{}
+// tagNames reports whether a fresh tag names the status with digest.
+func tagNames(tag, digest string, now time.Time) bool {
+	at, d, ok := strings.Cut(tag, ".")
+	if !ok || d != digest || digest == "" {
+		return false
 	}
-	return e.sum
-}
-
-func (d *digests) put(host string, v [32]byte, now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.m == nil {
-		d.m = map[string]digestEntry{}
+	sec, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return false
 	}
-	d.m[host] = digestEntry{v, now}
+	age := now.Sub(time.Unix(sec, 0))
+	return age >= -time.Minute && age <= tagTTL
 }
 
 // sameTarget reports whether the target the server has is the one the
@@ -209,9 +211,6 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 			return gone("the confirm window closed at %s", deadline.UTC().Format(time.RFC3339))
 		}
 		act := reconciler.Activation{RolloutID: a.RolloutID, Closure: a.Host.Target, Outcome: reconciler.OutcomeConfirmed, At: now}
-		if e := s.alive(r.Context(), req.Hostname, now); e != nil {
-			return e
-		}
 		if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
 			return s.internal("recording a confirm", err)
 		}
@@ -222,17 +221,6 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 		return gone("%s is %s in %s", req.Hostname, a.Host.State, a.RolloutID)
 	}
 	writeJSON(w, http.StatusOK, proto.ConfirmResponse{Confirmed: true})
-	return nil
-}
-
-// alive records, before an activation outcome, that the host was seen
-// now: the tick that reads the outcome must not find the host's last
-// check-in older than it (a soak with no minutes ends at the confirm).
-func (s *Server) alive(ctx context.Context, host string, now time.Time) *apiError {
-	s.hub.touch(host, now)
-	if err := s.st.TouchHosts(ctx, map[string]time.Time{host: now}); err != nil {
-		return s.internal("recording a sign of life", err)
-	}
 	return nil
 }
 
@@ -263,6 +251,9 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 			return errorf(http.StatusForbidden, CodeBadSignature, "the report is not signed by %s's host key (header %s)", req.Hostname, SignatureHeader)
 		}
 	}
+	if req.Kind == proto.ReportProbeResults {
+		return s.probeReport(w, r, req)
+	}
 	outcome, ok := reportOutcomes[req.Kind]
 	if !ok {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "unknown report kind %q", req.Kind)
@@ -274,16 +265,34 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if req.Code != "" {
 		detail = req.Code + ": " + detail
 	}
-	now := s.cfg.Now()
-	if e := s.alive(r.Context(), req.Hostname, now); e != nil {
-		return e
-	}
-	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: now, Detail: detail}
+	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: s.cfg.Now(), Detail: detail}
 	if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
 		return s.internal("recording a report", err)
 	}
 	s.ticker.kick()
 	writeJSON(w, http.StatusOK, proto.ReportResponse{Recorded: true})
+	return nil
+}
+
+// probeReport records health results that changed between check-ins,
+// and answers the tag of the status now held.
+func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.ReportRequest) *apiError {
+	if req.Probes == nil {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "a probe_results report needs probes")
+	}
+	now := s.cfg.Now()
+	st, changed, err := s.st.RecordProbes(r.Context(), req.Hostname, *req.Probes, req.FailedUnits)
+	if err != nil {
+		return s.internal("recording probe results", err)
+	}
+	if changed {
+		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
+			return s.internal("recording probe results", err)
+		}
+		s.ticker.kick()
+	}
+	s.hub.touch(req.Hostname, now)
+	writeJSON(w, http.StatusOK, proto.ReportResponse{Recorded: true, StatusTag: makeTag(store.StatusDigest(st), now)})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -71,7 +72,10 @@ func dbURL(t testing.TB, backend string) string {
 	return u.String()
 }
 
-// clock is a settable clock shared by the server and the simulated hosts.
+// clock is a test clock shared by the server and the simulated hosts: it
+// moves only when told, and by a millisecond at each reading, so that two
+// events are never at the same time (a check-in after a tick is later than
+// it, as with a real clock).
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -80,6 +84,7 @@ type clock struct {
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
 	return c.now
 }
 
@@ -156,6 +161,16 @@ func newEnv(t testing.TB, backend string, spec fleetrepo.Spec, tune func(*contro
 func (e *env) onboard(hosts map[string]*simagent.Host) {
 	e.t.Helper()
 	ctx := context.Background()
+	defer func() {
+		if e.t.Failed() {
+			for name, h := range hosts {
+				e.t.Logf("%s did: %q", name, h.Log)
+			}
+			var raw json.RawMessage
+			_ = e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+rolloutID("stable", 1), &raw)
+			e.t.Logf("rollout: %s", raw)
+		}
+	}()
 	eventually(e.t, 20*time.Second, "the hosts converge on the first release", func() bool {
 		for _, h := range hosts {
 			_ = h.Step(ctx, 0)

@@ -31,14 +31,16 @@ type hub struct {
 
 	mu       sync.RWMutex
 	assign   map[string]store.Assignment
-	mark     store.Watermark // the store's watermark at the last look
-	onChange func()          // agents or operators wrote something a tick must see
+	waveSoak map[string][]time.Duration // by rollout: each wave's soak
+	mark     store.Watermark            // the store's watermark at the last look
+	onChange func()                     // agents or operators wrote something a tick must see
 	waiters  map[string][]chan struct{}
 	followCh chan struct{} // closed when new events arrive, then replaced
 
 	seenMu sync.Mutex
 	seen   map[string]time.Time // not yet written
 	last   map[string]time.Time // the last check-in this replica saw
+	soaks  map[string]time.Time // the soak (by its start) whose ending check-in this replica wrote
 }
 
 const (
@@ -47,8 +49,9 @@ const (
 )
 
 func newHub(st store.Store, log *slog.Logger, m *metrics) *hub {
-	return &hub{st: st, log: log, m: m, assign: map[string]store.Assignment{}, waiters: map[string][]chan struct{}{},
-		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{}, onChange: func() {}}
+	return &hub{st: st, log: log, m: m, assign: map[string]store.Assignment{}, waveSoak: map[string][]time.Duration{}, waiters: map[string][]chan struct{}{},
+		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{},
+		soaks: map[string]time.Time{}, onChange: func() {}}
 }
 
 // activationKey identifies what a host must do; a change wakes it.
@@ -66,9 +69,11 @@ func (h *hub) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	soaks := h.soaksFor(ctx, next)
 	h.mu.Lock()
 	prev := h.assign
 	h.assign = next
+	h.waveSoak = soaks
 	var wake []chan struct{}
 	for host, ws := range h.waiters {
 		a, ok := next[host]
@@ -90,6 +95,49 @@ func (h *hub) refresh(ctx context.Context) error {
 		h.m.hostsByState.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
 	return nil
+}
+
+// soaksFor returns the soak of each wave of the rollouts that next
+// assigns, reading the rollouts it has not seen before (a rollout's waves
+// never change). A rollout it cannot read is left out, and read again at
+// the next refresh.
+func (h *hub) soaksFor(ctx context.Context, next map[string]store.Assignment) map[string][]time.Duration {
+	h.mu.RLock()
+	known := h.waveSoak
+	h.mu.RUnlock()
+	out := map[string][]time.Duration{}
+	for _, a := range next {
+		if _, ok := out[a.RolloutID]; ok {
+			continue
+		}
+		if w, ok := known[a.RolloutID]; ok {
+			out[a.RolloutID] = w
+			continue
+		}
+		r, err := h.st.Rollout(ctx, a.RolloutID)
+		if err != nil {
+			h.log.Warn("reading a rollout's soaks", "rollout", a.RolloutID, "err", err)
+			continue
+		}
+		w := make([]time.Duration, len(r.Waves))
+		for i, wave := range r.Waves {
+			w[i] = time.Duration(wave.SoakMinutes) * time.Minute
+		}
+		out[a.RolloutID] = w
+	}
+	return out
+}
+
+// soakEnd returns when a soaking host's soak ends: the first check-in
+// from then on is one the reconciler needs at once. A soak it does not
+// know ends when it begins.
+func (h *hub) soakEnd(a store.Assignment) time.Time {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if w := h.waveSoak[a.RolloutID]; a.Host.Wave >= 0 && a.Host.Wave < len(w) {
+		return a.Host.Since.Add(w[a.Host.Wave])
+	}
+	return a.Host.Since
 }
 
 // get returns a host's assignment.
@@ -128,19 +176,40 @@ func (h *hub) followSignal() <-chan struct{} {
 	return h.followCh
 }
 
-// touch notes a check-in and returns the previous one this replica saw
-// (zero when none).
-func (h *hub) touch(host string, at time.Time) time.Time {
+// lastSeen returns the last check-in this replica saw of a host (zero
+// when none).
+func (h *hub) lastSeen(host string) time.Time {
 	h.seenMu.Lock()
 	defer h.seenMu.Unlock()
-	prev := h.last[host]
+	return h.last[host]
+}
+
+// soakSeen reports whether this replica has written the check-in that
+// ends the host's soak that began at since.
+func (h *hub) soakSeen(host string, since time.Time) bool {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	return h.soaks[host].Equal(since)
+}
+
+// noteSoak notes that the check-in that ends the soak that began at since
+// is written.
+func (h *hub) noteSoak(host string, since time.Time) {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	h.soaks[host] = since
+}
+
+// touch notes a check-in, for the next batch.
+func (h *hub) touch(host string, at time.Time) {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
 	if at.After(h.seen[host]) {
 		h.seen[host] = at
 	}
-	if at.After(prev) {
+	if at.After(h.last[host]) {
 		h.last[host] = at
 	}
-	return prev
 }
 
 // flush writes the collected last-seen times.

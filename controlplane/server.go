@@ -40,10 +40,9 @@ type Server struct {
 	replica string
 	mux     *http.ServeMux
 
-	statusCache digests
-	ready       chan struct{}
-	readyOnce   sync.Once
-	ln          net.Listener
+	ready     chan struct{}
+	readyOnce sync.Once
+	ln        net.Listener
 }
 
 // New builds a replica: it loads the trust roots and operators, opens the

@@ -63,6 +63,11 @@ type CheckinRequest struct {
 	// Wait asks the server to hold the response up to this many seconds
 	// (at most 60) until the host's target changes.
 	Wait int `json:"wait,omitempty"`
+	// StatusTag echoes the statusTag of the last answer the agent got (a
+	// check-in, or a probe_results report), and is left out after any
+	// request that failed. When this status is the one the tag names, the
+	// server writes nothing.
+	StatusTag string `json:"statusTag,omitempty"`
 }
 
 // TargetRef names one activation of a host.
@@ -112,6 +117,9 @@ type CheckinResponse struct {
 	NextCheckinSeconds int `json:"nextCheckinSeconds"`
 	// ServerTime (RFC 3339) lets the agent notice clock skew.
 	ServerTime string `json:"serverTime"`
+	// StatusTag names the status the server now holds for the host, to
+	// echo in the next check-in.
+	StatusTag string `json:"statusTag"`
 }
 
 // ConfirmRequest is POST /v1/agent/confirm: the host runs the target and
@@ -136,6 +144,9 @@ const (
 	ReportDeferred          = "deferred"
 	ReportRolledBack        = "rolled_back"
 	ReportManifestRejected  = "manifest_rejected"
+	// ReportProbeResults carries health results that changed between
+	// check-ins (probes and failedUnits; no rolloutId or closure).
+	ReportProbeResults = "probe_results"
 )
 
 // ReportRequest is POST /v1/agent/report. The body is signed with the
@@ -152,11 +163,18 @@ type ReportRequest struct {
 	Detail string `json:"detail,omitempty"`
 	// At (RFC 3339) is when it happened on the host.
 	At string `json:"at"`
+	// Probes and FailedUnits are the health results of a probe_results
+	// report.
+	Probes      *ProbeSummary `json:"probes,omitempty"`
+	FailedUnits []string      `json:"failedUnits,omitempty"`
 }
 
 // ReportResponse acknowledges a report.
 type ReportResponse struct {
 	Recorded bool `json:"recorded"`
+	// StatusTag answers a probe_results report: the status the server now
+	// holds, to echo in the next check-in.
+	StatusTag string `json:"statusTag,omitempty"`
 }
 
 // IntentRequest is POST /v1/rollouts/{id}/{pause|resume|cancel|rollback}.

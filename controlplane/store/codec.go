@@ -294,6 +294,18 @@ func encodeStatus(st HostStatus) (body, digest string, err error) {
 	return body, hex.EncodeToString(sum[:]), nil
 }
 
+// StatusDigest fingerprints what a host reports of itself: its status,
+// normalized as stored, without the activation (which confirms and reports
+// carry, not check-ins). Equal digests mean the same stored status.
+func StatusDigest(st HostStatus) string {
+	st.Activation = nil
+	_, digest, err := encodeStatus(st)
+	if err != nil {
+		return "" // a status always encodes; "" matches no stored digest
+	}
+	return digest
+}
+
 func decodeStatus(body string) (HostStatus, error) {
 	var st HostStatus
 	err := unmarshal(body, &st)

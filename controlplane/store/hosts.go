@@ -60,24 +60,38 @@ func (s *db) putStatus(ctx context.Context, hostname string, st HostStatus) (boo
 
 // RecordActivation stores the latest activation outcome a host reported,
 // leaving the rest of its status alone (a host without a status gets one
-// with only the activation), except that a confirmed activation also
-// records that the host runs its closure: the confirm is newer than the
-// host's last check-in. Like RecordStatus, it writes only a change.
+// with only the activation). Like RecordStatus, it writes only a change.
 func (s *db) RecordActivation(ctx context.Context, hostname string, a reconciler.Activation) error {
 	if hostname == "" {
 		return fmt.Errorf("store: record activation: empty hostname")
 	}
 	_, err := s.mergeStatus(ctx, hostname, func(st HostStatus) HostStatus {
 		st.Activation = &a
-		if a.Outcome == reconciler.OutcomeConfirmed {
-			st.Current = a.Closure
-		}
 		return st
 	})
 	if err != nil {
 		return fmt.Errorf("store: record activation of %s: %w", hostname, err)
 	}
 	return nil
+}
+
+// RecordProbes stores a host's latest health results (probes and failed
+// units) apart from a check-in, leaving the rest of its status alone, and
+// returns the status as stored.
+func (s *db) RecordProbes(ctx context.Context, hostname string, probes reconciler.ProbeSummary, failedUnits []string) (HostStatus, bool, error) {
+	if hostname == "" {
+		return HostStatus{}, false, fmt.Errorf("store: record probes: empty hostname")
+	}
+	var merged HostStatus
+	changed, err := s.mergeStatus(ctx, hostname, func(st HostStatus) HostStatus {
+		st.Probes, st.FailedUnits = probes, failedUnits
+		merged = st
+		return st
+	})
+	if err != nil {
+		return HostStatus{}, false, fmt.Errorf("store: record probes of %s: %w", hostname, err)
+	}
+	return normalizeStatus(merged), changed, nil
 }
 
 // mergeStatus replaces a host's stored status (the zero status when it has

@@ -186,7 +186,8 @@ type Store interface {
 	ReplaceManifest(ctx context.Context, m Manifest) error
 
 	// RecordStatus stores a host's status when it differs from the stored
-	// one, and reports whether it did.
+	// one, and reports whether it did. A status without an activation keeps
+	// the stored activation.
 	RecordStatus(ctx context.Context, hostname string, st HostStatus) (changed bool, err error)
 	// TouchHosts records last-seen times in one batch; a time older than the
 	// stored one is ignored.
@@ -210,9 +211,12 @@ type Store interface {
 	Rollout(ctx context.Context, id string) (reconciler.Rollout, error)
 
 	// RecordActivation stores the latest activation outcome a host
-	// reported (a confirm, a report), leaving the rest of its status alone;
-	// a confirmed activation also sets the status's current closure.
+	// reported (a confirm, a report), leaving the rest of its status alone.
 	RecordActivation(ctx context.Context, hostname string, a reconciler.Activation) error
+	// RecordProbes stores a host's health results reported apart from a
+	// check-in, leaving the rest of its status alone, and returns the
+	// status as stored and whether it changed.
+	RecordProbes(ctx context.Context, hostname string, probes reconciler.ProbeSummary, failedUnits []string) (HostStatus, bool, error)
 	// Watermark returns the store's high-water marks: the newest event id,
 	// and a counter that grows with every write a tick must see (a status
 	// that changed, an activation, an intent, a release).

@@ -52,6 +52,7 @@ type Host struct {
 	staged  string
 	failing []string
 	known   *proto.TargetRef
+	tag     string // the statusTag of the last answer
 	// Log records what the host did, for tests.
 	Log []string
 }
@@ -76,6 +77,25 @@ func (h *Host) SetFailingProbes(names ...string) {
 	h.failing = names
 }
 
+// ReportProbes sends the host's health results at once, in a
+// probe_results report, as an agent does when a probe changes between
+// check-ins.
+func (h *Host) ReportProbes(ctx context.Context) error {
+	h.mu.Lock()
+	probes := proto.ProbeSummary{Total: 1, Failed: h.failing}
+	h.mu.Unlock()
+	resp, err := h.Client.ReportProbes(ctx, proto.ReportRequest{Hostname: h.Name, Kind: proto.ReportProbeResults,
+		Probes: &probes, FailedUnits: []string{}, At: h.Now().UTC().Format(time.RFC3339)})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		h.tag = ""
+		return err
+	}
+	h.tag = resp.StatusTag
+	return nil
+}
+
 // Reboot boots into a staged closure.
 func (h *Host) Reboot() {
 	h.mu.Lock()
@@ -95,15 +115,17 @@ func (h *Host) Step(ctx context.Context, wait time.Duration) error {
 	h.mu.Lock()
 	req := proto.CheckinRequest{Hostname: h.Name, Current: h.current, Booted: h.booted, Deferred: h.staged != "",
 		Probes: proto.ProbeSummary{Total: 1, Failed: h.failing}, FailedUnits: []string{}, Known: h.known,
-		Wait: int(wait / time.Second)}
+		Wait: int(wait / time.Second), StatusTag: h.tag}
 	h.mu.Unlock()
 	resp, err := h.Client.Checkin(ctx, req)
-	if err != nil {
-		return err
-	}
-	t := resp.Target
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err != nil {
+		h.tag = "" // the server may hold this status or not
+		return err
+	}
+	h.tag = resp.StatusTag
+	t := resp.Target
 	if t == nil {
 		h.known = nil
 		return nil

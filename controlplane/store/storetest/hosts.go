@@ -63,8 +63,8 @@ func testRecordStatus(t *testing.T, s store.Store) {
 		t.Fatalf("host record %+v: want seen, no assignment", h)
 	}
 
-	// An activation replaces the activation only (a confirm also the
-	// current closure), and counts as a change when it is one.
+	// An activation replaces the activation only, and counts as a change
+	// when it is one.
 	confirmed := rc.Activation{RolloutID: "edge@1", Closure: Closure("h1", "v1"), Outcome: rc.OutcomeConfirmed, At: t0.Add(time.Minute)}
 	before := wm()
 	must(t, s.RecordActivation(ctx, "h1", confirmed))
@@ -72,13 +72,13 @@ func testRecordStatus(t *testing.T, s store.Store) {
 	if got := wm(); got != before+1 {
 		t.Fatalf("watermark %d after one new activation recorded twice, want %d", got, before+1)
 	}
-	want.Activation, want.Current = &confirmed, confirmed.Closure
+	want.Activation = &confirmed
 	h, err = s.Host(ctx, "h1")
 	must(t, err)
 	diff(t, "observed host after an activation", h.Observed, want)
 	// A status without an activation (a check-in) keeps the stored one.
 	checkin := st
-	checkin.Current, checkin.Activation, checkin.BootID = confirmed.Closure, nil, "b2"
+	checkin.Activation, checkin.BootID = nil, "b2"
 	changed, err := s.RecordStatus(ctx, "h1", checkin)
 	must(t, err)
 	if !changed {
@@ -94,13 +94,37 @@ func testRecordStatus(t *testing.T, s store.Store) {
 	must(t, s.RecordActivation(ctx, "h2", confirmed))
 	h, err = s.Host(ctx, "h2")
 	must(t, err)
-	diff(t, "observed host with only an activation", h.Observed, rc.ObservedHost{Current: confirmed.Closure, Activation: &confirmed})
-	// Other outcomes leave the current closure alone.
-	failed := rc.Activation{RolloutID: "edge@2", Closure: Closure("h2", "v2"), Outcome: rc.OutcomeFailed, At: t0.Add(2 * time.Minute)}
-	must(t, s.RecordActivation(ctx, "h2", failed))
-	h, err = s.Host(ctx, "h2")
+	diff(t, "observed host with only an activation", h.Observed, rc.ObservedHost{Activation: &confirmed})
+
+	// Probes reported apart from a check-in replace the probes and failed
+	// units only, and come back as stored.
+	probes := rc.ProbeSummary{Total: 3, Failed: []string{"http", "tcp"}}
+	before = wm()
+	stored, changed, err := s.RecordProbes(ctx, "h1", probes, nil)
 	must(t, err)
-	diff(t, "observed host after a failure", h.Observed, rc.ObservedHost{Current: confirmed.Closure, Activation: &failed})
+	if !changed || wm() != before+1 {
+		t.Fatalf("RecordProbes: changed=%v, watermark %d after %d", changed, wm(), before)
+	}
+	wantStored := checkin
+	storedAct := confirmed
+	storedAct.At = storedAct.At.UTC()
+	wantStored.Probes, wantStored.FailedUnits, wantStored.Activation = probes, nil, &storedAct
+	diff(t, "the status after RecordProbes", stored, wantStored)
+	if store.StatusDigest(stored) == store.StatusDigest(checkin) {
+		t.Fatal("StatusDigest does not see a change of probes")
+	}
+	withoutActivation := stored
+	withoutActivation.Activation = nil
+	if store.StatusDigest(stored) != store.StatusDigest(withoutActivation) {
+		t.Fatal("StatusDigest depends on the activation")
+	}
+	if _, changed, err = s.RecordProbes(ctx, "h1", probes, []string{}); err != nil || changed {
+		t.Fatalf("the same probes again: changed=%v err=%v, want no change", changed, err)
+	}
+	want.Probes, want.FailedUnits = probes, nil
+	h, err = s.Host(ctx, "h1")
+	must(t, err)
+	diff(t, "observed host after RecordProbes", h.Observed, want)
 
 	// The tick sees the statuses as the reconciler's observations.
 	in := m.peek()
