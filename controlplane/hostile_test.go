@@ -24,6 +24,7 @@ import (
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/trust"
 )
 
 // caller sends raw requests as one identity: a key (nil: no client
@@ -425,6 +426,9 @@ func TestTamperedRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			eventually(t, 10*time.Second, "the first release opens its rollout", func() bool {
+				return rolloutState(t, e, rolloutID("stable", 1)) != ""
+			})
 
 			// A manifest changed after signing.
 			e.clock.Advance(time.Minute)
@@ -477,6 +481,48 @@ func TestTamperedRelease(t *testing.T) {
 			}
 			e.hook()
 			rejected("replayed_release", 2, 2)
+
+			// A fleet CI signed without stamping its commit (meta.ciCommit
+			// null): there is no rollout id to read a manifest for.
+			e.clock.Advance(time.Minute)
+			fpath := filepath.Join(e.repo.Dir, "releases", "fleet.resolved.json")
+			signed, err := os.ReadFile(fpath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(signed, &doc); err != nil {
+				t.Fatal(err)
+			}
+			doc["meta"].(map[string]any)["ciCommit"] = nil
+			doc["meta"].(map[string]any)["signedAt"] = e.clock.Now().UTC().Format(time.RFC3339)
+			raw, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unstamped, err := trust.Canonicalize(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig, err := e.repo.Key.Sign(unstamped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.repo.WriteFile(filepath.Join("releases", "fleet.resolved.json"), unstamped); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.repo.WriteFile(filepath.Join("releases", "fleet.resolved.json.sig"), sig); err != nil {
+				t.Fatal(err)
+			}
+			commit, err = e.repo.Commit("unstamped", e.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.repo.Promote("stable", commit); err != nil {
+				t.Fatal(err)
+			}
+			e.hook()
+			rejected("malformed", 2, 2)
 		})
 	}
 }

@@ -330,6 +330,9 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 	if _, err := manifest.ValidateFleet(fleet); err != nil {
 		return store.Release{}, nil, &verifyError{"invalid_fleet", err}
 	}
+	if fleet.Meta.CICommit == nil || *fleet.Meta.CICommit == "" {
+		return store.Release{}, nil, &verifyError{"malformed", errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
+	}
 	ref := *fleet.Meta.CICommit
 	id := proto.RolloutID(channel, ref)
 	mBody, mSig, err := readPair(tree, releaseDir+"/rollouts/"+id+".json")
