@@ -201,11 +201,12 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 		return gone("%s is in no rollout", req.Hostname)
 	case a.RolloutID != req.RolloutID || a.Host.Target != req.Closure:
 		return gone("%s's current activation is %s in %s, not %s in %s", req.Hostname, a.Host.Target, a.RolloutID, req.Closure, req.RolloutID)
-	case token(*a) != req.Token:
-		return gone("the token is not the current activation's (a replayed or outdated confirm)")
 	}
 	switch a.Host.State {
 	case reconciler.HostActivating:
+		if token(*a) != req.Token {
+			return gone("the token is not the current activation's (a replayed or outdated confirm)")
+		}
 		deadline := a.Host.Since.Add(confirmWindow(s.cfg.Tunables))
 		if now.After(deadline) {
 			return gone("the confirm window closed at %s", deadline.UTC().Format(time.RFC3339))
@@ -216,7 +217,10 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 		}
 		s.ticker.kick()
 	case reconciler.HostSoaking, reconciler.HostConverged:
-		// Confirmed already: the agent retries after a lost response.
+		// Past the confirm already, on this very target: the agent retries
+		// after a lost answer. The tick that moved the host on changed the
+		// token, so it is not compared: refusing would make the agent roll
+		// back a switch the control plane has accepted. Nothing is written.
 	default:
 		return gone("%s is %s in %s", req.Hostname, a.Host.State, a.RolloutID)
 	}

@@ -360,6 +360,11 @@ func testHostileInput(t *testing.T, backend string) {
 		}
 		return rolloutState(t, e, rollout) == reconciler.RolloutConverged
 	})
+	// A retry whose first answer was lost, after the tick that moved the
+	// canary on (and changed its token): accepted, and nothing changes.
+	before = e.settle()
+	expect(t, "the confirm retried after the canary soaked", canary.post("/v1/agent/confirm", confirm("canary", *target, target.Token)), 200, "")
+	e.unchanged(before, "a retried confirm changed the state")
 	e.release("v2", 3)
 	eventually(t, 10*time.Second, "the canary is dispatched again", func() bool {
 		a := canary.post("/v1/agent/checkin", mustJSON(t, proto.CheckinRequest{Hostname: "canary",
