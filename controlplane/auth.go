@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
@@ -85,6 +86,7 @@ type identities struct {
 	mu        sync.RWMutex
 	hosts     map[string]string // raw key -> hostname
 	hostKeys  map[string]ed25519.PublicKey
+	signedAt  time.Time           // of the fleet the host keys come from
 	operators map[string]Operator // raw key -> operator
 }
 
@@ -97,9 +99,11 @@ func newIdentities(ops []Operator) *identities {
 	return id
 }
 
-// setHosts replaces the host keys with a fleet's. Hosts without a pubkey,
-// or with one that does not parse, cannot authenticate.
-func (id *identities) setHosts(f *proto.FleetResolved) {
+// setHosts replaces the host keys with a fleet's, unless they come from a
+// fleet signed later (channels move on their own; the newest fleet of any
+// channel wins). Hosts without a pubkey, or with one that does not parse,
+// cannot authenticate.
+func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
 	hosts, keys := map[string]string{}, map[string]ed25519.PublicKey{}
 	for name, h := range f.Hosts {
 		if h.Pubkey == nil {
@@ -112,8 +116,11 @@ func (id *identities) setHosts(f *proto.FleetResolved) {
 		hosts[string(k)], keys[name] = name, k
 	}
 	id.mu.Lock()
-	id.hosts, id.hostKeys = hosts, keys
-	id.mu.Unlock()
+	defer id.mu.Unlock()
+	if signedAt.Before(id.signedAt) {
+		return
+	}
+	id.hosts, id.hostKeys, id.signedAt = hosts, keys, signedAt
 }
 
 // client is who sent a request.

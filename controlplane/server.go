@@ -126,7 +126,7 @@ func (s *Server) loadIdentities(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("controlplane: the stored fleet of %s: %w", newest.Channel, err)
 	}
-	s.ids.setHosts(f)
+	s.ids.setHosts(f, newest.SignedAt)
 	return nil
 }
 

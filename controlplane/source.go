@@ -58,8 +58,8 @@ type source struct {
 	now      func() time.Time
 	log      *slog.Logger
 	m        *metrics
-	changed  func()                     // a release was stored
-	onFleet  func(*proto.FleetResolved) // the newest verified fleet
+	changed  func()                                // a release was stored
+	onFleet  func(*proto.FleetResolved, time.Time) // a verified fleet, and when it was signed
 	kickCh   chan struct{}
 	mu       sync.Mutex
 	repo     *git.Repository
@@ -80,7 +80,7 @@ type sourceFailure struct {
 func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, now func() time.Time, log *slog.Logger, m *metrics) *source {
 	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, now: now, log: log, m: m,
 		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]sourceFailure{},
-		changed: func() {}, onFleet: func(*proto.FleetResolved) {}}
+		changed: func() {}, onFleet: func(*proto.FleetResolved, time.Time) {}}
 }
 
 // isRemote tells a URL from a local path.
@@ -238,7 +238,7 @@ func (s *source) process(ctx context.Context, channel string, hash plumbing.Hash
 	if err := s.refreshManifest(ctx, rel); err != nil {
 		return err
 	}
-	s.onFleet(fleet)
+	s.onFleet(fleet, rel.SignedAt)
 	s.changed()
 	return nil
 }
