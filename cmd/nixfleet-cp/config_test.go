@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// cancelOn is a log writer that cancels a context once a line contains
+// a message, so that run returns as soon as the replica serves.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	msg    string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.msg) {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+func (w *cancelOn) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestConfigSources: a setting comes from the flag, else the environment
+// (NIXFLEET_CP_<FLAG>), else the --config file; an unknown key in the file
+// is a usage error. Shown with --insecure-dev, which refuses any address
+// but loopback, and the address the replica logs when it serves.
+func TestConfigSources(t *testing.T) {
+	f := newGitFleet(t, twoWaveSpec())
+	f.Release("v0")
+	dir := t.TempDir()
+	writeConfig := func(settings map[string]any) string {
+		t.Helper()
+		b, err := json.Marshal(settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "config.json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	base := map[string]any{"repo": f.Bare, "trust": f.TrustFile, "state-dir": dir, "insecure-dev": true}
+	serve := func(args ...string) (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var stdout bytes.Buffer
+		stderr := &cancelOn{msg: "control plane serving", cancel: cancel}
+		code := run(ctx, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, stderr)
+		return code, stderr.String()
+	}
+	listening := func(log string) string {
+		for _, line := range strings.Split(log, "\n") {
+			var rec struct{ Msg, Listen string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "control plane serving" {
+				return rec.Listen
+			}
+		}
+		return ""
+	}
+
+	// The file alone: its listen address is not loopback, and its
+	// insecure-dev applies, so the replica refuses to start.
+	withFile := func(listen string) string {
+		s := map[string]any{"listen": listen}
+		for k, v := range base {
+			s[k] = v
+		}
+		return writeConfig(s)
+	}
+	code, log := serve("--config", withFile("0.0.0.0:0"))
+	if code != 1 || !strings.Contains(log, "use a loopback address") {
+		t.Fatalf("insecure-dev on 0.0.0.0 from the file: exit %d, log:\n%s", code, log)
+	}
+
+	// The environment wins over the file.
+	t.Setenv("NIXFLEET_CP_LISTEN", "127.0.0.1:0")
+	code, log = serve("--config", withFile("0.0.0.0:0"))
+	if code != 0 || !strings.HasPrefix(listening(log), "127.0.0.1:") {
+		t.Fatalf("listen from the environment over the file: exit %d, serving on %q, log:\n%s", code, listening(log), log)
+	}
+	if !strings.Contains(log, "INSECURE DEV MODE") {
+		t.Errorf("insecure-dev from the file did not say so loudly:\n%s", log)
+	}
+
+	// The flag wins over the environment.
+	t.Setenv("NIXFLEET_CP_LISTEN", "0.0.0.0:0")
+	code, log = serve("--config", withFile("0.0.0.0:0"), "--listen", "127.0.0.2:0")
+	if l := listening(log); code != 0 || !strings.HasPrefix(l, "127.0.0.2:") {
+		t.Fatalf("listen from the flag over the environment: exit %d, serving on %q, log:\n%s", code, l, log)
+	}
+
+	// An unknown key is a usage error, and so is a malformed file.
+	for name, body := range map[string]string{
+		"unknown key": `{"listen":"127.0.0.1:0","lissen":"127.0.0.1:1"}`,
+		"malformed":   `{"listen":`,
+	} {
+		path := filepath.Join(dir, "bad.json")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code, log := serve("--config", path); code != 2 || !strings.Contains(log, path) {
+			t.Errorf("%s config: exit %d (want 2), output:\n%s", name, code, log)
+		}
+	}
+}
