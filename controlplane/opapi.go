@@ -16,7 +16,8 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// RolloutSummary is a rollout as GET /v1/rollouts and /v1/status list it.
+// RolloutSummary is a rollout as GET /v1/rollouts/{id} and /v1/status show
+// it.
 type RolloutSummary struct {
 	reconciler.Rollout
 	// Counts are the rollout's hosts by state (on GET /v1/rollouts/{id}

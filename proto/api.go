@@ -180,6 +180,7 @@ type ReportResponse struct {
 // IntentRequest is POST /v1/rollouts/{id}/{pause|resume|cancel|rollback}.
 // The body may be empty.
 type IntentRequest struct {
-	// Comment is stored with the intent's event.
+	// Comment is written to the control plane's log with the intent (not
+	// to the journal yet: rfcs/0007, open questions).
 	Comment string `json:"comment,omitempty"`
 }
