@@ -156,7 +156,9 @@ func (n *NixExecutor) Realise(ctx context.Context, path string) Result {
 	out, err := n.run(ctx, "nix-store", args...)
 	if err != nil {
 		code := "realise_failed"
-		if msg := err.Error(); strings.Contains(msg, "signature") || strings.Contains(msg, "trusted key") {
+		// Nix 2.8: "the substitute for '…' from '…' is not signed by any of
+		// the keys in 'trusted-public-keys'".
+		if msg := err.Error(); strings.Contains(msg, "not signed by") || strings.Contains(msg, "signature") {
 			code = "closure_unsigned"
 		}
 		return Result{Err: err, Code: code}

@@ -144,10 +144,14 @@ type Spec struct {
 	ChannelEdges []proto.ChannelEdge
 	// FreshnessMinutes is every channel's window (default 1440).
 	FreshnessMinutes int
+	// Closures, when set, gives the closure of a host at a version
+	// (Closures[version][host]) instead of Closure(host, version): real
+	// store paths, for tests that run Nix.
+	Closures map[string]map[string]string
 }
 
 // Fleet builds the unsigned fleet.resolved of a spec at a version: every
-// host's closure is Closure(name, version).
+// host's closure is Closure(name, version), unless Closures names one.
 func (s Spec) Fleet(version string) ([]byte, error) {
 	f := proto.FleetResolved{SchemaVersion: 1, Hosts: map[string]proto.Host{}, Channels: map[string]proto.Channel{},
 		RolloutPolicies: map[string]proto.RolloutPolicy{}, Waves: map[string][]proto.Wave{},
@@ -173,6 +177,9 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 	}
 	for _, h := range s.Hosts {
 		c, k := Closure(h.Name, version), h.SSHPubkey()
+		if real, ok := s.Closures[version][h.Name]; ok {
+			c = real
+		}
 		f.Hosts[h.Name] = proto.Host{System: "x86_64-linux", Tags: append([]string{}, h.Tags...), Channel: h.Channel, ClosureHash: &c, Pubkey: &k}
 		w := f.Waves[h.Channel]
 		if h.Wave >= len(w) {

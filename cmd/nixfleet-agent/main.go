@@ -1,0 +1,174 @@
+// Command nixfleet-agent is the nixfleet agent (rfcs/0008-agent.md).
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nixfleet/nixfleet/agent"
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type usageError struct{ error }
+
+func env(flag string) []string {
+	return []string{"NIXFLEET_AGENT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+// run is the whole command: tests call it directly.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := &cli.App{
+		Name:            "nixfleet-agent",
+		Usage:           "the nixfleet agent",
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		Commands:        []*cli.Command{runCommand()},
+	}
+	if err := app.RunContext(ctx, args); err != nil {
+		fmt.Fprintf(stderr, "nixfleet-agent: %v\n", err)
+		var u usageError
+		if errors.As(err, &u) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "check in with the control plane and apply what it says, verified",
+		Description: "Every flag has an environment variable NIXFLEET_AGENT_<FLAG>.\n" +
+			"The host key is the SSH ed25519 host key: the mutual-TLS identity and the\n" +
+			"key that signs reports; the control plane admits it only if CI signed it\n" +
+			"as this host's pubkey.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "cp", EnvVars: env("cp"), Usage: "control plane `URL` (https://…)"},
+			&cli.StringFlag{Name: "hostname", EnvVars: env("hostname"), Usage: "this host's `NAME` in the fleet (default: the kernel's)"},
+			&cli.StringFlag{Name: "host-key", Value: "/etc/ssh/ssh_host_ed25519_key", EnvVars: env("host-key"), Usage: "SSH ed25519 host key `FILE`"},
+			&cli.StringFlag{Name: "trust", Value: "/etc/nixfleet/trust.json", EnvVars: env("trust"), Usage: "trust.json `FILE`"},
+			&cli.StringFlag{Name: "cp-ca", EnvVars: env("cp-ca"), Usage: "PEM `FILE` of the CA that signs the control plane's certificate (default: system roots)"},
+			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/nixfleet-agent", EnvVars: env("state-dir"), Usage: "state `DIR`"},
+			&cli.StringFlag{Name: "probes", EnvVars: env("probes"), Usage: "health probes `FILE` (JSON)"},
+			&cli.StringFlag{Name: "profile", Value: "/nix/var/nix/profiles/system", EnvVars: env("profile"), Usage: "system profile `PATH`"},
+			&cli.StringSliceFlag{Name: "substituter", EnvVars: env("substituter"), Usage: "binary cache `URL` (repeatable)"},
+			&cli.StringFlag{Name: "store-dir", Value: "/nix/store", EnvVars: env("store-dir")},
+			&cli.StringFlag{Name: "current-system", Value: "/run/current-system", EnvVars: env("current-system")},
+			&cli.StringFlag{Name: "booted-system", Value: "/run/booted-system", EnvVars: env("booted-system")},
+			&cli.StringFlag{Name: "detach", Value: "systemd-run --collect --quiet --wait --unit=nixfleet-switch-{n} --", EnvVars: env("detach"),
+				Usage: "`COMMAND` prefix that runs the switch outside the agent; \"\" runs it as a child"},
+			&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, EnvVars: env("wait"), Usage: "long-poll of a check-in"},
+			&cli.DurationFlag{Name: "quarantine", Value: agent.DefaultQuarantine, EnvVars: env("quarantine"), Usage: "hold a failed closure back this long"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level")},
+		},
+		Action: runAgent,
+	}
+}
+
+// readHostKey reads an OpenSSH ed25519 private key.
+func readHostKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch k := k.(type) {
+	case *ed25519.PrivateKey:
+		return *k, nil
+	case ed25519.PrivateKey:
+		return k, nil
+	}
+	return nil, fmt.Errorf("%s: a %T, not an ed25519 key", path, k)
+}
+
+func runAgent(c *cli.Context) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	if c.String("cp") == "" {
+		return usageError{errors.New("--cp is required")}
+	}
+	hostname := c.String("hostname")
+	if hostname == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		hostname = h
+	}
+	key, err := readHostKey(c.String("host-key"))
+	if err != nil {
+		return err
+	}
+	tb, err := os.ReadFile(c.String("trust"))
+	if err != nil {
+		return err
+	}
+	roots, err := trust.ParseRoots(tb)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.String("trust"), err)
+	}
+	opts := apiclient.Options{Key: key, Name: hostname}
+	if f := c.String("cp-ca"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		opts.ServerCAs = x509.NewCertPool()
+		if !opts.ServerCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%s: no PEM certificate", f)
+		}
+	}
+	api, err := apiclient.New(c.String("cp"), opts)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := os.MkdirAll(c.String("state-dir"), 0o700); err != nil {
+		return err
+	}
+	exe := agent.NewNixExecutor(agent.NixConfig{StoreDir: c.String("store-dir"), Profile: c.String("profile"),
+		CurrentSystem: c.String("current-system"), BootedSystem: c.String("booted-system"),
+		Substituters: c.StringSlice("substituter"), TrustedKeys: roots.CacheKeys(),
+		Detach: strings.Fields(c.String("detach")), DetachSet: true})
+	cfg := agent.Config{Policy: agent.Policy{Hostname: hostname, StoreDir: c.String("store-dir"), QuarantineFor: c.Duration("quarantine")},
+		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Wait: c.Duration("wait"), Log: log,
+		CrashAt: os.Getenv("NIXFLEET_AGENT_TEST_CRASH_AT")}
+	if err := addProbes(c.Context, &cfg, c.String("probes")); err != nil {
+		return err
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("agent running", "hostname", hostname, "cp", c.String("cp"), "stateDir", c.String("state-dir"), "phase", a.State().Phase)
+	return a.Run(c.Context)
+}
