@@ -7,15 +7,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/nixfleet/nixfleet/proto"
 )
@@ -179,7 +182,18 @@ func TestProbeHTTPTimeout(t *testing.T) {
 
 func TestProbeTCP(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// SO_REUSEPORT lets holdPort keep the port bound once the listener
+	// is gone, so that no other test or package can take it meanwhile.
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +217,8 @@ func TestProbeTCP(t *testing.T) {
 		t.Fatalf("open listener: Failed = %q (%v)", got, r.Details())
 	}
 
+	// The port stays bound, without a listener: a connection is refused.
+	holdPort(t, addr)
 	_ = ln.Close()
 	<-accepted
 	r.RunOnce(t.Context())
@@ -684,5 +700,27 @@ func TestProbeConcurrentReaders(t *testing.T) {
 	}
 	if !probeNotified(r) {
 		t.Error("no change notified")
+	}
+}
+
+// holdPort binds addr (127.0.0.1:port, whose listener has SO_REUSEPORT)
+// without listening, until the test ends: once the listener closes, a
+// connection to it is refused, and nothing else can take the port.
+func holdPort(t *testing.T, addr string) {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+		t.Fatalf("binding %s again: %v", addr, err)
 	}
 }
