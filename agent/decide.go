@@ -293,15 +293,10 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 			return st.rollingBack("confirm_rejected", now), nil
 		}
 		return st, nil // retried until the deadline
-	case StepRollBack:
-		if res.Err != nil {
-			// The previous system did not come back either: the agent
-			// keeps trying at every check-in; the control plane sees the
-			// host on neither.
-			return st, nil
-		}
-		return st, nil // Decide sees the host on the previous system
 	}
+	// StepRollBack changes no state: Decide sees the host back on the
+	// previous system, or, when the rollback failed too, tries again at
+	// the next check-in (the control plane sees the host on neither).
 	return st, nil
 }
 

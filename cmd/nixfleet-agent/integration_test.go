@@ -24,6 +24,7 @@ import (
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
+	"github.com/nixfleet/nixfleet/internal/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -44,16 +45,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/nixfleet/nixfleet/cmd/nixfleet-cp", "github.com/nixfleet/nixfleet/cmd/nixfleet-agent")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
+	paths, err := testbin.Build(dir, "github.com/nixfleet/nixfleet/cmd/nixfleet-cp", "github.com/nixfleet/nixfleet/cmd/nixfleet-agent")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	bin.cp, bin.agent = filepath.Join(dir, "nixfleet-cp"), filepath.Join(dir, "nixfleet-agent")
+	bin.cp, bin.agent = paths[0], paths[1]
 	return m.Run()
 }
 

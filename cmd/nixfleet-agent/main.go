@@ -20,6 +20,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/agent"
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/internal/cliapp"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -30,32 +31,13 @@ func main() {
 	os.Exit(code)
 }
 
-type usageError struct{ error }
-
-func env(flag string) []string {
-	return []string{"NIXFLEET_AGENT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
-}
+// env names the environment variable that mirrors a flag.
+func env(flag string) []string { return cliapp.Env("NIXFLEET_AGENT", flag) }
 
 // run is the whole command: tests call it directly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &cli.App{
-		Name:            "nixfleet-agent",
-		Usage:           "the nixfleet agent",
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {},
-		Commands:        []*cli.Command{runCommand()},
-	}
-	if err := app.RunContext(ctx, args); err != nil {
-		fmt.Fprintf(stderr, "nixfleet-agent: %v\n", err)
-		var u usageError
-		if errors.As(err, &u) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	app := &cli.App{Name: "nixfleet-agent", Usage: "the nixfleet agent", Commands: []*cli.Command{runCommand()}}
+	return cliapp.Run(ctx, app, args, stdout, stderr)
 }
 
 func runCommand() *cli.Command {
@@ -111,11 +93,11 @@ func readHostKey(path string) (ed25519.PrivateKey, error) {
 func runAgent(c *cli.Context) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return usageError{fmt.Errorf("--log-level: %w", err)}
+		return cliapp.Usage(fmt.Errorf("--log-level: %w", err))
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 	if c.String("cp") == "" {
-		return usageError{errors.New("--cp is required")}
+		return cliapp.Usage(errors.New("--cp is required"))
 	}
 	hostname := c.String("hostname")
 	if hostname == "" {
@@ -150,7 +132,7 @@ func runAgent(c *cli.Context) error {
 	}
 	api, err := apiclient.New(c.String("cp"), opts)
 	if err != nil {
-		return usageError{err}
+		return cliapp.Usage(err)
 	}
 	if err := os.MkdirAll(c.String("state-dir"), 0o700); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -84,7 +85,7 @@ func newGitFleet(t *testing.T, spec fleetrepo.Spec) *gitFleet {
 func (f *gitFleet) run(dir, name string, args ...string) string {
 	f.t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Dir, cmd.Env = dir, raceEnv(f.env)
+	cmd.Dir, cmd.Env = dir, testbin.Env(f.env)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

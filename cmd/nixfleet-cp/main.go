@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/cliapp"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -30,32 +30,12 @@ func main() {
 
 // run is the whole command: tests call it directly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &cli.App{
-		Name:            "nixfleet-cp",
-		Usage:           "the nixfleet control plane",
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {},
-		Commands:        []*cli.Command{serveCommand()},
-	}
-	if err := app.RunContext(ctx, args); err != nil {
-		fmt.Fprintf(stderr, "nixfleet-cp: %v\n", err)
-		var u usageError
-		if errors.As(err, &u) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	app := &cli.App{Name: "nixfleet-cp", Usage: "the nixfleet control plane", Commands: []*cli.Command{serveCommand()}}
+	return cliapp.Run(ctx, app, args, stdout, stderr)
 }
-
-type usageError struct{ error }
 
 // env names the environment variable that mirrors a flag.
-func env(flag string) []string {
-	return []string{"NIXFLEET_CP_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
-}
+func env(flag string) []string { return cliapp.Env("NIXFLEET_CP", flag) }
 
 func serveCommand() *cli.Command {
 	return &cli.Command{
@@ -93,11 +73,11 @@ func serveCommand() *cli.Command {
 
 func serve(c *cli.Context) error {
 	if err := applyConfigFile(c); err != nil {
-		return usageError{err}
+		return cliapp.Usage(err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return usageError{fmt.Errorf("--log-level: %w", err)}
+		return cliapp.Usage(fmt.Errorf("--log-level: %w", err))
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 	cfg := controlplane.Config{

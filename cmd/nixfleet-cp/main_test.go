@@ -3,10 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/nixfleet/nixfleet/internal/testbin"
 )
 
 // bin holds the real binaries the integration tests run: built once per
@@ -28,32 +27,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	// go test puts its own go command first on PATH.
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/nixfleet/nixfleet/cmd/nixfleet-cp", "github.com/nixfleet/nixfleet/cmd/nixfleet")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
+	paths, err := testbin.Build(dir, "github.com/nixfleet/nixfleet/cmd/nixfleet-cp", "github.com/nixfleet/nixfleet/cmd/nixfleet")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	bin.cp, bin.cli = filepath.Join(dir, "nixfleet-cp"), filepath.Join(dir, "nixfleet")
+	bin.cp, bin.cli = paths[0], paths[1]
 	return m.Run()
-}
-
-// raceEnv returns an environment for a binary built with -race: the race
-// runtime sleeps a second before exiting (GORACE atexit_sleep_ms), which
-// every command and every stopped replica would pay.
-func raceEnv(env []string) []string {
-	out := make([]string, 0, len(env)+1)
-	opts := "atexit_sleep_ms=0"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
-			opts = v + " " + opts
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "GORACE="+opts)
 }

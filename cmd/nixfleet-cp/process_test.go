@@ -26,6 +26,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/devcert"
+	"github.com/nixfleet/nixfleet/internal/testbin"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -118,7 +119,7 @@ func (r *replica) start() {
 	t := r.t
 	t.Helper()
 	r.cmd = exec.Command(bin.cp, r.args...)
-	r.cmd.Env = raceEnv(os.Environ())
+	r.cmd.Env = testbin.Env(os.Environ())
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	// Its own process group, so cleanup kills whatever it started.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
