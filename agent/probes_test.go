@@ -3,11 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
 
 	"github.com/nixfleet/nixfleet/proto"
 )
@@ -182,33 +180,14 @@ func TestProbeHTTPTimeout(t *testing.T) {
 
 func TestProbeTCP(t *testing.T) {
 	t.Parallel()
-	// SO_REUSEPORT lets holdPort keep the port bound once the listener
-	// is gone, so that no other test or package can take it meanwhile.
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
+	// A socket this test holds on a privileged port: listening, then shut
+	// down (still bound, so connections are refused and nothing else can
+	// take the port). A port outside the ephemeral range also rules out a
+	// connect that meets itself (TCP self-connect) once nothing listens.
+	fd, addr := holdLowPort(t)
+	if err := syscall.Listen(fd, 16); err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	accepted := make(chan struct{})
-	go func() {
-		defer close(accepted)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
 	r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
 		{Name: "db", Type: ProbeTCP, Address: addr, Interval: time.Second, Timeout: time.Second},
 	}})
@@ -217,10 +196,9 @@ func TestProbeTCP(t *testing.T) {
 		t.Fatalf("open listener: Failed = %q (%v)", got, r.Details())
 	}
 
-	// The port stays bound, without a listener: a connection is refused.
-	holdPort(t, addr)
-	_ = ln.Close()
-	<-accepted
+	if err := syscall.Shutdown(fd, syscall.SHUT_RDWR); err != nil {
+		t.Fatal(err)
+	}
 	r.RunOnce(t.Context())
 	if diff := cmp.Diff([]string{"db"}, probeFailed(r)); diff != "" {
 		t.Fatalf("closed listener: Failed (-want +got):\n%s", diff)
@@ -703,24 +681,20 @@ func TestProbeConcurrentReaders(t *testing.T) {
 	}
 }
 
-// holdPort binds addr (127.0.0.1:port, whose listener has SO_REUSEPORT)
-// without listening, until the test ends: once the listener closes, a
-// connection to it is refused, and nothing else can take the port.
-func holdPort(t *testing.T, addr string) {
+// holdLowPort binds a free port below 1024 on 127.0.0.1 (the tests run as
+// root) without listening, until the test ends.
+func holdLowPort(t *testing.T) (int, string) {
 	t.Helper()
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		t.Fatal(err)
+	for port := 1; port < 1024; port++ {
+		if syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}) == nil {
+			return fd, fmt.Sprintf("127.0.0.1:%d", port)
+		}
 	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
-		t.Fatalf("binding %s again: %v", addr, err)
-	}
+	t.Fatal("no free port below 1024 on 127.0.0.1 (are the tests running as root?)")
+	return 0, ""
 }
