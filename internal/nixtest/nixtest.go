@@ -45,12 +45,14 @@ import (
 
 // NixConfig is the NIX_CONFIG given to every Nix command: no substituters
 // (Nix is offline; a test names its cache with --option substituters), the
-// nix command enabled, no build sandbox, and no reuse of cached narinfo
+// nix command enabled, no build sandbox, builds as root without build
+// users (Debian's nix-bin alone creates no nixbld group), and no reuse of cached narinfo
 // lookups, because a loopback port, and so a cache URL, can be reused by a
 // later test.
 const NixConfig = "substituters =\n" +
 	"experimental-features = nix-command\n" +
 	"sandbox = false\n" +
+	"build-users-group =\n" +
 	"narinfo-cache-negative-ttl = 0\n" +
 	"narinfo-cache-positive-ttl = 0\n"
 
@@ -280,8 +282,15 @@ type Cache struct {
 }
 
 // NewCache makes an empty binary cache with a fresh signing key named
-// KeyName and serves it until the test ends.
+// KeyName and serves it on 127.0.0.1 until the test ends.
 func NewCache(t testing.TB) *Cache {
+	t.Helper()
+	return NewCacheOn(t, "127.0.0.1:0")
+}
+
+// NewCacheOn is NewCache served on addr: a loopback address, or the
+// gateway of a Net (Net.Addr) for hosts in network namespaces.
+func NewCacheOn(t testing.TB, addr string) *Cache {
 	t.Helper()
 	Require(t)
 	base := t.TempDir()
@@ -308,7 +317,7 @@ func NewCache(t testing.TB) *Cache {
 		t.Fatalf("nixtest: %v", err)
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("nixtest: %v", err)
 	}
@@ -438,6 +447,9 @@ type Host struct {
 	RunDir string
 	// SwitchLogPath is Dir/switch.log.
 	SwitchLogPath string
+	// NetNS, when set (Net.Attach), is the network namespace that
+	// Command runs in.
+	NetNS string
 }
 
 // NewHost makes a host with an empty store. The store itself is created by
@@ -496,15 +508,19 @@ func (h *Host) Env() []string {
 //	unshare --mount --propagation private -- \
 //	    /bin/sh -c 'mount --bind "$1" /nix && shift && exec "$@"' sh NIXDIR name args...
 //
-// unshare and sh exec, so the command's process is name itself and
+// prefixed with "ip netns exec NETNS" when the host is attached to a Net.
+// ip, unshare and sh exec, so the command's process is name itself and
 // cancelling ctx kills it. Its Env is h.Env(); WaitDelay is 10s. The mount
 // never propagates to the test's namespace.
 func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	argv := append([]string{
+	argv := append([]string{"unshare",
 		"--mount", "--propagation", "private", "--",
 		"/bin/sh", "-c", `mount --bind "$1" /nix && shift && exec "$@"`, "sh", h.NixDir, name,
 	}, args...)
-	cmd := exec.CommandContext(ctx, "unshare", argv...)
+	if h.NetNS != "" {
+		argv = append([]string{"ip", "netns", "exec", h.NetNS}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = h.Env()
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
@@ -557,6 +573,33 @@ func (h *Host) Valid(t testing.TB, p string) bool {
 func (h *Host) CurrentSystem(t testing.TB) string {
 	t.Helper()
 	return readLink(t, h.CurrentSystemLink())
+}
+
+// Profile returns the store path the host's system profile
+// (/nix/var/nix/profiles/system) points at, through its generation link;
+// "" when there is none.
+func (h *Host) Profile(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(h.NixDir, "var", "nix", "profiles")
+	gen, err := os.Readlink(filepath.Join(dir, "system"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("nixtest: %v", err)
+	}
+	// nix-env writes the generation link relative to the profile's
+	// directory; an absolute one is in /nix terms, under NixDir here.
+	if filepath.IsAbs(gen) {
+		gen = filepath.Join(h.NixDir, strings.TrimPrefix(gen, "/nix"))
+	} else {
+		gen = filepath.Join(dir, gen)
+	}
+	p, err := os.Readlink(gen)
+	if err != nil {
+		t.Fatalf("nixtest: %v", err)
+	}
+	return p
 }
 
 // BootedSystem returns the target of run/booted-system, or "" if there is
