@@ -25,9 +25,11 @@ type Files struct {
 	Pool              *x509.CertPool
 }
 
-// Write creates a certificate for localhost, 127.0.0.1 and ::1 valid from
-// an hour before now for a week, and writes cert.pem and key.pem into dir.
-func Write(dir string, now time.Time) (Files, error) {
+// Write creates a certificate for localhost, 127.0.0.1, ::1 and the extra
+// names (IP addresses or DNS names, for test hosts in network namespaces),
+// valid from an hour before now for a week, and writes cert.pem and
+// key.pem into dir.
+func Write(dir string, now time.Time, extra ...string) (Files, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Files{}, err
@@ -42,6 +44,13 @@ func Write(dir string, now time.Time) (Files, error) {
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, n := range extra {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
