@@ -62,7 +62,11 @@ func NewNet(t testing.TB, subnet string) *Net {
 		n.teardown(t)
 		ipQuiet("route", "del", "unreachable", p.String())
 	})
-	ipCmd(t, "link", "add", n.bridge(), "type", "bridge")
+	// A bridge takes the lowest MAC address of its ports unless it has
+	// one of its own: each Attach would change the gateway's address
+	// under the hosts' ARP caches and stall their connections until the
+	// entries go stale (some 30 s).
+	ipCmd(t, "link", "add", n.bridge(), "address", fmt.Sprintf("02:6e:66:%02x:%02x:01", a[1], a[2]), "type", "bridge")
 	ipCmd(t, "addr", "add", n.Gateway+"/25", "dev", n.bridge())
 	ipCmd(t, "link", "set", n.bridge(), "up")
 	return n

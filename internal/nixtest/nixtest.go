@@ -537,11 +537,13 @@ func (h *Host) Import(t testing.TB, c Closure) {
 	h.run(t, nar, "nix-store", "--import")
 }
 
-// Seed imports closure c into the host's store and points
+// Seed imports closure c into the host's store, makes it the system
+// profile's generation (as installing NixOS does) and points
 // run/current-system and run/booted-system at it: the host now runs c.
 func (h *Host) Seed(t testing.TB, c Closure) {
 	t.Helper()
 	h.Import(t, c)
+	h.run(t, nil, "nix-env", "--profile", "/nix/var/nix/profiles/system", "--set", c.Path)
 	for _, link := range []string{h.CurrentSystemLink(), h.BootedSystemLink()} {
 		tmp := link + ".tmp"
 		_ = os.Remove(tmp)

@@ -78,6 +78,9 @@ func TestKit(t *testing.T) {
 	if got := web1.CurrentSystem(t); got != v1.Path {
 		t.Errorf("current-system = %q, want %q", got, v1.Path)
 	}
+	if got := web1.Profile(t); got != v1.Path {
+		t.Errorf("system profile = %q, want %q", got, v1.Path)
+	}
 	if got := web1.BootedSystem(t); got != v1.Path {
 		t.Errorf("booted-system = %q, want %q", got, v1.Path)
 	}
