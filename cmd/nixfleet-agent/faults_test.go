@@ -18,6 +18,7 @@ import (
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
+	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -36,16 +37,16 @@ type liar struct {
 
 // serve starts the liar on the world's network (or loopback) and returns
 // its URL.
-func (l liar) serve(w *world, key ed25519.PrivateKey) string {
-	t := w.t
+func (l liar) serve(w *realfleet.Fleet, key ed25519.PrivateKey) string {
+	t := w.T
 	t.Helper()
 	clientCert, err := apiclient.SelfSignedCert(key, "liar", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstream := &http.Client{Timeout: 70 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: w.cert.Pool, Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13}}}
-	serverCert, err := tls.LoadX509KeyPair(w.cert.CertFile, w.cert.KeyFile)
+		TLSClientConfig: &tls.Config{RootCAs: w.Cert.Pool, Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13}}}
+	serverCert, err := tls.LoadX509KeyPair(w.Cert.CertFile, w.Cert.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func (l liar) serve(w *world, key ed25519.PrivateKey) string {
 		if r.URL.Path == "/v1/agent/confirm" && l.Confirm != nil {
 			body = rewrite(t, body, l.Confirm)
 		}
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, w.cpURL+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, w.CPURL+r.URL.RequestURI(), bytes.NewReader(body))
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusBadGateway)
 			return
@@ -87,8 +88,8 @@ func (l liar) serve(w *world, key ed25519.PrivateKey) string {
 		_, _ = rw.Write(out)
 	}))
 	addr := "127.0.0.1:0"
-	if w.net != nil {
-		addr = w.net.Addr(0)
+	if w.Net != nil {
+		addr = w.Net.Addr(0)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -150,9 +151,10 @@ func TestAgentFaults(t *testing.T) {
 		hosts = append(hosts, fleetrepo.NewHost(n, "stable", 0))
 	}
 	hosts = append(hosts, fleetrepo.NewHost("untrusted", "edge", 0), fleetrepo.NewHost("impostor", "edge", 0))
-	w := newWorld(t, worldOpts{Net: network, Hosts: hosts, Channels: map[string][]int{"stable": {0}, "edge": {0}},
-		V1: map[string]nixtest.ClosureSpec{"kernel": {Kernel: "kernel-2"}}})
-	v0, v1 := w.closures["v0"], w.closures["v1"]
+	w := realfleet.New(t, realfleet.Options{Bin: bin, Net: network,
+		Spec:   fleetrepo.Spec{Hosts: hosts, Channels: map[string][]int{"stable": {0}, "edge": {0}}},
+		Change: map[string]map[string]nixtest.ClosureSpec{"v1": {"kernel": {Kernel: "kernel-2"}}}})
+	v0, v1 := w.Closures["v0"], w.Closures["v1"]
 	key := map[string]ed25519.PrivateKey{}
 	for _, h := range hosts {
 		key[h.Name] = h.Key
@@ -164,61 +166,61 @@ func TestAgentFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherPub := other.Public().Proto()
-	otherTrust := filepath.Join(w.dir, "other-trust.json")
-	writeJSON(t, otherTrust, proto.TrustFile{SchemaVersion: 1, CIReleaseKey: proto.KeySlot{Current: &otherPub}, CacheKeys: []string{w.cache.PublicKey}})
+	otherTrust := filepath.Join(w.Dir, "other-trust.json")
+	realfleet.WriteJSON(t, otherTrust, proto.TrustFile{SchemaVersion: 1, CIReleaseKey: proto.KeySlot{Current: &otherPub}, CacheKeys: []string{w.Cache.PublicKey}})
 	_, impostorKey, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	first := w.release("v0", 1, "stable", "edge")
+	first := w.Release("v0", 1, "stable", "edge")
 	crash := func(at string) []string { return []string{"NIXFLEET_AGENT_TEST_CRASH_AT=" + at} }
-	crashed := map[string]*proc{
-		"crash-before": w.startAgent("crash-before", agentOpts{Env: crash("before-switch")}),
-		"crash-after":  w.startAgent("crash-after", agentOpts{Env: crash("after-switch")}),
+	crashed := map[string]*realfleet.Proc{
+		"crash-before": w.StartAgent("crash-before", realfleet.AgentOptions{Env: crash("before-switch")}),
+		"crash-after":  w.StartAgent("crash-after", realfleet.AgentOptions{Env: crash("after-switch")}),
 	}
-	w.startAgent("kernel", agentOpts{})
+	w.StartAgent("kernel", realfleet.AgentOptions{})
 	// The liars lie about v1 only, so that onboarding goes through.
-	liarHost := w.startAgent("liar-host", agentOpts{CP: liar{Checkin: func(r *proto.CheckinResponse) {
+	liarHost := w.StartAgent("liar-host", realfleet.AgentOptions{CP: liar{Checkin: func(r *proto.CheckinResponse) {
 		if r.Target != nil && r.Target.Closure == v1["liar-host"].Name {
 			r.Target.Closure = v1["crash-before"].Name
 		}
 	}}.serve(w, key["liar-host"])})
-	w.startAgent("liar-wave", agentOpts{CP: liar{Checkin: func(r *proto.CheckinResponse) {
+	w.StartAgent("liar-wave", realfleet.AgentOptions{CP: liar{Checkin: func(r *proto.CheckinResponse) {
 		if r.Target != nil && r.Target.Closure == v1["liar-wave"].Name {
 			r.Target.WaveIndex++
 		}
 	}}.serve(w, key["liar-wave"])})
-	w.startAgent("refused", agentOpts{CP: liar{Confirm: func(r *proto.ConfirmRequest) {
+	w.StartAgent("refused", realfleet.AgentOptions{CP: liar{Confirm: func(r *proto.ConfirmRequest) {
 		if r.Closure == v1["refused"].Name {
 			r.Token = strings.Repeat("0", len(r.Token)) // the real control plane answers 410
 		}
 	}}.serve(w, key["refused"])})
-	w.startAgent("untrusted", agentOpts{Trust: otherTrust})
-	impostor := w.startAgent("impostor", agentOpts{Key: impostorKey})
+	w.StartAgent("untrusted", realfleet.AgentOptions{Trust: otherTrust})
+	impostor := w.StartAgent("impostor", realfleet.AgentOptions{Key: impostorKey})
 
 	// Onboarding: the stable hosts confirm v0, which they run.
-	w.logOnFailure("stable@" + first)
-	eventually(t, 60*time.Second, "the stable hosts converge on v0", func() bool {
-		r, ok := w.rollout("stable@" + first)
+	w.LogOnFailure("stable@" + first)
+	realfleet.Eventually(t, 60*time.Second, "the stable hosts converge on v0", func() bool {
+		r, ok := w.Rollout("stable@" + first)
 		return ok && r.Counts[reconciler.HostConverged] == len(stable)
 	})
 
-	second := w.release("v1", 2, "stable", "edge")
+	second := w.Release("v1", 2, "stable", "edge")
 	id := "stable@" + second
-	w.logOnFailure(id)
+	w.LogOnFailure(id)
 	// The crashing agents kill themselves in the activation; restarted
 	// without the fault, they finish it.
 	for name, p := range crashed {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(60 * time.Second):
 			t.Fatalf("the agent of %s did not crash", name)
 		}
 		if !strings.Contains(p.String(), "fault injection") {
 			t.Fatalf("the agent of %s ended without the injected fault:\n%s", name, p.String())
 		}
-		w.startAgent(name, agentOpts{})
+		w.StartAgent(name, realfleet.AgentOptions{})
 	}
 
 	want := map[string][]reconciler.HostState{
@@ -232,17 +234,17 @@ func TestAgentFaults(t *testing.T) {
 		"liar-wave": {reconciler.HostFailed},
 		"refused":   {reconciler.HostReverted, reconciler.HostFailed},
 	}
-	eventually(t, 120*time.Second, "every host of the v1 rollout is done", func() bool {
-		states := w.states(id)
+	realfleet.Eventually(t, 120*time.Second, "every host of the v1 rollout is done", func() bool {
+		states := w.States(id)
 		for n, ok := range want {
 			if !slices.Contains(ok, states[n]) {
 				return false
 			}
 		}
-		return len(w.hosts["refused"].SwitchLog(t)) == 2 && strings.Contains(liarHost.String(), `"kind":"manifest_rejected"`)
+		return len(w.Host("refused").SwitchLog(t)) == 2 && strings.Contains(liarHost.String(), `"kind":"manifest_rejected"`)
 	})
-	eventually(t, 60*time.Second, "untrusted refuses the v1 manifest", func() bool {
-		return w.states("edge@" + second)["untrusted"] == reconciler.HostFailed
+	realfleet.Eventually(t, 60*time.Second, "untrusted refuses the v1 manifest", func() bool {
+		return w.States("edge@" + second)["untrusted"] == reconciler.HostFailed
 	})
 
 	// What each host runs, has staged and has in its store.
@@ -261,27 +263,27 @@ func TestAgentFaults(t *testing.T) {
 		"impostor":     {v0["impostor"].Path, v0["impostor"].Path, nil},
 	}
 	for name, e := range expected {
-		h := w.hosts[name]
+		h := w.Host(name)
 		if got := h.CurrentSystem(t); got != e.current {
 			t.Errorf("%s runs %s, want %s", name, got, e.current)
 		}
 		if got := h.Profile(t); got != e.profile {
 			t.Errorf("%s's system profile is %s, want %s", name, got, e.profile)
 		}
-		if got := h.SwitchLog(t); !equal(got, e.switches) {
+		if got := h.SwitchLog(t); !realfleet.Equal(got, e.switches) {
 			t.Errorf("%s's switch log: %q, want %q", name, got, e.switches)
 		}
 	}
 	// Refused before anything was fetched.
 	for _, name := range []string{"liar-host", "liar-wave", "untrusted", "impostor"} {
 		for _, c := range []nixtest.Closure{v1[name], v1["crash-before"]} {
-			if w.hosts[name].Valid(t, c.Path) {
+			if w.Host(name).Valid(t, c.Path) {
 				t.Errorf("%s fetched %s", name, c.Name)
 			}
 		}
 	}
 
-	w.journalMentions(id, map[string]string{
+	w.JournalMentions(id, map[string]string{
 		"crash-before": "Soaking confirmed",
 		"crash-after":  "Soaking confirmed",
 		"kernel":       "Deferred deferred",
@@ -292,13 +294,13 @@ func TestAgentFaults(t *testing.T) {
 	if out := liarHost.String(); !strings.Contains(out, `"kind":"manifest_rejected"`) || !strings.Contains(out, `"code":"host_not_in_manifest"`) {
 		t.Errorf("liar-host did not report host_not_in_manifest:\n%s", out)
 	}
-	w.journalMentions("edge@"+second, map[string]string{"untrusted": "bad_signature"})
+	w.JournalMentions("edge@"+second, map[string]string{"untrusted": "bad_signature"})
 	// The impostor never got past the handshake's identity check, and
 	// backed off.
 	if out := impostor.String(); !strings.Contains(out, "unknown_client") {
 		t.Errorf("the impostor's agent does not report unknown_client:\n%s", out)
 	}
-	if st := w.states("edge@" + second)["impostor"]; st == reconciler.HostConverged || st == reconciler.HostSoaking {
+	if st := w.States("edge@" + second)["impostor"]; st == reconciler.HostConverged || st == reconciler.HostSoaking {
 		t.Errorf("the impostor's host is %s", st)
 	}
 }

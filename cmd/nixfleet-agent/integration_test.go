@@ -11,6 +11,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
+	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -36,71 +37,72 @@ func TestAgentWithRealNix(t *testing.T) {
 	for _, n := range names {
 		hosts = append(hosts, fleetrepo.NewHost(n, "stable", 0))
 	}
-	w := newWorld(t, worldOpts{Hosts: hosts, Channels: map[string][]int{"stable": {0}},
-		V1: map[string]nixtest.ClosureSpec{"web-2": {FailSwitch: true}}, Unsigned: []string{"web-3"}})
-	first := "stable@" + w.release("v0", 1, "stable")
+	w := realfleet.New(t, realfleet.Options{Bin: bin, Spec: fleetrepo.Spec{Hosts: hosts, Channels: map[string][]int{"stable": {0}}},
+		Change:   map[string]map[string]nixtest.ClosureSpec{"v1": {"web-2": {FailSwitch: true}}},
+		Unsigned: map[string][]string{"v1": {"web-3"}}})
+	first := "stable@" + w.Release("v0", 1, "stable")
 	for _, n := range names {
-		w.startAgent(n, agentOpts{})
+		w.StartAgent(n, realfleet.AgentOptions{})
 	}
 	// Onboarding: the agents check in, verify the v0 manifest and confirm
 	// what they run.
-	eventually(t, 60*time.Second, "the hosts converge on v0", func() bool {
-		r, ok := w.rollout(first)
+	realfleet.Eventually(t, 60*time.Second, "the hosts converge on v0", func() bool {
+		r, ok := w.Rollout(first)
 		return ok && r.Counts[reconciler.HostConverged] == len(names)
 	})
 
-	id := "stable@" + w.release("v1", 2, "stable")
-	w.logOnFailure(id)
-	v1, v0 := w.closures["v1"], w.closures["v0"]
-	eventually(t, 90*time.Second, "every host of the v1 rollout is done", func() bool {
+	id := "stable@" + w.Release("v1", 2, "stable")
+	w.LogOnFailure(id)
+	v1, v0 := w.Closures["v1"], w.Closures["v0"]
+	realfleet.Eventually(t, 90*time.Second, "every host of the v1 rollout is done", func() bool {
 		// web-1 confirmed; the failures of the others halt the rollout
 		// (healthGate.maxFailures 0), which keeps web-1 Soaking.
 		want := map[string][]reconciler.HostState{"web-1": {reconciler.HostSoaking, reconciler.HostConverged},
 			"web-2": {reconciler.HostReverted, reconciler.HostFailed}, "web-3": {reconciler.HostFailed}}
-		states := w.states(id)
+		states := w.States(id)
 		for _, n := range names {
 			if !slices.Contains(want[n], states[n]) {
 				return false
 			}
 		}
 		// And web-2 is back on v0.
-		return w.hosts["web-2"].CurrentSystem(t) == v0["web-2"].Path && len(w.hosts["web-2"].SwitchLog(t)) == 2
+		return w.Host("web-2").CurrentSystem(t) == v0["web-2"].Path && len(w.Host("web-2").SwitchLog(t)) == 2
 	})
 
 	// web-1: on v1 for real, switched once, confirmed.
-	if got := w.hosts["web-1"].CurrentSystem(t); got != v1["web-1"].Path {
+	if got := w.Host("web-1").CurrentSystem(t); got != v1["web-1"].Path {
 		t.Errorf("web-1 runs %s, want %s", got, v1["web-1"].Path)
 	}
-	if log := w.hosts["web-1"].SwitchLog(t); !equal(log, []string{"switch " + v1["web-1"].Path}) {
+	if log := w.Host("web-1").SwitchLog(t); !realfleet.Equal(log, []string{"switch " + v1["web-1"].Path}) {
 		t.Errorf("web-1's switch log: %q", log)
 	}
 	// web-2: tried v1, whose switch failed, and switched back to v0.
-	if got := w.hosts["web-2"].CurrentSystem(t); got != v0["web-2"].Path {
+	if got := w.Host("web-2").CurrentSystem(t); got != v0["web-2"].Path {
 		t.Errorf("web-2 runs %s, want its previous %s", got, v0["web-2"].Path)
 	}
-	if log := w.hosts["web-2"].SwitchLog(t); !equal(log, []string{"switch " + v1["web-2"].Path, "switch " + v0["web-2"].Path}) {
+	if log := w.Host("web-2").SwitchLog(t); !realfleet.Equal(log, []string{"switch " + v1["web-2"].Path, "switch " + v0["web-2"].Path}) {
 		t.Errorf("web-2's switch log: %q", log)
 	}
-	if got := w.hosts["web-2"].Profile(t); got != v0["web-2"].Path {
+	if got := w.Host("web-2").Profile(t); got != v0["web-2"].Path {
 		t.Errorf("web-2's system profile is %s, want its previous %s", got, v0["web-2"].Path)
 	}
 	// web-3: never switched; Nix refused the unsigned closure.
-	if got := w.hosts["web-3"].CurrentSystem(t); got != v0["web-3"].Path {
+	if got := w.Host("web-3").CurrentSystem(t); got != v0["web-3"].Path {
 		t.Errorf("web-3 runs %s, want %s", got, v0["web-3"].Path)
 	}
-	if log := w.hosts["web-3"].SwitchLog(t); len(log) != 0 {
+	if log := w.Host("web-3").SwitchLog(t); len(log) != 0 {
 		t.Errorf("web-3 switched: %q", log)
 	}
-	if w.hosts["web-3"].Valid(t, v1["web-3"].Path) {
+	if w.Host("web-3").Valid(t, v1["web-3"].Path) {
 		t.Errorf("the unsigned closure is valid in web-3's store")
 	}
 
 	// The journal explains each host's end.
-	w.journalMentions(id, map[string]string{"web-1": "Soaking confirmed", "web-2": "switch_failed", "web-3": "closure_unsigned"})
+	w.JournalMentions(id, map[string]string{"web-1": "Soaking confirmed", "web-2": "switch_failed", "web-3": "closure_unsigned"})
 
 	// A key CI did not sign for any host is refused.
 	_, stranger, _ := ed25519.GenerateKey(nil)
-	sc, err := apiclient.New(w.cpURL, apiclient.Options{Key: stranger, Name: "web-1", ServerCAs: w.cert.Pool})
+	sc, err := apiclient.New(w.CPURL, apiclient.Options{Key: stranger, Name: "web-1", ServerCAs: w.Cert.Pool})
 	if err != nil {
 		t.Fatal(err)
 	}

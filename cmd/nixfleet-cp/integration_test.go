@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,11 +9,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -34,35 +31,7 @@ func dbURL(t *testing.T, backend string) string {
 	if backend == "sqlite" {
 		return "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
 	}
-	admin := os.Getenv("NIXFLEET_TEST_PG")
-	if admin == "" {
-		t.Fatal("NIXFLEET_TEST_PG is not set: start a throwaway PostgreSQL with .ci/pg start and export the URL it prints")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "nf_cpit_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return realfleet.PostgresURL(t)
 }
 
 // fleetHosts makes a simulated agent for every host of the spec, on
