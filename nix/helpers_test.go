@@ -1,0 +1,187 @@
+package nix
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/internal/nixtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/nix")
+
+// repoRoot is the repository, relative to this package's directory (where
+// go test runs the tests). Nix commands run there, so that the paths they
+// are given are relative (a Nix path literal cannot hold a space).
+const repoRoot = ".."
+
+// nixTimeout bounds one Nix command.
+const nixTimeout = 2 * time.Minute
+
+// requireNix fails the test (never skips it) unless the Nix commands the
+// tests run are on PATH; .ci/run installs Debian's nix-bin.
+func requireNix(t testing.TB, commands ...string) {
+	t.Helper()
+	var missing []string
+	for _, c := range append([]string{"nix", "nix-instantiate"}, commands...) {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("Nix is required: %s not on PATH; run .ci/run, which installs Debian's nix-bin", strings.Join(missing, ", "))
+	}
+}
+
+// droppedEnv would point Nix at another store, daemon or configuration.
+var droppedEnv = []string{"NIX_REMOTE", "NIX_CONFIG", "NIX_CONF_DIR", "NIX_USER_CONF_FILES", "NIX_PATH",
+	"NIX_STORE_DIR", "NIX_STATE_DIR", "NIX_LOG_DIR", "NIX_DAEMON_SOCKET_PATH", "XDG_CACHE_HOME"}
+
+// nixEnv is the environment of every Nix command: offline (no
+// substituters), the nix command enabled, no sandbox, no build users, a
+// private cache directory.
+func nixEnv(t testing.TB) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(droppedEnv, k)
+	})
+	return append(env, "NIX_CONFIG="+nixtest.NixConfig, "XDG_CACHE_HOME="+t.TempDir())
+}
+
+// nixRun is the outcome of one command.
+type nixRun struct {
+	stdout, stderr []byte
+	err            error
+}
+
+// runIn runs name with args in dir with env and returns what happened;
+// it does not fail the test.
+func runIn(t testing.TB, dir string, env []string, name string, args ...string) nixRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), nixTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.WaitDelay = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return nixRun{stdout: stdout.Bytes(), stderr: stderr.Bytes(), err: err}
+}
+
+// runNix runs a Nix command in the repository.
+func runNix(t testing.TB, name string, args ...string) nixRun {
+	t.Helper()
+	return runIn(t, repoRoot, nixEnv(t), name, args...)
+}
+
+// mustNix runs a Nix command that must succeed and returns its stdout.
+func mustNix(t testing.TB, name string, args ...string) []byte {
+	t.Helper()
+	r := runNix(t, name, args...)
+	if r.err != nil {
+		t.Fatalf("%s %s: %v\nstderr:\n%s", name, strings.Join(args, " "), r.err, r.stderr)
+	}
+	return r.stdout
+}
+
+// evalCase evaluates attr of the case file (a path relative to the
+// repository) with nix-instantiate --eval --strict --json.
+func evalCase(t testing.TB, file, attr string) nixRun {
+	t.Helper()
+	return runNix(t, "nix-instantiate", "--eval", "--strict", "--json", "nix/tests/case.nix", "--arg", "file", "./"+file, "-A", attr)
+}
+
+// mustEvalCase is evalCase that must succeed, decoded into v.
+func mustEvalCase(t testing.TB, file, attr string, v any) []byte {
+	t.Helper()
+	r := evalCase(t, file, attr)
+	if r.err != nil {
+		t.Fatalf("evaluating %s of %s: %v\nstderr:\n%s", attr, file, r.err, r.stderr)
+	}
+	if v != nil {
+		if err := json.Unmarshal(r.stdout, v); err != nil {
+			t.Fatalf("%s of %s: %v", attr, file, err)
+		}
+	}
+	return r.stdout
+}
+
+// caseFiles returns the case files (relative to the repository) of
+// testdata/nix/<dir>, sorted.
+func caseFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(repoRoot, "testdata", "nix", dir, "*.nix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(matches) == 0 {
+		t.Fatalf("no cases in testdata/nix/%s", dir)
+	}
+	var files []string
+	for _, m := range matches {
+		rel, err := filepath.Rel(repoRoot, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, filepath.ToSlash(rel))
+	}
+	slices.Sort(files)
+	return files
+}
+
+func caseName(file string) string { return strings.TrimSuffix(filepath.Base(file), ".nix") }
+
+// fakeClosure is a valid closureHash for host: 32 characters of Nix's
+// base32 alphabet derived from the name, and "-nixos-system".
+func fakeClosure(host string) string {
+	const alphabet = "0123456789abcdfghijklmnpqrsvwxyz"
+	sum := sha256.Sum256([]byte(host))
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = alphabet[sum[i]%32]
+	}
+	return string(b) + "-nixos-system"
+}
+
+// withClosures returns the fleet.resolved document doc with the
+// closureHash of each host of closures set, as CI does after building.
+func withClosures(t testing.TB, doc []byte, closures map[string]string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	hosts, _ := m["hosts"].(map[string]any)
+	for name, c := range closures {
+		h, ok := hosts[name].(map[string]any)
+		if !ok {
+			t.Fatalf("host %q is not in the document", name)
+		}
+		h["closureHash"] = c
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fakeClosures gives every host of built a fake closure.
+func fakeClosures(built []string) map[string]string {
+	m := map[string]string{}
+	for _, h := range built {
+		m[h] = fakeClosure(h)
+	}
+	return m
+}

@@ -1,0 +1,557 @@
+# mkFleet: a fleet declared in Nix, resolved into fleet.resolved.json v1
+# (rfcs/0001 §2) and validated as manifest.ValidateFleet does (rfcs/0001 §3).
+# rfcs/0010 describes the inputs and outputs; in short:
+#
+#   fleet = mkFleet {
+#     hosts.web-01 = { system = "x86_64-linux"; configuration = nixosSystem { … };
+#                      tags = [ "web" ]; channel = "stable"; pubkey = "ssh-ed25519 AAAA…"; };
+#     channels.stable = { rolloutPolicy = "canary"; freshnessWindow = 180; };
+#     rolloutPolicies.canary.waves = [ { selector.tags = [ "canary" ]; soakMinutes = 15; }
+#                                      { selector.all = true; } ];
+#   };
+#   fleet.resolved    # the document CI signs; throws every problem at once
+#   fleet.toplevels   # per host with a configuration: the system to build
+#
+# Builtins only: this file must evaluate without nixpkgs.
+let
+  u = import ./util.nix;
+  sel = import ./selectors.nix;
+  validate = import ./validate.nix;
+  inherit (builtins)
+    attrNames
+    concatMap
+    filter
+    foldl'
+    isAttrs
+    isBool
+    isInt
+    isList
+    isString
+    length
+    listToAttrs
+    mapAttrs
+    ;
+
+  defaults = {
+    signingIntervalMinutes = 60;
+    reconcileIntervalMinutes = 5;
+    complianceMode = "enforce";
+    strategy = "staged";
+    onHealthFailure = "halt";
+    soakMinutes = 0;
+  };
+
+  stringOr = d: v: if isString v then v else d;
+  intOr = d: v: if isInt v then v else d;
+  attrsOr = v: if isAttrs v then v else { };
+  listOr = v: if isList v then v else [ ];
+
+  # `name` of `where` must satisfy pred when present (absent and null are
+  # the defaults' business).
+  optionalTyped =
+    where: a: name: pred: what:
+    if a ? ${name} && a.${name} != null && !(pred a.${name}) then [ "${where}: ${name} must be ${what}" ] else [ ];
+  requiredTyped =
+    where: a: name: pred: what:
+    if a ? ${name} && !(pred a.${name}) then [ "${where}: ${name} must be ${what}" ] else [ ];
+in
+args:
+let
+  a = attrsOr args;
+  inHosts = attrsOr (a.hosts or { });
+  inChannels = attrsOr (a.channels or { });
+  inPolicies = attrsOr (a.rolloutPolicies or { });
+  inEdges = listOr (a.edges or [ ]);
+  inChannelEdges = listOr (a.channelEdges or [ ]);
+  inBudgets = listOr (a.disruptionBudgets or [ ]);
+
+  # ---- input problems: shapes and types, and selector references ----
+
+  topProblems =
+    u.shapeProblems "mkFleet"
+      {
+        required = [
+          "hosts"
+          "channels"
+          "rolloutPolicies"
+        ];
+        optional = [
+          "edges"
+          "channelEdges"
+          "disruptionBudgets"
+        ];
+      }
+      args
+    ++ concatMap (k: requiredTyped "mkFleet" a k isAttrs "an attribute set") [
+      "hosts"
+      "channels"
+      "rolloutPolicies"
+    ]
+    ++ concatMap (k: optionalTyped "mkFleet" a k isList "a list") [
+      "edges"
+      "channelEdges"
+      "disruptionBudgets"
+    ];
+
+  selectorProblems = where: s: sel.problems where inHosts inChannels s;
+
+  hostProblems = concatMap (
+    name:
+    let
+      h = inHosts.${name};
+      where = "host ${u.q name}";
+      hh = attrsOr h;
+      pin = hh.pin or null;
+      conf = hh.configuration or null;
+    in
+    u.shapeProblems where {
+      required = [
+        "system"
+        "channel"
+      ];
+      optional = [
+        "configuration"
+        "tags"
+        "pubkey"
+        "pin"
+      ];
+    } h
+    ++ requiredTyped where hh "system" isString "a string such as \"x86_64-linux\""
+    ++ requiredTyped where hh "channel" isString "a string"
+    ++ optionalTyped where hh "tags" u.isStringList "a list of strings"
+    ++ optionalTyped where hh "pubkey" isString "a string (\"ssh-ed25519 AAAA…\") or null"
+    ++ (
+      if conf == null || (isAttrs conf && conf ? config) then
+        [ ]
+      else
+        [ "${where}: configuration must be a NixOS system (what nixpkgs.lib.nixosSystem returns) or null" ]
+    )
+    ++ (
+      if pin == null then
+        [ ]
+      else
+        u.shapeProblems "${where}: pin" {
+          required = [
+            "commit"
+            "reason"
+          ];
+          optional = [ "expiresAt" ];
+        } pin
+        ++ concatMap (k: requiredTyped "${where}: pin" (attrsOr pin) k isString "a string") [
+          "commit"
+          "reason"
+        ]
+        ++ optionalTyped "${where}: pin" (attrsOr pin) "expiresAt" isString "a string (RFC 3339)"
+    )
+  ) (attrNames inHosts);
+
+  channelProblems = concatMap (
+    name:
+    let
+      c = inChannels.${name};
+      cc = attrsOr c;
+      where = "channel ${u.q name}";
+      comp = cc.compliance or null;
+    in
+    u.shapeProblems where {
+      required = [
+        "rolloutPolicy"
+        "freshnessWindow"
+      ];
+      optional = [
+        "signingIntervalMinutes"
+        "reconcileIntervalMinutes"
+        "compliance"
+      ];
+    } c
+    ++ requiredTyped where cc "rolloutPolicy" isString "a string"
+    ++ requiredTyped where cc "freshnessWindow" isInt "an integer (minutes)"
+    ++ optionalTyped where cc "signingIntervalMinutes" isInt "an integer (minutes)"
+    ++ optionalTyped where cc "reconcileIntervalMinutes" isInt "an integer (minutes)"
+    ++ (
+      if comp == null then
+        [ ]
+      else
+        u.shapeProblems "${where}: compliance" {
+          optional = [
+            "frameworks"
+            "mode"
+          ];
+        } comp
+        ++ optionalTyped "${where}: compliance" (attrsOr comp) "frameworks" u.isStringList "a list of strings"
+        ++ optionalTyped "${where}: compliance" (attrsOr comp) "mode" isString "a string"
+    )
+  ) (attrNames inChannels);
+
+  policyProblems = concatMap (
+    name:
+    let
+      p = inPolicies.${name};
+      pp = attrsOr p;
+      where = "rollout policy ${u.q name}";
+      gate = pp.healthGate or null;
+      gg = attrsOr gate;
+    in
+    u.shapeProblems where {
+      required = [ "waves" ];
+      optional = [
+        "strategy"
+        "healthGate"
+        "onHealthFailure"
+      ];
+    } p
+    ++ requiredTyped where pp "waves" isList "a list of { selector; soakMinutes; }"
+    ++ optionalTyped where pp "strategy" isString "a string"
+    ++ optionalTyped where pp "onHealthFailure" isString "a string (\"halt\" or \"rollback-and-halt\")"
+    ++ u.concatImap (
+      i: w:
+      let
+        ww = "${where} wave ${toString i}";
+      in
+      u.shapeProblems ww {
+        required = [ "selector" ];
+        optional = [ "soakMinutes" ];
+      } w
+      ++ optionalTyped ww (attrsOr w) "soakMinutes" isInt "an integer (minutes)"
+      ++ (if attrsOr w ? selector then selectorProblems "${ww} selector" w.selector else [ ])
+    ) (listOr (pp.waves or [ ]))
+    ++ (
+      if gate == null then
+        [ ]
+      else
+        u.shapeProblems "${where}: healthGate" {
+          optional = [
+            "systemdFailedUnits"
+            "complianceProbes"
+            "maxFailures"
+          ];
+        } gate
+        ++ optionalTyped "${where}: healthGate" gg "maxFailures" isInt "an integer"
+        ++ (
+          if (gg.systemdFailedUnits or null) == null then
+            [ ]
+          else
+            u.shapeProblems "${where}: healthGate.systemdFailedUnits" { required = [ "max" ]; } gg.systemdFailedUnits
+            ++ requiredTyped "${where}: healthGate.systemdFailedUnits" (attrsOr gg.systemdFailedUnits) "max" isInt
+              "an integer"
+        )
+        ++ (
+          if (gg.complianceProbes or null) == null then
+            [ ]
+          else
+            u.shapeProblems "${where}: healthGate.complianceProbes" {
+              required = [ "required" ];
+            } gg.complianceProbes
+            ++ requiredTyped "${where}: healthGate.complianceProbes" (attrsOr gg.complianceProbes) "required" isBool
+              "a boolean"
+        )
+    )
+  ) (attrNames inPolicies);
+
+  edgeProblems = u.concatImap (
+    i: e:
+    let
+      where = "edges[${toString i}]";
+    in
+    u.shapeProblems where {
+      required = [
+        "gates"
+        "gated"
+      ];
+      optional = [ "reason" ];
+    } e
+    ++ concatMap (k: requiredTyped where (attrsOr e) k isString "a host name") [
+      "gates"
+      "gated"
+    ]
+    ++ optionalTyped where (attrsOr e) "reason" isString "a string"
+  ) inEdges;
+
+  # Channel edges accept the legacy spelling before (= gates) and after
+  # (= gated), as the Go decoder does.
+  channelEdgeEnd =
+    e: name: legacy:
+    let
+      ee = attrsOr e;
+    in
+    if (ee.${name} or null) != null then ee.${name} else ee.${legacy} or null;
+  channelEdgeProblems = u.concatImap (
+    i: e:
+    let
+      where = "channelEdges[${toString i}]";
+      ee = attrsOr e;
+      ends = [
+        {
+          name = "gates";
+          legacy = "before";
+        }
+        {
+          name = "gated";
+          legacy = "after";
+        }
+      ];
+    in
+    u.shapeProblems where {
+      optional = [
+        "gates"
+        "gated"
+        "before"
+        "after"
+        "reason"
+      ];
+    } e
+    ++ concatMap (
+      x:
+      if (ee.${x.name} or null) != null && (ee.${x.legacy} or null) != null then
+        [ "${where} sets both ${u.q x.name} and its legacy alias ${u.q x.legacy}" ]
+      else if channelEdgeEnd e x.name x.legacy == null then
+        [ "${where}: ${x.name} (or its legacy alias ${x.legacy}) is required" ]
+      else if !(isString (channelEdgeEnd e x.name x.legacy)) then
+        [ "${where}: ${x.name} must be a channel name" ]
+      else
+        [ ]
+    ) ends
+    ++ optionalTyped where ee "reason" isString "a string"
+  ) inChannelEdges;
+
+  budgetProblems = u.concatImap (
+    i: b:
+    let
+      where = "disruptionBudgets[${toString i}]";
+    in
+    u.shapeProblems where {
+      required = [ "selector" ];
+      optional = [
+        "maxInFlight"
+        "maxInFlightPct"
+      ];
+    } b
+    ++ optionalTyped where (attrsOr b) "maxInFlight" isInt "an integer or null"
+    ++ optionalTyped where (attrsOr b) "maxInFlightPct" isInt "an integer (percent) or null"
+    ++ (if attrsOr b ? selector then selectorProblems "${where} selector" b.selector else [ ])
+  ) inBudgets;
+
+  inputErrors =
+    topProblems
+    ++ hostProblems
+    ++ channelProblems
+    ++ policyProblems
+    ++ edgeProblems
+    ++ channelEdgeProblems
+    ++ budgetProblems;
+
+  # ---- the document ----
+
+  hosts = mapAttrs (
+    name: h:
+    let
+      hh = attrsOr h;
+      pin = attrsOr (hh.pin or null);
+    in
+    {
+      system = stringOr null (hh.system or null);
+      tags = if u.isStringList (hh.tags or null) then hh.tags else [ ];
+      channel = stringOr null (hh.channel or null);
+      closureHash = null;
+      pubkey = stringOr null (hh.pubkey or null);
+    }
+    // (
+      if (hh.pin or null) == null then
+        { }
+      else
+        {
+          pin = {
+            commit = stringOr "" (pin.commit or null);
+            reason = stringOr "" (pin.reason or null);
+          }
+          // (if isString (pin.expiresAt or null) then { inherit (pin) expiresAt; } else { });
+        }
+    )
+  ) inHosts;
+
+  # The hosts CI builds: those with a configuration.
+  configured = filter (
+    name:
+    let
+      c = (attrsOr inHosts.${name}).configuration or null;
+    in
+    isAttrs c && c ? config
+  ) (attrNames inHosts);
+
+  channels = mapAttrs (
+    _: c:
+    let
+      cc = attrsOr c;
+      comp = attrsOr (cc.compliance or null);
+    in
+    {
+      rolloutPolicy = stringOr null (cc.rolloutPolicy or null);
+      freshnessWindow = intOr null (cc.freshnessWindow or null);
+      signingIntervalMinutes = intOr defaults.signingIntervalMinutes (cc.signingIntervalMinutes or null);
+      reconcileIntervalMinutes = intOr defaults.reconcileIntervalMinutes (cc.reconcileIntervalMinutes or null);
+      compliance = {
+        frameworks = if u.isStringList (comp.frameworks or null) then comp.frameworks else [ ];
+        mode = stringOr defaults.complianceMode (comp.mode or null);
+      };
+    }
+  ) inChannels;
+
+  # Policy waves with their selectors in the internal form, for resolving.
+  policyWaves = mapAttrs (
+    _: p:
+    map (w: {
+      selector = sel.normalize ((attrsOr w).selector or { });
+      soakMinutes = intOr defaults.soakMinutes ((attrsOr w).soakMinutes or null);
+    }) (listOr ((attrsOr p).waves or [ ]))
+  ) inPolicies;
+
+  healthGate =
+    g:
+    let
+      gg = attrsOr g;
+    in
+    (if isInt (gg.maxFailures or null) then { inherit (gg) maxFailures; } else { })
+    // (
+      if isInt (gg.systemdFailedUnits.max or null) then
+        { systemdFailedUnits.max = gg.systemdFailedUnits.max; }
+      else
+        { }
+    )
+    // (
+      if isBool (gg.complianceProbes.required or null) then
+        { complianceProbes.required = gg.complianceProbes.required; }
+      else
+        { }
+    );
+
+  rolloutPolicies = mapAttrs (name: p: {
+    strategy = stringOr defaults.strategy ((attrsOr p).strategy or null);
+    waves = map (w: {
+      selector = sel.toWire hosts w.selector;
+      inherit (w) soakMinutes;
+    }) policyWaves.${name};
+    healthGate = healthGate ((attrsOr p).healthGate or null);
+    onHealthFailure = stringOr defaults.onHealthFailure ((attrsOr p).onHealthFailure or null);
+  }) inPolicies;
+
+  # waves.<channel>: the channel's policy waves, each resolved to the
+  # channel's hosts its selector matches that no earlier wave took. Wave
+  # numbers are the policy's: a wave that takes nobody stays, empty.
+  waves = mapAttrs (
+    chName: c:
+    let
+      members = filter (n: hosts.${n}.channel == chName) (attrNames hosts);
+      pw = if isString c.rolloutPolicy then policyWaves.${c.rolloutPolicy} or [ ] else [ ];
+      step =
+        acc: w:
+        let
+          taken = filter (n: !(acc.taken ? ${n}) && sel.matches w.selector n hosts.${n}) members;
+        in
+        {
+          taken = acc.taken // u.setOf taken;
+          waves = acc.waves ++ [
+            {
+              hosts = taken;
+              inherit (w) soakMinutes;
+            }
+          ];
+        };
+    in
+    (foldl' step {
+      taken = { };
+      waves = [ ];
+    } pw).waves
+  ) channels;
+
+  edges = map (
+    e:
+    let
+      ee = attrsOr e;
+    in
+    {
+      gates = stringOr null (ee.gates or null);
+      gated = stringOr null (ee.gated or null);
+      reason = stringOr "" (ee.reason or null);
+    }
+  ) inEdges;
+
+  channelEdges = map (e: {
+    gates =
+      let
+        v = channelEdgeEnd e "gates" "before";
+      in
+      stringOr null v;
+    gated =
+      let
+        v = channelEdgeEnd e "gated" "after";
+      in
+      stringOr null v;
+    reason = stringOr "" ((attrsOr e).reason or null);
+  }) inChannelEdges;
+
+  disruptionBudgets = map (
+    b:
+    let
+      bb = attrsOr b;
+    in
+    { selector = sel.toWire hosts (sel.normalize (bb.selector or { })); }
+    // (if isInt (bb.maxInFlight or null) then { inherit (bb) maxInFlight; } else { })
+    // (if isInt (bb.maxInFlightPct or null) then { inherit (bb) maxInFlightPct; } else { })
+  ) inBudgets;
+
+  doc = {
+    schemaVersion = 1;
+    inherit
+      hosts
+      channels
+      rolloutPolicies
+      waves
+      edges
+      channelEdges
+      disruptionBudgets
+      ;
+    meta = {
+      schemaVersion = 1;
+      signedAt = null;
+      ciCommit = null;
+    };
+  };
+
+  checked = validate {
+    inherit doc;
+    built = u.setOf configured;
+  };
+  errors = inputErrors ++ checked.errors;
+  inherit (checked) warnings;
+
+  report =
+    "nixfleet: mkFleet: the fleet has ${toString (length errors)} problem(s):\n"
+    + builtins.concatStringsSep "\n" (map (e: "  - " + e) errors);
+in
+{
+  # fleet.resolved.json, unsigned: closureHash null on every host (CI fills
+  # it), meta.signedAt and meta.ciCommit null. Evaluating it throws once,
+  # listing every problem, and traces every warning.
+  resolved =
+    if errors == [ ] then u.traceAll (map (w: "nixfleet: warning: " + w) warnings) doc else throw report;
+
+  # What CI builds: the system toplevel of every host with a
+  # configuration.
+  toplevels = listToAttrs (
+    map (name: {
+      inherit name;
+      value = inHosts.${name}.configuration.config.system.build.toplevel;
+    }) configured
+  );
+  nixosConfigurations = listToAttrs (
+    map (name: {
+      inherit name;
+      value = inHosts.${name}.configuration;
+    }) configured
+  );
+
+  # For tools and tests: every problem (input problems first), the
+  # warnings, and the document without validation.
+  inherit errors inputErrors warnings;
+  unchecked = doc;
+}

@@ -1,0 +1,111 @@
+# Small helpers for the nixfleet library. Builtins only: nothing here needs
+# nixpkgs, so the library evaluates with a bare `nix-instantiate`.
+let
+  inherit (builtins)
+    attrNames
+    concatMap
+    elem
+    filter
+    foldl'
+    genList
+    head
+    isAttrs
+    isBool
+    isInt
+    isList
+    isString
+    length
+    listToAttrs
+    replaceStrings
+    sort
+    tail
+    ;
+in
+rec {
+  # sortUnique ["b" "a" "b"] == ["a" "b"]
+  sortUnique =
+    l:
+    let
+      sorted = sort (a: b: a < b) l;
+    in
+    filter (x: x != null) (
+      genList (
+        i:
+        let
+          x = builtins.elemAt sorted i;
+        in
+        if i > 0 && builtins.elemAt sorted (i - 1) == x then null else x
+      ) (length sorted)
+    );
+
+  # setOf ["a" "b"] == { a = true; b = true; }: constant-time membership.
+  setOf =
+    names:
+    listToAttrs (
+      map (n: {
+        name = n;
+        value = true;
+      }) names
+    );
+
+  # Index-aware map: imap (i: x: …) list, i from 0.
+  imap = f: l: genList (i: f i (builtins.elemAt l i)) (length l);
+
+  # concatImap: concatMap with the index.
+  concatImap = f: l: builtins.concatLists (imap f l);
+
+  # Go's %q for the plain names a fleet uses: a double-quoted string with
+  # backslash, quote, newline and tab escaped.
+  q =
+    s:
+    if isString s then
+      "\"" + replaceStrings [ "\\" "\"" "\n" "\t" ] [ "\\\\" "\\\"" "\\n" "\\t" ] s + "\""
+    else
+      builtins.toJSON s;
+
+  # The value's type, as error messages name it.
+  typeOf = v: builtins.typeOf v;
+
+  isStringList = v: isList v && builtins.all isString v;
+  isIntOrNull = v: v == null || isInt v;
+  isStringOrNull = v: v == null || isString v;
+
+  # Members of the attribute set v that are not in allowed.
+  unknownAttrs = allowed: v: filter (k: !(elem k allowed)) (attrNames v);
+
+  # Problems with the shape of an attribute set: it must be one, hold no
+  # member outside required ++ optional and hold every required member.
+  shapeProblems =
+    where:
+    {
+      required ? [ ],
+      optional ? [ ],
+    }:
+    v:
+    if !isAttrs v then
+      [ "${where}: must be an attribute set, not a ${typeOf v}" ]
+    else
+      map (k: "${where}: unknown attribute ${q k}") (unknownAttrs (required ++ optional) v)
+      ++ map (k: "${where}: ${k} is required") (filter (k: !(v ? ${k})) required);
+
+  # One problem when v (the member `name` of `where`) fails pred.
+  expect =
+    where: name: pred: what: v:
+    if pred v then [ ] else [ "${where}: ${name} must be ${what}" ];
+
+  # All but the members of a path before the first occurrence of x:
+  # dropUntil "b" ["a" "b" "c"] == ["b" "c"].
+  dropUntil =
+    x: l:
+    if l == [ ] then
+      [ ]
+    else if head l == x then
+      l
+    else
+      dropUntil x (tail l);
+
+  # Print every warning (in order) when v is forced, then return v.
+  traceAll = ws: v: foldl' (acc: w: builtins.trace w acc) v ws;
+
+  inherit isBool concatMap;
+}

@@ -1,0 +1,467 @@
+# The validation of a fleet.resolved document, rule for rule, in the order
+# and with the messages of manifest/validate.go (rfcs/0001 §3), so that the
+# Nix library and the Go side report the same problems for the same fleet
+# (the Go tests in nix/ compare them).
+#
+#   validate { doc = <fleet.resolved>; built = { <host> = true; … }; }
+#     == { errors = [ … ]; warnings = [ … ]; }
+#
+# At evaluation time no host has a closureHash yet: `built` names the hosts
+# CI will build (those with a configuration), which the Go side sees as the
+# hosts that have a closureHash.
+#
+# Every check tolerates members of the wrong type (mkFleet reports those as
+# input problems), so that one evaluation reports everything.
+let
+  u = import ./util.nix;
+  sel = import ./selectors.nix;
+  inherit (builtins)
+    attrNames
+    concatMap
+    elem
+    filter
+    foldl'
+    isAttrs
+    isInt
+    isList
+    isString
+    length
+    mapAttrs
+    match
+    sort
+    stringLength
+    ;
+
+  # trust.MaxWindowMinutes: 366 days.
+  maxWindowMinutes = 527040;
+  # manifest.TightBudgetHosts.
+  tightBudgetHosts = 10;
+
+  validHostname =
+    s: isString s && stringLength s <= 253 && match "[A-Za-z0-9][A-Za-z0-9._-]*" s != null;
+  validChannelName =
+    s:
+    match "[A-Za-z0-9][A-Za-z0-9_-]*([.][A-Za-z0-9_-]+)*" s != null
+    && match ".*[.]lock" s == null;
+  validClosure = s: match "[0123456789abcdfghijklmnpqrsvwxyz]{32}-[A-Za-z0-9+._?=-]+" s != null;
+  # An OpenSSH ed25519 public key: the base64 blob is string("ssh-ed25519")
+  # then string(32 bytes), 51 bytes, so 68 characters with a fixed prefix.
+  validPubkey =
+    s:
+    isString s
+    && match "[[:space:]]*ssh-ed25519[[:space:]]+AAAAC3NzaC1lZDI1NTE5AAAAI[A-P][A-Za-z0-9+/]{42}([[:space:]].*)?" s
+      != null;
+  validCommit = s: isString s && match "[0-9a-f]{7,64}" s != null;
+
+  usesCombinators = s: isAttrs s && ((s.and or [ ]) != [ ] || (s.not or null) != null);
+
+  # One cycle of the directed graph (a list of [from to] pairs) as a closed
+  # path, or null: the depth-first search of manifest.findCycle, with nodes
+  # and successors visited in sorted order, so both find the same cycle.
+  findCycle =
+    edges:
+    let
+      adj = mapAttrs (_: next: sort (a: b: a < b) next) (
+        foldl' (
+          acc: e:
+          let
+            from = builtins.elemAt e 0;
+          in
+          acc // { ${from} = (acc.${from} or [ ]) ++ [ (builtins.elemAt e 1) ]; }
+        ) { } edges
+      );
+      # visit returns { state; cycle; }; state maps a node to "onPath" or
+      # "done".
+      visit =
+        path: state: n:
+        let
+          here = path ++ [ n ];
+          step =
+            acc: m:
+            if acc.cycle != null then
+              acc
+            else
+              let
+                s = acc.state.${m} or "unvisited";
+              in
+              if s == "onPath" then
+                acc // { cycle = u.dropUntil m here ++ [ m ]; }
+              else if s == "unvisited" then
+                visit here acc.state m
+              else
+                acc;
+          r = foldl' step {
+            state = state // { ${n} = "onPath"; };
+            cycle = null;
+          } (adj.${n} or [ ]);
+        in
+        if r.cycle != null then
+          r
+        else
+          {
+            state = r.state // { ${n} = "done"; };
+            cycle = null;
+          };
+    in
+    (foldl' (
+      acc: n: if acc.cycle != null || acc.state ? ${n} then acc else visit [ ] acc.state n
+    ) { state = { }; cycle = null; } (attrNames adj)).cycle;
+
+  cycleText = c: builtins.concatStringsSep " -> " c;
+in
+{
+  doc,
+  built ? { },
+}:
+let
+  hosts = if isAttrs (doc.hosts or null) then doc.hosts else { };
+  channels = if isAttrs (doc.channels or null) then doc.channels else { };
+  policies = if isAttrs (doc.rolloutPolicies or null) then doc.rolloutPolicies else { };
+  waves = if isAttrs (doc.waves or null) then doc.waves else { };
+  listOr = v: if isList v then v else [ ];
+  edges = listOr (doc.edges or [ ]);
+  channelEdges = listOr (doc.channelEdges or [ ]);
+  budgets = listOr (doc.disruptionBudgets or [ ]);
+
+  # Hosts in the form selectors match against.
+  matchable = mapAttrs (_: h: {
+    tags = if u.isStringList (h.tags or null) then h.tags else [ ];
+    channel = h.channel or null;
+  }) hosts;
+  count = s: length (sel.select matchable (sel.normalize s));
+
+  hasClosure = name: built ? ${name} || (hosts.${name}.closureHash or null) != null;
+  channelOf = name: hosts.${name}.channel or null;
+  knownChannel = c: isString c && channels ? ${c};
+
+  header =
+    (if (doc.schemaVersion or null) != 1 then [ "schemaVersion is ${builtins.toJSON (doc.schemaVersion or null)}, want 1" ] else [ ])
+    ++ (
+      let
+        c = doc.meta.ciCommit or null;
+      in
+      if c != null && !(validCommit c) then [ "meta.ciCommit ${u.q c} is not a hex commit id" ] else [ ]
+    );
+
+  hostChecks = map (
+    name:
+    let
+      h = hosts.${name};
+      where = "host ${u.q name}";
+      ch = h.channel or null;
+      closure = h.closureHash or null;
+      pubkey = h.pubkey or null;
+    in
+    {
+      errors =
+        (if validHostname name then [ ] else [ "${where}: name must be letters, digits, '.', '_' or '-'" ])
+        ++ (if !(isString ch) || knownChannel ch then [ ] else [ "${where}: channel ${u.q ch} does not exist" ])
+        ++ (
+          if closure == null || !(isString closure) || validClosure closure then
+            [ ]
+          else
+            [ "${where}: closureHash ${u.q closure} is not a Nix store path basename" ]
+        )
+        ++ (
+          if pubkey == null || validPubkey pubkey then
+            [ ]
+          else
+            [ "${where}: pubkey: ${u.q pubkey} is not an OpenSSH ssh-ed25519 public key" ]
+        );
+      warnings =
+        if hasClosure name then
+          [ ]
+        else
+          [ "${where} has no configuration, so CI builds no closure for it; it is not part of any rollout" ];
+    }
+  ) (attrNames hosts);
+
+  channelErrors =
+    (if channels == { } then [ "the fleet declares no channel" ] else [ ])
+    ++ concatMap (
+      name:
+      let
+        c = channels.${name};
+        where = "channel ${u.q name}";
+        policy = c.rolloutPolicy or null;
+        fw = c.freshnessWindow or null;
+        si = c.signingIntervalMinutes or 0;
+        mode = c.compliance.mode or "";
+      in
+      (
+        if validChannelName name then
+          [ ]
+        else
+          [ "${where}: name must be letters, digits, '_', '-' and single inner dots (it becomes a git ref)" ]
+      )
+      ++ (
+        if !(isString policy) || policies ? ${policy} then
+          [ ]
+        else
+          [ "${where}: rollout policy ${u.q policy} does not exist" ]
+      )
+      ++ (
+        if !(isInt fw) || !(isInt si) then
+          [ ]
+        else if fw <= 0 || fw > maxWindowMinutes then
+          [ "${where}: freshnessWindow ${toString fw} must be between 1 and ${toString maxWindowMinutes} minutes" ]
+        else if si < 0 then
+          [ "${where}: signingIntervalMinutes ${toString si} is negative" ]
+        else if fw < 2 * si then
+          [
+            "${where}: freshnessWindow (${toString fw}) must be >= 2 × signingIntervalMinutes (${toString si}), so one missed signing run does not strand hosts"
+          ]
+        else
+          [ ]
+      )
+      ++ (
+        if
+          !(isString mode)
+          || elem mode [
+            ""
+            "disabled"
+            "permissive"
+            "enforce"
+          ]
+        then
+          [ ]
+        else
+          [ "${where}: compliance.mode ${u.q mode} is not disabled, permissive or enforce" ]
+      )
+    ) (attrNames channels);
+
+  policyChecks = concatMap (
+    name:
+    let
+      p = policies.${name};
+      onFailure = p.onHealthFailure or "";
+      gate = if isAttrs (p.healthGate or null) then p.healthGate else { };
+      maxFailures = gate.maxFailures or null;
+      unitsMax = gate.systemdFailedUnits.max or null;
+      waveChecks = u.concatImap (
+        i: w:
+        let
+          where = "rollout policy ${u.q name} wave ${toString i}";
+          s = w.selector or { };
+          soak = w.soakMinutes or 0;
+        in
+        [
+          {
+            errors =
+              (
+                if usesCombinators s then
+                  [
+                    "${where}: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved"
+                  ]
+                else
+                  [ ]
+              )
+              ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ]);
+            warnings = if !(usesCombinators s) && count s == 0 then [ "${where}: selector matches no host" ] else [ ];
+          }
+        ]
+      ) (listOr (p.waves or [ ]));
+    in
+    [
+      {
+        errors =
+          (
+            if
+              elem onFailure [
+                "halt"
+                "rollback-and-halt"
+              ]
+            then
+              [ ]
+            else
+              [ "rollout policy ${u.q name}: onHealthFailure ${u.q onFailure} is not halt or rollback-and-halt" ]
+          )
+          ++ concatMap (c: c.errors) waveChecks
+          ++ (
+            if isInt maxFailures && maxFailures < 0 then
+              [ "rollout policy ${u.q name}: healthGate.maxFailures ${toString maxFailures} is negative" ]
+            else
+              [ ]
+          )
+          ++ (
+            if isInt unitsMax && unitsMax < 0 then
+              [ "rollout policy ${u.q name}: healthGate.systemdFailedUnits.max ${toString unitsMax} is negative" ]
+            else
+              [ ]
+          );
+        warnings = concatMap (c: c.warnings) waveChecks;
+      }
+    ]
+  ) (attrNames policies);
+
+  listedIn =
+    ch:
+    u.setOf (
+      concatMap (w: if u.isStringList (w.hosts or null) then w.hosts else [ ]) (listOr (waves.${ch} or [ ]))
+    );
+  listed = mapAttrs (ch: _: listedIn ch) waves;
+
+  waveErrors =
+    concatMap (
+      ch:
+      (if channels ? ${ch} then [ ] else [ "waves: channel ${u.q ch} does not exist" ])
+      ++ u.concatImap (
+        i: w:
+        let
+          where = "waves.${ch}[${toString i}]";
+          soak = w.soakMinutes or 0;
+        in
+        (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
+        ++ map (h: "${where}: host ${u.q h} does not exist") (
+          filter (h: !(hosts ? ${h})) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
+        )
+      ) (listOr waves.${ch})
+    ) (attrNames waves)
+    ++ concatMap (
+      name:
+      let
+        ch = channelOf name;
+      in
+      if hasClosure name && knownChannel ch && !((listed.${ch} or { }) ? ${name}) then
+        [ "host ${u.q name}: no wave of channel ${u.q ch} lists it, so it would never be rolled out" ]
+      else
+        [ ]
+    ) (attrNames hosts);
+
+  # Host edges and channel edges differ only in what they name and in the
+  # same-channel rule.
+  edgeChecks =
+    {
+      field,
+      kind,
+      known,
+      extra,
+    }:
+    list:
+    let
+      each = u.imap (
+        i: e:
+        let
+          where = "${field}[${toString i}]";
+          a = e.gates or null;
+          b = e.gated or null;
+        in
+        if !(isString a) || !(isString b) then
+          { errors = [ ]; }
+        else if !(known ? ${a}) then
+          { errors = [ "${where}: gates ${kind} ${u.q a} does not exist" ]; }
+        else if !(known ? ${b}) then
+          { errors = [ "${where}: gated ${kind} ${u.q b} does not exist" ]; }
+        else if a == b then
+          { errors = [ "${where}: ${kind} ${u.q a} gates itself" ]; }
+        else
+          let
+            x = extra where a b;
+          in
+          if x != [ ] then
+            { errors = x; }
+          else
+            {
+              errors = [ ];
+              edge = [
+                a
+                b
+              ];
+            }
+      ) list;
+      cycle = findCycle (concatMap (r: if r ? edge then [ r.edge ] else [ ]) each);
+    in
+    concatMap (r: r.errors) each ++ (if cycle == null then [ ] else [ "${field} form a cycle: ${cycleText cycle}" ]);
+
+  hostEdgeErrors = edgeChecks {
+    field = "edges";
+    kind = "host";
+    known = hosts;
+    extra =
+      where: a: b:
+      let
+        ca = channelOf a;
+        cb = channelOf b;
+      in
+      if ca == cb then
+        [ ]
+      else
+        [
+          "${where}: ${u.q a} (channel ${u.q ca}) and ${u.q b} (channel ${u.q cb}) are on different channels; use channelEdges to order channels"
+        ];
+  } edges;
+
+  channelEdgeErrors = edgeChecks {
+    field = "channelEdges";
+    kind = "channel";
+    known = channels;
+    extra =
+      where: a: b:
+      [ ];
+  } channelEdges;
+
+  budgetChecks = u.imap (
+    i: b:
+    let
+      where = "disruptionBudgets[${toString i}]";
+      s = b.selector or { };
+      n = count s;
+      m = b.maxInFlight or null;
+      p = b.maxInFlightPct or null;
+      mErrors = if isInt m && m <= 0 then [ "${where}: maxInFlight ${toString m} can never admit a host" ] else [ ];
+      pErrors =
+        if !(isInt p) then
+          [ ]
+        else if p <= 0 || p > 100 then
+          [ "${where}: maxInFlightPct ${toString p} must be between 1 and 100" ]
+        else if n > 0 && n * p / 100 == 0 then
+          [
+            "${where}: maxInFlightPct ${toString p} of ${toString n} hosts rounds down to 0 and can never admit a host"
+          ]
+        else
+          [ ];
+      limit = foldl' (a: b: if b < a then b else a) n (
+        (if isInt m then [ m ] else [ ]) ++ (if isInt p then [ (n * p / 100) ] else [ ])
+      );
+      ok = mErrors == [ ] && pErrors == [ ];
+    in
+    if usesCombinators s then
+      {
+        errors = [
+          "${where}: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved"
+        ];
+        warnings = [ ];
+      }
+    else
+      {
+        errors = mErrors ++ pErrors;
+        warnings =
+          (if n == 0 then [ "${where}: selector matches no host" ] else [ ])
+          ++ (
+            if !ok then
+              [ ]
+            else if m == null && p == null then
+              [ "${where}: sets neither maxInFlight nor maxInFlightPct, so it limits nothing" ]
+            else if limit == 1 && n >= tightBudgetHosts then
+              [ "${where}: admits one host at a time across ${toString n} hosts; rollouts through it will be slow" ]
+            else
+              [ ]
+          );
+      }
+  ) budgets;
+in
+{
+  errors =
+    header
+    ++ concatMap (c: c.errors) hostChecks
+    ++ channelErrors
+    ++ concatMap (c: c.errors) policyChecks
+    ++ waveErrors
+    ++ hostEdgeErrors
+    ++ channelEdgeErrors
+    ++ concatMap (c: c.errors) budgetChecks;
+  warnings =
+    concatMap (c: c.warnings) hostChecks
+    ++ concatMap (c: c.warnings) policyChecks
+    ++ concatMap (c: c.warnings) budgetChecks;
+}

@@ -1,0 +1,346 @@
+# services.nixfleet-control-plane: the nixfleet control plane
+# (rfcs/0006-control-plane.md; options in rfcs/0010-nix-integration.md §3).
+#
+# The flake's nixosModules.control-plane imports this file and sets
+# `package`; imported directly, set
+# services.nixfleet-control-plane.package yourself.
+{
+  config,
+  lib,
+  pkgs,
+  ...
+}:
+let
+  inherit (lib)
+    mkEnableOption
+    mkIf
+    mkOption
+    types
+    ;
+  common = import ./common.nix { inherit lib; };
+  cfg = config.services.nixfleet-control-plane;
+
+  user = "nixfleet-cp";
+  # `nixfleet-cp serve --state-dir` must be the unit's StateDirectory.
+  stateDir = "/var/lib/nixfleet-cp";
+  # The local database of postgresql.enable: its socket, peer
+  # authentication as the service's user, a database of the same name.
+  localDatabase = "postgres://${user}@/${user}?host=/run/postgresql";
+
+  port =
+    let
+      m = builtins.match ".*:([0-9]+)" cfg.listen;
+    in
+    if m == null then null else builtins.fromJSON (builtins.head m);
+
+  database =
+    if cfg.database.url != null then
+      cfg.database.url
+    else if cfg.postgresql.enable then
+      localDatabase
+    else
+      null;
+
+  operatorsFile =
+    if cfg.operatorsFile != null then
+      cfg.operatorsFile
+    else if cfg.operators == [ ] then
+      null
+    else
+      pkgs.writeText "nixfleet-cp-operators.json" (common.operatorsJSON cfg.operators);
+
+  # Secrets reach the unprivileged service as systemd credentials, so the
+  # files may stay readable by root alone.
+  credential = name: { raw = "%d/${name}"; };
+
+  args = [
+    "--listen"
+    cfg.listen
+    "--state-dir"
+    stateDir
+    "--repo"
+    cfg.repository
+    "--trust"
+    "${common.trustPath pkgs "nixfleet-cp" cfg}"
+    "--log-level"
+    cfg.logLevel
+  ]
+  ++ lib.optionals (database != null) [
+    "--db"
+    database
+  ]
+  ++ lib.optionals (operatorsFile != null) [
+    "--operators"
+    "${operatorsFile}"
+  ]
+  ++ lib.optionals (cfg.tls.certFile != null) [
+    "--tls-cert"
+    cfg.tls.certFile
+  ]
+  ++ lib.optionals (cfg.tls.keyFile != null) [
+    "--tls-key"
+    (credential "tls-key")
+  ]
+  ++ lib.optionals (cfg.webhookSecretFile != null) [
+    "--webhook-secret-file"
+    (credential "webhook-secret")
+  ]
+  ++ lib.optionals (cfg.replicaId != null) [
+    "--replica-id"
+    cfg.replicaId
+  ]
+  ++ lib.optionals (cfg.tickInterval != null) [
+    "--tick-interval"
+    cfg.tickInterval
+  ]
+  ++ lib.optionals (cfg.pollInterval != null) [
+    "--poll-interval"
+    cfg.pollInterval
+  ]
+  ++ lib.optionals (cfg.retention != null) [
+    "--retention"
+    cfg.retention
+  ]
+  ++ cfg.extraArgs;
+
+  operatorType = types.submodule {
+    options = {
+      name = mkOption {
+        type = types.str;
+        description = "The operator's name, recorded with every intent they send.";
+      };
+      key = mkOption {
+        type = types.either types.str common.keyType;
+        example = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOG05ZB5CE/OQnGpVhTmUsL0uCOxInm+oVr+q2u3wtrS";
+        description = ''
+          The operator's ed25519 public key: an OpenSSH line, or
+          `{ algorithm = "ed25519"; public = "<base64>"; }` as
+          `nixfleet keygen` writes it.
+        '';
+      };
+      role = mkOption {
+        type = types.enum [
+          "viewer"
+          "operator"
+        ];
+        description = "`viewer` reads; `operator` also pauses, resumes, cancels and rolls back.";
+      };
+    };
+  };
+in
+{
+  options.services.nixfleet-control-plane = {
+    enable = mkEnableOption "the nixfleet control plane, which rolls out what CI signed as channel refs move";
+
+    package = mkOption {
+      type = types.package;
+      description = "The package providing `bin/nixfleet-cp` (the flake's module sets it).";
+    };
+
+    listen = mkOption {
+      type = types.str;
+      default = "127.0.0.1:8443";
+      example = "0.0.0.0:8443";
+      description = "The `host:port` the API (agents and operators, HTTPS) listens on.";
+    };
+
+    openFirewall = mkOption {
+      type = types.bool;
+      default = false;
+      description = "Whether to open the port of `listen` in the firewall.";
+    };
+
+    repository = mkOption {
+      type = types.str;
+      example = "/srv/git/fleet.git";
+      description = ''
+        The fleet repository whose `refs/heads/channels/<channel>` refs are
+        rolled out: a local path (bare repository or worktree, readable by
+        the `${user}` user) or a URL, mirrored into the state directory.
+      '';
+    };
+
+    database.url = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      example = "postgres://nixfleet@db.example.org/nixfleet";
+      description = ''
+        The store: `postgres://…` (several replicas may share one database)
+        or `sqlite:///path`. Null, without `postgresql.enable`, is the
+        embedded SQLite database in ${stateDir}. Keep passwords out of the
+        Nix store: put `NIXFLEET_CP_DB=…` in `environmentFile` instead (a
+        `--db` given here would win over it).
+      '';
+    };
+
+    postgresql.enable = mkOption {
+      type = types.bool;
+      default = false;
+      description = ''
+        Whether to run PostgreSQL on this machine (services.postgresql) with
+        a `${user}` database owned by the service's user, and use it over
+        the local socket with peer authentication.
+      '';
+    };
+
+    operators = mkOption {
+      type = types.listOf operatorType;
+      default = [ ];
+      description = "The operators, written to the operators file; empty leaves operator endpoints closed.";
+    };
+
+    operatorsFile = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      description = "An operators file managed outside Nix; excludes `operators`.";
+    };
+
+    tls = {
+      certFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/var/lib/acme/fleet.example.org/fullchain.pem";
+        description = "The server certificate (PEM). Required with `keyFile`, unless `extraArgs` has `--insecure-dev`.";
+      };
+      keyFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/var/lib/acme/fleet.example.org/key.pem";
+        description = "The server's private key (PEM), handed to the service as a systemd credential; keep it out of the Nix store.";
+      };
+    };
+
+    webhookSecretFile = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      description = "A file holding the secret of `POST /v1/hooks/git` (HMAC-SHA256), handed over as a systemd credential; null disables the webhook.";
+    };
+
+    replicaId = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      description = "This replica's name in the tick lease (default: the hostname and a random suffix).";
+    };
+
+    tickInterval = mkOption {
+      type = types.nullOr common.duration;
+      default = null;
+      example = "30s";
+      description = "The periodic reconcile tick (default 30s).";
+    };
+
+    pollInterval = mkOption {
+      type = types.nullOr common.duration;
+      default = null;
+      example = "5s";
+      description = "How often the channel refs are polled (default 5s).";
+    };
+
+    retention = mkOption {
+      type = types.nullOr common.duration;
+      default = null;
+      example = "720h";
+      description = "How long events and finished rollouts are kept (default 720h).";
+    };
+
+    logLevel = common.logLevel;
+
+    environmentFile = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      example = "/run/secrets/nixfleet-cp.env";
+      description = "A systemd EnvironmentFile, for settings that must stay out of the Nix store (`NIXFLEET_CP_DB=postgres://…`).";
+    };
+
+    extraArgs = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+      example = [
+        "--confirm-window"
+        "10m"
+      ];
+      description = "More arguments for `nixfleet-cp serve`.";
+    };
+  }
+  // common.trustOptions;
+
+  config = mkIf cfg.enable {
+    assertions = common.trustAssertions "nixfleet-control-plane" cfg ++ [
+      {
+        assertion = (cfg.tls.certFile == null) == (cfg.tls.keyFile == null);
+        message = "services.nixfleet-control-plane: set both tls.certFile and tls.keyFile, or neither.";
+      }
+      {
+        assertion = cfg.tls.certFile != null || builtins.elem "--insecure-dev" cfg.extraArgs;
+        message = "services.nixfleet-control-plane: set tls.certFile and tls.keyFile; the control plane serves HTTPS only (--insecure-dev is for tests on loopback).";
+      }
+      {
+        assertion = !(cfg.postgresql.enable && cfg.database.url != null);
+        message = "services.nixfleet-control-plane: postgresql.enable sets the database; unset database.url.";
+      }
+      {
+        assertion = cfg.operators == [ ] || cfg.operatorsFile == null;
+        message = "services.nixfleet-control-plane: set operators or operatorsFile, not both.";
+      }
+      {
+        assertion = port != null;
+        message = "services.nixfleet-control-plane: listen must be host:port, not ${builtins.toJSON cfg.listen}.";
+      }
+    ];
+
+    users.users.${user} = {
+      isSystemUser = true;
+      group = user;
+      home = stateDir;
+      description = "nixfleet control plane";
+    };
+    users.groups.${user} = { };
+
+    services.postgresql = mkIf cfg.postgresql.enable {
+      enable = true;
+      ensureDatabases = [ user ];
+      ensureUsers = [
+        {
+          name = user;
+          ensureDBOwnership = true;
+        }
+      ];
+    };
+
+    networking.firewall.allowedTCPPorts = lib.optionals (cfg.openFirewall && port != null) [ port ];
+
+    systemd.services.nixfleet-control-plane = {
+      description = "nixfleet control plane";
+      wantedBy = [ "multi-user.target" ];
+      wants = [ "network-online.target" ];
+      after = [ "network-online.target" ] ++ lib.optional cfg.postgresql.enable "postgresql.service";
+      requires = lib.optional cfg.postgresql.enable "postgresql.service";
+      serviceConfig = {
+        ExecStart = common.execLine ([
+          "${cfg.package}/bin/nixfleet-cp"
+          "serve"
+        ]
+        ++ args);
+        User = user;
+        Group = user;
+        StateDirectory = "nixfleet-cp";
+        StateDirectoryMode = "0750";
+        Restart = "on-failure";
+        RestartSec = "5s";
+        LoadCredential =
+          lib.optional (cfg.tls.keyFile != null) "tls-key:${cfg.tls.keyFile}"
+          ++ lib.optional (cfg.webhookSecretFile != null) "webhook-secret:${cfg.webhookSecretFile}";
+        EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
+        AmbientCapabilities = lib.optional (port != null && port < 1024) "CAP_NET_BIND_SERVICE";
+        NoNewPrivileges = true;
+        PrivateTmp = true;
+        ProtectSystem = "strict";
+        ProtectHome = "read-only";
+        ProtectKernelTunables = true;
+        ProtectControlGroups = true;
+        RestrictSUIDSGID = true;
+        LockPersonality = true;
+      };
+    };
+  };
+}

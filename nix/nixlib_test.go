@@ -1,0 +1,400 @@
+package nix
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/nixfleet/nixfleet/manifest"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/release"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// What the signing step of the cross-checks stamps.
+const testCommit = "0123456789abcdef0123456789abcdef01234567"
+
+var testNow = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+
+// caseExpect is the `expect` member of nix/tests/case.nix.
+type caseExpect struct {
+	Errors   []string `json:"errors"`
+	Warnings []string `json:"warnings"`
+}
+
+// TestEveryNixFileParses: nix-instantiate --parse accepts every .nix file
+// of the repository.
+func TestEveryNixFileParses(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	var files []string
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != repoRoot && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".nix") {
+			rel, err := filepath.Rel(repoRoot, p)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"flake.nix", "nix/lib/default.nix", "nix/lib/mkfleet.nix", "nix/modules/agent.nix", "nix/modules/control-plane.nix"} {
+		if !slices.Contains(files, want) {
+			t.Errorf("%s is missing", want)
+		}
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			if r := runNix(t, "nix-instantiate", "--parse", f); r.err != nil {
+				t.Errorf("nix-instantiate --parse %s: %v\n%s", f, r.err, r.stderr)
+			}
+		})
+	}
+}
+
+// TestMkFleetFleets: each fleet of testdata/nix/fleets evaluates, with
+// nix-instantiate and with nix eval, to its golden fleet.resolved.json and
+// traces exactly the expected warnings; the Go side decodes it strictly,
+// resolves the policies' selectors to the same waves, and, with a closure
+// for every host that has a configuration (as CI fills them), validates it
+// with the same warnings, signs it and projects one manifest per channel
+// that places every built host in the wave mkFleet put it in.
+func TestMkFleetFleets(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	key := newKey(t)
+	for _, file := range caseFiles(t, "fleets") {
+		t.Run(caseName(file), func(t *testing.T) {
+			t.Parallel()
+			r := evalCase(t, file, "resolved")
+			if r.err != nil {
+				t.Fatalf("mkFleet refused the fleet: %v\n%s", r.err, r.stderr)
+			}
+			raw := bytes.TrimSpace(r.stdout)
+			var expect caseExpect
+			mustEvalCase(t, file, "expect", &expect)
+			var built []string
+			mustEvalCase(t, file, "built", &built)
+
+			if diff := cmp.Diff(expect.Warnings, traced(r.stderr), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("traced warnings (-want +got):\n%s", diff)
+			}
+			ev := bytes.TrimSpace(mustNix(t, "nix", "eval", "--json", "-f", "nix/tests/case.nix", "--arg", "file", "./"+file, "resolved"))
+			if !bytes.Equal(ev, raw) {
+				t.Errorf("nix eval and nix-instantiate disagree:\n%s\n%s", ev, raw)
+			}
+			checkGolden(t, strings.TrimSuffix(file, ".nix")+".resolved.json", raw)
+
+			f, err := proto.DecodeFleetResolved(raw)
+			if err != nil {
+				t.Fatalf("the Go decoder refuses mkFleet's output: %v", err)
+			}
+			checkWavesAgree(t, f)
+
+			b, err := release.Sign(withClosures(t, raw, fakeClosures(built)), release.Options{Signer: key, Commit: testCommit, Now: testNow})
+			if err != nil {
+				t.Fatalf("release.Sign refuses mkFleet's output: %v", err)
+			}
+			if diff := cmp.Diff(expect.Warnings, goWarningsAsNix(b.Warnings), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Go warnings (-Nix's +Go's):\n%s", diff)
+			}
+			checkManifests(t, f, built, b)
+		})
+	}
+}
+
+// TestMkFleetInvalid: each fleet of testdata/nix/invalid fails evaluation
+// with one error that lists every expected problem, with nix-instantiate
+// and with nix eval; mkFleet's `errors` and `warnings` are exactly the
+// expected ones, in order; and when the input itself is well-formed,
+// manifest.ValidateFleet reports the same problems and warnings for the
+// same document (`unchecked`, with the closures CI would fill).
+func TestMkFleetInvalid(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	for _, file := range caseFiles(t, "invalid") {
+		t.Run(caseName(file), func(t *testing.T) {
+			t.Parallel()
+			var expect caseExpect
+			mustEvalCase(t, file, "expect", &expect)
+			if len(expect.Errors) == 0 {
+				t.Fatal("the case lists no expected error")
+			}
+			var got caseExpect
+			mustEvalCase(t, file, "errors", &got.Errors)
+			mustEvalCase(t, file, "warnings", &got.Warnings)
+			if diff := cmp.Diff(expect, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+
+			header := fmt.Sprintf("nixfleet: mkFleet: the fleet has %d problem(s):", len(expect.Errors))
+			for _, run := range []nixRun{
+				evalCase(t, file, "resolved"),
+				runNix(t, "nix", "eval", "--json", "-f", "nix/tests/case.nix", "--arg", "file", "./"+file, "resolved"),
+			} {
+				if run.err == nil {
+					t.Fatalf("evaluation succeeded; it must fail:\n%s", run.stdout)
+				}
+				msg := string(run.stderr)
+				if !strings.Contains(msg, header) {
+					t.Errorf("the error does not start with %q:\n%s", header, msg)
+				}
+				for _, e := range expect.Errors {
+					if !strings.Contains(msg, "- "+e+"\n") {
+						t.Errorf("the error does not list %q:\n%s", e, msg)
+					}
+				}
+			}
+
+			var inputErrors []string
+			mustEvalCase(t, file, "inputErrors", &inputErrors)
+			if len(inputErrors) > 0 {
+				// Problems of mkFleet's input (types, unknown attributes,
+				// selector references) have no counterpart in a document.
+				return
+			}
+			var built []string
+			mustEvalCase(t, file, "built", &built)
+			doc := withClosures(t, mustEvalCase(t, file, "unchecked", nil), fakeClosures(built))
+			f, err := proto.DecodeFleetResolved(doc)
+			if err != nil {
+				t.Fatalf("the Go decoder refuses the document: %v", err)
+			}
+			warns, err := manifest.ValidateFleet(f)
+			var ve *manifest.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("manifest.ValidateFleet: %v, want a *ValidationError", err)
+			}
+			if diff := cmp.Diff(comparableProblems(got.Errors), comparableProblems(ve.Problems)); diff != "" {
+				t.Errorf("problems (-Nix's +Go's):\n%s", diff)
+			}
+			if diff := cmp.Diff(got.Warnings, goWarningsAsNix(warns), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("warnings (-Nix's +Go's):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMkFleetReproducesSampleFleet: testdata/nix/fleets/two-channels.nix
+// declares testdata/fleets/two-channels.json. With the same closures, the
+// two documents are equal but for the waves (resolved per channel by
+// mkFleet, fleet-wide in the sample), and signing them gives the same
+// rollout manifests.
+func TestMkFleetReproducesSampleFleet(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	sample, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "fleets", "two-channels.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := proto.DecodeFleetResolved(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closures := map[string]string{}
+	for name, h := range want.Hosts {
+		closures[name] = *h.ClosureHash
+	}
+	nixDoc := withClosures(t, mustEvalCase(t, "testdata/nix/fleets/two-channels.nix", "resolved", nil), closures)
+	got, err := proto.DecodeFleetResolved(nixDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(proto.FleetResolved{}, "Waves"), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("fleet (-sample +mkFleet):\n%s", diff)
+	}
+
+	key := newKey(t)
+	manifests := func(doc []byte) map[string]*proto.RolloutManifest {
+		b, err := release.Sign(doc, release.Options{Signer: key, Commit: testCommit, Now: testNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*proto.RolloutManifest{}
+		for _, a := range b.Rollouts {
+			m, err := proto.DecodeRolloutManifest(a.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.FleetResolvedHash = "" // the documents differ in their waves
+			out[a.Path] = m
+		}
+		return out
+	}
+	if diff := cmp.Diff(manifests(sample), manifests(nixDoc)); diff != "" {
+		t.Errorf("rollout manifests (-sample +mkFleet):\n%s", diff)
+	}
+}
+
+// TestNixRunner: nix/tests (what the flake's mkfleet check runs) passes
+// every case with Nix alone.
+func TestNixRunner(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	out := mustNix(t, "nix-instantiate", "--eval", "--strict", "--json", "nix/tests", "-A", "failures")
+	var failures []string
+	if err := json.Unmarshal(out, &failures); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	var count int
+	if err := json.Unmarshal(mustNix(t, "nix-instantiate", "--eval", "--strict", "--json", "nix/tests", "-A", "count"), &count); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(caseFiles(t, "fleets")) + len(caseFiles(t, "invalid")); count != want {
+		t.Errorf("nix/tests ran %d cases, want %d", count, want)
+	}
+}
+
+func newKey(t testing.TB) *trust.PrivateKey {
+	t.Helper()
+	k, err := trust.GenerateKey(proto.AlgorithmEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// traced returns the nixfleet warnings Nix traced on stderr.
+func traced(stderr []byte) []string {
+	var out []string
+	for line := range strings.Lines(string(stderr)) {
+		if w, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "trace: nixfleet: warning: "); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// noClosureRE is the Go warning for a host without a closure; at
+// evaluation time mkFleet says why it will have none.
+var noClosureRE = regexp.MustCompile(`^host ("(?:[^"\\]|\\.)*") has no closureHash; it is not part of any rollout$`)
+
+func goWarningsAsNix(ws []string) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = noClosureRE.ReplaceAllString(w, `host $1 has no configuration, so CI builds no closure for it; it is not part of any rollout`)
+	}
+	return out
+}
+
+// pubkeyRE: the two sides explain a bad pubkey in their own words.
+var pubkeyRE = regexp.MustCompile(`^(host "(?:[^"\\]|\\.)*": pubkey: ).*$`)
+
+func comparableProblems(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = pubkeyRE.ReplaceAllString(p, "$1…")
+	}
+	return out
+}
+
+// checkGolden compares the JSON document got, indented, with the golden
+// file (relative to the repository), or rewrites it with -update.
+func checkGolden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, got, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	buf.WriteByte('\n')
+	path := filepath.Join(repoRoot, filepath.FromSlash(file))
+	if *update {
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./nix -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
+		t.Errorf("%s (-golden +mkFleet; go test ./nix -update rewrites it):\n%s", file, diff)
+	}
+}
+
+// checkWavesAgree resolves each channel's policy waves with the Go
+// selectors (rfcs/0001 §2.1) as mkFleet does (the channel's hosts, each
+// in the first wave that matches it) and compares with waves.<channel>.
+func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
+	t.Helper()
+	for _, ch := range sortedKeys(f.Channels) {
+		policy := f.RolloutPolicies[f.Channels[ch].RolloutPolicy]
+		taken := map[string]bool{}
+		var want []proto.Wave
+		for _, w := range policy.Waves {
+			wave := proto.Wave{Hosts: []string{}, SoakMinutes: w.SoakMinutes}
+			for _, h := range w.Selector.Resolve(f.Hosts) {
+				if f.Hosts[h].Channel == ch && !taken[h] {
+					taken[h] = true
+					wave.Hosts = append(wave.Hosts, h)
+				}
+			}
+			want = append(want, wave)
+		}
+		if diff := cmp.Diff(want, f.Waves[ch], cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("waves.%s (-Go's resolution +mkFleet's):\n%s", ch, diff)
+		}
+	}
+}
+
+// checkManifests: one manifest per channel, whose host set is exactly the
+// channel's built hosts, each in the wave of waves.<channel> that lists it
+// and with its closure.
+func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *release.Bundle) {
+	t.Helper()
+	if len(b.Rollouts) != len(f.Channels) {
+		t.Errorf("%d manifests for %d channels", len(b.Rollouts), len(f.Channels))
+	}
+	for _, a := range b.Rollouts {
+		m, err := proto.DecodeRolloutManifest(a.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", a.Path, err)
+		}
+		want := []proto.HostWave{}
+		for _, h := range built {
+			if f.Hosts[h].Channel != m.Channel {
+				continue
+			}
+			idx := slices.IndexFunc(f.Waves[m.Channel], func(w proto.Wave) bool { return slices.Contains(w.Hosts, h) })
+			want = append(want, proto.HostWave{Hostname: h, WaveIndex: idx, TargetClosure: fakeClosure(h)})
+		}
+		if diff := cmp.Diff(want, m.HostSet, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s hostSet (-want +got):\n%s", a.Path, diff)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
