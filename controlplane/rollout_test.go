@@ -11,6 +11,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -95,3 +96,49 @@ func TestRolloutConverges(t *testing.T) {
 }
 
 func commitID(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }
+
+// TestChannelsPushedTogether: refs of two channels moved in one push reach
+// the reconciler together (TestPollSignalsOnce), so the channel edge holds
+// the gated channel's release even though its name sorts first and it is
+// stored first.
+func TestChannelsPushedTogether(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}, "staging": {0}},
+				ChannelEdges: []proto.ChannelEdge{{Gates: "staging", Gated: "prod"}},
+				Hosts:        []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0), fleetrepo.NewHost("stg-1", "staging", 0)}}
+			e := newEnv(t, backend, spec, nil)
+			hosts := e.hosts()
+			ctx := context.Background()
+			eventually(t, 20*time.Second, "both channels converge on the first release", func() bool {
+				for _, h := range hosts {
+					_ = h.Step(ctx, 0)
+				}
+				return rolloutState(t, e, rolloutID("prod", 1)) == reconciler.RolloutConverged &&
+					rolloutState(t, e, rolloutID("staging", 1)) == reconciler.RolloutConverged
+			})
+			e.release("v1", 2)
+			defer func() {
+				if t.Failed() {
+					for _, id := range []string{rolloutID("staging", 2), rolloutID("prod", 2)} {
+						var raw json.RawMessage
+						_ = e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+id, &raw)
+						t.Logf("%s: %s", id, raw)
+					}
+				}
+			}()
+			eventually(t, 10*time.Second, "the staging canary is dispatched", func() bool {
+				return hostIn(t, e, rolloutID("staging", 2), "stg-1").State == reconciler.HostActivating
+			})
+			// prod's release waits for staging's rollout: not opened yet,
+			// or opened with its canary held by the edge.
+			if rolloutState(t, e, rolloutID("prod", 2)) != "" {
+				h := hostIn(t, e, rolloutID("prod", 2), "prod-1")
+				if h.State != reconciler.HostPending || h.Blocked.Gate != reconciler.GateChannelEdge {
+					t.Errorf("prod-1 is %s (blocked by %q) while staging's rollout runs, want Pending behind the channel edge", h.State, h.Blocked.Gate)
+				}
+			}
+		})
+	}
+}

@@ -190,10 +190,21 @@ func (s *source) poll(ctx context.Context) error {
 		return err
 	}
 	slices.SortFunc(todo, func(a, b ref) int { return strings.Compare(a.channel, b.channel) })
+	// The releases of one poll reach the reconciler together: refs pushed
+	// at once (staging and prod, say) open their rollouts in one tick, in
+	// channel-edge order, whatever the order of their names.
+	stored := false
+	defer func() {
+		if stored {
+			s.changed()
+		}
+	}()
 	for _, r := range todo {
-		if err := s.process(ctx, r.channel, r.hash); err != nil {
+		ok, err := s.process(ctx, r.channel, r.hash)
+		if err != nil {
 			return err // a store error: retry on the next poll
 		}
+		stored = stored || ok
 		s.seen[r.channel] = r.hash
 	}
 	s.polled = true
@@ -208,39 +219,38 @@ type verifyError struct {
 
 func (e *verifyError) Error() string { return e.err.Error() }
 
-// process verifies and stores the release at one channel ref. Only store
-// errors are returned; a release that fails verification is recorded as a
-// failure.
-func (s *source) process(ctx context.Context, channel string, hash plumbing.Hash) error {
+// process verifies and stores the release at one channel ref, and
+// reports whether it stored a new one. Only store errors are returned; a
+// release that fails verification is recorded as a failure.
+func (s *source) process(ctx context.Context, channel string, hash plumbing.Hash) (bool, error) {
 	rel, fleet, err := s.verify(channel, hash)
 	var ve *verifyError
 	if errors.As(err, &ve) {
 		s.fail(ctx, channel, hash, ve)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch err := s.st.PutRelease(ctx, rel); {
 	case errors.Is(err, store.ErrStaleRelease):
 		if cur := s.current(ctx, channel); cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
-			return nil // the release we already have (a restart, a re-poll)
+			return false, nil // the release we already have (a restart, a re-poll)
 		}
 		s.fail(ctx, channel, hash, &verifyError{codeReplay, fmt.Errorf(
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
-		return nil
+		return false, nil
 	case err != nil:
-		return err
+		return false, err
 	}
 	delete(s.failures, channel)
 	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt)
 	if err := s.refreshManifest(ctx, rel); err != nil {
-		return err
+		return true, err
 	}
 	s.onFleet(fleet, rel.SignedAt)
-	s.changed()
-	return nil
+	return true, nil
 }
 
 func (s *source) current(ctx context.Context, channel string) *store.Release {
