@@ -173,3 +173,20 @@ func Equal(a, b []string) bool {
 	}
 	return true
 }
+
+// Main is the body of a TestMain that runs a fleet: it builds the
+// binaries into a temporary directory, sets *bin, runs the tests and
+// returns their exit code: os.Exit(realfleet.Main(m, &bin)).
+func Main(m *testing.M, bin *Binaries) int {
+	dir, err := os.MkdirTemp("", "nixfleet-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
