@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -74,7 +75,8 @@ type Options struct {
 	// ServerCAs verifies the server; nil uses the system roots.
 	ServerCAs *x509.CertPool
 	// Timeout bounds each request (default 70s, above the longest
-	// long-poll).
+	// long-poll). A Follow stream has no overall limit: Timeout bounds only
+	// the wait for its headers.
 	Timeout time.Duration
 }
 
@@ -82,8 +84,15 @@ type Options struct {
 type Client struct {
 	base *url.URL
 	http *http.Client
-	key  ed25519.PrivateKey
+	// stream serves Follow: no overall timeout, since a stream lasts as
+	// long as its rollout; its transport still bounds dialling, the TLS
+	// handshake and the wait for the answer's headers.
+	stream *http.Client
+	key    ed25519.PrivateKey
 }
+
+// connectTimeout bounds dialling and the TLS handshake of every request.
+const connectTimeout = 10 * time.Second
 
 // New returns a client of the control plane at baseURL (https://… or,
 // for --insecure-dev, http://…).
@@ -92,8 +101,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("apiclient: %q is not an http(s) URL", baseURL)
 	}
-	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second}
+	dialer := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: connectTimeout}
 	if u.Scheme == "https" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: opts.ServerCAs}
 		if opts.Key != nil {
@@ -109,7 +119,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if timeout == 0 {
 		timeout = 70 * time.Second
 	}
-	return &Client{base: u, http: &http.Client{Transport: tr, Timeout: timeout}, key: opts.Key}, nil
+	// Streams get a transport of their own: ResponseHeaderTimeout would cut
+	// the check-in's long-poll, whose headers come only after the wait.
+	str := tr.Clone()
+	str.ResponseHeaderTimeout = timeout
+	return &Client{base: u, http: &http.Client{Transport: tr, Timeout: timeout},
+		stream: &http.Client{Transport: str}, key: opts.Key}, nil
 }
 
 // do sends a request and decodes a JSON answer into out (unless nil).
@@ -136,6 +151,10 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 }
 
 func (c *Client) send(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
+	return c.sendWith(ctx, c.http, method, path, body, header)
+}
+
+func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path string, body []byte, header http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -150,7 +169,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, hea
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return c.http.Do(req)
+	return hc.Do(req)
 }
 
 func apiError(status int, data []byte) error {
@@ -241,15 +260,23 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 }
 
 // Act files an operator intent (pause, resume, cancel, rollback) and
-// decodes the answer into out. A refused intent is an *Error with HTTP 409.
+// decodes the answer, {"intent": …, "result": …}, into out (unless nil).
+// A result of null (HTTP 202) means no tick decided the intent within the
+// server's wait; it stays queued. A refused intent (HTTP 409) is decoded
+// into out too, and returned as an *Error whose Code is the server's reason
+// for the refusal (result.reason.code: illegal_transition,
+// unknown_rollout); other failures are the server's error codes.
 func (c *Client) Act(ctx context.Context, rolloutID, action, comment string, out any) error {
-	body, _ := json.Marshal(proto.IntentRequest{Comment: comment})
-	resp, err := c.send(ctx, http.MethodPost, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/"+action, body, nil)
+	body, err := json.Marshal(proto.IntentRequest{Comment: comment})
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/"+url.PathEscape(action), body, nil)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
 	if err != nil {
 		return err
 	}
@@ -258,20 +285,41 @@ func (c *Client) Act(ctx context.Context, rolloutID, action, comment string, out
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return err
+			return fmt.Errorf("apiclient: POST %s: decoding the answer: %w", action, err)
 		}
 	}
 	if resp.StatusCode == http.StatusConflict {
-		return &Error{Status: resp.StatusCode, Code: "intent_refused", Message: "the rollout's state does not allow it"}
+		return refusal(data)
 	}
 	return nil
 }
 
-// Follow streams a rollout's events (JSON lines) to fn until the stream
-// ends or fn returns an error.
+// refusal is the error of a 409 answer to an intent: the code the server
+// gave for the refusal, or its error body's code.
+func refusal(data []byte) error {
+	var answer struct {
+		Result *struct {
+			Reason struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"reason"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(data, &answer) == nil && answer.Result != nil && answer.Result.Reason.Code != "" {
+		return &Error{Status: http.StatusConflict, Code: answer.Result.Reason.Code, Message: answer.Result.Reason.Message}
+	}
+	return apiError(http.StatusConflict, data)
+}
+
+// Follow streams a rollout's events after the event id after, one JSON
+// object per call of fn, until the server ends the stream (the rollout is
+// terminal), ctx ends, or fn returns an error. The stream has no overall
+// timeout (Options.Timeout bounds only the wait for its headers); a
+// connection lost mid-stream is an error, and the caller resumes with
+// after set to the last id it got.
 func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn func(json.RawMessage) error) error {
 	path := fmt.Sprintf("/v1/rollouts/%s/events?follow=1&after=%d", url.PathEscape(rolloutID), after)
-	resp, err := c.send(ctx, http.MethodGet, path, nil, nil)
+	resp, err := c.sendWith(ctx, c.stream, http.MethodGet, path, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -283,6 +331,9 @@ func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn f
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
 		if err := fn(json.RawMessage(bytes.Clone(sc.Bytes()))); err != nil {
 			return err
 		}

@@ -59,7 +59,12 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			releaseCommand(),
 			verifyCommand(),
 			reconcileCommand(),
+			demoCommand(),
+			statusCommand(),
+			rolloutCommand(),
+			hostCommand(),
 		},
+		Flags: connFlags(), // the operator commands' connection, also accepted before the command
 	}
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() == 0 {

@@ -57,6 +57,13 @@ func TestMain(m *testing.M) {
 //	jsonindent SRC DST       re-indent the JSON of SRC into DST, tokens unchanged
 //	jsonedit SRC DST OP...   edit a JSON document; OP is "set PATH JSON" or "del PATH",
 //	                         PATH dot-separated member names and array indexes
+//	fleet start [insecure]   start a control plane with a fleet and simulated hosts
+//	                         (fleet_test.go), and point NIXFLEET_CP_URL, NIXFLEET_CA
+//	                         and NIXFLEET_KEY at it
+//	fleet settle ID STATE    check the simulated hosts in until rollout ID is in STATE
+//	normalize [-ids] SRC DST copy SRC to DST with times, hashes, intent ids (and event ids) replaced
+//
+// DEAD_CP_URL is an https URL on which nothing listens.
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	fleet, err := os.ReadFile(sampleFleet)
@@ -76,6 +83,11 @@ func TestScripts(t *testing.T) {
 		ContinueOnError: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv(statusEnv, filepath.Join(env.WorkDir, ".tmp", "nixfleet-status"))
+			dead, err := deadURL()
+			if err != nil {
+				return err
+			}
+			env.Setenv("DEAD_CP_URL", dead) // nothing listens there
 			if err := os.WriteFile(filepath.Join(env.WorkDir, "tick-input.json"), tickInput, 0o644); err != nil {
 				return err
 			}
@@ -96,6 +108,8 @@ func TestScripts(t *testing.T) {
 			"unescape":   cmdUnescape,
 			"jsonindent": cmdJSONIndent,
 			"jsonedit":   cmdJSONEdit,
+			"fleet":      cmdFleet,
+			"normalize":  cmdNormalize,
 		},
 	})
 }

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+const hostNotFoundHint = "'nixfleet host list' shows the hosts that checked in or are in a rollout"
+
+func hostCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "host",
+		Usage: "list and inspect hosts, and explain why one is not on its target",
+		Flags: connFlags(),
+		Subcommands: []*cli.Command{
+			opCommand(&cli.Command{
+				Name:  "list",
+				Usage: "every host that checked in or is in a rollout",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "channel", Usage: "only the hosts of `CHANNEL`"},
+					&cli.StringFlag{Name: "state", Usage: "only the hosts in `STATE` (" + hostStateNames() + ")"},
+				},
+			}, nil, runHostList),
+			opCommand(&cli.Command{Name: "show", Usage: "a host: what it reported, and its place in its rollout"}, []string{"NAME"}, runHostShow),
+			opCommand(&cli.Command{
+				Name:  "explain",
+				Usage: "why is this host not on its target? the gate or failure holding it, or that it is there",
+				Description: "Prints the control plane's answer (GET /v1/hosts/NAME, \"explain\"): the gate\n" +
+					"holding a Pending host, the reason a host failed, or that it converged.",
+			}, []string{"NAME"}, runHostExplain),
+		},
+	}
+}
+
+func hostStateNames() string {
+	names := make([]string, len(reconciler.HostStates))
+	for i, s := range reconciler.HostStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func runHostList(c *cli.Context, o *operator, _ []string) error {
+	state := c.String("state")
+	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
+		return usage(c, "--state %q is not a host state (%s)", state, hostStateNames())
+	}
+	q := url.Values{}
+	if ch := c.String("channel"); ch != "" {
+		q.Set("channel", ch)
+	}
+	if state != "" {
+		q.Set("state", state)
+	}
+	path := "/v1/hosts"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var list struct {
+		Hosts []hostView `json:"hosts"`
+	}
+	raw, err := o.get(c.Context, path, &list)
+	if err != nil {
+		return o.fail(c, err, "")
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	if len(list.Hosts) == 0 {
+		fmt.Fprintln(c.App.Writer, "no hosts")
+		return nil
+	}
+	t := newTable("HOST", "CHANNEL", "STATE", "SEEN", "ROLLOUT", "REASON")
+	t.paint[2], t.paint[3] = o.st.state, o.st.state
+	for _, h := range list.Hosts {
+		state := "-"
+		if h.Host != nil {
+			state = string(h.Host.State)
+		}
+		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), dash(h.Rollout), dash(h.Explain.Code))
+	}
+	t.write(c.App.Writer)
+	return nil
+}
+
+func onlineWord(h hostView) string {
+	switch {
+	case !h.Seen:
+		return "never seen"
+	case h.Online:
+		return "online"
+	}
+	return "offline"
+}
+
+func runHostShow(c *cli.Context, o *operator, args []string) error {
+	var h hostView
+	raw, err := o.get(c.Context, "/v1/hosts/"+url.PathEscape(args[0]), &h)
+	if err != nil {
+		return o.fail(c, err, notFoundHint(err, hostNotFoundHint))
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	st := o.st
+	f := &fields{}
+	obs := h.Observed
+	f.add("host", h.Hostname)
+	seen := st.state(onlineWord(h))
+	if h.Seen {
+		seen += ", last check-in " + when(obs.LastSeen)
+	}
+	f.add("seen", seen)
+	f.add("current", dash(obs.Current))
+	f.add("booted", dash(obs.Booted))
+	probes := fmt.Sprintf("%d, %d failed", obs.Probes.Total, len(obs.Probes.Failed))
+	if len(obs.Probes.Failed) > 0 {
+		probes += ": " + strings.Join(obs.Probes.Failed, ", ")
+	}
+	f.add("probes", probes)
+	if len(obs.FailedUnits) > 0 {
+		f.add("failed units", strings.Join(obs.FailedUnits, ", "))
+	}
+	if obs.Deferred {
+		f.add("deferred", "a target is staged for the next boot")
+	}
+	if a := obs.Activation; a != nil {
+		f.add("activation", activationText(a))
+	}
+	for _, q := range obs.Quarantine {
+		f.add("quarantine", fmt.Sprintf("%s until %s", q.Closure, when(q.Until)))
+	}
+	if h.Host != nil {
+		r := h.Host
+		f.add("rollout", fmt.Sprintf("%s (%s)", h.Rollout, st.state(string(h.RolloutState))))
+		f.add("channel", h.Channel)
+		f.add("state", fmt.Sprintf("%s since %s", st.state(string(r.State)), when(r.Since)))
+		f.add("wave", fmt.Sprint(r.Wave))
+		f.add("target", r.Target)
+		if r.Previous != "" {
+			f.add("previous", r.Previous)
+		}
+		f.add("reason", reasonLine(r.Reason.Code, r.Reason.Message))
+		if r.Blocked.Gate != "" || r.Blocked.Code != "" {
+			f.add("held", "by "+gateText(r.Blocked))
+		}
+	} else {
+		f.add("rollout", "none")
+	}
+	f.add("explain", reasonLine(h.Explain.Code, h.Explain.Message))
+	f.write(c.App.Writer)
+	return nil
+}
+
+// gateText is "gate G: message", with the code when it is not the gate's
+// name.
+func gateText(b reconciler.Reason) string {
+	gate := cmpOr(b.Gate, b.Code)
+	if b.Code == "" || b.Code == gate {
+		return fmt.Sprintf("gate %s: %s", gate, dash(b.Message))
+	}
+	return fmt.Sprintf("gate %s: %s", gate, reasonLine(b.Code, b.Message))
+}
+
+func activationText(a *reconciler.Activation) string {
+	s := fmt.Sprintf("%s %s (%s) at %s", a.Outcome, a.Closure, a.RolloutID, when(a.At))
+	if a.Detail != "" {
+		s += ": " + a.Detail
+	}
+	return s
+}
+
+// explainView is what "host explain --json" prints (rfcs/0009): the
+// server's answer, with the facts behind it.
+type explainView struct {
+	Hostname string `json:"hostname"`
+	// OnTarget: the host is in a rollout and runs its target.
+	OnTarget bool `json:"onTarget"`
+	// Code and Message are the control plane's explanation.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Online  bool   `json:"online"`
+	Seen    bool   `json:"seen"`
+	// The host's place in the rollout that drives it; absent when none.
+	Rollout      string                  `json:"rollout,omitempty"`
+	Channel      string                  `json:"channel,omitempty"`
+	RolloutState reconciler.RolloutState `json:"rolloutState,omitempty"`
+	State        reconciler.HostState    `json:"state,omitempty"`
+	Wave         *int                    `json:"wave,omitempty"`
+	Target       string                  `json:"target,omitempty"`
+	Current      string                  `json:"current,omitempty"`
+	// Blocked is the gate holding a Pending or Skipped host.
+	Blocked *reconciler.Reason `json:"blocked,omitempty"`
+	// Activation is the latest activation the host reported.
+	Activation *reconciler.Activation `json:"activation,omitempty"`
+}
+
+func explainOf(h hostView) explainView {
+	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Online: h.Online, Seen: h.Seen,
+		Current: h.Observed.Current, Activation: h.Observed.Activation}
+	if r := h.Host; r != nil {
+		wave := r.Wave
+		e.Rollout, e.Channel, e.RolloutState, e.State, e.Wave, e.Target = h.Rollout, h.Channel, h.RolloutState, r.State, &wave, r.Target
+		e.OnTarget = h.Observed.Current != "" && h.Observed.Current == r.Target
+		if r.Blocked.Gate != "" || r.Blocked.Code != "" {
+			b := r.Blocked
+			e.Blocked = &b
+		}
+	}
+	return e
+}
+
+func runHostExplain(c *cli.Context, o *operator, args []string) error {
+	var h hostView
+	if _, err := o.get(c.Context, "/v1/hosts/"+url.PathEscape(args[0]), &h); err != nil {
+		return o.fail(c, err, notFoundHint(err, hostNotFoundHint))
+	}
+	e := explainOf(h)
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, e)
+	}
+	printExplain(c.App.Writer, o.st, e)
+	return nil
+}
+
+func printExplain(w io.Writer, st style, e explainView) {
+	verdict := "is not on its target"
+	switch {
+	case e.Rollout == "":
+		verdict = "is in no rollout"
+	case e.OnTarget && e.State == reconciler.HostConverged:
+		verdict = "is on its target"
+	case e.OnTarget:
+		verdict = "runs its target, not converged yet"
+	}
+	fmt.Fprintf(w, "%s %s: %s\n", e.Hostname, verdict, reasonLine(e.Code, e.Message))
+	f := &fields{}
+	if e.Rollout != "" {
+		f.add("state", fmt.Sprintf("%s in %s (%s), wave %d", st.state(string(e.State)), e.Rollout, st.state(string(e.RolloutState)), *e.Wave))
+	}
+	if b := e.Blocked; b != nil {
+		f.add("held by", gateText(*b))
+	}
+	if e.Target != "" {
+		f.add("target", e.Target)
+	}
+	f.add("running", dash(e.Current))
+	if a := e.Activation; a != nil && a.Outcome != reconciler.OutcomeConfirmed {
+		f.add("activation", activationText(a))
+	}
+	switch {
+	case !e.Seen:
+		f.add("seen", st.state("never seen")+": the host has not checked in")
+	case !e.Online:
+		f.add("seen", st.state("offline")+": a host offline when its wave starts is skipped, and catches up when it checks in")
+	}
+	indent(w, f)
+}

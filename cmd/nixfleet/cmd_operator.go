@@ -1,0 +1,241 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// The operator commands talk to the control plane's operator API
+// (rfcs/0009-operator-cli.md): status, rollout …, host ….
+
+const connDescription = "The control plane comes from --cp, NIXFLEET_CP_URL or cp_url in the config file\n" +
+	"(flags win over the environment, which wins over the file); likewise --key,\n" +
+	"--name, --ca. These flags are accepted before the command too."
+
+// opCommand makes an operator command: it takes the connection flags and
+// --json besides its own, exactly the positional arguments named, and
+// runs with a client of the control plane.
+func opCommand(cmd *cli.Command, argNames []string, run func(c *cli.Context, o *operator, args []string) error) *cli.Command {
+	cmd.Flags = append(append(cmd.Flags, &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (shapes in rfcs/0009)"}), connFlags()...)
+	if cmd.ArgsUsage == "" && len(argNames) > 0 {
+		cmd.ArgsUsage = strings.Join(argNames, " ")
+	}
+	if cmd.Description == "" {
+		cmd.Description = connDescription
+	} else {
+		cmd.Description += "\n\n" + connDescription
+	}
+	cmd.Action = func(c *cli.Context) error {
+		args, err := commandArgs(c, argNames...)
+		if errors.Is(err, errHelpShown) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		o, err := dial(c)
+		if err != nil {
+			return err
+		}
+		return run(c, o, args)
+	}
+	return cmd
+}
+
+// ---- status ----
+
+func statusCommand() *cli.Command {
+	return opCommand(&cli.Command{
+		Name:  "status",
+		Usage: "show every channel: its release, its latest rollout, wave progress, and what is halted or blocked",
+	}, nil, runStatus)
+}
+
+func runStatus(c *cli.Context, o *operator, _ []string) error {
+	var st statusView
+	raw, err := o.get(c.Context, "/v1/status", &st)
+	if err != nil {
+		return o.fail(c, err, "")
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	w := c.App.Writer
+	lead := "leader"
+	if !st.Leader {
+		lead = "not leading ticks"
+	}
+	fmt.Fprintf(w, "control plane %s (replica %s, %s)\n", o.conn.URL, st.Replica, lead)
+	if st.InsecureDev {
+		fmt.Fprintln(w, o.st.paint(ansiRed, "WARNING: the control plane runs --insecure-dev: no authentication"))
+	}
+	if len(st.Channels) == 0 {
+		fmt.Fprintln(w, "\nno channel has a verified release yet")
+	}
+	for _, ch := range st.Channels {
+		var full *rolloutView
+		if ch.Rollout != nil {
+			var r rolloutView
+			if _, err := o.get(c.Context, "/v1/rollouts/"+url.PathEscape(ch.Rollout.ID), &r); err == nil {
+				full = &r
+			} else if !isNotFound(err) { // pruned since: show the summary
+				return o.fail(c, err, "")
+			}
+		}
+		printChannelStatus(w, o.st, ch, full)
+	}
+	return nil
+}
+
+func printChannelStatus(w io.Writer, st style, ch channelStatusView, full *rolloutView) {
+	fmt.Fprintf(w, "\nchannel %s  ref %s  signed %s\n", ch.Name, dash(ch.Ref), when(ch.SignedAt))
+	f := &fields{}
+	r := ch.Rollout
+	if full != nil {
+		r = full
+	}
+	if r == nil {
+		f.add("rollout", "none yet")
+	} else {
+		f.add("rollout", fmt.Sprintf("%s  %s  wave %d of %d (%s)", r.ID, st.state(string(r.State)), r.Wave, len(r.Waves), r.WavePhase))
+		switch r.State {
+		case reconciler.RolloutActive, reconciler.RolloutOpening, reconciler.RolloutConverged:
+		default:
+			f.add(strings.ToLower(string(r.State)), reasonLine(r.Reason.Code, r.Reason.Message))
+		}
+		if full != nil {
+			for _, wp := range waveProgressOf(full.Rollout) {
+				line := wp.text(st)
+				if wp.index == full.Wave && !full.State.Terminal() {
+					line += "  <- current"
+				}
+				f.add(fmt.Sprintf("wave %d", wp.index), line)
+			}
+		}
+		f.add("hosts", countsText(st, r.Counts))
+		if full != nil {
+			blocked := blockedHosts(full.Rollout)
+			for i, h := range blocked {
+				if i == 10 {
+					f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(blocked)-i, r.ID))
+					break
+				}
+				label := ""
+				if i == 0 {
+					label = "blocked"
+				}
+				f.add(label, fmt.Sprintf("%s (wave %d): %s", h.Hostname, h.Wave, reasonLine(h.Blocked.Gate, h.Blocked.Message)))
+			}
+		} else if len(r.Waiting) > 0 {
+			f.add("blocked", waitingText(r.Waiting))
+		}
+	}
+	if ch.Pending {
+		f.add("pending", fmt.Sprintf("ref %s has no rollout yet: it waits for the channel's active rollout or a channel edge", dash(ch.Ref)))
+	}
+	if lf := ch.LastFailure; lf != nil {
+		f.add("refused", fmt.Sprintf("release at commit %s, %s: %s", lf.Commit, when(lf.At), reasonLine(lf.Code, lf.Message)))
+	}
+	indent(w, f)
+}
+
+// indent writes fields two spaces in.
+func indent(w io.Writer, f *fields) {
+	var b strings.Builder
+	f.write(&b)
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		if l != "" {
+			fmt.Fprint(w, "  "+l)
+		}
+	}
+}
+
+// blockedHosts are the Pending hosts of waves up to the current one that
+// a gate holds (the server's "waiting"), by wave and name.
+func blockedHosts(r reconciler.Rollout) []reconciler.RolloutHost {
+	var out []reconciler.RolloutHost
+	for _, h := range r.Hosts {
+		if h.State == reconciler.HostPending && h.Wave <= r.Wave && h.Blocked.Gate != "" {
+			out = append(out, h)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b reconciler.RolloutHost) int { return a.Wave - b.Wave })
+	return out
+}
+
+func waitingText(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countsText is "Converged 2, Pending 1" in the states' diagram order.
+func countsText(st style, counts map[reconciler.HostState]int) string {
+	var parts []string
+	for _, s := range reconciler.HostStates {
+		if n := counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", st.state(string(s)), n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waveProgress is one wave of a rollout: how many of its hosts converged,
+// and the others by state.
+type waveProgress struct {
+	index, soakMinutes, total, converged int
+	others                               map[reconciler.HostState]int
+}
+
+func waveProgressOf(r reconciler.Rollout) []waveProgress {
+	out := make([]waveProgress, len(r.Waves))
+	for i, w := range r.Waves {
+		out[i] = waveProgress{index: i, soakMinutes: w.SoakMinutes, others: map[reconciler.HostState]int{}}
+	}
+	for _, h := range r.Hosts {
+		if h.Wave < 0 || h.Wave >= len(out) {
+			continue
+		}
+		wp := &out[h.Wave]
+		wp.total++
+		if h.State == reconciler.HostConverged {
+			wp.converged++
+		} else {
+			wp.others[h.State]++
+		}
+	}
+	return out
+}
+
+// text is "3/4 converged, Failed 1", after a bar on a terminal.
+func (wp waveProgress) text(st style) string {
+	s := fmt.Sprintf("%d/%d converged", wp.converged, wp.total)
+	if st.tty {
+		s = progressBar(wp.converged, wp.total, 20) + " " + s
+	}
+	if len(wp.others) > 0 {
+		s += ", " + countsText(st, wp.others)
+	}
+	return s
+}
+
+func isNotFound(err error) bool { return apiclient.IsCode(err, "not_found") }

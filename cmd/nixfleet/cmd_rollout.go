@@ -1,0 +1,358 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+const rolloutNotFoundHint = "'nixfleet rollout list' shows the rollouts"
+
+func rolloutCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "rollout",
+		Usage: "list, inspect, follow and steer rollouts",
+		Flags: connFlags(),
+		Subcommands: []*cli.Command{
+			opCommand(&cli.Command{Name: "list", Usage: "every rollout, newest first"}, nil, runRolloutList),
+			opCommand(&cli.Command{Name: "show", Usage: "a rollout: its state, waves and hosts"}, []string{"ID"}, runRolloutShow),
+			opCommand(&cli.Command{
+				Name:  "events",
+				Usage: "a rollout's events, with --follow as they happen until the rollout ends",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "stream new events until the rollout is terminal"},
+					&cli.Int64Flag{Name: "after", Usage: "only events after the event `ID` (to resume)"},
+				},
+			}, []string{"ID"}, runRolloutEvents),
+			intentCommand(reconciler.IntentPause, "halt a rollout: no new host is dispatched until it resumes"),
+			intentCommand(reconciler.IntentResume, "resume a halted rollout"),
+			intentCommand(reconciler.IntentCancel, "cancel a rollout: hosts stay where they are"),
+			intentCommand(reconciler.IntentRollback, "roll a rollout back: hosts it moved return to their previous closure"),
+		},
+	}
+}
+
+func runRolloutList(c *cli.Context, o *operator, _ []string) error {
+	var list struct {
+		Rollouts []rolloutView `json:"rollouts"`
+	}
+	raw, err := o.get(c.Context, "/v1/rollouts", &list)
+	if err != nil {
+		return o.fail(c, err, "")
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	if len(list.Rollouts) == 0 {
+		fmt.Fprintln(c.App.Writer, "no rollouts")
+		return nil
+	}
+	t := newTable("ROLLOUT", "STATE", "WAVE", "WAVES", "OPENED", "REASON")
+	t.paint[1] = o.st.state
+	for _, r := range list.Rollouts {
+		t.add(r.ID, string(r.State), fmt.Sprint(r.Wave), fmt.Sprint(len(r.Waves)), when(r.OpenedAt), reasonLine(r.Reason.Code, r.Reason.Message))
+	}
+	t.write(c.App.Writer)
+	return nil
+}
+
+func runRolloutShow(c *cli.Context, o *operator, args []string) error {
+	var r rolloutView
+	raw, err := o.get(c.Context, "/v1/rollouts/"+url.PathEscape(args[0]), &r)
+	if err != nil {
+		return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	w, st := c.App.Writer, o.st
+	f := &fields{}
+	f.add("rollout", r.ID)
+	f.add("channel", r.Channel)
+	f.add("ref", r.Ref)
+	f.add("state", st.state(string(r.State)))
+	f.add("reason", reasonLine(r.Reason.Code, r.Reason.Message))
+	f.add("wave", fmt.Sprintf("%d of %d (%s)", r.Wave, len(r.Waves), r.WavePhase))
+	f.add("opened", when(r.OpenedAt))
+	f.add("updated", when(r.UpdatedAt))
+	f.add("progress", when(r.ProgressAt))
+	maxFailures := "0"
+	if r.HealthGate.MaxFailures != nil {
+		maxFailures = fmt.Sprint(*r.HealthGate.MaxFailures)
+	}
+	f.add("policy", fmt.Sprintf("on health failure %s; at most %s failed host(s)", dash(r.OnHealthFailure), maxFailures))
+	if r.FailuresForgiven > 0 {
+		f.add("forgiven", fmt.Sprintf("%d failed host(s), by a resume", r.FailuresForgiven))
+	}
+	f.add("manifest", dash(r.ManifestHash))
+	f.add("hosts", countsText(st, r.Counts))
+	if len(r.Waiting) > 0 {
+		f.add("blocked", waitingText(r.Waiting))
+	}
+	f.write(w)
+
+	fmt.Fprintln(w)
+	wt := newTable("WAVE", "SOAK", "PROGRESS")
+	for _, wp := range waveProgressOf(r.Rollout) {
+		line := wp.text(st)
+		if wp.index == r.Wave && !r.State.Terminal() {
+			line += "  <- current"
+		}
+		wt.add(fmt.Sprint(wp.index), fmt.Sprintf("%dm", wp.soakMinutes), line)
+	}
+	wt.write(w)
+
+	if len(r.Hosts) > 0 {
+		fmt.Fprintln(w)
+		ht := newTable("HOST", "WAVE", "STATE", "SINCE", "REASON")
+		ht.paint[2] = st.state
+		for _, h := range r.Hosts {
+			ht.add(h.Hostname, fmt.Sprint(h.Wave), string(h.State), when(h.Since), hostReason(h))
+		}
+		ht.write(w)
+	}
+	return nil
+}
+
+// hostReason is why a host of a rollout is where it is: the gate holding
+// a Pending or Skipped host, else the reason of its state.
+func hostReason(h reconciler.RolloutHost) string {
+	if h.Blocked.Gate != "" || h.Blocked.Code != "" {
+		return "held by " + gateText(h.Blocked)
+	}
+	return reasonLine(h.Reason.Code, h.Reason.Message)
+}
+
+func notFoundHint(err error, hint string) string {
+	if isNotFound(err) {
+		return hint
+	}
+	return ""
+}
+
+func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
+	id := args[0]
+	after := c.Int64("after")
+	if after < 0 {
+		return usage(c, "--after must be an event id (0 or more)")
+	}
+	asJSON := c.Bool("json")
+	if c.Bool("follow") {
+		return followEvents(c, o, id, after)
+	}
+	var all []json.RawMessage
+	const page = 1000
+	for {
+		var p struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		path := fmt.Sprintf("/v1/rollouts/%s/events?after=%d&limit=%d", url.PathEscape(id), after, page)
+		if _, err := o.get(c.Context, path, &p); err != nil {
+			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+		}
+		for _, m := range p.Events {
+			var ev eventView
+			if err := json.Unmarshal(m, &ev); err != nil {
+				return o.fail(c, err, "")
+			}
+			after = ev.ID
+		}
+		all = append(all, p.Events...)
+		if len(p.Events) < page {
+			break
+		}
+	}
+	if asJSON {
+		if all == nil {
+			all = []json.RawMessage{}
+		}
+		return writeJSON(c.App.Writer, map[string]any{"events": all})
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(c.App.Writer, "no events")
+		return nil
+	}
+	fmt.Fprintln(c.App.Writer, eventHeader())
+	for _, m := range all {
+		var ev eventView
+		_ = json.Unmarshal(m, &ev) // decoded above
+		fmt.Fprintln(c.App.Writer, eventLine(o.st, ev))
+	}
+	return nil
+}
+
+// followEvents streams a rollout's events until the rollout is terminal
+// (the server then ends the stream), reconnecting after the last event
+// seen when a stream ends early. An interrupt ends it without an error.
+// With --json, each event is printed as the server sent it, one per line.
+func followEvents(c *cli.Context, o *operator, id string, after int64) error {
+	ctx, w, asJSON := c.Context, c.App.Writer, c.Bool("json")
+	if !asJSON {
+		fmt.Fprintln(w, eventHeader())
+	}
+	for {
+		err := o.api.Follow(ctx, id, after, func(m json.RawMessage) error {
+			var ev eventView
+			if err := json.Unmarshal(m, &ev); err != nil {
+				return err
+			}
+			after = ev.ID
+			if asJSON {
+				_, err := fmt.Fprintf(w, "%s\n", m)
+				return err
+			}
+			_, err := fmt.Fprintln(w, eventLine(o.st, ev))
+			return err
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return o.fail(c, err, followHint(err, id, after))
+		}
+		// The server ends a stream when the rollout is terminal, or when
+		// it could not read the journal: look which.
+		var r rolloutView
+		if _, err := o.get(ctx, "/v1/rollouts/"+url.PathEscape(id), &r); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return o.fail(c, err, followHint(err, id, after))
+		}
+		if r.State.Terminal() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func followHint(err error, id string, after int64) string {
+	if isNotFound(err) {
+		return rolloutNotFoundHint
+	}
+	return fmt.Sprintf("resume with: nixfleet rollout events %s --follow --after %d", id, after)
+}
+
+// Event lines have fixed minimum widths, so that followed events line up
+// without knowing what comes next.
+var eventColumns = []struct {
+	name  string
+	width int
+}{{"ID", 5}, {"TIME", 20}, {"WAVE", 4}, {"HOST", 10}, {"EVENT", 18}, {"TRANSITION", 24}, {"REASON", 0}}
+
+func eventHeader() string {
+	cells := make([]string, len(eventColumns))
+	for i, col := range eventColumns {
+		cells[i] = col.name
+	}
+	return joinPadded(cells, nil)
+}
+
+// eventLine is one event for people: id, time, wave, host, kind,
+// transition (from → to) and reason.
+func eventLine(st style, ev eventView) string {
+	wave := "-"
+	if ev.Wave >= 0 {
+		wave = fmt.Sprint(ev.Wave)
+	}
+	trans, painted := "-", "-"
+	if ev.From != "" || ev.To != "" {
+		from, to := cmpOr(ev.From, "·"), cmpOr(ev.To, "·")
+		trans = from + " → " + to
+		painted = st.state(from) + " → " + st.state(to)
+	}
+	reason := reasonLine(ev.Reason.Code, ev.Reason.Message)
+	if ev.Reason.Gate != "" && ev.Reason.Gate != ev.Reason.Code {
+		reason += " (gate " + ev.Reason.Gate + ")"
+	}
+	if ev.Reason.Actor != "" && !strings.Contains(ev.Reason.Message, ev.Reason.Actor) {
+		reason += " (by " + ev.Reason.Actor + ")"
+	}
+	cells := []string{fmt.Sprint(ev.ID), when(ev.At), wave, dash(ev.Host), ev.Kind, trans, reason}
+	return joinPadded(cells, map[int]string{5: painted})
+}
+
+// joinPadded pads each cell but the last to its column's width; painted
+// replaces a cell's text by a coloured rendering of the same width.
+func joinPadded(cells []string, painted map[int]string) string {
+	var b strings.Builder
+	for i, c := range cells {
+		text := c
+		if p, ok := painted[i]; ok {
+			text = p
+		}
+		b.WriteString(text)
+		if i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", max(eventColumns[i].width-utf8.RuneCountInString(c), 0)+2))
+		}
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// intentCommand is "rollout pause|resume|cancel|rollback ID": file the
+// intent, and report what the tick that consumed it decided.
+func intentCommand(kind, use string) *cli.Command {
+	return opCommand(&cli.Command{
+		Name:  kind,
+		Usage: use,
+		Description: "Files an operator intent; the control plane's next tick decides it (within\n" +
+			"about 5 s). Exit 0: accepted, or still queued when no tick decided in time.\n" +
+			"Exit 1: refused, with the server's code (illegal_transition, forbidden, …).",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "comment", Usage: "`TEXT` for the control plane's log"}},
+	}, []string{"ID"}, func(c *cli.Context, o *operator, args []string) error {
+		return runIntent(c, o, kind, args[0])
+	})
+}
+
+func runIntent(c *cli.Context, o *operator, kind, id string) error {
+	var raw json.RawMessage
+	err := o.api.Act(c.Context, id, kind, c.String("comment"), &raw)
+	var ae *apiclient.Error
+	var iv intentView
+	if err != nil {
+		// A refusal (409) carries the intent and the tick's verdict.
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || json.Unmarshal(raw, &iv) != nil || iv.Result == nil {
+			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+		}
+		if c.Bool("json") {
+			if werr := writeRaw(c.App.Writer, raw); werr != nil {
+				return werr
+			}
+		}
+		return &cliError{exit: exitFailed, cmd: cmdName(c), code: ae.Code, err: remoteError{ae},
+			hint: cmpOr(apiHint(ae.Code), fmt.Sprintf("'nixfleet rollout show %s' shows its state", id))}
+	}
+	if uerr := json.Unmarshal(raw, &iv); uerr != nil {
+		return o.fail(c, uerr, "")
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	printIntent(c.App.Writer, o.st, kind, id, iv)
+	return nil
+}
+
+func printIntent(w io.Writer, st style, kind, id string, iv intentView) {
+	if iv.Result == nil {
+		fmt.Fprintf(w, "%s %s: %s as intent %s; no tick decided it yet\n", kind, id, st.state("queued"), iv.Intent.ID)
+		fmt.Fprintf(w, "watch it with: nixfleet rollout events %s --follow\n", id)
+		return
+	}
+	fmt.Fprintf(w, "%s %s: %s %s (intent %s)\n", kind, id, st.state("accepted"),
+		reasonLine(iv.Result.Reason.Code, iv.Result.Reason.Message), iv.Intent.ID)
+}

@@ -1,0 +1,879 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/devcert"
+	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// The demo's releases: v0 is what the hosts run when they start, v1 a good
+// release, v2 a bad one (its canary fails its health probe).
+const (
+	demoV0 = "v0"
+	demoV1 = "v1"
+	demoV2 = "v2"
+)
+
+// Tunables of the demo's control plane and agents: everything reacts in
+// tens of milliseconds instead of seconds.
+const (
+	demoTick         = time.Second // periodic tick (time-based moves)
+	demoPoll         = 200 * time.Millisecond
+	demoDebounce     = 25 * time.Millisecond
+	demoLongPoll     = 5 * time.Second // agents' check-in wait
+	demoWatchEvery   = 100 * time.Millisecond
+	demoSwitchMin    = 100 * time.Millisecond // a simulated switch takes this
+	demoSwitchSpread = 300 * time.Millisecond // plus up to this
+	demoConfirm      = 30                     // seconds: confirm window
+	demoReadiness    = 60                     // seconds: a wave without progress halts
+	demoOperatorName = "demo-operator"
+	demoProbe        = "healthz"
+)
+
+// Error codes of nixfleet demo.
+const (
+	codeDemoSetup       = "setup_failed"
+	codeDemoTimeout     = "timeout"
+	codeDemoInterrupted = "interrupted"
+	codeDemoUnexpected  = "unexpected_state"
+)
+
+func demoCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "demo",
+		Usage: "watch a fleet of simulated hosts take a good release and refuse a bad one",
+		Description: "Runs everything in this process, in a temporary directory, on 127.0.0.1 only:\n" +
+			"a fleet git repository with a CI key, a control plane (embedded SQLite, TLS)\n" +
+			"and simulated agents (mutual TLS with their host keys). It signs and pushes\n" +
+			"release v1 to two channels (prod follows staging; canary waves, database hosts\n" +
+			"before web hosts, disruption budgets) and shows the rollout live until it\n" +
+			"converges; then it pushes v2 to staging, whose canary fails its health probe,\n" +
+			"and shows onHealthFailure rollback-and-halt roll it back.\n\n" +
+			"Exit status 0 when v1 converged and v2 was rolled back, 1 otherwise (a\n" +
+			"timeout, an unexpected state). With --json, stdout is one JSON document\n" +
+			"(\"rollouts\": every rollout's id and final state) and the progress goes to\n" +
+			"stderr. With --keep, everything keeps running until Ctrl-C, to explore\n" +
+			"with the operator commands (NIXFLEET_CONFIG).",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "hosts", Value: demoDefaultHosts,
+				Usage: fmt.Sprintf("simulate `N` hosts (%d to %d)", demoMinHosts, demoMaxHosts)},
+			jsonFlag,
+			&cli.BoolFlag{Name: "keep", Usage: "afterwards, keep the control plane and agents running until Ctrl-C"},
+			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after `DURATION`"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usage(c, "unexpected argument %q", c.Args().First())
+			}
+			opts := demoOptions{hosts: c.Int("hosts"), json: c.Bool("json"), keep: c.Bool("keep"), timeout: c.Duration("timeout")}
+			if opts.hosts < demoMinHosts || opts.hosts > demoMaxHosts {
+				return usage(c, "--hosts %d is out of range (%d to %d)", opts.hosts, demoMinHosts, demoMaxHosts)
+			}
+			if opts.timeout <= 0 {
+				return usage(c, "--timeout must be positive")
+			}
+			return runDemo(c, opts)
+		},
+	}
+}
+
+type demoOptions struct {
+	hosts   int
+	json    bool
+	keep    bool
+	timeout time.Duration
+}
+
+// demoError is a failure of the demo with its stable code.
+type demoError struct {
+	code string
+	err  error
+	hint string
+}
+
+func (e *demoError) Error() string { return e.err.Error() }
+func (e *demoError) Unwrap() error { return e.err }
+
+func demoErrorf(code, format string, args ...any) *demoError {
+	return &demoError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// demo is one run of nixfleet demo.
+type demo struct {
+	opts  demoOptions
+	view  *demoView
+	start time.Time
+	fleet *demoFleet
+
+	dir        string
+	repo       *fleetrepo.Repo
+	roots      *trust.Roots
+	cert       devcert.Files
+	trustFile  string
+	opsFile    string
+	opKey      ed25519.PrivateKey
+	opKeyFile  string
+	configFile string
+	logFile    *os.File
+	lastSigned time.Time
+	commits    map[string]plumbing.Hash // by version
+
+	url       string
+	op        *apiclient.Client
+	stopCP    func() error
+	agents    map[string]*simagent.Host
+	stopHosts func()
+	lastEvent int64
+	// lastWait describes the last thing waited for, for a timeout.
+	lastWait string
+}
+
+// runDemo runs the demo and reports it: a summary or one JSON document on
+// stdout, the progress on stdout (or stderr with --json).
+func runDemo(c *cli.Context, opts demoOptions) error {
+	stdout, stderr := c.App.Writer, c.App.ErrWriter
+	progress := stdout
+	if opts.json {
+		progress = stderr
+	}
+	fleet, err := newDemoFleet(opts.hosts)
+	if err != nil {
+		return demoFailed(c, codeDemoSetup, err, "")
+	}
+	d := &demo{opts: opts, start: time.Now(), fleet: fleet, commits: map[string]plumbing.Hash{}}
+	d.view = newDemoView(progress, fleet, d.start)
+
+	rep, runErr := d.run(c.Context)
+	rep.DurationSeconds = demoSeconds(time.Since(d.start))
+	var de *demoError
+	if runErr != nil && !errors.As(runErr, &de) {
+		de = &demoError{code: "internal", err: runErr}
+	}
+	if de != nil {
+		rep.OK, rep.Code, rep.Message = false, de.code, oneLine(de.err.Error())
+		if d.dir != "" && de.code != codeDemoInterrupted {
+			rep.Dir = d.dir
+			kept := fmt.Sprintf("the control plane's log (cp.log), database (cp.db) and the fleet repository (fleet/) are kept in %s", d.dir)
+			if de.hint == "" {
+				de.hint = kept
+			} else {
+				de.hint += "; " + kept
+			}
+		}
+	}
+	if de == nil && opts.keep {
+		rep.Dir, rep.Config, rep.URL = d.dir, d.configFile, d.url
+	}
+	if opts.json {
+		if err := writeJSON(stdout, rep); err != nil && de == nil {
+			de = &demoError{code: "io_error", err: err}
+		}
+	} else {
+		d.summary(stdout, rep)
+	}
+	if de == nil && opts.keep {
+		d.explain(progress)
+		<-c.Context.Done()
+		fmt.Fprintf(progress, "\nstopping; %s is left in place (rm -rf %s)\n", d.dir, d.dir)
+	}
+	d.shutdown()
+	if de == nil && !opts.keep {
+		if err := os.RemoveAll(d.dir); err != nil {
+			return demoFailed(c, "io_error", err, "")
+		}
+		if !opts.json {
+			fmt.Fprintf(stdout, "\nremoved %s; run 'nixfleet demo --keep' to explore the control plane afterwards\n", d.dir)
+		}
+	}
+	if de != nil {
+		if de.code == codeDemoInterrupted && d.dir != "" {
+			_ = os.RemoveAll(d.dir)
+		}
+		return &cliError{exit: exitFailed, cmd: cmdName(c), code: de.code, err: de.err, hint: de.hint}
+	}
+	return nil
+}
+
+func demoFailed(c *cli.Context, code string, err error, hint string) *cliError {
+	return &cliError{exit: exitFailed, cmd: cmdName(c), code: code, err: err, hint: hint}
+}
+
+func demoSeconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
+
+// run is the demo up to its report; the caller shuts it down.
+func (d *demo) run(parent context.Context) (demoReport, error) {
+	rep := demoReport{Hosts: len(d.fleet.hosts), Rollouts: []demoRolloutReport{}, Channels: d.channelReports()}
+	ctx, cancel := context.WithTimeout(parent, d.opts.timeout)
+	defer cancel()
+	if err := d.setup(); err != nil {
+		return rep, &demoError{code: codeDemoSetup, err: err}
+	}
+	if err := d.startControlPlane(ctx); err != nil {
+		return rep, d.waitError(ctx, parent, err)
+	}
+	d.header()
+	if err := d.startAgents(); err != nil {
+		return rep, &demoError{code: codeDemoSetup, err: err}
+	}
+
+	err := d.enrol(ctx)
+	if err == nil {
+		err = d.goodRelease(ctx)
+	}
+	if err == nil {
+		err = d.badRelease(ctx)
+	}
+	// The report is read with its own deadline, so a timeout still shows
+	// where every rollout stood.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(parent), 10*time.Second)
+	defer rcancel()
+	rollouts, rerr := d.rollouts(rctx)
+	if rerr == nil {
+		rep.Rollouts = rollouts
+	}
+	if err != nil {
+		return rep, d.waitError(ctx, parent, err)
+	}
+	if rerr != nil {
+		return rep, demoErrorf("internal", "reading the rollouts: %w", rerr)
+	}
+	if err := demoCheckOutcome(rollouts); err != nil {
+		return rep, err
+	}
+	rep.OK = true
+	return rep, nil
+}
+
+// waitError turns a context error into the demo's timeout or interruption.
+func (d *demo) waitError(ctx, parent context.Context, err error) error {
+	var de *demoError
+	switch {
+	case errors.As(err, &de):
+		return err
+	case parent.Err() != nil:
+		return &demoError{code: codeDemoInterrupted, err: errors.New("stopped by a signal before the demo finished")}
+	case ctx.Err() != nil:
+		return &demoError{code: codeDemoTimeout, err: fmt.Errorf("gave up after %s %s", d.opts.timeout, d.lastWait),
+			hint: "a slow machine may need a longer --timeout"}
+	}
+	return err
+}
+
+// ---- setting up ----
+
+// setup makes the temporary directory: the fleet repository with its CI
+// key, trust.json, the TLS certificate, the operator's key, the operators
+// file and an operator config file; and signs and pushes v0.
+func (d *demo) setup() error {
+	dir, err := os.MkdirTemp("", "nixfleet-demo-")
+	if err != nil {
+		return err
+	}
+	d.dir = dir
+	if d.repo, err = fleetrepo.Init(filepath.Join(dir, "fleet")); err != nil {
+		return err
+	}
+	trustJSON := d.repo.TrustJSON()
+	if d.roots, err = trust.ParseRoots(trustJSON); err != nil {
+		return err
+	}
+	d.trustFile = filepath.Join(dir, "trust.json")
+	if err := os.WriteFile(d.trustFile, trustJSON, 0o644); err != nil {
+		return err
+	}
+	if d.cert, err = devcert.Write(dir, time.Now()); err != nil {
+		return err
+	}
+
+	// The operator: an OpenSSH ed25519 key, as ssh-keygen writes it.
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	d.opKey = key
+	block, err := ssh.MarshalPrivateKey(key, demoOperatorName)
+	if err != nil {
+		return err
+	}
+	d.opKeyFile = filepath.Join(dir, "operator_key")
+	if err := os.WriteFile(d.opKeyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		return err
+	}
+	pubLine := trust.SSHEd25519Line(pub)
+	if err := os.WriteFile(d.opKeyFile+".pub", []byte(pubLine+" "+demoOperatorName+"\n"), 0o644); err != nil {
+		return err
+	}
+	ops, err := json.MarshalIndent([]map[string]string{{"name": demoOperatorName, "role": "operator", "key": pubLine}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	d.opsFile = filepath.Join(dir, "operators.json")
+	if err := os.WriteFile(d.opsFile, append(ops, '\n'), 0o644); err != nil {
+		return err
+	}
+	if d.logFile, err = os.Create(filepath.Join(dir, "cp.log")); err != nil {
+		return err
+	}
+	// What the hosts run today, released before the control plane starts,
+	// so that it knows the host keys when the agents first call.
+	return d.publish(demoV0, demoStaging, demoProd)
+}
+
+// publish signs a version of the fleet as CI does and moves channel refs
+// to it, as an operator's git push does.
+func (d *demo) publish(version string, channels ...string) error {
+	unsigned, err := d.fleet.unsigned(version)
+	if err != nil {
+		return err
+	}
+	// signedAt has a resolution of a second, and a channel only takes a
+	// release signed strictly later than its current one (rfcs/0006
+	// §Channel source 4): a quick demo signs up to a second ahead.
+	at := time.Now().UTC().Truncate(time.Second)
+	if !at.After(d.lastSigned) {
+		at = d.lastSigned.Add(time.Second)
+	}
+	commit, err := d.repo.Release(unsigned, demoCommit(version), at)
+	if err != nil {
+		return fmt.Errorf("signing %s: %w", version, err)
+	}
+	d.lastSigned = at
+	d.commits[version] = commit
+	d.view.mu.Lock()
+	d.view.release[demoCommit(version)] = version
+	d.view.mu.Unlock()
+	for _, ch := range channels {
+		if err := d.promote(version, ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// promote moves a channel ref to a published version.
+func (d *demo) promote(version, channel string) error {
+	if err := d.repo.Promote(channel, d.commits[version]); err != nil {
+		return fmt.Errorf("promoting %s on %s: %w", version, channel, err)
+	}
+	return nil
+}
+
+func demoRolloutID(channel, version string) string { return channel + "@" + demoCommit(version) }
+
+// startControlPlane starts a control plane on 127.0.0.1 (a free port) with
+// TLS and embedded SQLite, and waits until it is ready.
+func (d *demo) startControlPlane(ctx context.Context) error {
+	cfg := controlplane.Config{
+		Listen: "127.0.0.1:0", DB: "sqlite://" + filepath.Join(d.dir, "cp.db"), Repo: d.repo.Dir,
+		StateDir: filepath.Join(d.dir, "cp-state"), TrustFile: d.trustFile, OperatorsFile: d.opsFile,
+		TLSCert: d.cert.CertFile, TLSKey: d.cert.KeyFile, ReplicaID: "demo",
+		TickInterval: demoTick, PollInterval: demoPoll, Debounce: demoDebounce,
+		Tunables: reconciler.Tunables{ConfirmWindowSeconds: demoConfirm, ReadinessDeadlineSeconds: demoReadiness},
+	}
+	log := slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := controlplane.New(ctx, cfg, log)
+	if err != nil {
+		return &demoError{code: codeDemoSetup, err: err}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	d.stopCP = func() error {
+		cancel()
+		return <-done
+	}
+	d.url = "https://" + srv.Addr()
+	if d.op, err = apiclient.New(d.url, apiclient.Options{Key: d.opKey, Name: demoOperatorName, ServerCAs: d.cert.Pool, Timeout: 20 * time.Second}); err != nil {
+		return &demoError{code: codeDemoSetup, err: err}
+	}
+	if err := d.writeConfig(); err != nil {
+		return &demoError{code: codeDemoSetup, err: err}
+	}
+	return d.wait(ctx, "for the control plane to be ready", func() (bool, error) {
+		var out map[string]string
+		return d.op.Get(ctx, "/readyz", &out) == nil, nil
+	})
+}
+
+// writeConfig writes config.toml for the operator commands (NIXFLEET_CONFIG).
+func (d *demo) writeConfig() error {
+	d.configFile = filepath.Join(d.dir, "config.toml")
+	body := fmt.Sprintf("# nixfleet operator configuration of the demo's control plane.\n"+
+		"cp_url = %s\nkey = %s\nname = %s\nca = %s\n",
+		demoTOMLString(d.url), demoTOMLString(d.opKeyFile), demoTOMLString(demoOperatorName), demoTOMLString(d.cert.CertFile))
+	return os.WriteFile(d.configFile, []byte(body), 0o644)
+}
+
+// demoTOMLString is s as a TOML basic string.
+func demoTOMLString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// startAgents starts one simulated agent per host, on v0, each with its
+// own mutual TLS client over its host key. The staging canary's health
+// probe fails while it runs v2.
+func (d *demo) startAgents() error {
+	d.agents = map[string]*simagent.Host{}
+	clients := map[string]*apiclient.Client{}
+	for _, h := range d.fleet.hosts {
+		client, err := apiclient.New(d.url, apiclient.Options{Key: h.key, Name: h.name, ServerCAs: d.cert.Pool,
+			Timeout: demoLongPoll + 20*time.Second})
+		if err != nil {
+			return err
+		}
+		clients[h.name] = client
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	canary := d.fleet.channel(demoStaging).canary
+	for _, h := range d.fleet.hosts {
+		client := clients[h.name]
+		a := simagent.New(h.name, h.key, client, d.fleet.closure(h.name, demoV0))
+		a.Roots = d.roots // verify every manifest, as the real agent does
+		current := d.fleet.closure(h.name, demoV0)
+		a.Decide = func(t proto.Target) simagent.Action {
+			// A switch takes a moment, so that hosts are seen in flight;
+			// taking on v0, which the host runs already, does not.
+			if t.Closure != current {
+				time.Sleep(demoSwitchMin + mrand.N(demoSwitchSpread))
+			}
+			return simagent.Confirm
+		}
+		d.agents[h.name] = a
+		var after func(context.Context)
+		if h.name == canary {
+			after = d.badCanary(a)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runDemoAgent(ctx, a, after)
+		}()
+	}
+	d.stopHosts = func() {
+		cancel()
+		wg.Wait()
+	}
+	return nil
+}
+
+// runDemoAgent checks in (long-polling) until ctx ends, calling after each
+// check-in; errors are retried after a pause.
+func runDemoAgent(ctx context.Context, a *simagent.Host, after func(context.Context)) {
+	for ctx.Err() == nil {
+		err := a.Step(ctx, demoLongPoll)
+		if after != nil {
+			after(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// badCanary makes a host's health probe fail while it runs v2, reporting
+// the change at once as an agent does (a probe_results report), and pass
+// again once it is back on another closure.
+func (d *demo) badCanary(a *simagent.Host) func(context.Context) {
+	bad := d.fleet.closure(a.Name, demoV2)
+	failing := false
+	return func(ctx context.Context) {
+		switch cur := a.Current(); {
+		case cur == bad && !failing:
+			failing = true
+			a.SetFailingProbes(demoProbe)
+			d.view.note("%s switched to v2 and its health probe %q fails; the agent reports it at once", a.Name, demoProbe)
+		case cur != bad && failing:
+			failing = false
+			a.SetFailingProbes()
+			d.view.note("%s is back on %s; its health probe passes again", a.Name, d.versionOf(a.Name, cur))
+		default:
+			return
+		}
+		// Best effort: the next check-in carries the probes anyway.
+		_ = a.ReportProbes(ctx)
+	}
+}
+
+func (d *demo) versionOf(host, closure string) string {
+	for _, v := range []string{demoV0, demoV1, demoV2} {
+		if d.fleet.closure(host, v) == closure {
+			return v
+		}
+	}
+	return closure
+}
+
+func (d *demo) shutdown() {
+	if d.stopHosts != nil {
+		d.stopHosts()
+	}
+	if d.stopCP != nil {
+		if err := d.stopCP(); err != nil {
+			fmt.Fprintf(d.view.w, "control plane: %v\n", err)
+		}
+	}
+	if d.logFile != nil {
+		d.logFile.Close()
+	}
+}
+
+// ---- the story ----
+
+// enrol waits for the agents to check in and adopt v0, the release of
+// what they already run: its rollouts opened before any host had called,
+// so the hosts are Skipped first and catch up as they check in. The
+// journal of that is not shown.
+func (d *demo) enrol(ctx context.Context) error {
+	d.view.section("[1/3] enrolment: %d agents check in on v0, the release of what their hosts run today", len(d.fleet.hosts))
+	d.view.setQuiet(true)
+	defer d.view.setQuiet(false)
+	start := time.Now()
+	err := d.waitRollouts(ctx, "for every host to check in on v0", []demoExpectation{
+		{id: demoRolloutID(demoStaging, demoV0), channel: demoStaging, final: reconciler.RolloutConverged, allHosts: true,
+			passing: []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}},
+		{id: demoRolloutID(demoProd, demoV0), channel: demoProd, final: reconciler.RolloutConverged, allHosts: true,
+			passing: []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}},
+	})
+	if err != nil {
+		return err
+	}
+	d.view.note("all %d hosts checked in over mutual TLS and run v0 (%.2fs)", len(d.fleet.hosts), time.Since(start).Seconds())
+	d.view.flush()
+	return nil
+}
+
+// goodRelease signs v1 and pushes both channel refs, and shows the
+// rollout until both channels converged.
+func (d *demo) goodRelease(ctx context.Context) error {
+	d.view.section("[2/3] release v1: CI signs it, an operator pushes channels/staging, then channels/prod")
+	if err := d.publish(demoV1, demoStaging); err != nil {
+		return &demoError{code: codeDemoSetup, err: err}
+	}
+	d.view.note("pushed v1 to staging (rollout %s)", demoRolloutID(demoStaging, demoV1))
+	// The control plane reads the refs of one poll in name order and may
+	// tick between two of them, so refs pushed together may open prod
+	// before it knows staging moved: prod is pushed once staging opened.
+	err := d.wait(ctx, "for v1 to open on staging", func() (bool, error) {
+		_, _, opened := d.view.rolloutState(demoRolloutID(demoStaging, demoV1))
+		return opened, nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.promote(demoV1, demoProd); err != nil {
+		return &demoError{code: codeDemoSetup, err: err}
+	}
+	d.view.note("pushed v1 to prod (rollout %s): it follows staging", demoRolloutID(demoProd, demoV1))
+	passing := []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}
+	return d.waitRollouts(ctx, "for v1 to converge", []demoExpectation{
+		{id: demoRolloutID(demoStaging, demoV1), channel: demoStaging, final: reconciler.RolloutConverged, allHosts: true, passing: passing},
+		{id: demoRolloutID(demoProd, demoV1), channel: demoProd, final: reconciler.RolloutConverged, allHosts: true, passing: passing},
+	})
+}
+
+// badRelease signs v2 and pushes it to staging only; its canary fails the
+// health gate, and the policy (rollback-and-halt) rolls it back.
+func (d *demo) badRelease(ctx context.Context) error {
+	c := d.fleet.channel(demoStaging)
+	d.view.section("[3/3] release v2 (bad): pushed to staging, whose policy is onHealthFailure: %s", c.onHealthFailure)
+	if err := d.publish(demoV2, demoStaging); err != nil {
+		return &demoError{code: codeDemoSetup, err: err}
+	}
+	d.view.note("pushed v2 to staging (rollout %s); prod stays on v1", demoRolloutID(demoStaging, demoV2))
+	canary := d.agents[c.canary]
+	back := d.fleet.closure(c.canary, demoV1)
+	err := d.waitRollouts(ctx, "for v2 to be rolled back", []demoExpectation{
+		{id: demoRolloutID(demoStaging, demoV2), channel: demoStaging, final: reconciler.RolloutReverted,
+			passing: []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive, reconciler.RolloutReverting},
+			also:    func() bool { return canary.Current() == back }},
+	})
+	if err != nil {
+		return err
+	}
+	d.view.note("v2 was stopped at its canary: %s runs v1 again, the rest of staging and all of prod never left v1", c.canary)
+	d.view.flush()
+	return nil
+}
+
+// demoExpectation is what a phase waits for in one rollout.
+type demoExpectation struct {
+	id, channel string
+	final       reconciler.RolloutState
+	// passing are the states it may go through on the way.
+	passing []reconciler.RolloutState
+	// allHosts: every host of the channel must be Converged in it.
+	allHosts bool
+	// also must hold as well.
+	also func() bool
+}
+
+// waitRollouts follows the journal until every demoExpectation holds, and
+// fails at once when a rollout takes a state it should not.
+func (d *demo) waitRollouts(ctx context.Context, what string, exps []demoExpectation) error {
+	return d.wait(ctx, what, func() (bool, error) {
+		done := true
+		var where []string
+		for _, e := range exps {
+			st, reason, ok := d.view.rolloutState(e.id)
+			switch {
+			case !ok:
+				done = false
+				where = append(where, e.id+" has not opened")
+				continue
+			case st == e.final:
+			case slices.Contains(e.passing, st):
+				done = false
+			default:
+				return false, demoErrorf(codeDemoUnexpected, "rollout %s is %s (%s: %s), want %s",
+					e.id, st, reason.Code, reason.Message, e.final)
+			}
+			c := d.fleet.channel(e.channel)
+			counts := d.view.hostCounts(e.id, c.hosts)
+			where = append(where, fmt.Sprintf("%s is %s, hosts: %s", e.id, st, demoCounts(counts, len(c.hosts))))
+			if e.allHosts && counts[reconciler.HostConverged] != len(c.hosts) {
+				done = false
+			}
+			if e.also != nil && !e.also() {
+				done = false
+			}
+		}
+		d.lastWait = "waiting " + what + ": " + strings.Join(where, "; ")
+		return done, nil
+	})
+}
+
+// wait prints the journal as it grows and checks cond every
+// demoWatchEvery until it holds, fails, or ctx ends.
+func (d *demo) wait(ctx context.Context, what string, cond func() (bool, error)) error {
+	d.lastWait = "waiting " + what
+	t := time.NewTicker(demoWatchEvery)
+	defer t.Stop()
+	var lastErr error
+	for {
+		if d.op != nil {
+			if err := d.pump(ctx); err != nil {
+				lastErr = err // retried; a timeout names it
+			}
+		}
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				d.lastWait += fmt.Sprintf(" (last error: %v)", lastErr)
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// pump prints the events written since the last call.
+func (d *demo) pump(ctx context.Context) error {
+	const page = 1000
+	for {
+		var out struct {
+			Events []store.EventRecord `json:"events"`
+		}
+		if err := d.op.Get(ctx, fmt.Sprintf("/v1/events?after=%d&limit=%d", d.lastEvent, page), &out); err != nil {
+			return err
+		}
+		d.view.events(out.Events)
+		if n := len(out.Events); n > 0 {
+			d.lastEvent = out.Events[n-1].ID
+		}
+		if len(out.Events) < page {
+			return nil
+		}
+	}
+}
+
+// ---- the report ----
+
+// demoReport is the --json document.
+type demoReport struct {
+	// OK is true when v1 converged and v2 was rolled back.
+	OK bool `json:"ok"`
+	// Code and Message say why not.
+	Code            string              `json:"code,omitempty"`
+	Message         string              `json:"message,omitempty"`
+	Hosts           int                 `json:"hosts"`
+	DurationSeconds float64             `json:"durationSeconds"`
+	Channels        []demoChannelReport `json:"channels"`
+	// Rollouts are every rollout of the demo, oldest first.
+	Rollouts []demoRolloutReport `json:"rollouts"`
+	// Dir is kept with --keep or after a failure; Config and URL with
+	// --keep.
+	Dir    string `json:"dir,omitempty"`
+	Config string `json:"config,omitempty"`
+	URL    string `json:"url,omitempty"`
+}
+
+type demoChannelReport struct {
+	Name            string   `json:"name"`
+	Hosts           int      `json:"hosts"`
+	Waves           []string `json:"waves"`
+	OnHealthFailure string   `json:"onHealthFailure"`
+}
+
+type demoRolloutReport struct {
+	ID      string `json:"id"`
+	Channel string `json:"channel"`
+	// Release is v0 (baseline), v1 (good) or v2 (bad); Role says which.
+	Release string `json:"release"`
+	Role    string `json:"role"`
+	State   string `json:"state"`
+	// Expected is the state the demo expects it to end in.
+	Expected string            `json:"expected"`
+	Reason   reconciler.Reason `json:"reason"`
+	// Terminal is true once the state is final (rfcs/0005).
+	Terminal  bool           `json:"terminal"`
+	Hosts     int            `json:"hosts"`
+	Counts    map[string]int `json:"counts"`
+	OpenedAt  time.Time      `json:"openedAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
+	// DurationSeconds is from opening to the final state, or so far.
+	DurationSeconds float64 `json:"durationSeconds"`
+}
+
+func (d *demo) channelReports() []demoChannelReport {
+	var out []demoChannelReport
+	for _, c := range d.fleet.channels {
+		r := demoChannelReport{Name: c.name, Hosts: len(c.hosts), OnHealthFailure: c.onHealthFailure}
+		for _, w := range c.waves {
+			r.Waves = append(r.Waves, fmt.Sprintf("%s (%d)", w.name, len(w.hosts)))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// rollouts reads every rollout from the control plane, oldest first.
+func (d *demo) rollouts(ctx context.Context) ([]demoRolloutReport, error) {
+	if d.op == nil {
+		return []demoRolloutReport{}, nil
+	}
+	var list struct {
+		Rollouts []reconciler.Rollout `json:"rollouts"`
+	}
+	if err := d.op.Get(ctx, "/v1/rollouts", &list); err != nil {
+		return nil, err
+	}
+	out := []demoRolloutReport{}
+	for _, r := range slices.Backward(list.Rollouts) {
+		var s controlplane.RolloutSummary
+		if err := d.op.Get(ctx, "/v1/rollouts/"+r.ID, &s); err != nil {
+			return nil, err
+		}
+		rel := d.view.releaseOf(r.ID)
+		rr := demoRolloutReport{ID: s.ID, Channel: s.Channel, Release: rel, State: string(s.State), Reason: s.Reason,
+			Hosts: len(s.Hosts), Counts: map[string]int{}, OpenedAt: s.OpenedAt, UpdatedAt: s.UpdatedAt,
+			Terminal: s.State.Terminal()}
+		if rr.Terminal {
+			rr.DurationSeconds = demoSeconds(s.UpdatedAt.Sub(s.OpenedAt))
+		} else {
+			rr.DurationSeconds = demoSeconds(time.Since(s.OpenedAt))
+		}
+		for st, n := range s.Counts {
+			rr.Counts[string(st)] = n
+		}
+		switch rel {
+		case demoV0:
+			rr.Role, rr.Expected = "baseline", string(reconciler.RolloutConverged)
+		case demoV1:
+			rr.Role, rr.Expected = "good", string(reconciler.RolloutConverged)
+		case demoV2:
+			rr.Role, rr.Expected = "bad", string(reconciler.RolloutReverted)
+		}
+		out = append(out, rr)
+	}
+	// Rollouts opened in one tick come in no particular order: staging
+	// first.
+	slices.SortStableFunc(out, func(a, b demoRolloutReport) int {
+		if c := a.OpenedAt.Compare(b.OpenedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Channel, a.Channel) // "staging" before "prod"
+	})
+	return out, nil
+}
+
+// demoCheckOutcome checks the final state of every rollout: the two of each
+// channel for v0 and v1 Converged with every host, v2 on staging Reverted
+// with only its canary moved, nothing else.
+func demoCheckOutcome(rs []demoRolloutReport) error {
+	want := map[string]bool{}
+	for _, ch := range []string{demoStaging, demoProd} {
+		want[demoRolloutID(ch, demoV0)] = true
+		want[demoRolloutID(ch, demoV1)] = true
+	}
+	want[demoRolloutID(demoStaging, demoV2)] = true
+	for _, r := range rs {
+		if !want[r.ID] {
+			return demoErrorf(codeDemoUnexpected, "unexpected rollout %s (%s)", r.ID, r.State)
+		}
+		delete(want, r.ID)
+		if r.State != r.Expected {
+			return demoErrorf(codeDemoUnexpected, "rollout %s is %s, want %s", r.ID, r.State, r.Expected)
+		}
+		if r.Role != "bad" && r.Counts[string(reconciler.HostConverged)] != r.Hosts {
+			return demoErrorf(codeDemoUnexpected, "rollout %s converged with hosts %v", r.ID, r.Counts)
+		}
+		if r.Role == "bad" && (r.Counts[string(reconciler.HostReverted)] != 1 || r.Counts[string(reconciler.HostPending)] != r.Hosts-1) {
+			return demoErrorf(codeDemoUnexpected, "rollout %s was reverted with hosts %v, want its canary Reverted and the rest Pending", r.ID, r.Counts)
+		}
+	}
+	for id := range want {
+		return demoErrorf(codeDemoUnexpected, "rollout %s never opened", id)
+	}
+	return nil
+}

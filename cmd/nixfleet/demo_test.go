@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/nixfleet/nixfleet/manifest"
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// demoTestRollout is what the test reads of a rollout in the report.
+type demoTestRollout struct {
+	ID      string         `json:"id"`
+	Channel string         `json:"channel"`
+	Release string         `json:"release"`
+	Role    string         `json:"role"`
+	State   string         `json:"state"`
+	Hosts   int            `json:"hosts"`
+	Counts  map[string]int `json:"counts"`
+}
+
+// TestDemo runs nixfleet demo in process and checks its one JSON document:
+// both rollouts of the good release converged on every host, the bad one
+// was rolled back at its canary on staging only, and the temporary
+// directory is gone.
+func TestDemo(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // the demo's directory goes there
+	t.Setenv("NO_COLOR", "1")
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"nixfleet", "demo", "--hosts", "6", "--json"}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr:\n%s\nstdout:\n%s", code, stderr.String(), stdout.String())
+	}
+	var rep struct {
+		OK       bool              `json:"ok"`
+		Hosts    int               `json:"hosts"`
+		Rollouts []demoTestRollout `json:"rollouts"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout is not a JSON document: %v\n%s", err, stdout.String())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stdout holds more than one JSON document (%v):\n%s", err, stdout.String())
+	}
+	if !rep.OK || rep.Hosts != 6 {
+		t.Errorf("ok %v, hosts %d; want true, 6", rep.OK, rep.Hosts)
+	}
+
+	idRE := regexp.MustCompile(`^(staging|prod)@[0-9a-f]{7,64}$`)
+	byRelease := map[string]demoTestRollout{}
+	seen := map[string]bool{}
+	for _, r := range rep.Rollouts {
+		if !idRE.MatchString(r.ID) || !strings.HasPrefix(r.ID, r.Channel+"@") {
+			t.Errorf("rollout id %q (channel %q) is not <channel>@<commit>", r.ID, r.Channel)
+		}
+		if seen[r.ID] {
+			t.Errorf("rollout %s is listed twice", r.ID)
+		}
+		seen[r.ID] = true
+		byRelease[r.Channel+" "+r.Release] = r
+	}
+	tests := []struct {
+		name, key, state string
+		counts           func(r demoTestRollout) map[string]int
+	}{
+		{"baseline staging", "staging v0", "Converged", allConverged},
+		{"baseline prod", "prod v0", "Converged", allConverged},
+		{"good release on staging", "staging v1", "Converged", allConverged},
+		{"good release on prod", "prod v1", "Converged", allConverged},
+		// Only the canary moved, failed its health gate and came back;
+		// the rest of staging never left v1.
+		{"bad release on staging", "staging v2", "Reverted", func(r demoTestRollout) map[string]int {
+			return map[string]int{"Reverted": 1, "Pending": r.Hosts - 1}
+		}},
+	}
+	hosts := 0
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := byRelease[tt.key]
+			if !ok {
+				t.Fatalf("no rollout of %s in %+v", tt.key, rep.Rollouts)
+			}
+			if r.State != tt.state {
+				t.Errorf("%s is %s, want %s", r.ID, r.State, tt.state)
+			}
+			if want := tt.counts(r); !equalCounts(r.Counts, want) {
+				t.Errorf("%s hosts %v, want %v", r.ID, r.Counts, want)
+			}
+		})
+		if strings.HasSuffix(tt.key, " v1") {
+			hosts += byRelease[tt.key].Hosts
+		}
+	}
+	if hosts != 6 {
+		t.Errorf("the good release's rollouts have %d hosts, want all 6", hosts)
+	}
+	if len(rep.Rollouts) != len(tests) {
+		t.Errorf("%d rollouts, want %d (the bad release must not reach prod): %+v", len(rep.Rollouts), len(tests), rep.Rollouts)
+	}
+
+	// The story is told on stderr.
+	for _, want := range []string{"Active → Reverting", "health_failure", "Reverting → Reverted", "budget"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not mention %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "\x1b[") {
+		t.Error("colour codes on a stream that is not a terminal")
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in TMPDIR: %s", e.Name())
+	}
+}
+
+func allConverged(r demoTestRollout) map[string]int { return map[string]int{"Converged": r.Hosts} }
+
+func equalCounts(got, want map[string]int) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	for k, v := range got {
+		if want[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDemoFleet checks the fleet the demo signs, for every size it takes:
+// it validates, every host is in exactly one wave of its channel, each
+// channel has a canary wave first, and host edges never point backwards
+// across waves (a web host waits for its database only in the same or a
+// later wave).
+func TestDemoFleet(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{demoMinHosts, 5, 8, 9, 10, 20, 39, 40, 50, 99, 100, demoMaxHosts} {
+		f, err := newDemoFleet(n)
+		if err != nil {
+			t.Fatalf("%d hosts: %v", n, err)
+		}
+		if len(f.hosts) != n {
+			t.Errorf("%d hosts: the fleet has %d", n, len(f.hosts))
+		}
+		unsigned, err := f.unsigned(demoV1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet, err := proto.DecodeFleetResolved(unsigned)
+		if err != nil {
+			t.Fatalf("%d hosts: %v", n, err)
+		}
+		if _, err := manifest.ValidateFleet(fleet); err != nil {
+			t.Errorf("%d hosts: %v", n, err)
+		}
+		for _, c := range f.channels {
+			if len(c.waves[0].hosts) != 1 || c.waves[0].hosts[0] != c.canary || c.canary == "" {
+				t.Errorf("%d hosts: %s's first wave is %v, want its canary %q alone", n, c.name, c.waves[0].hosts, c.canary)
+			}
+			listed := 0
+			for _, w := range c.waves {
+				if len(w.hosts) == 0 {
+					t.Errorf("%d hosts: %s wave %s is empty", n, c.name, w.name)
+				}
+				listed += len(w.hosts)
+			}
+			if listed != len(c.hosts) {
+				t.Errorf("%d hosts: %s's waves list %d hosts, it has %d", n, c.name, listed, len(c.hosts))
+			}
+		}
+		for _, e := range f.edges {
+			if f.byName[e.Gates].wave > f.byName[e.Gated].wave {
+				t.Errorf("%d hosts: %s (wave %d) gates %s of an earlier wave", n, e.Gates, f.byName[e.Gates].wave, e.Gated)
+			}
+		}
+	}
+}

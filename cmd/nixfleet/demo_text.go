@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// header describes the demo's set-up and fleet.
+func (d *demo) header() {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nixfleet demo: %d simulated hosts and a control plane, all in this process\n", len(d.fleet.hosts))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  directory\t%s\n", d.dir)
+	fmt.Fprintf(tw, "  control plane\t%s (embedded SQLite, TLS; agents authenticate with their host keys)\n", d.url)
+	for _, c := range d.fleet.channels {
+		var waves []string
+		for _, w := range c.waves {
+			waves = append(waves, fmt.Sprintf("%s (%d)", w.name, len(w.hosts)))
+		}
+		fmt.Fprintf(tw, "  %s\t%d hosts; waves %s; onHealthFailure %s\n", c.name, len(c.hosts), strings.Join(waves, " → "), c.onHealthFailure)
+	}
+	fmt.Fprintf(tw, "  ordering\t%s\n", d.orderingText())
+	fmt.Fprintf(tw, "  budgets\t%s\n", d.budgetText())
+	tw.Flush()
+	d.view.printf("%s", b.String())
+}
+
+// orderingText sums up the channel edge and the host edges.
+func (d *demo) orderingText() string {
+	gated := map[string]int{}
+	var gates []string
+	for _, e := range d.fleet.edges {
+		if gated[e.Gates] == 0 {
+			gates = append(gates, e.Gates)
+		}
+		gated[e.Gates]++
+	}
+	slices.Sort(gates)
+	parts := []string{demoProd + " follows " + demoStaging}
+	for _, g := range gates {
+		parts = append(parts, fmt.Sprintf("%s before %d web hosts", g, gated[g]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// budgetText sums up the disruption budgets.
+func (d *demo) budgetText() string {
+	stg := len(d.fleet.channel(demoStaging).hosts)
+	prod := fmt.Sprintf("prod at most %d host(s) in flight (20%%)", d.fleet.prodLimit)
+	if d.fleet.budgets[0].MaxInFlightPct == nil {
+		prod = "prod one host at a time (20% would round down to none)"
+	}
+	return fmt.Sprintf("%s, staging %d (50%%), databases one at a time", prod, stg*50/100)
+}
+
+// summary prints the outcome: every rollout with its state and hosts.
+func (d *demo) summary(w io.Writer, rep demoReport) {
+	d.view.flush()
+	status := "ok"
+	if !rep.OK {
+		status = "FAILED (" + rep.Code + ")"
+	}
+	fmt.Fprintf(w, "\n%s\n", d.view.paint(demoAnsiBold, fmt.Sprintf("summary: %s in %.2fs", status, rep.DurationSeconds)))
+	if len(rep.Rollouts) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ROLLOUT\tRELEASE\tSTATE\tTOOK\tHOSTS")
+		for _, r := range rep.Rollouts {
+			by := map[reconciler.HostState]int{}
+			for s, n := range r.Counts {
+				by[reconciler.HostState(s)] = n
+			}
+			took := fmt.Sprintf("%.2fs", r.DurationSeconds)
+			if !r.Terminal {
+				took += " so far"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.ID, demoDash(r.Release+" "+r.Role), r.State, took, demoCounts(by, r.Hosts))
+		}
+		tw.Flush()
+	}
+	if rep.OK {
+		bad := d.fleet.channel(demoStaging)
+		fmt.Fprintf(w, "v1 reached all %d hosts, wave by wave within the budgets; v2 failed the health gate on %s\n"+
+			"and the policy (%s) rolled it back before any other host took it.\n", len(d.fleet.hosts), bad.canary, bad.onHealthFailure)
+	}
+}
+
+func demoDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return strings.TrimSpace(s)
+}
+
+// explain prints, with --keep, how to explore the running control plane.
+func (d *demo) explain(w io.Writer) {
+	d.view.flush()
+	bad := demoRolloutID(demoStaging, demoV2)
+	prod := demoRolloutID(demoProd, demoV1)
+	canary := d.fleet.channel(demoStaging).canary
+	prodHosts := d.fleet.channel(demoProd).hosts
+	someProd := prodHosts[len(prodHosts)-1]
+	lines := [][2]string{
+		{"export NIXFLEET_CONFIG=" + demoShellQuote(d.configFile), ""},
+		{"nixfleet status", "every channel and its latest rollout"},
+		{"nixfleet rollout list", ""},
+		{"nixfleet rollout events " + bad, "why v2 was rolled back"},
+		{"nixfleet host explain " + canary, "the canary, back on v1"},
+		{"nixfleet host show " + someProd, ""},
+		{"nixfleet rollout show " + prod, "hosts, waves, budgets"},
+		{"nixfleet rollout rollback " + prod, "take prod back to v0 by hand..."},
+		{"nixfleet rollout events " + prod + " --follow", "...and watch it"},
+	}
+	fmt.Fprintf(w, "\nThe control plane (%s) and %d agents keep running until Ctrl-C.\n", d.url, len(d.fleet.hosts))
+	fmt.Fprintf(w, "In another terminal, with nixfleet built from this tree (go build -o nixfleet ./cmd/nixfleet):\n\n")
+	width := 0
+	for _, l := range lines {
+		if l[1] != "" {
+			width = max(width, len(l[0]))
+		}
+	}
+	for _, l := range lines {
+		if l[1] == "" {
+			fmt.Fprintf(w, "  %s\n", l[0])
+			continue
+		}
+		fmt.Fprintf(w, "  %-*s  # %s\n", width, l[0], l[1])
+	}
+	fmt.Fprintf(w, "\nIn %s: config.toml (that configuration), operator_key, cert.pem (the server's\n"+
+		"certificate), trust.json, operators.json, fleet/ (the fleet repository), cp.db and cp.log (the\n"+
+		"control plane's database and log).\n", d.dir)
+}
+
+// demoShellQuote quotes s for a POSIX shell when it needs it.
+func demoShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

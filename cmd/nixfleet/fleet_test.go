@@ -1,0 +1,536 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/devcert"
+	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/trust"
+)
+
+// testClock is the clock of a test control plane and its simulated hosts:
+// it moves only when told, plus a millisecond per reading, so that no two
+// events share a time.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// testFleet is a control plane serving a small fleet over TLS, in the test
+// process, with simulated hosts. Scripts start one with "fleet start".
+//
+// Two channels, every soak zero:
+//
+//	stable: wave 0 canary, wave 1 web-1, wave 2 web-2
+//	edge:   wave 0 edge-1, wave 1 edge-2
+//
+// Release v0 (ciCommit 1) rolls out on both channels before any host checks
+// in; the hosts then come online and converge (rollouts stable@1 and
+// edge@1: Converged). Release v1 (ciCommit 2) follows: on stable the canary
+// converges and web-1's switch fails, so stable@2 halts on the health gate
+// with web-2 still Pending; on edge, edge-1 takes its target and never
+// confirms (the clock stands still, so its confirm window never closes), so
+// edge@2 stays Active in wave 0 with edge-2 Pending behind the wave gate.
+type testFleet struct {
+	dir    string
+	url    string
+	clock  *testClock
+	repo   *fleetrepo.Repo
+	spec   fleetrepo.Spec
+	cert   devcert.Files
+	hosts  map[string]*simagent.Host
+	viewer *apiclient.Client
+	cancel context.CancelFunc
+	done   chan error
+	log    *lockedBuffer
+
+	caFile, operatorKey, viewerKey string
+}
+
+const fleetHookSecret = "fleet-hook-secret"
+
+// fleetRollout is the id of a rollout of the test fleet: ciCommit n on a
+// channel.
+func fleetRollout(channel string, n int) string { return channel + "@" + fleetCommit(n) }
+
+func fleetCommit(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }
+
+func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
+	f := &testFleet{dir: dir, clock: &testClock{now: time.Now().UTC().Truncate(time.Second)}, log: &lockedBuffer{}}
+	defer func() {
+		if err != nil {
+			f.stop()
+			err = fmt.Errorf("%w\ncontrol plane log:\n%s", err, lastLines(f.log.String(), 40))
+		}
+	}()
+	if f.repo, err = fleetrepo.Init(filepath.Join(dir, "fleet")); err != nil {
+		return nil, err
+	}
+	f.spec = fleetrepo.Spec{
+		Channels: map[string][]int{"stable": {0, 0, 0}, "edge": {0, 0}},
+		Hosts: []fleetrepo.Host{
+			fleetrepo.NewHost("canary", "stable", 0), fleetrepo.NewHost("web-1", "stable", 1),
+			fleetrepo.NewHost("web-2", "stable", 2), fleetrepo.NewHost("edge-1", "edge", 0),
+			fleetrepo.NewHost("edge-2", "edge", 1),
+		},
+	}
+	if f.cert, err = devcert.Write(dir, f.clock.Now()); err != nil {
+		return nil, err
+	}
+	f.caFile = f.cert.CertFile
+	trustFile := filepath.Join(dir, "trust.json")
+	if err := os.WriteFile(trustFile, f.repo.TrustJSON(), 0o644); err != nil {
+		return nil, err
+	}
+	opPub, err := writeOperatorKey(filepath.Join(dir, "operator_ed25519"))
+	if err != nil {
+		return nil, err
+	}
+	viewPub, err := writeOperatorKey(filepath.Join(dir, "viewer_ed25519"))
+	if err != nil {
+		return nil, err
+	}
+	f.operatorKey, f.viewerKey = filepath.Join(dir, "operator_ed25519"), filepath.Join(dir, "viewer_ed25519")
+	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"viewer","key":%q}]`, opPub, viewPub)
+	opsFile := filepath.Join(dir, "operators.json")
+	if err := os.WriteFile(opsFile, []byte(ops), 0o644); err != nil {
+		return nil, err
+	}
+	if err := f.release("v0", 1); err != nil {
+		return nil, err
+	}
+	cfg := controlplane.Config{
+		Listen: "127.0.0.1:0", DB: "sqlite://" + filepath.Join(dir, "cp.db"), Repo: f.repo.Dir,
+		StateDir: filepath.Join(dir, "state"), TrustFile: trustFile, OperatorsFile: opsFile,
+		TLSCert: f.cert.CertFile, TLSKey: f.cert.KeyFile, WebhookSecret: fleetHookSecret,
+		// Ticks come from check-ins, intents and the webhook; the clock
+		// stands still, so no lease expires and no confirm window closes.
+		TickInterval: time.Hour, PollInterval: time.Hour, Debounce: 20 * time.Millisecond,
+		LeaseTTL: 24 * time.Hour, Now: f.clock.Now, ReplicaID: "r1",
+	}
+	scheme := "https://"
+	if insecure {
+		cfg.InsecureDev, cfg.TLSCert, cfg.TLSKey, scheme = true, "", "", "http://"
+	}
+	logger := slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := controlplane.New(context.Background(), cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel, f.done = cancel, make(chan error, 1)
+	go func() { f.done <- srv.Run(ctx) }()
+	f.url = scheme + srv.Addr()
+	viewKey, err := readTestKey(f.viewerKey)
+	if err != nil {
+		return nil, err
+	}
+	if f.viewer, err = f.client(viewKey, "victor"); err != nil {
+		return nil, err
+	}
+	if err := f.until("the control plane is ready", func() (bool, error) {
+		var out map[string]any
+		return f.viewer.Get(context.Background(), "/readyz", &out) == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+
+	f.hosts = map[string]*simagent.Host{}
+	for _, h := range f.spec.Hosts {
+		c, err := f.client(h.Key, h.Name)
+		if err != nil {
+			return nil, err
+		}
+		sh := simagent.New(h.Name, h.Key, c, fleetrepo.Closure(h.Name, "v0"))
+		sh.Now = f.clock.Now
+		f.hosts[h.Name] = sh
+	}
+	// The hosts come online and catch up with v0: the rollouts converged
+	// without them (they were offline), and every host converges in them.
+	for _, ch := range []string{"stable", "edge"} {
+		if err := f.converge(fleetRollout(ch, 1)); err != nil {
+			return nil, err
+		}
+	}
+	// v1: web-1's switch fails, edge-1 never confirms.
+	f.hosts["web-1"].Decide = func(t proto.Target) simagent.Action {
+		if t.Closure == fleetrepo.Closure("web-1", "v1") {
+			return simagent.FailSwitch
+		}
+		return simagent.Confirm
+	}
+	f.hosts["edge-1"].Decide = func(t proto.Target) simagent.Action {
+		if t.Closure == fleetrepo.Closure("edge-1", "v1") {
+			return simagent.Ignore
+		}
+		return simagent.Confirm
+	}
+	f.clock.Advance(time.Minute) // CI signs each release later than the last
+	if err := f.release("v1", 2); err != nil {
+		return nil, err
+	}
+	if err := f.hook(); err != nil {
+		return nil, err
+	}
+	if err := f.settle(fleetRollout("stable", 2), reconciler.RolloutHalted); err != nil {
+		return nil, err
+	}
+	if err := f.until("edge-1 takes its v1 target", func() (bool, error) {
+		f.step()
+		var r struct {
+			Counts map[reconciler.HostState]int `json:"counts"`
+		}
+		if err := f.viewer.Get(context.Background(), "/v1/rollouts/"+fleetRollout("edge", 2), &r); err != nil {
+			return false, nil
+		}
+		return r.Counts[reconciler.HostActivating] == 1 && r.Counts[reconciler.HostPending] == 1, nil
+	}); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// release signs the fleet at a version as ciCommit n and promotes it on
+// every channel.
+func (f *testFleet) release(version string, n int) error {
+	unsigned, err := f.spec.Fleet(version)
+	if err != nil {
+		return err
+	}
+	commit, err := f.repo.Release(unsigned, fleetCommit(n), f.clock.Now())
+	if err != nil {
+		return err
+	}
+	for ch := range f.spec.Channels {
+		if err := f.repo.Promote(ch, commit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hook calls the webhook as a forge does after a push.
+func (f *testFleet) hook() error {
+	body := []byte(`{"ref":"refs/heads/channels/stable"}`)
+	req, err := http.NewRequest(http.MethodPost, f.url+"/v1/hooks/git", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	mac := hmac.New(sha256.New, []byte(fleetHookSecret))
+	mac.Write(body)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.cert.Pool}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("webhook: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (f *testFleet) client(key ed25519.PrivateKey, name string) (*apiclient.Client, error) {
+	return apiclient.New(f.url, apiclient.Options{Key: key, Name: name, ServerCAs: f.cert.Pool, Timeout: 20 * time.Second})
+}
+
+// step checks every host in once.
+func (f *testFleet) step() {
+	for _, h := range f.hosts {
+		_ = h.Step(context.Background(), 0)
+	}
+}
+
+// settle steps the hosts until a rollout is in a state.
+func (f *testFleet) settle(id string, want reconciler.RolloutState) error {
+	return f.until(fmt.Sprintf("rollout %s is %s", id, want), func() (bool, error) {
+		f.step()
+		var r struct {
+			State reconciler.RolloutState `json:"state"`
+		}
+		if err := f.viewer.Get(context.Background(), "/v1/rollouts/"+id, &r); err != nil {
+			return false, nil
+		}
+		return r.State == want, nil
+	})
+}
+
+// converge steps the hosts until a rollout and every host in it converged.
+func (f *testFleet) converge(id string) error {
+	return f.until(fmt.Sprintf("rollout %s and its hosts converge", id), func() (bool, error) {
+		f.step()
+		var r struct {
+			State  reconciler.RolloutState      `json:"state"`
+			Hosts  []reconciler.RolloutHost     `json:"hosts"`
+			Counts map[reconciler.HostState]int `json:"counts"`
+		}
+		if err := f.viewer.Get(context.Background(), "/v1/rollouts/"+id, &r); err != nil {
+			return false, nil
+		}
+		return r.State == reconciler.RolloutConverged && len(r.Hosts) > 0 && r.Counts[reconciler.HostConverged] == len(r.Hosts), nil
+	})
+}
+
+// until polls cond for up to a minute.
+func (f *testFleet) until(what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: not within a minute", what)
+}
+
+// eventID is the id of a rollout's first event of a kind.
+func (f *testFleet) eventID(rollout, kind string) (int64, error) {
+	var page struct {
+		Events []struct {
+			ID   int64  `json:"id"`
+			Kind string `json:"kind"`
+		} `json:"events"`
+	}
+	if err := f.viewer.Get(context.Background(), "/v1/rollouts/"+rollout+"/events", &page); err != nil {
+		return 0, err
+	}
+	for _, ev := range page.Events {
+		if ev.Kind == kind {
+			return ev.ID, nil
+		}
+	}
+	return 0, fmt.Errorf("rollout %s has no %s event", rollout, kind)
+}
+
+func (f *testFleet) stop() {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	<-f.done
+	f.cancel = nil
+}
+
+// writeOperatorKey writes a fresh ed25519 key as OpenSSH writes it (mode
+// 0600) and returns its public key line.
+func writeOperatorKey(path string) (string, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return "", err
+	}
+	return trust.SSHEd25519Line(pub), nil
+}
+
+func readTestKey(path string) (ed25519.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ssh.ParseRawPrivateKey(data)
+	if err != nil {
+		return nil, err
+	}
+	return *k.(*ed25519.PrivateKey), nil
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// deadURL is an https URL on which nothing listens.
+func deadURL() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return "https://" + addr, l.Close()
+}
+
+// cmdFleet is the script command "fleet": start the test fleet (and set
+// NIXFLEET_CP_URL, NIXFLEET_CA, NIXFLEET_KEY, VIEWER_KEY and the rollout
+// ids STABLE1, STABLE2, EDGE1, EDGE2), or step its hosts until a rollout
+// reaches a state. "start insecure" serves plain HTTP without
+// authentication (nixfleet-cp --insecure-dev).
+//
+//	fleet start [insecure]
+//	fleet settle ROLLOUT STATE
+func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE")
+	}
+	switch {
+	case args[0] == "start" && (len(args) == 1 || len(args) == 2 && args[1] == "insecure"):
+		if fleets.get(ts) != nil {
+			ts.Fatalf("fleet: already started")
+		}
+		dir := ts.MkAbs(".fleet")
+		ts.Check(os.MkdirAll(dir, 0o755))
+		f, err := startFleet(dir, len(args) == 2)
+		if err != nil {
+			ts.Fatalf("fleet start: %v", err)
+		}
+		fleets.put(ts, f)
+		ts.Defer(func() {
+			fleets.drop(ts)
+			f.stop()
+			ts.Logf("control plane log:\n%s", lastLines(f.log.String(), 40))
+		})
+		ts.Setenv("NIXFLEET_CP_URL", f.url)
+		ts.Setenv("NIXFLEET_CA", f.caFile)
+		ts.Setenv("NIXFLEET_KEY", f.operatorKey)
+		ts.Setenv("VIEWER_KEY", f.viewerKey)
+		for _, ch := range []string{"stable", "edge"} {
+			for n := 1; n <= 2; n++ {
+				ts.Setenv(fmt.Sprintf("%s%d", strings.ToUpper(ch), n), fleetRollout(ch, n))
+			}
+		}
+		// Event ids depend on how the onboarding's ticks fell; this one is
+		// stable@2's wave_promoted.
+		id, err := f.eventID(fleetRollout("stable", 2), reconciler.EventWavePromoted)
+		if err != nil {
+			ts.Fatalf("fleet start: %v", err)
+		}
+		ts.Setenv("STABLE2_PROMOTED", fmt.Sprint(id))
+	case args[0] == "settle" && len(args) == 3:
+		f := fleets.get(ts)
+		if f == nil {
+			ts.Fatalf("fleet: not started")
+		}
+		if err := f.settle(args[1], reconciler.RolloutState(args[2])); err != nil {
+			ts.Fatalf("fleet settle: %v", err)
+		}
+	default:
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE")
+	}
+}
+
+// fleets are the running test fleets, by script.
+var fleets = &fleetRegistry{m: map[*testscript.TestScript]*testFleet{}}
+
+type fleetRegistry struct {
+	mu sync.Mutex
+	m  map[*testscript.TestScript]*testFleet
+}
+
+func (r *fleetRegistry) get(ts *testscript.TestScript) *testFleet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[ts]
+}
+
+func (r *fleetRegistry) put(ts *testscript.TestScript, f *testFleet) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[ts] = f
+}
+
+func (r *fleetRegistry) drop(ts *testscript.TestScript) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, ts)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Variable parts of the operator commands' output, for "normalize".
+var (
+	rfc3339Time   = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	sha256Hex     = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+	intentID      = regexp.MustCompile(`\b[0-9a-f]{24}\b`)
+	leadingNumber = regexp.MustCompile(`(?m)^[0-9]+`)
+)
+
+// cmdNormalize is the script command "normalize [-ids] SRC DST": copy SRC
+// to DST with times (RFC 3339, to the second, as people see them) replaced
+// by YYYY-MM-DDThh:mm:ssZ (the same width, so that columns stay aligned),
+// SHA-256 hashes by HASH and intent ids by INTENT, so that output can be
+// compared with cmp or cmpenv. With -ids, a number that starts a line
+// (an event id) becomes N, padded to its width.
+func cmdNormalize(ts *testscript.TestScript, neg bool, args []string) {
+	ids := len(args) > 0 && args[0] == "-ids"
+	if ids {
+		args = args[1:]
+	}
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: normalize [-ids] SRC DST")
+	}
+	s := ts.ReadFile(args[0])
+	if ids {
+		s = leadingNumber.ReplaceAllStringFunc(s, func(n string) string { return "N" + strings.Repeat(" ", len(n)-1) })
+	}
+	s = rfc3339Time.ReplaceAllString(s, "YYYY-MM-DDThh:mm:ssZ")
+	s = sha256Hex.ReplaceAllString(s, "HASH")
+	s = intentID.ReplaceAllString(s, "INTENT")
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(s), 0o644))
+}

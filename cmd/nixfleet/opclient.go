@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/internal/sshkey"
+)
+
+// opTimeout bounds each request of an operator command (an intent waits
+// up to 5 s for its tick on the server). Event streams have no limit.
+const opTimeout = 30 * time.Second
+
+// operator is an operator command's connection to the control plane.
+type operator struct {
+	api  *apiclient.Client
+	conn connection
+	st   style
+}
+
+// dial resolves the connection settings (flags, environment, config file)
+// and makes an API client. Its errors are usage and setup errors: exit 2.
+func dial(c *cli.Context) (*operator, error) {
+	conn, err := resolveConnection(c, os.Getenv)
+	switch {
+	case errors.Is(err, errBadConfig):
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "bad_config", err: err,
+			hint: "the config file holds lines key = \"string\"; keys: cp_url, key, name, ca (rfcs/0009)"}
+	case err != nil:
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "io_error", err: fmt.Errorf("config file: %w", err)}
+	}
+	if conn.URL == "" {
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage", err: errors.New("no control plane to talk to"),
+			hint: "pass --cp URL, set NIXFLEET_CP_URL, or set cp_url in " + configHint()}
+	}
+	opts := apiclient.Options{Name: conn.Name, Timeout: opTimeout}
+	if conn.Key != "" {
+		if opts.Key, err = sshkey.Read(conn.Key); err != nil {
+			return nil, setupError(c, "key", conn, err,
+				"the key is an unencrypted ed25519 private key: ssh-keygen -t ed25519 -N '' -f FILE, or nixfleet keygen")
+		}
+	}
+	if conn.CA != "" {
+		pem, err := os.ReadFile(conn.CA)
+		if err != nil {
+			return nil, setupError(c, "ca", conn, err, "")
+		}
+		opts.ServerCAs = x509.NewCertPool()
+		if !opts.ServerCAs.AppendCertsFromPEM(pem) {
+			return nil, setupError(c, "ca", conn, fmt.Errorf("%s: no PEM certificate", conn.CA), "the CA file holds PEM certificates")
+		}
+	}
+	api, err := apiclient.New(conn.URL, opts)
+	if err != nil {
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage", err: fmt.Errorf("%w (from %s)", err, conn.from["cp"]),
+			hint: "the control plane URL is https://HOST:PORT, or http://… for nixfleet-cp --insecure-dev"}
+	}
+	return &operator{api: api, conn: conn, st: styleFor(c.App.Writer, os.Getenv)}, nil
+}
+
+func configHint() string {
+	if p := defaultConfigPath(os.Getenv); p != "" {
+		return p
+	}
+	return "the config file"
+}
+
+// setupError is a key or CA file that cannot be used (exit 2): io_error
+// when it cannot be read, else bad_key or bad_ca.
+func setupError(c *cli.Context, setting string, conn connection, err error, hint string) *cliError {
+	code := "bad_" + setting
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		code, hint = "io_error", ""
+	}
+	return &cliError{exit: exitUsage, cmd: cmdName(c), code: code, err: fmt.Errorf("%w (from %s)", err, conn.from[setting]), hint: hint}
+}
+
+// remoteError is an error answer of the control plane, shown as its
+// message; its code is the cliError's.
+type remoteError struct{ e *apiclient.Error }
+
+func (r remoteError) Error() string { return fmt.Sprintf("%s (HTTP %d)", r.e.Message, r.e.Status) }
+func (r remoteError) Unwrap() error { return r.e }
+
+// fail turns an error of a call to the control plane into the command's
+// error (exit 1) with a stable code: the server's own code for an error
+// answer, "unavailable" when the control plane cannot be reached,
+// "bad_response" for an answer that cannot be read. With --json, the error
+// is also printed on stdout as {"error": {"code", "message", "status"?}}
+// (on one line when following a stream of JSON lines).
+func (o *operator) fail(c *cli.Context, err error, hint string) error {
+	ce := &cliError{exit: exitFailed, cmd: cmdName(c), err: err, hint: hint}
+	status := 0
+	var ae *apiclient.Error
+	var ue *url.Error
+	var ne net.Error
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &ae):
+		ce.code, ce.err, status = ae.Code, remoteError{ae}, ae.Status
+		if hint == "" {
+			ce.hint = apiHint(ae.Code)
+		}
+	case errors.Is(err, context.Canceled):
+		ce.code, ce.hint = "interrupted", ""
+	case errors.As(err, &ue), errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		ce.code = "unavailable"
+		ce.err = fmt.Errorf("cannot reach the control plane at %s: %w", o.conn.URL, err)
+		if hint == "" {
+			ce.hint = fmt.Sprintf("is the control plane running, and is the URL right? (it came from %s)", o.conn.from["cp"])
+		}
+		var ua x509.UnknownAuthorityError
+		var cv *tls.CertificateVerificationError
+		var he x509.HostnameError
+		if errors.As(err, &ua) || errors.As(err, &cv) || errors.As(err, &he) {
+			ce.hint = "the control plane's certificate is not trusted: pass its CA with --ca (NIXFLEET_CA, config ca)"
+		}
+	case errors.As(err, &se), errors.As(err, &te):
+		ce.code = "bad_response"
+	default:
+		ce.code = "internal"
+	}
+	if c.Bool("json") {
+		doc := map[string]any{"code": ce.code, "message": ce.err.Error()}
+		if status != 0 {
+			doc["status"] = status
+		}
+		if c.Bool("follow") { // one more JSON line of the stream
+			b, _ := json.Marshal(map[string]any{"error": doc})
+			fmt.Fprintf(c.App.Writer, "%s\n", b)
+		} else {
+			_ = writeJSON(c.App.Writer, map[string]any{"error": doc})
+		}
+	}
+	return ce
+}
+
+// apiHint is the hint for an error code of the control plane.
+func apiHint(code string) string {
+	switch code {
+	case "unauthenticated":
+		return "the control plane wants an operator key: pass --key FILE (NIXFLEET_KEY, config key)"
+	case "unknown_client":
+		return "this key is not in the control plane's operators file (nixfleet-cp --operators)"
+	case "forbidden":
+		return "use the key of an operator whose role is operator (--key, NIXFLEET_KEY, config key)"
+	case "illegal_transition":
+		return "the rollout's state does not allow it: see 'nixfleet rollout show ID'"
+	}
+	return ""
+}
+
+// get fetches an operator endpoint: the raw answer and, when into is not
+// nil, its decoding.
+func (o *operator) get(ctx context.Context, path string, into any) (json.RawMessage, error) {
+	var raw json.RawMessage
+	if err := o.api.Get(ctx, path, &raw); err != nil {
+		return nil, err
+	}
+	if into != nil {
+		if err := json.Unmarshal(raw, into); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+// writeRaw prints a JSON answer of the server as it is, indented.
+func writeRaw(w io.Writer, raw json.RawMessage) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// commandArgs returns the command's positional arguments, which must be
+// exactly the ones named, after setting the flags that follow them:
+// "nixfleet rollout show ID --json" works as "nixfleet rollout show --json
+// ID" does. "--" ends the flags.
+func commandArgs(c *cli.Context, names ...string) ([]string, error) {
+	var pos []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "help" || name == "h" {
+			cli.HelpPrinter(c.App.Writer, cli.CommandHelpTemplate, c.Command)
+			return nil, errHelpShown
+		}
+		f := commandFlag(c.Command, name)
+		if f == nil {
+			return nil, usage(c, "flag provided but not defined: %s", a)
+		}
+		if _, isBool := f.(*cli.BoolFlag); isBool {
+			if !hasValue {
+				value = "true"
+			}
+		} else if !hasValue {
+			if i+1 >= len(args) {
+				return nil, usage(c, "flag needs an argument: %s", a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, usage(c, "invalid value %q for flag %s: %v", value, a, err)
+		}
+	}
+	if len(pos) < len(names) {
+		return nil, usage(c, "missing %s", strings.Join(names[len(pos):], " "))
+	}
+	if len(pos) > len(names) {
+		return nil, usage(c, "unexpected argument %q", pos[len(names)])
+	}
+	return pos, nil
+}
+
+// errHelpShown ends a command whose trailing flags asked for help.
+var errHelpShown = errors.New("help shown")
+
+func commandFlag(cmd *cli.Command, name string) cli.Flag {
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
