@@ -111,12 +111,12 @@ func TestChannelsPushedTogether(t *testing.T) {
 			e := newEnv(t, backend, spec, nil)
 			hosts := e.hosts()
 			ctx := context.Background()
-			eventually(t, 20*time.Second, "both channels converge on the first release", func() bool {
+			eventually(t, 20*time.Second, "both hosts converge on the first release", func() bool {
 				for _, h := range hosts {
 					_ = h.Step(ctx, 0)
 				}
-				return rolloutState(t, e, rolloutID("prod", 1)) == reconciler.RolloutConverged &&
-					rolloutState(t, e, rolloutID("staging", 1)) == reconciler.RolloutConverged
+				return hostIn(t, e, rolloutID("prod", 1), "prod-1").State == reconciler.HostConverged &&
+					hostIn(t, e, rolloutID("staging", 1), "stg-1").State == reconciler.HostConverged
 			})
 			e.release("v1", 2)
 			defer func() {

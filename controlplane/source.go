@@ -190,22 +190,50 @@ func (s *source) poll(ctx context.Context) error {
 		return err
 	}
 	slices.SortFunc(todo, func(a, b ref) int { return strings.Compare(a.channel, b.channel) })
-	// The releases of one poll reach the reconciler together: refs pushed
-	// at once (staging and prod, say) open their rollouts in one tick, in
+	// Verify every new ref, then store the verified releases in one
+	// transaction and tell the reconciler once: refs pushed together
+	// (staging and prod, say) open their rollouts in one tick, in
 	// channel-edge order, whatever the order of their names.
+	type verified struct {
+		ref
+		rel   store.Release
+		fleet *proto.FleetResolved
+	}
+	var batch []verified
+	for _, r := range todo {
+		rel, fleet, err := s.verify(r.channel, r.hash)
+		var ve *verifyError
+		switch {
+		case errors.As(err, &ve):
+			s.fail(ctx, r.channel, r.hash, ve)
+			s.seen[r.channel] = r.hash
+			continue
+		case err != nil:
+			return err // not a verdict on the release: retry on the next poll
+		}
+		batch = append(batch, verified{r, rel, fleet})
+	}
+	rels := make([]store.Release, len(batch))
+	for i, v := range batch {
+		rels[i] = v.rel
+	}
+	errs, err := s.st.PutReleases(ctx, rels)
+	if err != nil {
+		return err // a store error: retry on the next poll
+	}
 	stored := false
 	defer func() {
 		if stored {
 			s.changed()
 		}
 	}()
-	for _, r := range todo {
-		ok, err := s.process(ctx, r.channel, r.hash)
+	for i, v := range batch {
+		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, v.fleet, errs[i])
 		if err != nil {
-			return err // a store error: retry on the next poll
+			return err
 		}
 		stored = stored || ok
-		s.seen[r.channel] = r.hash
+		s.seen[v.channel] = v.hash
 	}
 	s.polled = true
 	return nil
@@ -219,21 +247,12 @@ type verifyError struct {
 
 func (e *verifyError) Error() string { return e.err.Error() }
 
-// process verifies and stores the release at one channel ref, and
-// reports whether it stored a new one. Only store errors are returned; a
-// release that fails verification is recorded as a failure.
-func (s *source) process(ctx context.Context, channel string, hash plumbing.Hash) (bool, error) {
-	rel, fleet, err := s.verify(channel, hash)
-	var ve *verifyError
-	if errors.As(err, &ve) {
-		s.fail(ctx, channel, hash, ve)
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	switch err := s.st.PutRelease(ctx, rel); {
-	case errors.Is(err, store.ErrStaleRelease):
+// stored finishes a verified release after the store was asked to keep
+// it (putErr is its answer), and reports whether it is new. A replay is
+// recorded as a failure; only store errors are returned.
+func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, fleet *proto.FleetResolved, putErr error) (bool, error) {
+	switch {
+	case errors.Is(putErr, store.ErrStaleRelease):
 		if cur := s.current(ctx, channel); cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
 			return false, nil // the release we already have (a restart, a re-poll)
 		}
@@ -241,8 +260,8 @@ func (s *source) process(ctx context.Context, channel string, hash plumbing.Hash
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
 		return false, nil
-	case err != nil:
-		return false, err
+	case putErr != nil:
+		return false, putErr
 	}
 	delete(s.failures, channel)
 	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt)

@@ -15,40 +15,77 @@ import (
 // one's returns ErrStaleRelease and writes nothing. The channel's last
 // rolled ref is kept.
 func (s *db) PutRelease(ctx context.Context, r Release) error {
-	if r.Channel == "" || r.Ref == "" || r.FleetHash == "" || r.ManifestHash == "" {
-		return fmt.Errorf("store: put release: channel, ref, fleet hash and manifest hash are required")
+	errs, err := s.PutReleases(ctx, []Release{r})
+	if err != nil {
+		return err
 	}
-	signed := micros(r.SignedAt)
-	return s.write(ctx, func(tx *txn) error {
+	return errs[0]
+}
+
+// PutReleases is PutRelease for several releases in one transaction.
+func (s *db) PutReleases(ctx context.Context, rs []Release) ([]error, error) {
+	var errs []error
+	err := s.write(ctx, func(tx *txn) error {
+		errs = make([]error, len(rs)) // the transaction may be retried
 		if err := tx.lockTick(ctx); err != nil {
 			return err
 		}
-		var cur int64
-		var curRef string
-		err := tx.queryRow(ctx, "SELECT signed_at, ref FROM channels WHERE channel = ? FOR UPDATE", r.Channel).Scan(&cur, &curRef)
-		switch {
-		case errors.Is(err, errNoRows):
-		case err != nil:
-			return fmt.Errorf("store: put release: %w", err)
-		case signed <= cur:
-			return fmt.Errorf("%w: channel %s: release %s signed at %s, current %s signed at %s", ErrStaleRelease, r.Channel,
-				r.Ref, fromMicros(signed).Format(time.RFC3339Nano), curRef, fromMicros(cur).Format(time.RFC3339Nano))
+		stored := false
+		for i, r := range rs {
+			ok, err := putRelease(ctx, tx, r)
+			switch {
+			case errors.Is(err, ErrStaleRelease) || errors.Is(err, errIncompleteRelease):
+				errs[i] = err
+			case err != nil:
+				return err
+			}
+			stored = stored || ok
 		}
-		_, err = tx.exec(ctx, `INSERT INTO channels (channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
-				manifest_body, manifest_sig, manifest_hash, verified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (channel) DO UPDATE SET ref = excluded.ref, source_commit = excluded.source_commit,
-				signed_at = excluded.signed_at, fleet_body = excluded.fleet_body, fleet_sig = excluded.fleet_sig,
-				fleet_hash = excluded.fleet_hash, manifest_body = excluded.manifest_body,
-				manifest_sig = excluded.manifest_sig, manifest_hash = excluded.manifest_hash,
-				verified_at = excluded.verified_at`,
-			r.Channel, r.Ref, r.SourceCommit, signed, bytesOrEmpty(r.FleetBody), bytesOrEmpty(r.FleetSig), r.FleetHash,
-			bytesOrEmpty(r.ManifestBody), bytesOrEmpty(r.ManifestSig), r.ManifestHash, micros(r.VerifiedAt))
-		if err != nil {
-			return fmt.Errorf("store: put release: %w", err)
+		if !stored {
+			return nil
 		}
 		return tx.bumpChanges(ctx)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+var errIncompleteRelease = errors.New("store: put release: channel, ref, fleet hash and manifest hash are required")
+
+// putRelease stores one release in a transaction that holds the tick
+// lock, and reports whether it did.
+func putRelease(ctx context.Context, tx *txn, r Release) (bool, error) {
+	if r.Channel == "" || r.Ref == "" || r.FleetHash == "" || r.ManifestHash == "" {
+		return false, errIncompleteRelease
+	}
+	signed := micros(r.SignedAt)
+	var cur int64
+	var curRef string
+	err := tx.queryRow(ctx, "SELECT signed_at, ref FROM channels WHERE channel = ? FOR UPDATE", r.Channel).Scan(&cur, &curRef)
+	switch {
+	case errors.Is(err, errNoRows):
+	case err != nil:
+		return false, fmt.Errorf("store: put release: %w", err)
+	case signed <= cur:
+		return false, fmt.Errorf("%w: channel %s: release %s signed at %s, current %s signed at %s", ErrStaleRelease, r.Channel,
+			r.Ref, fromMicros(signed).Format(time.RFC3339Nano), curRef, fromMicros(cur).Format(time.RFC3339Nano))
+	}
+	_, err = tx.exec(ctx, `INSERT INTO channels (channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
+			manifest_body, manifest_sig, manifest_hash, verified_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (channel) DO UPDATE SET ref = excluded.ref, source_commit = excluded.source_commit,
+			signed_at = excluded.signed_at, fleet_body = excluded.fleet_body, fleet_sig = excluded.fleet_sig,
+			fleet_hash = excluded.fleet_hash, manifest_body = excluded.manifest_body,
+			manifest_sig = excluded.manifest_sig, manifest_hash = excluded.manifest_hash,
+			verified_at = excluded.verified_at`,
+		r.Channel, r.Ref, r.SourceCommit, signed, bytesOrEmpty(r.FleetBody), bytesOrEmpty(r.FleetSig), r.FleetHash,
+		bytesOrEmpty(r.ManifestBody), bytesOrEmpty(r.ManifestSig), r.ManifestHash, micros(r.VerifiedAt))
+	if err != nil {
+		return false, fmt.Errorf("store: put release: %w", err)
+	}
+	return true, nil
 }
 
 // Releases returns the current release of every channel, by channel name.

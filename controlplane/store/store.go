@@ -175,6 +175,12 @@ type Store interface {
 	// current one. A release whose SignedAt is not after the current one's
 	// returns ErrStaleRelease and writes nothing.
 	PutRelease(ctx context.Context, r Release) error
+	// PutReleases records several channels' releases in one transaction,
+	// so that a tick sees all of them or none: errs[i] is the error
+	// PutRelease would return for rs[i] (ErrStaleRelease, an incomplete
+	// release), and the others are stored; err is a store failure, after
+	// which nothing is stored.
+	PutReleases(ctx context.Context, rs []Release) (errs []error, err error)
 	// Releases returns the current release of every channel, by channel
 	// name.
 	Releases(ctx context.Context) ([]Release, error)

@@ -56,6 +56,28 @@ func testReleases(t *testing.T, s store.Store) {
 	if err := s.PutRelease(ctx, store.Release{Channel: "x"}); err == nil {
 		t.Error("PutRelease accepted a release without ref and hashes")
 	}
+
+	// A batch: the stale release is refused, the others are stored, and
+	// the batch is one change.
+	w1, err := s.Watermark(ctx)
+	must(t, err)
+	v3 := Releases(t, fb.bump("v3").build(t), Commit(3), m.now.Add(time.Minute), "edge", "stable")
+	stale := Releases(t, fb.build(t), Commit(8), t0, "edge")[0]
+	errs, err := s.PutReleases(ctx, []store.Release{stale, v3[0], v3[1]})
+	must(t, err)
+	if len(errs) != 3 {
+		t.Fatalf("PutReleases returned %d errors for 3 releases", len(errs))
+	}
+	wantErr(t, errs[0], store.ErrStaleRelease, "PutReleases of a stale release")
+	if errs[1] != nil || errs[2] != nil {
+		t.Errorf("PutReleases refused newer releases: %v, %v", errs[1], errs[2])
+	}
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "releases after a batch", got, v3)
+	if w, _ := s.Watermark(ctx); w.Changes != w1.Changes+1 {
+		t.Errorf("a batch of two new releases moved the changes from %d to %d, want one change", w1.Changes, w.Changes)
+	}
 }
 
 // testManifests: a rollout serves a copy of its channel's manifest at
