@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,12 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -40,36 +37,7 @@ func dbURL(t testing.TB, backend string) string {
 	if backend == "sqlite" {
 		return "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
 	}
-	admin := os.Getenv("NIXFLEET_TEST_PG")
-	if admin == "" {
-		t.Fatal("NIXFLEET_TEST_PG is not set: run .ci/run, which starts a throwaway PostgreSQL, or point it at a server (postgres://…)")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "nf_cp_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return realfleet.PostgresURL(t)
 }
 
 // clock is a test clock shared by the server and the simulated hosts: it

@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -16,11 +15,11 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/nixfleet/nixfleet/agent"
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/cliapp"
+	"github.com/nixfleet/nixfleet/internal/sshkey"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -71,25 +70,6 @@ func runCommand() *cli.Command {
 	}
 }
 
-// readHostKey reads an OpenSSH ed25519 private key.
-func readHostKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := ssh.ParseRawPrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	switch k := k.(type) {
-	case *ed25519.PrivateKey:
-		return *k, nil
-	case ed25519.PrivateKey:
-		return k, nil
-	}
-	return nil, fmt.Errorf("%s: a %T, not an ed25519 key", path, k)
-}
-
 func runAgent(c *cli.Context) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
@@ -107,7 +87,7 @@ func runAgent(c *cli.Context) error {
 		}
 		hostname = h
 	}
-	key, err := readHostKey(c.String("host-key"))
+	key, err := sshkey.Read(c.String("host-key"))
 	if err != nil {
 		return err
 	}
