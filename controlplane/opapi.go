@@ -366,7 +366,7 @@ type ChannelStatus struct {
 	// Pending is set while the channel's ref waits to open a rollout.
 	Pending bool `json:"pending"`
 	// LastFailure is the latest release from git that failed verification.
-	LastFailure *sourceFailure `json:"lastFailure,omitempty"`
+	LastFailure *SourceFailure `json:"lastFailure,omitempty"`
 }
 
 // Status is GET /v1/status.

@@ -66,11 +66,11 @@ type source struct {
 	remote   bool
 	seen     map[string]plumbing.Hash
 	polled   bool
-	failures map[string]sourceFailure // by channel, the latest
+	failures map[string]SourceFailure // by channel, the latest
 }
 
-// sourceFailure is the latest verification failure of a channel.
-type sourceFailure struct {
+// SourceFailure is the latest verification failure of a channel.
+type SourceFailure struct {
 	Commit  string    `json:"commit"`
 	Code    string    `json:"code"`
 	Message string    `json:"message"`
@@ -79,7 +79,7 @@ type sourceFailure struct {
 
 func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, now func() time.Time, log *slog.Logger, m *metrics) *source {
 	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, now: now, log: log, m: m,
-		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]sourceFailure{},
+		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]SourceFailure{},
 		changed: func() {}, onFleet: func(*proto.FleetResolved, time.Time) {}}
 }
 
@@ -319,7 +319,7 @@ func samePlan(a, b []byte) bool {
 // fail records a verification failure: a metric, a log line, an event.
 func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, ve *verifyError) {
 	now := s.now()
-	s.failures[channel] = sourceFailure{Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
+	s.failures[channel] = SourceFailure{Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
 	s.m.verifyFailure.WithLabelValues(ve.code).Inc()
 	s.log.Warn("release refused", "channel", channel, "commit", hash.String(), "code", ve.code, "err", ve.err)
 	ev := reconciler.Event{Kind: EventReleaseRejected, Channel: channel, Wave: -1,
@@ -413,10 +413,10 @@ func readFile(tree *object.Tree, path string) ([]byte, error) {
 }
 
 // status returns the latest failure of each channel, for /v1/status.
-func (s *source) status() (polled bool, failures map[string]sourceFailure) {
+func (s *source) status() (polled bool, failures map[string]SourceFailure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]sourceFailure, len(s.failures))
+	out := make(map[string]SourceFailure, len(s.failures))
 	for k, v := range s.failures {
 		out[k] = v
 	}

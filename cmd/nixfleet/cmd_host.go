@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/nixfleet/nixfleet/controlplane"
 	"io"
 	"net/url"
 	"slices"
@@ -64,7 +65,7 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 		path += "?" + q.Encode()
 	}
 	var list struct {
-		Hosts []hostView `json:"hosts"`
+		Hosts []controlplane.HostView `json:"hosts"`
 	}
 	raw, err := o.get(c.Context, path, &list)
 	if err != nil {
@@ -90,7 +91,7 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 	return nil
 }
 
-func onlineWord(h hostView) string {
+func onlineWord(h controlplane.HostView) string {
 	switch {
 	case !h.Seen:
 		return "never seen"
@@ -101,7 +102,7 @@ func onlineWord(h hostView) string {
 }
 
 func runHostShow(c *cli.Context, o *operator, args []string) error {
-	var h hostView
+	var h controlplane.HostView
 	raw, err := o.get(c.Context, "/v1/hosts/"+url.PathEscape(args[0]), &h)
 	if err != nil {
 		return o.fail(c, err, notFoundHint(err, hostNotFoundHint))
@@ -202,7 +203,7 @@ type explainView struct {
 	Activation *reconciler.Activation `json:"activation,omitempty"`
 }
 
-func explainOf(h hostView) explainView {
+func explainOf(h controlplane.HostView) explainView {
 	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Online: h.Online, Seen: h.Seen,
 		Current: h.Observed.Current, Activation: h.Observed.Activation}
 	if r := h.Host; r != nil {
@@ -218,7 +219,7 @@ func explainOf(h hostView) explainView {
 }
 
 func runHostExplain(c *cli.Context, o *operator, args []string) error {
-	var h hostView
+	var h controlplane.HostView
 	if _, err := o.get(c.Context, "/v1/hosts/"+url.PathEscape(args[0]), &h); err != nil {
 		return o.fail(c, err, notFoundHint(err, hostNotFoundHint))
 	}

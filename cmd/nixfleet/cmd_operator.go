@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/controlplane"
 	"io"
 	"net/url"
 	"slices"
@@ -61,7 +62,7 @@ func statusCommand() *cli.Command {
 }
 
 func runStatus(c *cli.Context, o *operator, _ []string) error {
-	var st statusView
+	var st controlplane.Status
 	raw, err := o.get(c.Context, "/v1/status", &st)
 	if err != nil {
 		return o.fail(c, err, "")
@@ -82,9 +83,9 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 		fmt.Fprintln(w, "\nno channel has a verified release yet")
 	}
 	for _, ch := range st.Channels {
-		var full *rolloutView
+		var full *controlplane.RolloutSummary
 		if ch.Rollout != nil {
-			var r rolloutView
+			var r controlplane.RolloutSummary
 			if _, err := o.get(c.Context, "/v1/rollouts/"+url.PathEscape(ch.Rollout.ID), &r); err == nil {
 				full = &r
 			} else if !isNotFound(err) { // pruned since: show the summary
@@ -96,7 +97,7 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 	return nil
 }
 
-func printChannelStatus(w io.Writer, st style, ch channelStatusView, full *rolloutView) {
+func printChannelStatus(w io.Writer, st style, ch controlplane.ChannelStatus, full *controlplane.RolloutSummary) {
 	fmt.Fprintf(w, "\nchannel %s  ref %s  signed %s\n", ch.Name, dash(ch.Ref), when(ch.SignedAt))
 	f := &fields{}
 	r := ch.Rollout

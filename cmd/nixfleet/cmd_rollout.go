@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/store"
 	"io"
 	"net/http"
 	"net/url"
@@ -45,7 +47,7 @@ func rolloutCommand() *cli.Command {
 
 func runRolloutList(c *cli.Context, o *operator, _ []string) error {
 	var list struct {
-		Rollouts []rolloutView `json:"rollouts"`
+		Rollouts []controlplane.RolloutSummary `json:"rollouts"`
 	}
 	raw, err := o.get(c.Context, "/v1/rollouts", &list)
 	if err != nil {
@@ -68,7 +70,7 @@ func runRolloutList(c *cli.Context, o *operator, _ []string) error {
 }
 
 func runRolloutShow(c *cli.Context, o *operator, args []string) error {
-	var r rolloutView
+	var r controlplane.RolloutSummary
 	raw, err := o.get(c.Context, "/v1/rollouts/"+url.PathEscape(args[0]), &r)
 	if err != nil {
 		return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
@@ -162,7 +164,7 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
 		}
 		for _, m := range p.Events {
-			var ev eventView
+			var ev store.EventRecord
 			if err := json.Unmarshal(m, &ev); err != nil {
 				return o.fail(c, err, "")
 			}
@@ -185,7 +187,7 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 	}
 	fmt.Fprintln(c.App.Writer, eventHeader())
 	for _, m := range all {
-		var ev eventView
+		var ev store.EventRecord
 		_ = json.Unmarshal(m, &ev) // decoded above
 		fmt.Fprintln(c.App.Writer, eventLine(o.st, ev))
 	}
@@ -203,7 +205,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 	}
 	for {
 		err := o.api.Follow(ctx, id, after, func(m json.RawMessage) error {
-			var ev eventView
+			var ev store.EventRecord
 			if err := json.Unmarshal(m, &ev); err != nil {
 				return err
 			}
@@ -223,7 +225,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		}
 		// The server ends a stream when the rollout is terminal, or when
 		// it could not read the journal: look which.
-		var r rolloutView
+		var r controlplane.RolloutSummary
 		if _, err := o.get(ctx, "/v1/rollouts/"+url.PathEscape(id), &r); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -265,7 +267,7 @@ func eventHeader() string {
 
 // eventLine is one event for people: id, time, wave, host, kind,
 // transition (from → to) and reason.
-func eventLine(st style, ev eventView) string {
+func eventLine(st style, ev store.EventRecord) string {
 	wave := "-"
 	if ev.Wave >= 0 {
 		wave = fmt.Sprint(ev.Wave)
@@ -323,7 +325,7 @@ func runIntent(c *cli.Context, o *operator, kind, id string) error {
 	var raw json.RawMessage
 	err := o.api.Act(c.Context, id, kind, c.String("comment"), &raw)
 	var ae *apiclient.Error
-	var iv intentView
+	var iv controlplane.IntentResponse
 	if err != nil {
 		// A refusal (409) carries the intent and the tick's verdict.
 		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || json.Unmarshal(raw, &iv) != nil || iv.Result == nil {
@@ -347,7 +349,7 @@ func runIntent(c *cli.Context, o *operator, kind, id string) error {
 	return nil
 }
 
-func printIntent(w io.Writer, st style, kind, id string, iv intentView) {
+func printIntent(w io.Writer, st style, kind, id string, iv controlplane.IntentResponse) {
 	if iv.Result == nil {
 		fmt.Fprintf(w, "%s %s: %s as intent %s; no tick decided it yet\n", kind, id, st.state("queued"), iv.Intent.ID)
 		fmt.Fprintf(w, "watch it with: nixfleet rollout events %s --follow\n", id)

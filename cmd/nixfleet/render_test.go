@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/store"
 	"strings"
 	"testing"
 	"time"
@@ -52,9 +54,9 @@ func TestProgressBar(t *testing.T) {
 
 // statusFixture is a channel with a blocked host, a ref waiting for a
 // rollout, and a refused release.
-func statusFixture() (channelStatusView, *rolloutView) {
+func statusFixture() (controlplane.ChannelStatus, *controlplane.RolloutSummary) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	r := &rolloutView{Rollout: reconciler.Rollout{
+	r := &controlplane.RolloutSummary{Rollout: reconciler.Rollout{
 		ID: "stable@1", Channel: "stable", Ref: "1", State: reconciler.RolloutActive, Wave: 1, WavePhase: reconciler.PhaseDispatching,
 		Waves: []reconciler.WaveSpec{{SoakMinutes: 0}, {SoakMinutes: 5}},
 		Hosts: []reconciler.RolloutHost{
@@ -64,13 +66,8 @@ func statusFixture() (channelStatusView, *rolloutView) {
 			{Hostname: "d", Wave: 1, State: reconciler.HostConverged},
 		},
 	}, Counts: map[reconciler.HostState]int{reconciler.HostConverged: 2, reconciler.HostSoaking: 1, reconciler.HostPending: 1}}
-	ch := channelStatusView{Name: "stable", Ref: "2", SignedAt: at, Rollout: r, Pending: true}
-	ch.LastFailure = &struct {
-		Commit  string    `json:"commit"`
-		Code    string    `json:"code"`
-		Message string    `json:"message"`
-		At      time.Time `json:"at"`
-	}{Commit: "abc", Code: "stale", Message: "signed too long ago", At: at}
+	ch := controlplane.ChannelStatus{Name: "stable", Ref: "2", SignedAt: at, Rollout: r, Pending: true}
+	ch.LastFailure = &controlplane.SourceFailure{Commit: "abc", Code: "stale", Message: "signed too long ago", At: at}
 	return ch, r
 }
 
@@ -110,7 +107,7 @@ func TestChannelStatusInColour(t *testing.T) {
 
 func TestEventLine(t *testing.T) {
 	t.Parallel()
-	ev := eventView{ID: 7, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Event: reconciler.Event{
+	ev := store.EventRecord{ID: 7, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Event: reconciler.Event{
 		Kind: "host_transition", RolloutID: "stable@1", Wave: 1, Host: "web-1", From: "Pending", To: "Activating",
 		Reason: reconciler.Reason{Code: "dispatched", Message: "dispatched to x"}}}
 	plain := eventLine(style{}, ev)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
@@ -265,16 +266,7 @@ func (f *Fleet) States(id string) map[string]reconciler.HostState {
 }
 
 // Event is an entry of the control plane's journal.
-type Event struct {
-	ID        int64
-	At        time.Time
-	Kind      string
-	RolloutID string
-	Wave      int
-	Host      string
-	From, To  string
-	Reason    reconciler.Reason
-}
+type Event = store.EventRecord
 
 // Events is a rollout's journal, oldest first.
 func (f *Fleet) Events(id string) []Event {
