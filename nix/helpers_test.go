@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -42,19 +41,11 @@ func requireNix(t testing.TB, commands ...string) {
 	}
 }
 
-// droppedEnv would point Nix at another store, daemon or configuration.
-var droppedEnv = []string{"NIX_REMOTE", "NIX_CONFIG", "NIX_CONF_DIR", "NIX_USER_CONF_FILES", "NIX_PATH",
-	"NIX_STORE_DIR", "NIX_STATE_DIR", "NIX_LOG_DIR", "NIX_DAEMON_SOCKET_PATH", "XDG_CACHE_HOME"}
-
-// nixEnv is the environment of every Nix command: offline (no
-// substituters), the nix command enabled, no sandbox, no build users, a
-// private cache directory.
+// nixEnv is the environment of every Nix command: nixtest's (offline, the
+// nix command enabled, no sandbox, no build users) with a private cache
+// directory.
 func nixEnv(t testing.TB) []string {
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
-		return slices.Contains(droppedEnv, k)
-	})
-	return append(env, "NIX_CONFIG="+nixtest.NixConfig, "XDG_CACHE_HOME="+t.TempDir())
+	return append(nixtest.BaseEnv(), "XDG_CACHE_HOME="+t.TempDir())
 }
 
 // nixRun is the outcome of one command.

@@ -495,7 +495,7 @@ func (h *Host) BootedSystemLink() string { return filepath.Join(h.RunDir, "boote
 // NIXFLEET_SWITCH_LOG, NIXFLEET_CURRENT_SYSTEM and a private
 // XDG_CACHE_HOME.
 func (h *Host) Env() []string {
-	return append(baseEnv(),
+	return append(BaseEnv(),
 		EnvSwitchLog+"="+h.SwitchLogPath,
 		EnvCurrentSystem+"="+h.CurrentSystemLink(),
 		"XDG_CACHE_HOME="+h.xdgCache(),
@@ -660,7 +660,7 @@ func runRootEnv(t testing.TB, env []string, stdin []byte, name string, args ...s
 	ctx, cancel := context.WithTimeout(t.Context(), CommandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(BaseEnv(), env...)
 	cmd.WaitDelay = 10 * time.Second
 	return runCmd(t, cmd, stdin)
 }
@@ -682,14 +682,16 @@ func runCmd(t testing.TB, cmd *exec.Cmd, stdin []byte) []byte {
 // or configuration, a proxy, or leak a switch log from the test's own
 // environment.
 var droppedEnv = []string{
-	"NIX_REMOTE", "NIX_CONFIG", "NIX_CONF_DIR", "NIX_USER_CONF_FILES", "NIX_STORE_DIR", "NIX_STORE",
+	"NIX_REMOTE", "NIX_CONFIG", "NIX_CONF_DIR", "NIX_USER_CONF_FILES", "NIX_PATH", "NIX_STORE_DIR", "NIX_STORE",
 	"NIX_STATE_DIR", "NIX_LOG_DIR", "NIX_DAEMON_SOCKET_PATH", "XDG_CACHE_HOME",
 	"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy",
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
 	EnvSwitchLog, EnvCurrentSystem,
 }
 
-func baseEnv() []string {
+// BaseEnv is the environment of every Nix command the kit runs: the
+// test's own without droppedEnv, plus NIX_CONFIG=NixConfig.
+func BaseEnv() []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(droppedEnv, k)

@@ -135,7 +135,7 @@ func TestKit(t *testing.T) {
 			t.Fatalf("%s is not valid on web-1", p)
 		}
 		cmd := exec.CommandContext(ctx, "nix-store", "--check-validity", "--print-invalid", p)
-		cmd.Env = baseEnv()
+		cmd.Env = BaseEnv()
 		out, err = cmd.Output()
 		if err != nil {
 			t.Fatalf("nix-store --check-validity on the machine: %v", err)
