@@ -98,10 +98,28 @@ func syntheticFleetListing(n, listed int) *proto.FleetResolved {
 		}
 		f.Waves[ch] = waves
 	}
-	// Host i gates host i+90 for one db host in three: i%10, i%3 and i%9
-	// are kept, so both ends share a channel and the edges form chains.
+	// waveOf is the first wave of its channel that lists host i: the
+	// canaries, then the five racks of wave 1, then the rest.
+	waveOf := func(i int) int {
+		switch {
+		case i%50 == 0:
+			return 0
+		case i%20 < 5:
+			return 1
+		}
+		return 2
+	}
+	// Hosts i and i+90 are joined by an edge for one db host in three:
+	// i%10, i%3 and i%9 are kept, so both ends share a channel and the
+	// edges form chains. The host of the earlier wave gates the other (no
+	// host may wait for a later wave); a chain stays acyclic whichever way
+	// each of its links points.
 	for i := 1; i+90 < n; i += 9 {
-		f.Edges = append(f.Edges, proto.Edge{Gates: name(i), Gated: name(i + 90), Reason: "replica order"})
+		a, b := i, i+90
+		if waveOf(a) > waveOf(b) {
+			a, b = b, a
+		}
+		f.Edges = append(f.Edges, proto.Edge{Gates: name(a), Gated: name(b), Reason: "replica order"})
 	}
 	for r := range 20 {
 		f.DisruptionBudgets = append(f.DisruptionBudgets, proto.DisruptionBudget{

@@ -6,15 +6,23 @@ import (
 	"testing"
 
 	"github.com/nixfleet/nixfleet/internal/fleettest"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
 // TestEncodingIsAlreadyCanonical: the proto types declare their fields in
 // JCS order, so encoding/json's output is canonical and Canonicalize passes
-// it through instead of re-serialising it.
+// it through instead of re-serialising it. The health gate sets every
+// member, so each of them is in its place.
 func TestEncodingIsAlreadyCanonical(t *testing.T) {
 	t.Parallel()
-	ms, err := Project(fleettest.Fleet(60), "00")
+	f := fleettest.Fleet(60)
+	p := f.RolloutPolicies["staged"]
+	two, fifty := 2, 50
+	p.HealthGate.ComplianceProbes = &proto.ComplianceProbes{Required: true}
+	p.HealthGate.MinConverged, p.HealthGate.MinConvergedPct = &two, &fifty
+	f.RolloutPolicies["staged"] = p
+	ms, err := Project(f, "00")
 	if err != nil {
 		t.Fatal(err)
 	}

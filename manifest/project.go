@@ -101,6 +101,8 @@ func cloneHealthGate(g proto.HealthGate) proto.HealthGate {
 		SystemdFailedUnits: clonePtr(g.SystemdFailedUnits),
 		ComplianceProbes:   clonePtr(g.ComplianceProbes),
 		MaxFailures:        clonePtr(g.MaxFailures),
+		MinConverged:       clonePtr(g.MinConverged),
+		MinConvergedPct:    clonePtr(g.MinConvergedPct),
 	}
 }
 

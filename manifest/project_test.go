@@ -180,6 +180,55 @@ func TestProjectFixture(t *testing.T) {
 	}
 }
 
+// TestProjectHealthGate: a manifest carries its channel policy's health
+// gate, every member of it, minConverged and minConvergedPct included, as
+// copies: changing the fleet afterwards does not change the manifest.
+func TestProjectHealthGate(t *testing.T) {
+	t.Parallel()
+	f := stampedFixture(t)
+	setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) {
+		p.HealthGate = proto.HealthGate{
+			ComplianceProbes:   &proto.ComplianceProbes{Required: true},
+			MaxFailures:        ptr(1),
+			MinConverged:       ptr(2),
+			MinConvergedPct:    ptr(50),
+			SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0},
+		}
+	})
+	setPolicy(f, edgePolicy, func(p *proto.RolloutPolicy) { p.HealthGate = proto.HealthGate{MinConvergedPct: ptr(100)} })
+	ms := byChannel(project(t, f))
+	want := map[string]proto.HealthGate{
+		"stable": {
+			ComplianceProbes:   &proto.ComplianceProbes{Required: true},
+			MaxFailures:        ptr(1),
+			MinConverged:       ptr(2),
+			MinConvergedPct:    ptr(50),
+			SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0},
+		},
+		"edge": {MinConvergedPct: ptr(100)},
+	}
+	got := map[string]proto.HealthGate{}
+	for ch, m := range ms {
+		got[ch] = m.HealthGate
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("healthGate by channel (-want +got):\n%s", diff)
+	}
+	b, err := manifest.Marshal(ms["stable"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gate = `"healthGate":{"complianceProbes":{"required":true},"maxFailures":1,"minConverged":2,"minConvergedPct":50,"systemdFailedUnits":{"max":0}}`
+	if !bytes.Contains(b, []byte(gate)) {
+		t.Errorf("the stable manifest does not hold %s:\n%s", gate, b)
+	}
+	g := f.RolloutPolicies[stablePolicy].HealthGate
+	*g.MinConverged, *g.MinConvergedPct = 7, 70
+	if got := ms["stable"].HealthGate; *got.MinConverged != 2 || *got.MinConvergedPct != 50 {
+		t.Errorf("the manifest shares the fleet's gate: minConverged %d, minConvergedPct %d", *got.MinConverged, *got.MinConvergedPct)
+	}
+}
+
 // TestProjectHostSet covers which hosts a manifest lists, and at which wave.
 func TestProjectHostSet(t *testing.T) {
 	t.Parallel()

@@ -83,10 +83,15 @@ func isAlnum(c byte) bool {
 //     OpenSSH ed25519 keys;
 //   - every host with a closure is listed by some wave of its channel, and
 //     wave lists name existing hosts;
-//   - host edges name existing hosts on one channel and form a DAG; channel
-//     edges name existing channels and form a DAG;
+//   - host edges name existing hosts on one channel and form a DAG, and no
+//     edge makes a host wait for a host of a later wave of the channel
+//     (waves are numbered by the first wave of waves.<channel> that lists
+//     a host; hosts no wave lists are not checked); channel edges name
+//     existing channels and form a DAG;
 //   - freshnessWindow >= 2 × signingIntervalMinutes, and positive;
-//   - compliance modes and onHealthFailure are known values;
+//   - compliance modes and onHealthFailure are known values; health-gate
+//     counts are not negative, minConverged is at least 1 and
+//     minConvergedPct is between 1 and 100;
 //   - selectors do not carry the evaluation-time "and"/"not";
 //   - a disruption budget can admit at least one host: maxInFlight 0, or a
 //     maxInFlightPct that rounds down to 0 on the budget's hosts, is an
@@ -106,7 +111,10 @@ func ValidateFleet(f *proto.FleetResolved) (warnings []string, err error) {
 }
 
 type validator struct {
-	f     *proto.FleetResolved
+	f *proto.FleetResolved
+	// first holds, per channel of f.Waves, the index of the first wave
+	// that lists each host (firstWaves); waves fills it.
+	first map[string]map[string]int
 	errs  []string
 	warns []string
 }
@@ -210,6 +218,12 @@ func (v *validator) policies() {
 		if g.SystemdFailedUnits != nil && g.SystemdFailedUnits.Max < 0 {
 			v.errorf("rollout policy %q: healthGate.systemdFailedUnits.max %d is negative", name, g.SystemdFailedUnits.Max)
 		}
+		if g.MinConverged != nil && *g.MinConverged < 1 {
+			v.errorf("rollout policy %q: healthGate.minConverged %d must be at least 1", name, *g.MinConverged)
+		}
+		if p := g.MinConvergedPct; p != nil && (*p < 1 || *p > 100) {
+			v.errorf("rollout policy %q: healthGate.minConvergedPct %d must be between 1 and 100", name, *p)
+		}
 	}
 }
 
@@ -239,9 +253,9 @@ func (v *validator) waves() {
 			}
 		}
 	}
-	first := map[string]map[string]int{}
+	v.first = map[string]map[string]int{}
 	for ch, waves := range v.f.Waves {
-		first[ch] = firstWaves(waves)
+		v.first[ch] = firstWaves(waves)
 	}
 	for _, name := range sortedKeys(v.f.Hosts) {
 		h := v.f.Hosts[name]
@@ -249,7 +263,7 @@ func (v *validator) waves() {
 			continue
 		}
 		_, known := v.f.Channels[h.Channel]
-		if _, listed := first[h.Channel][name]; known && !listed {
+		if _, listed := v.first[h.Channel][name]; known && !listed {
 			v.errorf("host %q: no wave of channel %q lists it, so it would never be rolled out", name, h.Channel)
 		}
 	}
@@ -271,11 +285,28 @@ func (v *validator) hostEdges() {
 			v.errorf("edges[%d]: %q (channel %q) and %q (channel %q) are on different channels; use channelEdges to order channels",
 				i, e.Gates, a.Channel, e.Gated, b.Channel)
 		default:
+			// A backward edge still takes part in the cycle search: a
+			// cycle across waves is reported both ways.
 			graph = append(graph, [2]string{e.Gates, e.Gated})
+			v.edgeAgainstWaves(i, e, a.Channel)
 		}
 	}
 	if cycle := findCycle(graph); cycle != nil {
 		v.errorf("edges form a cycle: %s", strings.Join(cycle, " -> "))
+	}
+}
+
+// edgeAgainstWaves refuses an edge whose gated host is in an earlier wave
+// of channel than its gates host: the gated host's wave would wait for a
+// host whose wave cannot start before the gated host's wave is promoted.
+// Hosts that no wave of the channel lists are not checked.
+func (v *validator) edgeAgainstWaves(i int, e proto.Edge, channel string) {
+	first := v.first[channel]
+	wa, okA := first[e.Gates]
+	wb, okB := first[e.Gated]
+	if okA && okB && wa > wb {
+		v.errorf("edges[%d]: %q (wave %d of channel %q) gates %q (wave %d), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave",
+			i, e.Gates, wa, channel, e.Gated, wb)
 	}
 }
 

@@ -508,6 +508,16 @@ func TestValidatePolicies(t *testing.T) {
 			wantErrs: wantErrs,
 		}
 	}
+	// gate changes the health gate of the stable channel's policy.
+	gate := func(name string, change func(*proto.HealthGate), wantErrs ...string) validateCase {
+		return validateCase{
+			name: name,
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) { change(&p.HealthGate) })
+			},
+			wantErrs: wantErrs,
+		}
+	}
 	const andNotErr = `rollout policy "canary-then-web-then-rest" wave 1: selector uses "and"/"not", which are resolved at evaluation time and have no meaning in fleet.resolved`
 	runValidateCases(t, []validateCase{
 		onFailure(proto.OnHealthFailureHalt),
@@ -550,6 +560,29 @@ func TestValidatePolicies(t *testing.T) {
 			},
 			wantErrs: []string{`rollout policy "all-at-once": healthGate.systemdFailedUnits.max -2 is negative`},
 		},
+		gate("minConverged 1", func(g *proto.HealthGate) { g.MinConverged = ptr(1) }),
+		gate("minConverged above the wave's size", func(g *proto.HealthGate) { g.MinConverged = ptr(50) }),
+		gate("minConverged 0", func(g *proto.HealthGate) { g.MinConverged = ptr(0) },
+			`rollout policy "canary-then-web-then-rest": healthGate.minConverged 0 must be at least 1`),
+		gate("minConverged negative", func(g *proto.HealthGate) { g.MinConverged = ptr(-2) },
+			`rollout policy "canary-then-web-then-rest": healthGate.minConverged -2 must be at least 1`),
+		gate("minConvergedPct 1", func(g *proto.HealthGate) { g.MinConvergedPct = ptr(1) }),
+		gate("minConvergedPct 100", func(g *proto.HealthGate) { g.MinConvergedPct = ptr(100) }),
+		gate("minConvergedPct 0", func(g *proto.HealthGate) { g.MinConvergedPct = ptr(0) },
+			`rollout policy "canary-then-web-then-rest": healthGate.minConvergedPct 0 must be between 1 and 100`),
+		gate("minConvergedPct negative", func(g *proto.HealthGate) { g.MinConvergedPct = ptr(-5) },
+			`rollout policy "canary-then-web-then-rest": healthGate.minConvergedPct -5 must be between 1 and 100`),
+		gate("minConvergedPct 101", func(g *proto.HealthGate) { g.MinConvergedPct = ptr(101) },
+			`rollout policy "canary-then-web-then-rest": healthGate.minConvergedPct 101 must be between 1 and 100`),
+		gate("minConverged and minConvergedPct", func(g *proto.HealthGate) { g.MinConverged, g.MinConvergedPct = ptr(2), ptr(50) }),
+		gate("every health-gate number wrong, in order", func(g *proto.HealthGate) {
+			g.MaxFailures, g.SystemdFailedUnits = ptr(-1), &proto.SystemdFailedUnits{Max: -1}
+			g.MinConverged, g.MinConvergedPct = ptr(0), ptr(0)
+		},
+			`rollout policy "canary-then-web-then-rest": healthGate.maxFailures -1 is negative`,
+			`rollout policy "canary-then-web-then-rest": healthGate.systemdFailedUnits.max -1 is negative`,
+			`rollout policy "canary-then-web-then-rest": healthGate.minConverged 0 must be at least 1`,
+			`rollout policy "canary-then-web-then-rest": healthGate.minConvergedPct 0 must be between 1 and 100`),
 		andNot("selector with and", `{"and":[{"tags":["web"]},{"tags":["canary"]}]}`, andNotErr),
 		andNot("selector with not", `{"not":{"tags":["db"]}}`, andNotErr),
 		andNot("selector with and next to tags", `{"tags":["web"],"and":[{"all":true}]}`, andNotErr),
@@ -665,9 +698,14 @@ func TestValidateEdges(t *testing.T) {
 			wantErrs: []string{"edges form a cycle: web-01 -> web-02 -> web-01"},
 		},
 		{
-			name:     "three-host cycle, reported from the smallest name",
-			mutate:   withEdges(proto.Edge{Gates: "web-02", Gated: "db-01"}, proto.Edge{Gates: "db-01", Gated: "web-01"}),
-			wantErrs: []string{"edges form a cycle: db-01 -> web-01 -> web-02 -> db-01"},
+			// A cycle across waves has an edge against the wave order
+			// too; both are reported.
+			name:   "three-host cycle, reported from the smallest name",
+			mutate: withEdges(proto.Edge{Gates: "web-02", Gated: "db-01"}, proto.Edge{Gates: "db-01", Gated: "web-01"}),
+			wantErrs: []string{
+				`edges[2]: "db-01" (wave 2 of channel "stable") gates "web-01" (wave 1)`,
+				"edges form a cycle: db-01 -> web-01 -> web-02 -> db-01",
+			},
 		},
 		{
 			// Two cycles through canary-01: successors are tried in name
@@ -679,7 +717,11 @@ func TestValidateEdges(t *testing.T) {
 				proto.Edge{Gates: "web-02", Gated: "canary-01"},
 				proto.Edge{Gates: "db-01", Gated: "canary-01"},
 			),
-			wantErrs: []string{"edges form a cycle: canary-01 -> db-01 -> canary-01"},
+			wantErrs: []string{
+				`edges[3]: "web-02" (wave 1 of channel "stable") gates "canary-01" (wave 0)`,
+				`edges[4]: "db-01" (wave 2 of channel "stable") gates "canary-01" (wave 0)`,
+				"edges form a cycle: canary-01 -> db-01 -> canary-01",
+			},
 		},
 		{
 			name: "cycle reached through a tail",
@@ -688,7 +730,10 @@ func TestValidateEdges(t *testing.T) {
 				proto.Edge{Gates: "db-01", Gated: "web-01"},
 				proto.Edge{Gates: "web-02", Gated: "db-01"},
 			),
-			wantErrs: []string{"edges form a cycle: db-01 -> web-01 -> web-02 -> db-01"},
+			wantErrs: []string{
+				`edges[2]: "db-01" (wave 2 of channel "stable") gates "web-01" (wave 1)`,
+				"edges form a cycle: db-01 -> web-01 -> web-02 -> db-01",
+			},
 		},
 		{
 			name: "diamond is not a cycle",
@@ -707,8 +752,76 @@ func TestValidateEdges(t *testing.T) {
 			name: "edges of two channels",
 			mutate: withEdges(
 				proto.Edge{Gates: "edge-02", Gated: "edge-01"},
-				proto.Edge{Gates: "web-02", Gated: "canary-01"},
+				proto.Edge{Gates: "web-02", Gated: "db-01"},
 			),
+		},
+		{
+			name:   "edge within one wave",
+			mutate: withEdges(proto.Edge{Gates: "edge-01", Gated: "edge-02"}),
+		},
+		{
+			name:   "edge from wave 0 to wave 1",
+			mutate: withEdges(proto.Edge{Gates: "canary-01", Gated: "web-01"}),
+		},
+		{
+			name:   "edge from wave 0 to wave 2",
+			mutate: withEdges(proto.Edge{Gates: "canary-01", Gated: "db-01"}),
+		},
+		{
+			name:   "edge from wave 2 to wave 1",
+			mutate: withEdges(proto.Edge{Gates: "db-01", Gated: "web-02"}),
+			wantErrs: []string{
+				`edges[1]: "db-01" (wave 2 of channel "stable") gates "web-02" (wave 1), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave`,
+			},
+		},
+		{
+			name: "edges from wave 1 and wave 2 to wave 0, each reported",
+			mutate: withEdges(
+				proto.Edge{Gates: "web-01", Gated: "canary-01"},
+				proto.Edge{Gates: "canary-01", Gated: "web-02"},
+				proto.Edge{Gates: "db-01", Gated: "canary-01"},
+			),
+			wantErrs: []string{
+				`edges[1]: "web-01" (wave 1 of channel "stable") gates "canary-01" (wave 0), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave`,
+				`edges[3]: "db-01" (wave 2 of channel "stable") gates "canary-01" (wave 0), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave`,
+			},
+		},
+		{
+			// The fixture's wave lists are fleet-wide and name canary-01
+			// in all three waves of stable: its wave is the first, 0.
+			name: "a host's wave is the first that lists it",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.Waves["stable"][0].Hosts = append(f.Waves["stable"][0].Hosts, "db-01")
+				withEdges(proto.Edge{Gates: "db-01", Gated: "web-01"})(t, f)
+			},
+		},
+		{
+			// stable's waves list edge-01 too (wave 2), which must not
+			// count: edge-01 is on edge, where it is in wave 1.
+			name: "the wave is counted in the hosts' own channel",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				removeFromWaves(f, "edge", "edge-01")
+				f.Waves["edge"] = append(f.Waves["edge"], proto.Wave{Hosts: []string{"edge-01"}})
+				withEdges(proto.Edge{Gates: "edge-01", Gated: "edge-02"})(t, f)
+			},
+			wantErrs: []string{
+				`edges[1]: "edge-01" (wave 1 of channel "edge") gates "edge-02" (wave 0), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave`,
+			},
+		},
+		{
+			name: "a host no wave lists is not checked against waves",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				setHost(f, "db-01", func(h *proto.Host) { h.ClosureHash = nil })
+				removeFromWaves(f, "stable", "db-01")
+				withEdges(proto.Edge{Gates: "db-01", Gated: "canary-01"}, proto.Edge{Gates: "web-02", Gated: "db-01"})(t, f)
+			},
+			wantWarns: []string{`host "db-01" has no closureHash; it is not part of any rollout`},
+		},
+		{
+			// Only the channel rule applies to an edge across channels.
+			name:     "cross-channel edge is not checked against waves",
+			mutate:   withEdges(proto.Edge{Gates: "db-01", Gated: "edge-01"}),
+			wantErrs: []string{`edges[1]: "db-01" (channel "stable") and "edge-01" (channel "edge") are on different channels`},
 		},
 		{
 			name:     "channel edge gates an unknown channel",
@@ -912,12 +1025,14 @@ func TestValidateAllProblemsAtOnce(t *testing.T) {
 		setChannel(f, "stable", func(c *proto.Channel) { c.FreshnessWindow = 0 })
 		setChannel(f, "edge", func(c *proto.Channel) { c.Compliance.Mode = "strict" })
 		setPolicy(f, edgePolicy, func(p *proto.RolloutPolicy) { p.OnHealthFailure = "" })
+		setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) { p.HealthGate.MinConvergedPct = ptr(0) })
 		f.Waves["ghost-channel"] = []proto.Wave{{Hosts: []string{"web-01"}}}
 		f.Waves["stable"][1].Hosts = append(f.Waves["stable"][1].Hosts, "ghost")
 		removeFromWaves(f, "edge", "edge-01")
 		f.Edges = append(f.Edges,
 			proto.Edge{Gates: "web-01", Gated: "web-01"},
 			proto.Edge{Gates: "web-02", Gated: "web-01"},
+			proto.Edge{Gates: "web-02", Gated: "canary-01"},
 		)
 		f.ChannelEdges = append(f.ChannelEdges, proto.ChannelEdge{Gates: "edge", Gated: "edge"})
 		f.DisruptionBudgets[1].MaxInFlightPct = ptr(0)
@@ -931,10 +1046,12 @@ func TestValidateAllProblemsAtOnce(t *testing.T) {
 		`channel "edge": compliance.mode "strict" is not disabled, permissive or enforce`,
 		`channel "stable": freshnessWindow 0 must be between 1 and 527040 minutes`,
 		`rollout policy "all-at-once": onHealthFailure "" is not halt or rollback-and-halt`,
+		`rollout policy "canary-then-web-then-rest": healthGate.minConvergedPct 0 must be between 1 and 100`,
 		`waves: channel "ghost-channel" does not exist`,
 		`waves.stable[1]: host "ghost" does not exist`,
 		`host "edge-01": no wave of channel "edge" lists it, so it would never be rolled out`,
 		`edges[1]: host "web-01" gates itself`,
+		`edges[3]: "web-02" (wave 1 of channel "stable") gates "canary-01" (wave 0), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave`,
 		"edges form a cycle: web-01 -> web-02 -> web-01",
 		`channelEdges[1]: channel "edge" gates itself`,
 		"disruptionBudgets[1]: maxInFlightPct 0 must be between 1 and 100",
@@ -981,7 +1098,7 @@ func TestValidateAllProblemsAtOnce(t *testing.T) {
 func TestValidateDoesNotMutate(t *testing.T) {
 	t.Parallel()
 	f := loadFixture(t)
-	f.Edges = append(f.Edges, proto.Edge{Gates: "db-01", Gated: "web-01"}, proto.Edge{Gates: "canary-01", Gated: "web-01"})
+	f.Edges = append(f.Edges, proto.Edge{Gates: "web-01", Gated: "db-01"}, proto.Edge{Gates: "canary-01", Gated: "web-01"})
 	before, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)

@@ -248,6 +248,70 @@ func TestMkFleetReproducesSampleFleet(t *testing.T) {
 	}
 }
 
+// TestMkFleetHealthGateRoundTrip: the health-gate minimums declared in
+// testdata/nix/fleets/promotion.nix reach fleet.resolved as mkFleet writes
+// it (the JSON members, not only the Go fields) and, through signing and
+// projection, the healthGate of each channel's manifest.
+func TestMkFleetHealthGateRoundTrip(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	const file = "testdata/nix/fleets/promotion.nix"
+	raw := bytes.TrimSpace(mustEvalCase(t, file, "resolved", nil))
+
+	var doc struct {
+		RolloutPolicies map[string]struct {
+			HealthGate map[string]json.RawMessage `json:"healthGate"`
+		} `json:"rolloutPolicies"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	members := func(policy string) map[string]string {
+		out := map[string]string{}
+		for k, v := range doc.RolloutPolicies[policy].HealthGate {
+			out[k] = string(v)
+		}
+		return out
+	}
+	wantMembers := map[string]map[string]string{
+		"gated": {
+			"maxFailures":        "1",
+			"minConverged":       "2",
+			"minConvergedPct":    "50",
+			"systemdFailedUnits": `{"max":0}`,
+		},
+		"everyone": {"minConvergedPct": "100"},
+	}
+	for policy, want := range wantMembers {
+		if diff := cmp.Diff(want, members(policy)); diff != "" {
+			t.Errorf("fleet.resolved rolloutPolicies.%s.healthGate (-want +mkFleet's):\n%s", policy, diff)
+		}
+	}
+
+	var built []string
+	mustEvalCase(t, file, "built", &built)
+	b, err := release.Sign(withClosures(t, raw, fakeClosures(built)), release.Options{Signer: newKey(t), Commit: testCommit, Now: testNow})
+	if err != nil {
+		t.Fatalf("release.Sign: %v", err)
+	}
+	one, two, fifty, hundred := 1, 2, 50, 100
+	wantGates := map[string]proto.HealthGate{
+		"stable": {MaxFailures: &one, MinConverged: &two, MinConvergedPct: &fifty, SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0}},
+		"lab":    {MinConvergedPct: &hundred},
+	}
+	got := map[string]proto.HealthGate{}
+	for _, a := range b.Rollouts {
+		m, err := proto.DecodeRolloutManifest(a.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", a.Path, err)
+		}
+		got[m.Channel] = m.HealthGate
+	}
+	if diff := cmp.Diff(wantGates, got); diff != "" {
+		t.Errorf("manifest healthGate by channel (-want +got):\n%s", diff)
+	}
+}
+
 // TestNixRunner: nix/tests (what the flake's mkfleet check runs) passes
 // every case with Nix alone.
 func TestNixRunner(t *testing.T) {
@@ -365,7 +429,7 @@ func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 
 // checkManifests: one manifest per channel, whose host set is exactly the
 // channel's built hosts, each in the wave of waves.<channel> that lists it
-// and with its closure.
+// and with its closure, and whose health gate is the channel policy's.
 func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *release.Bundle) {
 	t.Helper()
 	if len(b.Rollouts) != len(f.Channels) {
@@ -386,6 +450,10 @@ func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *rel
 		}
 		if diff := cmp.Diff(want, m.HostSet, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s hostSet (-want +got):\n%s", a.Path, diff)
+		}
+		gate := f.RolloutPolicies[f.Channels[m.Channel].RolloutPolicy].HealthGate
+		if diff := cmp.Diff(gate, m.HealthGate); diff != "" {
+			t.Errorf("%s healthGate (-policy's +manifest's):\n%s", a.Path, diff)
 		}
 	}
 }

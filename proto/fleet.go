@@ -123,7 +123,14 @@ type PolicyWave struct {
 type HealthGate struct {
 	ComplianceProbes *ComplianceProbes `json:"complianceProbes,omitempty"`
 	// MaxFailures is how many hosts may fail before OnHealthFailure acts.
-	MaxFailures        *int                `json:"maxFailures,omitempty"`
+	MaxFailures *int `json:"maxFailures,omitempty"`
+	// MinConverged and MinConvergedPct are the evidence a wave needs
+	// before the next one starts: at least MinConverged of its hosts, and
+	// at least MinConvergedPct percent of them (rounded up), converged on
+	// the target, capped at the wave's size. Unset, a wave needs one
+	// converged host (rfcs/0003 rule 8). Additions of ours (0001).
+	MinConverged       *int                `json:"minConverged,omitempty"`
+	MinConvergedPct    *int                `json:"minConvergedPct,omitempty"`
 	SystemdFailedUnits *SystemdFailedUnits `json:"systemdFailedUnits,omitempty"`
 }
 

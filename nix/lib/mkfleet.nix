@@ -224,9 +224,13 @@ let
             "systemdFailedUnits"
             "complianceProbes"
             "maxFailures"
+            "minConverged"
+            "minConvergedPct"
           ];
         } gate
         ++ optionalTyped "${where}: healthGate" gg "maxFailures" isInt "an integer"
+        ++ optionalTyped "${where}: healthGate" gg "minConverged" isInt "an integer"
+        ++ optionalTyped "${where}: healthGate" gg "minConvergedPct" isInt "an integer (percent)"
         ++ (
           if (gg.systemdFailedUnits or null) == null then
             [ ]
@@ -411,6 +415,8 @@ let
       gg = attrsOr g;
     in
     (if isInt (gg.maxFailures or null) then { inherit (gg) maxFailures; } else { })
+    // (if isInt (gg.minConverged or null) then { inherit (gg) minConverged; } else { })
+    // (if isInt (gg.minConvergedPct or null) then { inherit (gg) minConvergedPct; } else { })
     // (
       if isInt (gg.systemdFailedUnits.max or null) then
         { systemdFailedUnits.max = gg.systemdFailedUnits.max; }

@@ -238,6 +238,8 @@ let
       gate = if isAttrs (p.healthGate or null) then p.healthGate else { };
       maxFailures = gate.maxFailures or null;
       unitsMax = gate.systemdFailedUnits.max or null;
+      minConverged = gate.minConverged or null;
+      minConvergedPct = gate.minConvergedPct or null;
       waveChecks = u.concatImap (
         i: w:
         let
@@ -288,18 +290,42 @@ let
               [ "rollout policy ${u.q name}: healthGate.systemdFailedUnits.max ${toString unitsMax} is negative" ]
             else
               [ ]
+          )
+          ++ (
+            if isInt minConverged && minConverged < 1 then
+              [ "rollout policy ${u.q name}: healthGate.minConverged ${toString minConverged} must be at least 1" ]
+            else
+              [ ]
+          )
+          ++ (
+            if isInt minConvergedPct && (minConvergedPct < 1 || minConvergedPct > 100) then
+              [
+                "rollout policy ${u.q name}: healthGate.minConvergedPct ${toString minConvergedPct} must be between 1 and 100"
+              ]
+            else
+              [ ]
           );
         warnings = concatMap (c: c.warnings) waveChecks;
       }
     ]
   ) (attrNames policies);
 
-  listedIn =
-    ch:
-    u.setOf (
-      concatMap (w: if u.isStringList (w.hosts or null) then w.hosts else [ ]) (listOr (waves.${ch} or [ ]))
-    );
-  listed = mapAttrs (ch: _: listedIn ch) waves;
+  # firstWave.<channel>.<host>: the index of the first wave of
+  # waves.<channel> that lists the host (manifest.firstWaves); a host no
+  # wave of the channel lists is absent. listToAttrs keeps the first of
+  # duplicate names.
+  firstWave = mapAttrs (
+    _: ws:
+    builtins.listToAttrs (
+      u.concatImap (
+        i: w:
+        map (h: {
+          name = h;
+          value = i;
+        }) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
+      ) (listOr ws)
+    )
+  ) waves;
 
   waveErrors =
     concatMap (
@@ -322,20 +348,23 @@ let
       let
         ch = channelOf name;
       in
-      if hasClosure name && knownChannel ch && !((listed.${ch} or { }) ? ${name}) then
+      if hasClosure name && knownChannel ch && !((firstWave.${ch} or { }) ? ${name}) then
         [ "host ${u.q name}: no wave of channel ${u.q ch} lists it, so it would never be rolled out" ]
       else
         [ ]
     ) (attrNames hosts);
 
   # Host edges and channel edges differ only in what they name and in the
-  # same-channel rule.
+  # rules a well-formed edge must also pass: `extra` (errors that keep the
+  # edge out of the cycle search: the same-channel rule) and `order`
+  # (errors on an edge that still takes part in it: the wave order).
   edgeChecks =
     {
       field,
       kind,
       known,
       extra,
+      order,
     }:
     list:
     let
@@ -362,7 +391,7 @@ let
             { errors = x; }
           else
             {
-              errors = [ ];
+              errors = order where a b;
               edge = [
                 a
                 b
@@ -389,6 +418,20 @@ let
         [
           "${where}: ${u.q a} (channel ${u.q ca}) and ${u.q b} (channel ${u.q cb}) are on different channels; use channelEdges to order channels"
         ];
+    # A host may only wait for hosts of its own or an earlier wave of its
+    # channel; hosts no wave lists are not checked.
+    order =
+      where: a: b:
+      let
+        ch = channelOf a;
+        first = if isString ch then firstWave.${ch} or { } else { };
+      in
+      if first ? ${a} && first ? ${b} && first.${a} > first.${b} then
+        [
+          "${where}: ${u.q a} (wave ${toString first.${a}} of channel ${u.q ch}) gates ${u.q b} (wave ${toString first.${b}}), which would wait for a later wave; a host may only wait for hosts of its own or an earlier wave"
+        ]
+      else
+        [ ];
   } edges;
 
   channelEdgeErrors = edgeChecks {
@@ -396,6 +439,9 @@ let
     kind = "channel";
     known = channels;
     extra =
+      where: a: b:
+      [ ];
+    order =
       where: a: b:
       [ ];
   } channelEdges;

@@ -26,6 +26,10 @@ in
         freshnessWindow = "3h";
       };
     };
+    rolloutPolicies.all.healthGate = {
+      minConverged = "2";
+      minConvergedPct = 0.5;
+    };
     rolloutPolicies.all.waves = [
       { selector.tags = [ "web" ]; }
       {
@@ -57,6 +61,8 @@ in
     "rollout policy \"all\" wave 1 selector: unknown selector rule \"hostz\" (known: tags, tagsAny, hosts, channel, all, and, not)"
     "rollout policy \"all\" wave 1 selector: host \"zz\" does not exist"
     "rollout policy \"all\" wave 1 selector: channel \"nightly\" does not exist"
+    "rollout policy \"all\": healthGate: minConverged must be an integer"
+    "rollout policy \"all\": healthGate: minConvergedPct must be an integer (percent)"
     "channelEdges[0] sets both \"gates\" and its legacy alias \"before\""
     "disruptionBudgets[0]: selector is required"
     "disruptionBudgets[0]: maxInFlight must be an integer or null"

@@ -1,0 +1,104 @@
+# What a wave needs before the next one starts: health-gate minimums of
+# converged hosts (minConverged, minConvergedPct), carried into
+# fleet.resolved and from there into each channel's manifest, and host
+# edges that follow the wave order: within one wave, from an earlier wave
+# to a later one, and from a host no wave lists (it has no configuration).
+{ system }:
+let
+  host = name: channel: tags: {
+    system = "x86_64-linux";
+    configuration = system name;
+    inherit channel tags;
+  };
+in
+{
+  input = {
+    hosts = {
+      canary-01 = host "canary-01" "stable" [
+        "canary"
+        "web"
+      ];
+      web-01 = host "web-01" "stable" [ "web" ];
+      web-02 = host "web-02" "stable" [ "web" ];
+      db-01 = host "db-01" "stable" [ "db" ];
+      db-02 = host "db-02" "stable" [ "db" ];
+      # Not built, and taken by no wave.
+      spare-01 = {
+        system = "x86_64-linux";
+        channel = "stable";
+        tags = [ "spare" ];
+      };
+      lab-01 = host "lab-01" "lab" [ "lab" ];
+      lab-02 = host "lab-02" "lab" [ "lab" ];
+    };
+    channels = {
+      stable = {
+        rolloutPolicy = "gated";
+        freshnessWindow = 180;
+      };
+      lab = {
+        rolloutPolicy = "everyone";
+        freshnessWindow = 180;
+      };
+    };
+    rolloutPolicies = {
+      gated = {
+        waves = [
+          {
+            selector.tags = [ "canary" ];
+            soakMinutes = 15;
+          }
+          {
+            selector.tags = [ "web" ];
+            soakMinutes = 10;
+          }
+          { selector.tags = [ "db" ]; }
+        ];
+        healthGate = {
+          maxFailures = 1;
+          minConverged = 2;
+          minConvergedPct = 50;
+          systemdFailedUnits.max = 0;
+        };
+      };
+      everyone = {
+        waves = [ { selector.channel = "lab"; } ];
+        healthGate.minConvergedPct = 100;
+      };
+    };
+    edges = [
+      {
+        gates = "canary-01";
+        gated = "web-01";
+        reason = "wave 0 before wave 1";
+      }
+      {
+        gates = "web-01";
+        gated = "web-02";
+        reason = "within wave 1";
+      }
+      {
+        gates = "canary-01";
+        gated = "db-01";
+        reason = "wave 0 before wave 2";
+      }
+      {
+        gates = "db-01";
+        gated = "db-02";
+        reason = "within wave 2";
+      }
+      {
+        gates = "spare-01";
+        gated = "canary-01";
+        reason = "no wave lists spare-01";
+      }
+      {
+        gates = "lab-02";
+        gated = "lab-01";
+      }
+    ];
+  };
+  warnings = [
+    "host \"spare-01\" has no configuration, so CI builds no closure for it; it is not part of any rollout"
+  ];
+}
