@@ -24,12 +24,12 @@ const SignatureHeader = "X-Nixfleet-Signature"
 const defaultNextCheckin = 30
 
 // checkin is POST /v1/agent/checkin (rfcs/0006 §Check-ins at scale). The
-// status is written only when it is not the one the echoed tag names; a
-// status that changed also writes the last-seen time at once, and a host
-// coming (back) online too; other check-ins only note the time, written
-// in the next batch. Last-seen times are noted after the status is
-// written, never before: a tick must not see a host as seen now with the
-// status it had before.
+// status is compared with the stored one unless the echoed tag is trusted
+// (tagTime), and written only if it differs; a status that changed also
+// writes the last-seen time at once, and a host coming (back) online too;
+// other check-ins only note the time, written in the next batch.
+// Last-seen times are noted after the status is written, never before: a
+// tick must not see a host as seen now with the status it had before.
 func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiError {
 	start := time.Now()
 	var req proto.CheckinRequest
@@ -48,13 +48,16 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	digest := store.StatusDigest(st)
 	prev := s.hub.lastSeen(req.Hostname)
 	online := !prev.IsZero() && now.Sub(prev) <= s.offlineThreshold()/2
-	write := !tagNames(req.StatusTag, digest, now)
-	if write {
+	// A trusted tag keeps its time: the answer's tag expires tagTTL after
+	// the last check-in that compared the status with the store.
+	stamp, trusted := tagTime(req.StatusTag, digest, now)
+	write := false
+	if !trusted {
 		changed, err := s.st.RecordStatus(r.Context(), req.Hostname, st)
 		if err != nil {
 			return s.internal("recording a status", err)
 		}
-		write = changed
+		write, stamp = changed, now
 	}
 	a, ok := s.hub.get(req.Hostname)
 	// A soak ends with the host's first check-in at or after its end
@@ -82,36 +85,60 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		resp = s.targetFor(a, ok)
 	}
 	resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
-	resp.StatusTag = makeTag(digest, now)
+	resp.StatusTag = makeTag(digest, stamp)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
-// Status tags: "<unix seconds>.<status digest>". A tag names the status
-// the server held for a host when it answered; only the host's own
-// check-ins and probe reports change that part of its status, so a host
-// that echoes the tag of its last answer with the same status needs no
-// write. A tag is trusted for tagTTL, so that every host's status is
-// compared with the store again now and then (after a restore from a
-// backup, say).
+// Status tags: "<unix seconds>.<status digest>" (rfcs/0007 §Status tags).
+// A tag names the status the server held for a host when it last compared
+// that host's status with the store, and its time is when it did. Only the
+// host's own check-ins and probe reports change that part of its status,
+// so a host that echoes the tag of its last answer with the same status
+// needs no read and no write.
+//
+// Invariant: every host's status is compared with the store (read under
+// the row lock, written if it differs) at least once per tagTTL, however
+// often it checks in: no check-in trusts a comparison older than tagTTL,
+// and the first one after that compares. A tag is stamped with the
+// current time only by a request that compared (a check-in that did not
+// trust its tag, a probe report); a check-in whose tag is trusted is
+// answered with the tag's own time, so an echoed tag expires tagTTL after
+// the last comparison. A status the store lost or got back from an older
+// backup is thus put right within tagTTL and one check-in. The bound is on
+// one clock: replicas' skew (a tag may be up to a minute in the future)
+// adds to it.
 const tagTTL = 10 * time.Minute
 
-func makeTag(digest string, now time.Time) string {
-	return strconv.FormatInt(now.Unix(), 10) + "." + digest
+// tagSkew is how far in the future a tag may be and still be trusted.
+const tagSkew = time.Minute
+
+func makeTag(digest string, at time.Time) string {
+	return strconv.FormatInt(at.Unix(), 10) + "." + digest
 }
 
-// tagNames reports whether a fresh tag names the status with digest.
-func tagNames(tag, digest string, now time.Time) bool {
+// tagTime reports whether a tag is trusted at now (it names digest, and
+// its time is at most tagTTL in the past and tagSkew in the future), and
+// its time, the time its answer's tag must keep. A tag from the future is
+// taken as stamped now, so that its trust ends at most tagTTL from now.
+func tagTime(tag, digest string, now time.Time) (time.Time, bool) {
 	at, d, ok := strings.Cut(tag, ".")
 	if !ok || d != digest || digest == "" {
-		return false
+		return time.Time{}, false
 	}
 	sec, err := strconv.ParseInt(at, 10, 64)
 	if err != nil {
-		return false
+		return time.Time{}, false
 	}
-	age := now.Sub(time.Unix(sec, 0))
-	return age >= -time.Minute && age <= tagTTL
+	t := time.Unix(sec, 0)
+	age := now.Sub(t)
+	if age < -tagSkew || age > tagTTL {
+		return time.Time{}, false
+	}
+	if t.After(now) {
+		t = now
+	}
+	return t, true
 }
 
 // sameTarget reports whether the target the server has is the one the
@@ -279,7 +306,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 }
 
 // probeReport records health results that changed between check-ins,
-// and answers the tag of the status now held.
+// and answers the tag of the status now held. RecordProbes reads the
+// stored status under the row lock, so the tag is stamped now.
 func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.ReportRequest) *apiError {
 	if req.Probes == nil {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "a probe_results report needs probes")
