@@ -4,7 +4,7 @@ import "slices"
 
 // Apply returns the state a store holds after persisting out: new and
 // changed rollouts and hosts, channels' last rolled refs, the deferrals,
-// and the operator intents consumed. Observations are the caller's: they
+// the channels in partial visibility, and the operator intents consumed. Observations are the caller's: they
 // are carried over unchanged. Apply is what the control plane's store does
 // in SQL, written as a pure function for tests and simulations; it does not
 // modify in.
@@ -71,5 +71,6 @@ func Apply(in Input, out Output) Input {
 		}
 	}
 	next.Deferrals = slices.Clone(out.Deferrals)
+	next.Visibility = slices.Clone(out.Visibility)
 	return next
 }

@@ -109,6 +109,16 @@ func (b *fleetBuilder) bump(version string) *fleetBuilder {
 	return b
 }
 
+// bumpHost gives one host a new closure, as a release that changes only
+// that host would.
+func (b *fleetBuilder) bumpHost(name, version string) *fleetBuilder {
+	h := b.f.Hosts[name]
+	c := closure(name, version)
+	h.ClosureHash = &c
+	b.f.Hosts[name] = h
+	return b
+}
+
 // build returns a deep copy of the fleet, checked with ValidateFleet.
 func (b *fleetBuilder) build() *proto.FleetResolved {
 	raw, err := json.Marshal(b.f)
@@ -149,7 +159,8 @@ type scenario struct {
 
 func newScenario(t testing.TB) *scenario {
 	return &scenario{t: t, in: rc.Input{Now: t0, Hosts: map[string]rc.ObservedHost{},
-		Channels: []rc.Channel{}, Rollouts: []rc.Rollout{}, Intents: []rc.Intent{}, Deferrals: []rc.Deferral{}}}
+		Channels: []rc.Channel{}, Rollouts: []rc.Rollout{}, Intents: []rc.Intent{}, Deferrals: []rc.Deferral{},
+		Visibility: []rc.Visibility{}}}
 }
 
 // release publishes a verified release of the fleet at ref on the given
@@ -203,6 +214,20 @@ func (s *scenario) offline(hosts ...string) *scenario {
 		o.LastSeen = s.in.Now.Add(-time.Hour)
 		s.in.Hosts[h] = o
 	}
+	return s
+}
+
+// watching sets when the control plane's current watch began.
+func (s *scenario) watching(since time.Time) *scenario {
+	s.in.WatchingSince = since
+	return s
+}
+
+// outage moves time on by d with the control plane down: no check-in is
+// recorded meanwhile, and its watch starts again when it is back.
+func (s *scenario) outage(d time.Duration) *scenario {
+	s.in.Now = s.in.Now.Add(d)
+	s.in.WatchingSince = s.in.Now
 	return s
 }
 

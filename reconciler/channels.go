@@ -140,11 +140,12 @@ func (t *tick) openChannel(name string) *work {
 		return nil
 	}
 	// Rule 1: one active rollout per channel; a newer ref waits, and
-	// replaces a waiting one (only the latest verified ref is known).
+	// replaces a waiting one (only the latest verified ref is known). A
+	// superseded rollout's hosts in flight stay in flight there, counted
+	// against the budgets, until they land.
 	if active := t.nonTerminal(name); active != nil {
 		if active.r.State == RolloutHalted && !active.has(HostActivating) {
 			t.setRollout(active, EvSupersede, Reason{Code: CodeSuperseded, Message: fmt.Sprintf("%s replaces it", id)})
-			t.release(active)
 		} else {
 			t.deferRef(c, active.r.ID, Event{Kind: EventRefWaiting, RolloutID: id, Channel: name, Wave: -1,
 				Reason: Reason{Code: CodeRefWaiting, Message: fmt.Sprintf("waits for %s (%s) to finish", active.r.ID, active.r.State)}})
@@ -243,6 +244,8 @@ func (t *tick) open(c *Channel) *work {
 			r.Edges = append(r.Edges, Edge{Gates: e.Gates, Gated: e.Gated})
 		}
 	}
+	sortEdges(r.Edges)
+	r.Edges = slices.Compact(r.Edges)
 	w := newWork(r, true)
 	w.changed = true
 	t.rollouts = append(t.rollouts, w)
@@ -274,4 +277,15 @@ func (t *tick) open(c *Channel) *work {
 		t.setRollout(w, EvGatePassed, Reason{Code: CodeCompliancePassed, Message: "static compliance gate passed (mode " + r.ComplianceMode + ")"})
 	}
 	return w
+}
+
+// sortEdges orders edges by (gates, gated), so that a rollout's frozen
+// edges, and everything made from them, do not depend on the order of the
+// fleet's list.
+func sortEdges(es []Edge) {
+	slices.SortFunc(es, compareEdges)
+}
+
+func compareEdges(a, b Edge) int {
+	return cmp.Or(strings.Compare(a.Gates, b.Gates), strings.Compare(a.Gated, b.Gated))
 }

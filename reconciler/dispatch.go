@@ -48,7 +48,7 @@ func (w *work) counted() bool { return w.observing() }
 func (t *tick) buildBudgets() {
 	t.groups = map[string]*budgetGroup{}
 	for _, w := range t.rollouts {
-		w.groupOf = nil
+		w.groupOf, w.counting = nil, false
 		if w.counted() {
 			t.addBudgets(w)
 		}
@@ -78,7 +78,7 @@ func (t *tick) buildBudgets() {
 
 // addBudgets joins a rollout's frozen budgets to the tick's groups.
 func (t *tick) addBudgets(w *work) {
-	w.groupOf = make([]*budgetGroup, len(w.r.Budgets))
+	w.groupOf, w.counting = make([]*budgetGroup, len(w.r.Budgets)), true
 	for bi, b := range w.r.Budgets {
 		w.groupOf[bi] = t.group(b)
 	}
@@ -116,19 +116,6 @@ func (t *tick) take(w *work, i int) {
 		g.inflight++
 	}
 	t.inFlight[w.r.Hosts[i].Hostname] = w
-}
-
-// release gives back the slots of a rollout that stopped counting (it was
-// superseded): its soaking hosts are free for the rollout replacing it.
-func (t *tick) release(w *work) {
-	for i, h := range w.r.Hosts {
-		if h.State.InFlight() && t.inFlight[h.Hostname] == w {
-			for _, g := range w.groups(i) {
-				g.inflight--
-			}
-			delete(t.inFlight, h.Hostname)
-		}
-	}
 }
 
 // untake gives back a host's slots when it left flight in this pass.
@@ -194,7 +181,7 @@ func (t *tick) dispatch(w *work) {
 // waits on something (rules 4, 6, 8, 11).
 func (t *tick) advance(w *work) {
 	for {
-		for w.waveDone(w.r.Wave) {
+		for t.promotable(w, w.r.Wave) {
 			if w.r.Wave >= len(w.waves)-1 {
 				t.setRollout(w, EvLastWaveDone, Reason{Code: CodeConverged, Message: fmt.Sprintf("all %d wave(s) promoted", len(w.waves))})
 				if !t.pendingRef(w.r.Channel) {
@@ -208,25 +195,45 @@ func (t *tick) advance(w *work) {
 			w.r.WaveStartedAt, w.r.ProgressAt, w.changed = t.now, t.now, true
 		}
 		t.dispatchHosts(w)
-		if !w.waveDone(w.r.Wave) {
+		if !t.promotable(w, w.r.Wave) {
 			return
 		}
 	}
 }
 
-// waveDone reports whether no host of the wave is still to be dispatched or
-// watched: Skipped and Deferred hosts do not hold a wave back.
-func (w *work) waveDone(wave int) bool {
+// promotable reports whether a wave may be promoted (rule 8): no host of
+// it is still to be dispatched or watched (Skipped and Deferred hosts do
+// not hold it back), enough of its hosts converged on the target to prove
+// the release (evidence), and its channel is not in partial visibility.
+func (t *tick) promotable(w *work, wave int) bool {
 	if wave < 0 || wave >= len(w.waves) {
 		return true
 	}
+	converged := 0
 	for _, i := range w.waves[wave] {
 		switch w.r.Hosts[i].State {
 		case HostPending, HostActivating, HostSoaking, HostRollingBack:
 			return false
+		case HostConverged:
+			converged++
 		}
 	}
-	return true
+	return converged >= w.evidence(wave) && !t.partial[w.r.Channel]
+}
+
+// evidence is how many converged hosts a wave needs before the next one
+// starts: one, or healthGate.minConverged, or minConvergedPct of the
+// wave (rounded up), whichever is most, and at most the wave's size.
+func (w *work) evidence(wave int) int {
+	n := len(w.waves[wave])
+	need := 1
+	if m := w.r.HealthGate.MinConverged; m != nil {
+		need = max(need, *m)
+	}
+	if p := w.r.HealthGate.MinConvergedPct; p != nil {
+		need = max(need, (n**p+99)/100)
+	}
+	return min(need, n)
 }
 
 func (t *tick) updatePhase(w *work) {
@@ -263,10 +270,19 @@ func (t *tick) dispatchHosts(w *work) {
 				t.block(w, i, t.gate(w, i, edge, failWave))
 				continue
 			}
+			if t.partial[w.r.Channel] {
+				// Nothing is skipped or dispatched (rule 6).
+				t.block(w, i, t.gate(w, i, edge, failWave))
+				continue
+			}
 			o := t.obs[h.Hostname]
-			if !t.online(o) {
-				if h.State == HostPending {
+			if !t.heard(o) {
+				switch {
+				case h.State != HostPending:
+				case t.warm():
 					t.setHost(w, i, EvSkip, Reason{Code: CodeOffline, Message: "offline when its wave was active; it catches up when it returns"})
+				default:
+					t.block(w, i, t.unheardBlock(w, o))
 				}
 				continue
 			}
@@ -311,6 +327,9 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 		}
 		return why
 	}
+	if t.partial[w.r.Channel] {
+		return visibilityBlock(w.r.Channel)
+	}
 	for _, p := range w.preds[i] {
 		if w.r.Hosts[p].State != HostConverged {
 			return Reason{Gate: GateHostEdge, Code: GateHostEdge,
@@ -346,8 +365,13 @@ func (t *tick) complianceFailWave(w *work) int {
 }
 
 // finishDeferred moves deferred hosts that rebooted into their target to
-// Soaking, when their budgets have room (rule 7).
+// Soaking, when their budgets have room (rule 7). Only a rollout whose
+// budgets count in this pass can take a host back into flight: an older
+// converged one leaves its deferred hosts to the rollout that replaced it.
 func (t *tick) finishDeferred(w *work) {
+	if !w.counting {
+		return
+	}
 	for i := range w.r.Hosts {
 		h := &w.r.Hosts[i]
 		if h.State != HostDeferred {
@@ -413,6 +437,15 @@ func (t *tick) revert(w *work) {
 			t.block(w, i, Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID})
 			continue
 		}
+		if !t.heard(o) && !t.judges(w.r.Channel) {
+			// A rollback sent into silence would hold its budget slots
+			// until the host is heard; it waits instead (a soaking host
+			// carries its silence hold already).
+			if !h.State.InFlight() {
+				t.block(w, i, t.unheardBlock(w, o))
+			}
+			continue
+		}
 		wasInFlight := h.State.InFlight()
 		if g := w.full(i); g != nil && !wasInFlight {
 			t.block(w, i, budgetBlock(g))
@@ -456,11 +489,18 @@ func (w *work) pendingSuccessor(i int) int {
 
 // ---- 6. readiness deadlines ----
 
+// deadline halts a rollout that made no progress for the readiness
+// deadline (rule 11). The time runs from the last progress, the start of
+// the wave, or the start of the control plane's watch, whichever is
+// latest: a control plane that was down did not see the fleet move.
 func (t *tick) deadline(w *work) {
 	limit := t.in.Tunables.readiness()
+	start := w.r.ProgressAt
+	if t.in.WatchingSince.After(start) {
+		start = t.in.WatchingSince
+	}
 	switch w.r.State {
 	case RolloutActive:
-		start := w.r.ProgressAt
 		if w.r.WaveStartedAt.After(start) {
 			start = w.r.WaveStartedAt
 		}
@@ -468,28 +508,45 @@ func (t *tick) deadline(w *work) {
 		if t.now.Sub(start) <= limit {
 			return
 		}
+		wave := min(max(w.r.Wave, 0), len(w.waves)-1)
 		counts := map[string]int{}
-		stuck := false
-		for _, i := range w.waves[min(max(w.r.Wave, 0), len(w.waves)-1)] {
+		stuck, busy, converged := false, false, 0
+		for _, i := range w.waves[wave] {
 			h := w.r.Hosts[i]
 			switch {
 			case h.State == HostPending:
 				counts["held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
 				stuck = stuck || w.stuck(i)
-			case h.State == HostActivating || h.State == HostSoaking || h.State == HostRollingBack:
+				busy = true
+			case h.State.InFlight():
+				counts[strings.ToLower(string(h.State))]++
+				busy = true
+			case h.State == HostConverged:
+				converged++
+			default:
 				counts[strings.ToLower(string(h.State))]++
 			}
 		}
+		need := w.evidence(wave)
+		// A wave with nothing left to dispatch or watch that still lacks
+		// evidence (its hosts are away, deferred or failed), or that
+		// partial visibility keeps from promotion, waits for something
+		// that may never come.
+		stuck = stuck || (!busy && (converged < need || t.partial[w.r.Channel]))
 		if !stuck {
 			// Hosts held by a predecessor channel, by budget slots that
 			// hosts in flight hold, or by a predecessor host that can
 			// still converge are waiting for the fleet to move.
 			return
 		}
-		t.setRollout(w, EvStalled, Reason{Code: CodeWaveStalled,
-			Message: fmt.Sprintf("wave %d made no progress for %s: %s", w.r.Wave, limit, summarize(counts))})
+		msg := fmt.Sprintf("wave %d made no progress for %s: %s; %d of the %d converged host(s) it needs to be promoted",
+			w.r.Wave, limit, summarize(counts), converged, need)
+		if t.partial[w.r.Channel] {
+			msg += fmt.Sprintf("; channel %s is in partial visibility", w.r.Channel)
+		}
+		t.setRollout(w, EvStalled, Reason{Code: CodeWaveStalled, Message: msg})
 	case RolloutReverting:
-		if t.now.Sub(w.r.ProgressAt) > limit {
+		if t.now.Sub(start) > limit {
 			t.setRollout(w, EvStalled, Reason{Code: CodeRevertStalled,
 				Message: fmt.Sprintf("the revert made no progress for %s", limit)})
 		}
@@ -497,20 +554,22 @@ func (t *tick) deadline(w *work) {
 }
 
 // stuck reports whether a Pending host is held by something that will not
-// clear by itself: a quarantine, failing compliance of an earlier wave, a
-// predecessor host that cannot converge any more (Failed, Reverted,
-// Skipped), or nothing at all.
+// clear by itself: a quarantine, failing compliance of an earlier wave,
+// partial visibility that outlasted the deadline, a predecessor host that
+// cannot converge any more (Failed, Reverted, Skipped) or cannot be
+// dispatched before this host's wave (an edge against wave order), or
+// nothing at all.
 func (w *work) stuck(i int) bool {
 	switch w.r.Hosts[i].Blocked.Gate {
-	case GateQuarantine, GateCompliance, "":
+	case GateQuarantine, GateCompliance, GateVisibility, "":
 		return true
 	case GateHostEdge:
 		for _, p := range w.preds[i] {
-			switch w.r.Hosts[p].State {
+			switch pred := w.r.Hosts[p]; pred.State {
 			case HostFailed, HostReverted, HostSkipped:
 				return true
 			case HostPending:
-				if w.stuck(p) {
+				if pred.Wave > w.r.Hosts[i].Wave || w.stuck(p) {
 					return true
 				}
 			}
@@ -521,7 +580,7 @@ func (w *work) stuck(i int) bool {
 
 func summarize(counts map[string]int) string {
 	if len(counts) == 0 {
-		return "no host is waiting"
+		return "no host is waiting or away"
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
@@ -539,7 +598,7 @@ func summarize(counts map[string]int) string {
 
 func (t *tick) output() Output {
 	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Intents: t.hostIntents, Events: t.events,
-		IntentResults: t.results, Deferrals: t.deferrals, Channels: t.chUpdates}
+		IntentResults: t.results, Deferrals: t.deferrals, Channels: t.chUpdates, Visibility: t.visibility}
 	for _, w := range t.rollouts {
 		if w.isNew {
 			out.Rollouts = append(out.Rollouts, RolloutUpdate{New: true, Rollout: w.r})
@@ -578,6 +637,9 @@ func (t *tick) output() Output {
 	}
 	if out.Channels == nil {
 		out.Channels = []ChannelUpdate{}
+	}
+	if out.Visibility == nil {
+		out.Visibility = []Visibility{}
 	}
 	return out
 }

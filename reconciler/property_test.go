@@ -127,7 +127,7 @@ func TestPropertyLegalTransitions(t *testing.T) {
 func TestPropertyWellBehavedFleetConverges(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		runWellBehaved(t, fleetGenOpts{maxHosts: 300, orderlyEdges: true}, nil)
+		runWellBehaved(t, fleetGenOpts{maxHosts: 300}, nil)
 	})
 }
 
@@ -137,7 +137,7 @@ func TestPropertyWellBehavedFleetConverges(t *testing.T) {
 func TestPropertyWellBehavedFleetWithChannelBudgetsConverges(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		runWellBehaved(t, fleetGenOpts{maxHosts: 300, orderlyEdges: true, channelBudgets: true}, nil)
+		runWellBehaved(t, fleetGenOpts{maxHosts: 300, channelBudgets: true}, nil)
 	})
 }
 
@@ -148,7 +148,7 @@ func TestPropertyWellBehavedFleetWithChannelBudgetsConverges(t *testing.T) {
 func TestPropertyChainedChannelsRollOutOneAtATime(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		runWellBehaved(t, fleetGenOpts{maxHosts: 60, orderlyEdges: true, chainChannels: true}, func(s *fleetSim) {
+		runWellBehaved(t, fleetGenOpts{maxHosts: 60, chainChannels: true}, func(s *fleetSim) {
 			chain := s.chain
 			for _, r := range s.in.Rollouts {
 				pos := slices.Index(chain, r.Channel)
@@ -275,9 +275,6 @@ type modelPolicy struct {
 
 type fleetGenOpts struct {
 	maxHosts int
-	// orderlyEdges: a host edge never runs from a later wave to an earlier
-	// one (otherwise a gated host can wait for a wave that never starts).
-	orderlyEdges bool
 	// chainChannels: channel edges chain every channel, so rollouts run
 	// one channel at a time.
 	chainChannels bool
@@ -337,6 +334,14 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 		if mf := rapid.IntRange(0, 4).Draw(t, "maxFailures"); mf < 4 {
 			p.gate.MaxFailures = &mf
 		}
+		switch percentGen.Draw(t, "evidence") {
+		case 0, 1, 2, 3, 4, 5, 6, 7, 8, 9:
+			mc := rapid.IntRange(1, 3).Draw(t, "minConverged")
+			p.gate.MinConverged = &mc
+		case 10, 11, 12, 13, 14, 15, 16, 17, 18, 19:
+			pct := rapid.IntRange(1, 100).Draw(t, "minConvergedPct")
+			p.gate.MinConvergedPct = &pct
+		}
 		if rapid.Bool().Draw(t, "gateOnFailedUnits") {
 			p.gate.SystemdFailedUnits = &proto.SystemdFailedUnits{Max: rapid.IntRange(0, 1).Draw(t, "maxFailedUnits")}
 		}
@@ -357,8 +362,10 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 		}
 	}
 
-	// Host edges, inside a channel, oriented along a total order so they
-	// form a DAG: (wave, name) when orderly, name otherwise.
+	// Host edges, inside a channel, oriented along (wave, name) so they
+	// form a DAG and never run from a later wave to an earlier one
+	// (ValidateFleet refuses those; build drops the ones a release's
+	// retagging turns around).
 	byChannel := map[string][]int{}
 	for i, h := range m.hosts {
 		byChannel[h.channel] = append(byChannel[h.channel], i)
@@ -372,11 +379,7 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 		if a == b {
 			continue
 		}
-		if o.orderlyEdges {
-			if wave[a] > wave[b] || (wave[a] == wave[b] && a > b) {
-				a, b = b, a
-			}
-		} else if a > b {
+		if wave[a] > wave[b] || (wave[a] == wave[b] && a > b) {
 			a, b = b, a
 		}
 		if seen[[2]int{a, b}] {
@@ -540,13 +543,23 @@ func (m *fleetModel) firstWaves() []int {
 func (m *fleetModel) build(commit string) *proto.FleetResolved {
 	hosts := m.protoHosts()
 	v := proto.SchemaVersion
+	// A retagged host can change waves: an edge that now runs from a
+	// later wave to an earlier one is left out of this release.
+	wave := m.firstWaves()
+	index := map[string]int{}
+	for i, h := range m.hosts {
+		index[h.name] = i
+	}
+	edges := slices.DeleteFunc(slices.Clone(m.edges), func(e proto.Edge) bool {
+		return wave[index[e.Gates]] > wave[index[e.Gated]]
+	})
 	f := &proto.FleetResolved{
 		SchemaVersion:   proto.SchemaVersion,
 		Hosts:           hosts,
 		Channels:        map[string]proto.Channel{},
 		RolloutPolicies: map[string]proto.RolloutPolicy{},
 		Waves:           map[string][]proto.Wave{},
-		Edges:           slices.Clone(m.edges),
+		Edges:           edges,
 		ChannelEdges:    slices.Clone(m.chEdges),
 		Meta:            proto.Meta{SchemaVersion: &v, CICommit: &commit},
 	}
@@ -686,6 +699,17 @@ func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
 	offline := 0
 	if !wellBehaved {
 		offline = uniformIntGen(0, 5).Draw(t, "offlineAtStart")
+		// The control plane has watched for long, has just started
+		// (a first deployment), or started a few minutes ago.
+		switch percentGen.Draw(t, "watchAtStart") {
+		case 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19:
+			s.in.WatchingSince = simEpoch
+		case 20, 21, 22, 23, 24, 25, 26, 27, 28, 29:
+			s.in.WatchingSince = simEpoch.Add(-time.Duration(rapid.IntRange(1, 299).Draw(t, "watchedSeconds")) * time.Second)
+		}
+		if percentGen.Draw(t, "neverSeenAtStart") < 15 {
+			offline = len(m.hosts) // nobody checked in yet
+		}
 	}
 	for i, h := range m.hosts {
 		a := &simAgent{name: h.name, online: true}
@@ -694,6 +718,9 @@ func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
 		if i < offline {
 			a.online, a.backAt = false, rapid.IntRange(1, 30).Draw(t, "backAt")
 			o.LastSeen = simEpoch.Add(-time.Hour)
+			if offline == len(m.hosts) {
+				o = reconciler.ObservedHost{} // never seen
+			}
 		}
 		s.agents[h.name] = a
 		s.names = append(s.names, h.name)
@@ -830,8 +857,14 @@ func (s *fleetSim) advance(out reconciler.Output) {
 		return
 	}
 
-	// Hosts go offline or turn unhealthy on their own.
+	// Hosts go offline or turn unhealthy on their own; a share of a
+	// channel is cut off at once (a partition); the control plane is down
+	// for a while.
 	switch r := percentGen.Draw(t, "spontaneous"); {
+	case r >= 98:
+		s.partition()
+	case r >= 96:
+		s.outage()
 	case r >= 94:
 		a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "goesOffline")]]
 		if a.online {
@@ -842,7 +875,19 @@ func (s *fleetSim) advance(out reconciler.Output) {
 		a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
 	}
 	if s.releases < s.maxReleases && percentGen.Draw(t, "releaseRoll") >= 94 {
-		s.release()
+		ch := rapid.SampledFrom(s.channels).Draw(t, "releaseChannel")
+		if percentGen.Draw(t, "pauseBeforeRelease") < 30 {
+			// A release pushed while an operator holds the rollout: it
+			// supersedes it, often with hosts mid-soak.
+			for _, r := range s.in.Rollouts {
+				if r.Channel == ch && r.State == reconciler.RolloutActive {
+					s.opSeq++
+					s.in.Intents = append(s.in.Intents, reconciler.Intent{ID: fmt.Sprintf("op-%04d", s.opSeq),
+						RolloutID: r.ID, Kind: reconciler.IntentPause, Actor: "alice", At: now})
+				}
+			}
+		}
+		s.releaseOn(ch)
 	}
 	if percentGen.Draw(t, "operatorRoll") >= 95 {
 		ids := []string{"nope@0000000"}
@@ -872,6 +917,47 @@ func (s *fleetSim) advance(out reconciler.Output) {
 	}
 }
 
+// partition cuts a drawn share of one channel's hosts off for a few ticks:
+// their check-ins, confirms and reports do not reach the control plane.
+func (s *fleetSim) partition() {
+	t := s.t
+	ch := rapid.SampledFrom(s.channels).Draw(t, "partitionedChannel")
+	share := uniformIntGen(30, 100).Draw(t, "partitionShare")
+	back := s.tick + rapid.IntRange(1, 12).Draw(t, "partitionTicks")
+	for _, name := range s.names {
+		a := s.agents[name]
+		if s.models[ch].channelOf(name) != ch || !a.online || percentGen.Draw(t, "partitioned") >= share {
+			continue
+		}
+		a.online, a.backAt = false, back
+	}
+}
+
+// outage takes the control plane down for a while after the agents
+// acted: no check-in is recorded, and its watch starts again when it is
+// back; some agents check in again at once, the others later.
+func (s *fleetSim) outage() {
+	t := s.t
+	s.in.Now = s.in.Now.Add(time.Duration(uniformIntGen(3, 45).Draw(t, "outageMinutes")) * time.Minute)
+	s.in.WatchingSince = s.in.Now
+	for _, name := range s.names {
+		if s.agents[name].online && rapid.Bool().Draw(t, "checksInAtOnce") {
+			o := s.in.Hosts[name]
+			o.LastSeen = s.in.Now
+			s.in.Hosts[name] = o
+		}
+	}
+}
+
+// channelOf returns a host's channel in the model ("" when unknown).
+func (m *fleetModel) channelOf(name string) string {
+	i, ok := slices.BinarySearchFunc(m.hosts, name, func(h modelHost, n string) int { return strings.Compare(h.name, n) })
+	if !ok {
+		return ""
+	}
+	return m.hosts[i].channel
+}
+
 // react is an online agent handling a dispatch or rollback intent.
 func (s *fleetSim) react(a *simAgent, hi reconciler.HostIntent) {
 	t, now := s.t, s.in.Now
@@ -899,6 +985,10 @@ func (s *fleetSim) react(a *simAgent, hi reconciler.HostIntent) {
 		default:
 			offline()
 		}
+	case hi.Reason.Code == reconciler.CodeCatchUp && percentGen.Draw(t, "catchUpFails") < 30:
+		// A host that was away fails more often than most: its failure
+		// must still count (rule 9), also in a converged rollout.
+		report(reconciler.OutcomeFailed)
 	default:
 		switch r := percentGen.Draw(t, "dispatchReaction"); {
 		case r < 78:
@@ -1015,8 +1105,10 @@ func simInFlight(s reconciler.HostState) bool {
 }
 
 // countedRollouts: the rollouts whose budgets are matched and whose hosts
-// count: Active, Halted, Reverting, Cancelled, and each channel's latest
-// rollout (by OpenedAt, then ID) when it is Converged.
+// count: Active, Halted, Reverting, Cancelled, each channel's latest
+// rollout (by OpenedAt, then ID) when it is Converged, and every rollout,
+// whatever its state, with a host in flight (SPEC §4: in flight in any
+// rollout, terminal or not, until the host lands).
 func countedRollouts(in reconciler.Input) []bool {
 	latest := map[string]int{}
 	for i, r := range in.Rollouts {
@@ -1038,6 +1130,7 @@ func countedRollouts(in reconciler.Input) []bool {
 		case reconciler.RolloutConverged:
 			out[i] = latest[r.Channel] == i
 		}
+		out[i] = out[i] || slices.ContainsFunc(r.Hosts, func(h reconciler.RolloutHost) bool { return simInFlight(h.State) })
 	}
 	return out
 }
@@ -1165,9 +1258,7 @@ func checkBudgets(_ *rapid.T, c tickCase) []string {
 }
 
 // checkNoOrphanedDispatch: every host moved into Activating or RollingBack
-// in the tick belongs to a rollout that counts after the tick. (A Deferred
-// host moving to Soaking in a Halted rollout that a new ref then supersedes
-// in the same tick is released by design: 0003 rule 1, release.)
+// in the tick belongs to a rollout that counts after the tick.
 func checkNoOrphanedDispatch(_ *rapid.T, c tickCase) []string {
 	var problems []string
 	counted := countedRollouts(c.next)

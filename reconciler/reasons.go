@@ -22,9 +22,11 @@ const (
 	CodeOperatorResume    = "operator_resume"
 	CodeOperatorCancel    = "operator_cancel"
 	CodeOperatorRollback  = "operator_rollback"
-	CodeIllegalIntent     = "illegal_transition" // an intent the rollout's state does not allow
-	CodeUnknownRollout    = "unknown_rollout"    // an intent for a rollout that does not exist
-	CodeUnknownIntent     = "unknown_intent"     // an intent kind that does not exist
+	CodeIllegalIntent     = "illegal_transition"  // an intent the rollout's state does not allow
+	CodeUnknownRollout    = "unknown_rollout"     // an intent for a rollout that does not exist
+	CodeUnknownIntent     = "unknown_intent"      // an intent kind that does not exist
+	CodePartialVisibility = "partial_visibility"  // too much of a channel is silent at once
+	CodeVisibilityBack    = "visibility_restored" // a channel's partial visibility ended
 
 	// Host transitions.
 	CodeDispatched       = "dispatched"
@@ -43,6 +45,10 @@ const (
 	CodeRollbackStarted  = "rollback_dispatched"
 	CodeRolledBack       = "rolled_back"
 	CodeRollbackTimeout  = "rollback_timeout"
+	// The confirm window closed while the control plane could not hear
+	// the host (it was not up, or the channel was in partial visibility):
+	// the agent rolls itself back; not a health failure (rule 7).
+	CodeConfirmUnheard = "confirm_unheard"
 
 	// Gates, in evaluation order (a host's Blocked.Gate and Blocked.Code).
 	GateBusy           = "busy"                    // in flight in another rollout
@@ -55,4 +61,6 @@ const (
 	GateNoPrevious     = "no_previous_closure"     // a rollback has nowhere to go
 	GateRollbackOrder  = "rollback_order"          // hosts it gates are rolled back first
 	GateRolloutStopped = "rollout_stopped"         // the rollout is halted or cancelled
+	GateVisibility     = "partial_visibility"      // the channel is in partial visibility
+	GateUnheard        = "unheard"                 // not heard yet, and the control plane has not watched long enough to call it offline
 )

@@ -16,7 +16,9 @@ import (
 // It is pure: no clock, no I/O, no randomness; the same input gives the
 // same output, in the same order. The steps, in order (rfcs/0003):
 //
-//  1. operator intents, oldest first;
+//  0. what the control plane can see: channels entering or leaving
+//     partial visibility;
+//  1. operator intents, oldest first (those newer than now wait);
 //  2. host observations: confirms, failures, timeouts, health, soak;
 //  3. health policy: too many failures trigger onHealthFailure;
 //  4. channel by channel, predecessors first (channel edges), so that a
@@ -32,6 +34,7 @@ import (
 // nothing more: the tick is a fixpoint.
 func Reconcile(in Input) Output {
 	t := newTick(in)
+	t.see()
 	t.intents()
 	// A pass can change what an earlier part of the same pass would have
 	// decided (a rollout stops counting and frees budget, a host a rollback
@@ -91,6 +94,8 @@ type tick struct {
 	rollouts []*work  // by (OpenedAt, ID)
 	byID     map[string]*work
 
+	partial     map[string]bool         // channels in partial visibility
+	visibility  []Visibility            // their records, for the output
 	moved       bool                    // something changed in the current pass
 	deferSeen   map[Deferral]bool       // deferrals reported in this tick
 	groups      map[string]*budgetGroup // by selector key
@@ -107,17 +112,18 @@ type tick struct {
 // work is a rollout being reconciled: a private copy of its record plus
 // what changed.
 type work struct {
-	r       Rollout
-	isNew   bool
-	from    RolloutState
-	changed bool
-	orig    map[int]RolloutHost // hosts as they came in, saved when first changed
-	waveMsg map[int]Reason      // the wave gate's reason, per wave
-	waves   [][]int             // host indexes per wave
-	preds   map[int][]int       // host index -> predecessor indexes
-	succs   map[int][]int       // host index -> successor indexes
-	groupOf []*budgetGroup      // per budget index of the rollout
-	latest  bool                // the latest rollout of its channel
+	r        Rollout
+	isNew    bool
+	from     RolloutState
+	changed  bool
+	orig     map[int]RolloutHost // hosts as they came in, saved when first changed
+	waveMsg  map[int]Reason      // the wave gate's reason, per wave
+	waves    [][]int             // host indexes per wave
+	preds    map[int][]int       // host index -> predecessor indexes
+	succs    map[int][]int       // host index -> successor indexes
+	groupOf  []*budgetGroup      // per budget index of the rollout
+	counting bool                // its budgets count in this pass
+	latest   bool                // the latest rollout of its channel
 }
 
 func newTick(in Input) *tick {
@@ -165,6 +171,10 @@ func newWork(r Rollout, isNew bool) *work {
 	for i, h := range w.r.Hosts {
 		wv := min(max(h.Wave, 0), len(w.waves)-1)
 		w.waves[wv] = append(w.waves[wv], i)
+	}
+	if !slices.IsSortedFunc(r.Edges, compareEdges) {
+		w.r.Edges = slices.Clone(r.Edges)
+		sortEdges(w.r.Edges)
 	}
 	w.preds, w.succs = map[int][]int{}, map[int][]int{}
 	for _, e := range r.Edges {
@@ -277,6 +287,11 @@ func (t *tick) intents() {
 		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.ID, b.ID))
 	})
 	for _, in := range ints {
+		if in.At.After(t.now) {
+			// Filed after the tick's clock was read (while it loaded its
+			// input): the next tick takes it, in order.
+			continue
+		}
 		res := IntentResult{IntentID: in.ID}
 		w := t.byID[in.RolloutID]
 		var ev RolloutEvent
@@ -347,23 +362,19 @@ func actorName(a string) string {
 
 // ---- 2. host observations ----
 
-func (t *tick) online(o ObservedHost) bool {
-	return !o.LastSeen.IsZero() && t.now.Sub(o.LastSeen) <= t.in.Tunables.offline()
-}
-
 // observing reports whether a rollout's hosts still move on observations:
 // in-flight hosts of halted and cancelled rollouts finish; a converged
-// rollout keeps catching up skipped hosts while it is the latest.
+// rollout keeps catching up skipped hosts while it is the latest; and a
+// host in flight is watched until it lands in any rollout, whatever
+// became of the rollout (superseded, reverted, an older converged one).
 func (w *work) observing() bool {
 	switch w.r.State {
 	case RolloutActive, RolloutHalted, RolloutReverting, RolloutCancelled:
 		return true
 	case RolloutConverged:
-		// The latest catches up skipped hosts; an older one still lets a
-		// host it had in flight finish.
 		return w.latest || w.anyInFlight()
 	}
-	return false
+	return w.anyInFlight()
 }
 
 func (w *work) anyInFlight() bool {
@@ -406,7 +417,10 @@ func (t *tick) observeOnce(w *work, i int) {
 	}
 	o := t.obs[h.Hostname]
 	act := o.Activation
-	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since)
+	// An outcome counts for the host's current state only; one stamped
+	// after now was recorded while the tick loaded its input, and waits
+	// for the next tick (rfcs/0006 §Tick loop 3).
+	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since) && !act.At.After(t.now)
 	switch h.State {
 	case HostActivating:
 		switch {
@@ -416,20 +430,37 @@ func (t *tick) observeOnce(w *work, i int) {
 			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the activation failed", act.Detail)})
 		case matches && act.Outcome == OutcomeManifestRejected:
 			t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
+		case matches && act.Outcome == OutcomeRolledBack && act.Code == CodeConfirmTimeout && t.blindWindow(w, h):
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeConfirmUnheard,
+				Message: detail("the agent rolled back when its confirm window closed while the control plane could not hear it; not counted as a failure", act.Detail)})
 		case matches && act.Outcome == OutcomeRolledBack:
 			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
 		case matches && act.Outcome == OutcomeDeferred:
 			t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
-		case t.now.Sub(h.Since) > confirm:
+		case t.now.Sub(h.Since) <= confirm:
+		case !t.heard(o) && !t.judges(w.r.Channel):
+			// The window closed while the control plane could not hear:
+			// the agent rolls itself back; what it reports decides, later.
+			t.block(w, i, t.silenceHold(w.r.Channel, CodeConfirmUnheard, "the confirm window closed without a word from the host"))
+		case t.blindWindow(w, h):
+			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmUnheard,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not counted as a failure", confirm)})
+		default:
 			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
 		}
 	case HostSoaking:
 		soak := w.soak(h.Wave)
+		if (h.Blocked.Gate == GateUnheard || h.Blocked.Gate == GateVisibility) && t.heard(o) {
+			t.block(w, i, Reason{}) // heard again: the silence hold is over
+		}
 		switch {
 		case matches && act.Outcome == OutcomeRolledBack:
 			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
-		case !t.online(o):
+		case !t.heard(o) && !t.judges(w.r.Channel):
+			// Silent, but the control plane cannot tell: the soak waits.
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "silent while soaking"))
+		case !t.heard(o):
 			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
 		case o.LastSeen.Before(h.Since):
 			// Health is judged from check-ins since the confirm: the status
@@ -450,7 +481,10 @@ func (t *tick) observeOnce(w *work, i int) {
 		switch {
 		case o.Current == h.Previous && o.LastSeen.After(h.Since):
 			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
-		case t.now.Sub(h.Since) > confirm:
+		case t.now.Sub(h.Since) <= confirm:
+		case !t.heard(o) && !t.judges(w.r.Channel):
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and silent"))
+		default:
 			t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
 				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
 		}
@@ -530,13 +564,14 @@ func (w *work) soak(wave int) time.Duration {
 // ---- 3. health policy ----
 
 // failures counts the hosts that failed the rollout: Failed (except a
-// rollback that timed out during a revert), and Reverted by their own
+// rollback that timed out during a revert, and a confirm window that ran
+// while the control plane could not hear), and Reverted by their own
 // agent.
 func (w *work) failures() int {
 	n := 0
 	for _, h := range w.r.Hosts {
 		switch {
-		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout:
+		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout && h.Reason.Code != CodeConfirmUnheard:
 			n++
 		case h.State == HostReverted && h.Reason.Code == CodeAgentRolledBack:
 			n++
@@ -555,9 +590,12 @@ func (w *work) maxFailures() int {
 func (t *tick) healthPolicy(w *work) {
 	rollback := w.r.OnHealthFailure == proto.OnHealthFailureRollbackAndHalt
 	// A rollout paused or stalled still reverts when its hosts fail; one
-	// whose revert stalled stays halted for an operator.
+	// whose revert stalled stays halted for an operator. A converged one
+	// still catches up skipped hosts while it is the channel's latest:
+	// their failures count too (rule 9).
 	haltedMayRevert := w.r.State == RolloutHalted && rollback && w.r.Reason.Code != CodeRevertStalled
-	if w.r.State != RolloutActive && !haltedMayRevert {
+	catchingUp := w.r.State == RolloutConverged && w.latest
+	if w.r.State != RolloutActive && !haltedMayRevert && !catchingUp {
 		return
 	}
 	failed := w.failures() - w.r.FailuresForgiven

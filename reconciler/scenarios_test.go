@@ -40,6 +40,23 @@ func soakingA(s *scenario) *fleetBuilder {
 	return b
 }
 
+// four is three with a second canary, d, and no soak in wave 0: a wave
+// is promoted only when one of its hosts converged, so a case about a
+// canary that fails or defers needs another one that converges.
+func four(s *scenario) *fleetBuilder {
+	return newFleet(s.t).channel("stable", 0, 10).
+		host("a", "stable", 0, "canary", "web").host("d", "stable", 0, "canary", "db").
+		host("b", "stable", 1, "web").host("c", "stable", 1, "db")
+}
+
+// startedFour releases four with every host online and runs the first
+// tick (a and d are dispatched).
+func startedFour(s *scenario) *fleetBuilder {
+	b := four(s)
+	s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+	return b
+}
+
 var id1 = rid("stable", 1)
 
 func intentAccepted(kind string) func(*testing.T, rc.Output) {
@@ -487,10 +504,10 @@ var scenarios = []goldenCase{
 	},
 	{
 		name: "rule07-deferred-activation",
-		desc: "rule 7: the agent staged the target for the next boot: Deferred, not in flight, and it does not hold the wave",
+		desc: "rule 7: the agent staged the target for the next boot: Deferred, not in flight; it does not hold the wave, which the other canary's convergence promotes",
 		build: func(s *scenario) {
-			started(s)
-			s.report(id1, "a", rc.OutcomeDeferred)
+			startedFour(s)
+			s.report(id1, "a", rc.OutcomeDeferred).confirm(id1, "d")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", rc.CodeDeferred), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
 	},
@@ -629,11 +646,11 @@ var scenarios = []goldenCase{
 	// ---- rule 9: onHealthFailure ----
 	{
 		name: "rule09-failures-within-max-continue",
-		desc: "rule 9: maxFailures 1 tolerates one failed host; the wave is promoted",
+		desc: "rule 9: maxFailures 1 tolerates one failed host; the wave is promoted on the other canary's convergence",
 		build: func(s *scenario) {
-			b := three(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
-			s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
-			s.report(id1, "a", rc.OutcomeFailed)
+			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", ""), noEvent(rc.EventRolloutTransition), wantIntents("b", "c")),
 	},
@@ -641,9 +658,9 @@ var scenarios = []goldenCase{
 		name: "rule09-halt-policy",
 		desc: "rule 9: more failures than maxFailures with onHealthFailure halt: Halted, nothing new dispatched",
 		build: func(s *scenario) {
-			b := three(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
-			s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
-			s.report(id1, "a", rc.OutcomeFailed).tick().advance(time.Minute)
+			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d").tick().advance(time.Minute)
 			s.report(id1, "b", rc.OutcomeFailed)
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure), wantIntents()),
@@ -708,10 +725,10 @@ var scenarios = []goldenCase{
 	},
 	{
 		name: "rule10-resume-forgives-failures",
-		desc: "rule 10: resume after a health halt: Active, the failed host stays Failed, its failure is forgiven and the rollout goes on",
+		desc: "rule 10: resume after a health halt: Active, the failed host stays Failed, its failure is forgiven and the rollout goes on (the other canary converged while it was halted)",
 		build: func(s *scenario) {
-			started(s)
-			s.report(id1, "a", rc.OutcomeFailed).tick().advance(time.Minute)
+			startedFour(s)
+			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d").tick().advance(time.Minute)
 			s.intent("i1", id1, rc.IntentResume, "alice")
 		},
 		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", rc.CodeOperatorResume), wantIntents("b", "c")),

@@ -124,7 +124,9 @@ const (
 	RolloutOpening RolloutState = "Opening"
 	// RolloutActive: waves are being dispatched and soaked.
 	RolloutActive RolloutState = "Active"
-	// RolloutConverged: the last wave was promoted.
+	// RolloutConverged: the last wave was promoted. Skipped hosts that
+	// return still catch up, and a failure among them can halt or revert
+	// it again (onHealthFailure).
 	RolloutConverged RolloutState = "Converged"
 	// RolloutHalted: stopped by policy, an operator or a stalled wave;
 	// resumable. Nothing new is dispatched; in-flight hosts finish.
@@ -167,7 +169,7 @@ const (
 	EvResume       RolloutEvent = "resume"      // operator intent
 	EvCancel       RolloutEvent = "cancel"      // operator intent
 	EvRollback     RolloutEvent = "rollback"    // operator intent, or onHealthFailure rollback-and-halt
-	EvHealthHalt   RolloutEvent = "health_halt" // onHealthFailure halt
+	EvHealthHalt   RolloutEvent = "health_halt" // onHealthFailure halt (also of a converged rollout whose catch-up failed)
 	EvStalled      RolloutEvent = "stalled"     // readiness deadline passed
 	EvLastWaveDone RolloutEvent = "converge"    // the last wave was promoted
 	EvRevertDone   RolloutEvent = "revert_done" // every host that moved is back
@@ -202,6 +204,7 @@ var rolloutTable = map[rolloutMove]RolloutState{
 	{RolloutReverting, EvStalled}:    RolloutHalted,
 	{RolloutReverting, EvCancel}:     RolloutCancelled,
 	{RolloutConverged, EvRollback}:   RolloutReverting,
+	{RolloutConverged, EvHealthHalt}: RolloutHalted,
 	{RolloutCancelled, EvRollback}:   RolloutReverting,
 }
 

@@ -54,7 +54,7 @@ func TestRolloutStateMachine(t *testing.T) {
 		RolloutActive:     {EvPause: RolloutHalted, EvHealthHalt: RolloutHalted, EvStalled: RolloutHalted, EvCancel: RolloutCancelled, EvRollback: RolloutReverting, EvLastWaveDone: RolloutConverged},
 		RolloutHalted:     {EvResume: RolloutActive, EvCancel: RolloutCancelled, EvRollback: RolloutReverting, EvSupersede: RolloutSuperseded},
 		RolloutReverting:  {EvRevertDone: RolloutReverted, EvStalled: RolloutHalted, EvCancel: RolloutCancelled},
-		RolloutConverged:  {EvRollback: RolloutReverting},
+		RolloutConverged:  {EvRollback: RolloutReverting, EvHealthHalt: RolloutHalted},
 		RolloutCancelled:  {EvRollback: RolloutReverting},
 		RolloutReverted:   {},
 		RolloutFailed:     {},

@@ -28,6 +28,29 @@ type Input struct {
 	Deferrals []Deferral `json:"deferrals"`
 	// Tunables: zero fields take their defaults.
 	Tunables Tunables `json:"tunables"`
+	// WatchingSince is when the control plane's current unbroken watch
+	// over its hosts began: since then it has been up, with its store,
+	// recording what hosts report. Until it has watched for one offline
+	// threshold, a host it has not heard from is not judged offline
+	// (rfcs/0003 rule 6). Zero means it has always watched.
+	WatchingSince time.Time `json:"watchingSince,omitzero"`
+	// Visibility: the channels in partial visibility after the previous
+	// tick, so that its beginning and end are reported once.
+	Visibility []Visibility `json:"visibility"`
+}
+
+// Visibility records a channel in partial visibility: more of its hosts
+// are silent at once than the tunables allow, so silence there says more
+// about what the control plane can see than about the hosts
+// (rfcs/0003 rule 6).
+type Visibility struct {
+	Channel string `json:"channel"`
+	// Since is when the partial visibility began.
+	Since time.Time `json:"since"`
+	// Silent of Total hosts of the channel were not heard from within
+	// the offline threshold at the last tick.
+	Silent int `json:"silent"`
+	Total  int `json:"total"`
 }
 
 // Channel is a channel's latest verified release.
@@ -57,14 +80,45 @@ type Tunables struct {
 	// ReadinessDeadlineSeconds: how long a wave may go without progress,
 	// beyond its soak time, before the rollout halts. Default 3600.
 	ReadinessDeadlineSeconds int `json:"readinessDeadlineSeconds,omitempty"`
+	// PartialVisibilityPct: a channel is in partial visibility when more
+	// than this percentage of its hosts is silent at once (and at least
+	// PartialVisibilityMinHosts are). Default 50; 100 turns it off.
+	PartialVisibilityPct int `json:"partialVisibilityPct,omitempty"`
+	// PartialVisibilityMinHosts is the floor: fewer silent hosts than this
+	// are judged one by one, so that a channel of one or two hosts still
+	// skips a host that is away. Default 2.
+	PartialVisibilityMinHosts int `json:"partialVisibilityMinHosts,omitempty"`
 }
 
 // Defaults for Tunables.
 const (
-	DefaultOfflineThreshold  = 5 * time.Minute
-	DefaultConfirmWindow     = 5 * time.Minute
-	DefaultReadinessDeadline = 60 * time.Minute
+	DefaultOfflineThreshold          = 5 * time.Minute
+	DefaultConfirmWindow             = 5 * time.Minute
+	DefaultReadinessDeadline         = 60 * time.Minute
+	DefaultPartialVisibilityPct      = 50
+	DefaultPartialVisibilityMinHosts = 2
 )
+
+// OfflineThreshold is how long a host may be silent before it counts as
+// offline.
+func (t Tunables) OfflineThreshold() time.Duration { return t.offline() }
+
+// ConfirmWindow is how long an activated host has to confirm.
+func (t Tunables) ConfirmWindow() time.Duration { return t.confirm() }
+
+func (t Tunables) visibilityPct() int {
+	if t.PartialVisibilityPct <= 0 {
+		return DefaultPartialVisibilityPct
+	}
+	return min(t.PartialVisibilityPct, 100)
+}
+
+func (t Tunables) visibilityFloor() int {
+	if t.PartialVisibilityMinHosts <= 0 {
+		return DefaultPartialVisibilityMinHosts
+	}
+	return t.PartialVisibilityMinHosts
+}
 
 func (t Tunables) offline() time.Duration {
 	return secondsOr(t.OfflineThresholdSeconds, DefaultOfflineThreshold)
@@ -220,7 +274,10 @@ type Activation struct {
 	Closure   string    `json:"closure"`
 	Outcome   string    `json:"outcome"`
 	At        time.Time `json:"at"`
-	Detail    string    `json:"detail,omitempty"`
+	// Code is the agent's stable code for why (for rolled_back: what
+	// made it roll back, e.g. confirm_timeout).
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Quarantine holds a closure back from a host (the wire type).
@@ -280,6 +337,9 @@ type Output struct {
 	Deferrals []Deferral `json:"deferrals"`
 	// Channels: channels whose last rolled ref changed.
 	Channels []ChannelUpdate `json:"channels"`
+	// Visibility: the complete current set of channels in partial
+	// visibility, for the next tick.
+	Visibility []Visibility `json:"visibility"`
 }
 
 // ChannelUpdate records the ref a channel last opened a rollout for.
@@ -343,6 +403,9 @@ const (
 	EventIntentRefused     = "intent_refused"
 	EventComplianceWarning = "compliance_warning"
 	EventRefWaiting        = "ref_waiting"
+	// A channel's partial visibility began or ended (rule 6).
+	EventPartialVisibility  = "partial_visibility"
+	EventVisibilityRestored = "visibility_restored"
 )
 
 // Event is one journal entry: what happened, to what, and why.

@@ -1,0 +1,364 @@
+package reconciler_test
+
+// Property tests of what the control plane may conclude from what it can
+// see (SPEC §4 invariants 3–5, rfcs/0003 rules 6–9 and 11). The chaotic
+// runs of property_test.go drive them, with outages of the control plane
+// (its watch restarts, check-ins are lost meanwhile), partitions of a
+// drawn share of a channel's hosts, releases pushed mid-rollout (often
+// right after a pause, so that they supersede a rollout with hosts
+// soaking) and operator intents. After every tick:
+//
+//  7. evidence: no host of wave k+1 is dispatched, catch-up included,
+//     while its rollout has fewer converged hosts in an earlier wave than
+//     the policy's evidence asks for;
+//  8. silence is not failure: no host is skipped, failed while soaking,
+//     or failed for a confirm window that ran while the control plane
+//     could not hear it, in a channel in partial visibility or while the
+//     control plane has not watched for an offline threshold (recomputed
+//     here from the input);
+//  9. health policy: a rollout whose failures (minus those forgiven)
+//     exceed healthGate.maxFailures is not left Active, nor Converged while
+//     it is its channel's latest (a catch-up failure halts or reverts it),
+//     and health_failure fires only past the limit;
+//  10. deadlines: an Active rollout past its readiness deadline whose
+//     current wave has nothing in flight and nothing waiting for the fleet
+//     (budget, busy host, channel or host edge) has been halted;
+//  11. landing: no host stays in flight in a terminal rollout longer than
+//     its soak or confirm window allows, unless silence holds it.
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// TestPropertyPromotionNeedsEvidence: invariant 7.
+func TestPropertyPromotionNeedsEvidence(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkEvidence) })
+}
+
+// TestPropertySilenceIsNotFailure: invariant 8.
+func TestPropertySilenceIsNotFailure(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkSilence) })
+}
+
+// TestPropertyHealthPolicyAlwaysApplies: invariant 9.
+func TestPropertyHealthPolicyAlwaysApplies(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkHealthPolicy) })
+}
+
+// TestPropertyNoSilentStall: invariant 10.
+func TestPropertyNoSilentStall(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkDeadline) })
+}
+
+// TestPropertyInFlightHostsLand: invariant 11.
+func TestPropertyInFlightHostsLand(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkLanding) })
+}
+
+// maxSimStep is the longest time between two ticks of the simulation
+// (outages aside).
+const maxSimStep = 600 * time.Second
+
+// evidenceOf is how many converged hosts a wave of n hosts needs.
+func evidenceOf(g proto.HealthGate, n int) int {
+	need := 1
+	if g.MinConverged != nil {
+		need = max(need, *g.MinConverged)
+	}
+	if g.MinConvergedPct != nil {
+		need = max(need, (n**g.MinConvergedPct+99)/100)
+	}
+	return min(need, n)
+}
+
+func checkEvidence(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	index := rolloutIndexByID(c.next)
+	for _, e := range c.out.Events {
+		if e.Kind != reconciler.EventHostTransition || e.To != string(reconciler.HostActivating) {
+			continue
+		}
+		ri, ok := index[e.RolloutID]
+		if !ok {
+			continue
+		}
+		r := c.next.Rollouts[ri]
+		byWave := map[int][]reconciler.RolloutHost{}
+		for _, h := range r.Hosts {
+			byWave[h.Wave] = append(byWave[h.Wave], h)
+		}
+		for wave := range e.Wave {
+			hosts := byWave[wave]
+			converged := 0
+			for _, h := range hosts {
+				if h.State == reconciler.HostConverged {
+					converged++
+				}
+			}
+			if need := evidenceOf(r.HealthGate, len(hosts)); converged < need {
+				problems = append(problems, fmt.Sprintf("host %s of wave %d dispatched (%s) in %s while wave %d has %d converged host(s) of the %d it needs",
+					e.Host, e.Wave, e.Reason.Code, r.ID, wave, converged, need))
+			}
+		}
+	}
+	return problems
+}
+
+// sight is what the control plane could see at a tick's input, as rfcs/0003
+// rule 6 defines it.
+type sight struct {
+	in   reconciler.Input
+	warm bool
+}
+
+func sightOf(in reconciler.Input) sight {
+	t := in.Tunables.OfflineThreshold()
+	return sight{in: in, warm: in.WatchingSince.IsZero() || !in.Now.Before(in.WatchingSince.Add(t))}
+}
+
+func (s sight) heard(host string) bool {
+	o := s.in.Hosts[host]
+	return !o.LastSeen.IsZero() && s.in.Now.Sub(o.LastSeen) <= s.in.Tunables.OfflineThreshold()
+}
+
+// partial: more than 50% of the channel's hosts, and at least two, silent.
+func (s sight) partial(channel string) bool {
+	var hosts []string
+	for _, c := range s.in.Channels {
+		if c.Name == channel && c.Manifest != nil {
+			for _, h := range c.Manifest.HostSet {
+				hosts = append(hosts, h.Hostname)
+			}
+		}
+	}
+	if hosts == nil {
+		latest := -1
+		for i, r := range s.in.Rollouts {
+			if r.Channel == channel && (latest < 0 || r.OpenedAt.After(s.in.Rollouts[latest].OpenedAt) ||
+				(r.OpenedAt.Equal(s.in.Rollouts[latest].OpenedAt) && r.ID > s.in.Rollouts[latest].ID)) {
+				latest = i
+			}
+		}
+		if latest >= 0 {
+			for _, h := range s.in.Rollouts[latest].Hosts {
+				hosts = append(hosts, h.Hostname)
+			}
+		}
+	}
+	silent := 0
+	for _, h := range hosts {
+		if !s.heard(h) {
+			silent++
+		}
+	}
+	return silent*100 > 50*len(hosts) && silent >= 2
+}
+
+// hostBefore returns a host's record in the tick's input.
+func hostBefore(in reconciler.Input, rollout, host string) (reconciler.RolloutHost, bool) {
+	for _, r := range in.Rollouts {
+		if r.ID == rollout {
+			for _, h := range r.Hosts {
+				if h.Hostname == host {
+					return h, true
+				}
+			}
+		}
+	}
+	return reconciler.RolloutHost{}, false
+}
+
+func checkSilence(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	s := sightOf(c.in)
+	held := func(channel string) string {
+		switch {
+		case !s.warm:
+			return fmt.Sprintf("the control plane watches only since %s", c.in.WatchingSince.Format(time.RFC3339))
+		case s.partial(channel):
+			return fmt.Sprintf("channel %s is in partial visibility", channel)
+		}
+		return ""
+	}
+	for _, e := range c.out.Events {
+		if e.Kind != reconciler.EventHostTransition {
+			continue
+		}
+		silence := false
+		switch {
+		case e.To == string(reconciler.HostSkipped):
+			silence = true
+		case e.Reason.Code == reconciler.CodeOfflineSoaking:
+			silence = true
+		case e.Reason.Code == reconciler.CodeConfirmTimeout:
+			if h, ok := hostBefore(c.in, e.RolloutID, e.Host); ok && c.in.WatchingSince.After(h.Since) {
+				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although its confirm window began before the control plane's watch (%s): that window ran unheard",
+					e.Host, e.RolloutID, c.in.WatchingSince.Format(time.RFC3339)))
+			}
+			silence = !s.heard(e.Host)
+		}
+		if why := held(e.Channel); silence && why != "" {
+			problems = append(problems, fmt.Sprintf("host %s of %s moved %s→%s (%s) for being silent while %s",
+				e.Host, e.RolloutID, e.From, e.To, e.Reason.Code, why))
+		}
+	}
+	return problems
+}
+
+// failuresOf counts a rollout's health failures as rfcs/0003 rule 9 does.
+func failuresOf(r reconciler.Rollout) int {
+	n := 0
+	for _, h := range r.Hosts {
+		switch {
+		case h.State == reconciler.HostFailed && h.Reason.Code != reconciler.CodeRollbackTimeout && h.Reason.Code != reconciler.CodeConfirmUnheard:
+			n++
+		case h.State == reconciler.HostReverted && h.Reason.Code == reconciler.CodeAgentRolledBack:
+			n++
+		}
+	}
+	return n
+}
+
+func maxFailuresOf(r reconciler.Rollout) int {
+	if m := r.HealthGate.MaxFailures; m != nil && *m > 0 {
+		return *m
+	}
+	return 0
+}
+
+func checkHealthPolicy(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	latest := map[string]int{}
+	for i, r := range c.next.Rollouts {
+		if j, ok := latest[r.Channel]; !ok || r.OpenedAt.After(c.next.Rollouts[j].OpenedAt) ||
+			(r.OpenedAt.Equal(c.next.Rollouts[j].OpenedAt) && r.ID > c.next.Rollouts[j].ID) {
+			latest[r.Channel] = i
+		}
+	}
+	for i, r := range c.next.Rollouts {
+		over := failuresOf(r) - r.FailuresForgiven - maxFailuresOf(r)
+		if over <= 0 {
+			continue
+		}
+		if r.State == reconciler.RolloutActive || (r.State == reconciler.RolloutConverged && latest[r.Channel] == i) {
+			problems = append(problems, fmt.Sprintf("%s is %s with %d failed host(s) (%d forgiven), over healthGate.maxFailures %d: onHealthFailure %q did not apply",
+				r.ID, r.State, failuresOf(r), r.FailuresForgiven, maxFailuresOf(r), r.OnHealthFailure))
+		}
+	}
+	// health_failure fires only past the limit: the rollout's hosts are
+	// replayed from the input through the tick's events up to it.
+	index := rolloutIndexByID(c.next)
+	type key struct{ rollout, host string }
+	states := map[key]reconciler.RolloutHost{}
+	for _, r := range c.in.Rollouts {
+		for _, h := range r.Hosts {
+			states[key{r.ID, h.Hostname}] = h
+		}
+	}
+	for _, e := range c.out.Events {
+		if e.Kind == reconciler.EventHostTransition {
+			states[key{e.RolloutID, e.Host}] = reconciler.RolloutHost{Hostname: e.Host, State: reconciler.HostState(e.To), Reason: e.Reason}
+			continue
+		}
+		if e.Kind != reconciler.EventRolloutTransition || e.Reason.Code != reconciler.CodeHealthFailure {
+			continue
+		}
+		ri, ok := index[e.RolloutID]
+		if !ok {
+			continue
+		}
+		r := c.next.Rollouts[ri]
+		then := r
+		then.Hosts = nil
+		for _, h := range r.Hosts {
+			if st, ok := states[key{r.ID, h.Hostname}]; ok {
+				then.Hosts = append(then.Hosts, st)
+			}
+		}
+		if failuresOf(then)-r.FailuresForgiven <= maxFailuresOf(r) {
+			problems = append(problems, fmt.Sprintf("%s moved %s→%s for health_failure with only %d failure(s) (%d forgiven, maxFailures %d)",
+				r.ID, e.From, e.To, failuresOf(then), r.FailuresForgiven, maxFailuresOf(r)))
+		}
+	}
+	return problems
+}
+
+func checkDeadline(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	for _, r := range c.next.Rollouts {
+		if r.State != reconciler.RolloutActive {
+			continue
+		}
+		start := r.ProgressAt
+		for _, t := range []time.Time{r.WaveStartedAt, c.next.WatchingSince} {
+			if t.After(start) {
+				start = t
+			}
+		}
+		soak := time.Duration(0)
+		if r.Wave >= 0 && r.Wave < len(r.Waves) {
+			soak = time.Duration(r.Waves[r.Wave].SoakMinutes) * time.Minute
+		}
+		if c.next.Now.Sub(start) <= reconciler.DefaultReadinessDeadline+soak {
+			continue
+		}
+		waiting := false
+		for _, h := range r.Hosts {
+			if h.Wave != r.Wave {
+				continue
+			}
+			switch {
+			case simInFlight(h.State):
+				waiting = true
+			case h.State == reconciler.HostPending && slices.Contains([]string{reconciler.GateBudget, reconciler.GateBusy,
+				reconciler.GateChannelEdge, reconciler.GateHostEdge}, h.Blocked.Gate):
+				waiting = true
+			}
+		}
+		if !waiting {
+			problems = append(problems, fmt.Sprintf("%s is Active at wave %d, %s after its last progress (%s), with nothing in flight or waiting for the fleet, and no stall",
+				r.ID, r.Wave, c.next.Now.Sub(start), start.Format(time.RFC3339)))
+		}
+	}
+	return problems
+}
+
+func checkLanding(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	confirm, offline := c.next.Tunables.ConfirmWindow(), c.next.Tunables.OfflineThreshold()
+	for _, r := range c.next.Rollouts {
+		if !r.State.Terminal() {
+			continue
+		}
+		for _, h := range r.Hosts {
+			if !simInFlight(h.State) || h.Blocked.Gate == reconciler.GateUnheard || h.Blocked.Gate == reconciler.GateVisibility {
+				continue
+			}
+			bound := confirm
+			if h.State == reconciler.HostSoaking {
+				bound = offline + maxSimStep
+				if h.Wave >= 0 && h.Wave < len(r.Waves) {
+					bound += time.Duration(r.Waves[h.Wave].SoakMinutes) * time.Minute
+				}
+			}
+			if d := c.next.Now.Sub(h.Since); d > bound {
+				problems = append(problems, fmt.Sprintf("host %s is %s in %s (%s) for %s, longer than the %s it may take to land",
+					h.Hostname, h.State, r.ID, r.State, d, bound))
+			}
+		}
+	}
+	return problems
+}

@@ -1,0 +1,376 @@
+package reconciler_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// The golden cases of partial visibility, evidence, catch-up, supersession
+// and the tick's clock (rfcs/0003 rules 1, 5–12).
+func init() { scenarios = append(scenarios, silenceScenarios...) }
+
+// five is one channel: a canary (wave 0, no soak) and four hosts in wave
+// 1 (no soak).
+func five(s *scenario) *fleetBuilder {
+	return newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0, "canary").
+		host("b", "stable", 1).host("c", "stable", 1).host("d", "stable", 1).host("e", "stable", 1)
+}
+
+// oneWave is one channel of four hosts in one wave, one in flight at a
+// time.
+func oneWave(s *scenario, soak int) *fleetBuilder {
+	return newFleet(s.t).channel("stable", soak).host("a", "stable", 0).host("b", "stable", 0).
+		host("c", "stable", 0).host("d", "stable", 0).budget(proto.Selector{All: true}, 1, 0)
+}
+
+func noTransitionTo(states ...rc.HostState) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		for _, e := range out.Events {
+			if e.Kind == rc.EventHostTransition && slices.Contains(states, rc.HostState(e.To)) {
+				t.Fatalf("unexpected %s→%s of %s (%s)", e.From, e.To, e.Host, e.Reason.Code)
+			}
+		}
+	}
+}
+
+func noRolloutTo(state rc.RolloutState) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		for _, e := range out.Events {
+			if e.Kind == rc.EventRolloutTransition && e.To == string(state) {
+				t.Fatalf("unexpected %s→%s of %s (%s)", e.From, e.To, e.RolloutID, e.Reason.Code)
+			}
+		}
+	}
+}
+
+func noRolloutTransition(t *testing.T, out rc.Output) {
+	t.Helper()
+	noEvent(rc.EventRolloutTransition)(t, out)
+}
+
+var silenceScenarios = []goldenCase{
+	// ---- rule 6: silence is not failure ----
+	{
+		name: "rule06-first-deployment-holds-unheard-hosts",
+		desc: "rule 6: a control plane that just started opens a rollout no agent has checked in for: nothing is skipped and no wave promoted; the canary waits, unheard",
+		build: func(s *scenario) {
+			s.watching(t0).release(three(s).build(), commit(1))
+		},
+		check: all(wantBlocked("a", rc.GateUnheard), noTransitionTo(rc.HostSkipped), noEvent(rc.EventWavePromoted),
+			wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents()),
+	},
+	{
+		name: "rule06-warming-up-dispatches-heard-canary",
+		desc: "rule 6: a minute after the control plane started, the canary has checked in and is dispatched; hosts not heard from are neither skipped nor dispatched",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1)
+			s.watching(t0).release(b.build(), commit(1)).tick()
+			s.in.Now = t0.Add(time.Minute)
+			s.online("a")
+		},
+		check: all(wantIntents("a"), noTransitionTo(rc.HostSkipped)),
+	},
+	{
+		name: "rule06-unheard-host-skipped-once-warm",
+		desc: "rule 6: once the control plane watched for the offline threshold, a host of the active wave it never heard from is Skipped",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1)
+			s.watching(t0).release(b.build(), commit(1)).tick()
+			s.in.Now = t0.Add(time.Minute)
+			s.online("a", "b").tick().advance(5 * time.Minute)
+		},
+		check: wantEvent(rc.EventHostTransition, "z", "Skipped", rc.CodeOffline),
+	},
+	{
+		name: "rule06-silence-not-judged-after-an-outage",
+		desc: "rule 6: the control plane was down for 20 minutes while a soaked and b waited: back, it has not watched for the offline threshold, so a is not failed and b not skipped",
+		build: func(s *scenario) {
+			s.release(oneWave(s, 10).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.outage(20 * time.Minute).online("c")
+		},
+		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", rc.GateUnheard), wantBlocked("b", rc.GateUnheard), noRolloutTransition),
+	},
+	{
+		name: "rule06-partial-visibility-skips-nothing",
+		desc: "rule 6: three of four hosts go silent at once: the channel is in partial visibility (one event with the counts); the silent Pending hosts are not skipped and nothing is dispatched",
+		build: func(s *scenario) {
+			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a")
+		},
+		check: all(wantEvent(rc.EventPartialVisibility, "", "", rc.CodePartialVisibility), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
+			noTransitionTo(rc.HostSkipped), wantBlocked("b", rc.GateVisibility), wantIntents()),
+	},
+	{
+		name: "rule06-partial-visibility-ends-by-itself",
+		desc: "rule 6: the silent hosts are heard again: visibility_restored, and the channel moves on",
+		build: func(s *scenario) {
+			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
+			s.online("b", "c", "d")
+		},
+		check: all(wantEvent(rc.EventVisibilityRestored, "", "", rc.CodeVisibilityBack), wantIntents("b")),
+	},
+	{
+		name: "rule06-partial-visibility-promotes-nothing",
+		desc: "rule 6: the canary converged, but three of five hosts are silent: wave 0 is not promoted while the channel is in partial visibility",
+		build: func(s *scenario) {
+			s.release(five(s).build(), commit(1)).online("a", "b", "c", "d", "e").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
+	},
+	{
+		name: "rule06-partial-visibility-does-not-fail-soaking-host",
+		desc: "rule 6: a soaking host goes silent with most of its channel: it stays Soaking (no offline_while_soaking, no health policy)",
+		build: func(s *scenario) {
+			s.release(oneWave(s, 30).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.offline("a", "b", "c")
+		},
+		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", rc.GateVisibility), noRolloutTransition),
+	},
+	{
+		name: "rule06-tiny-channel-skips-its-away-host",
+		desc: "rule 6: one silent host is below the partial-visibility floor: judged alone, it is Skipped",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("solo", 0).host("z", "solo", 0)
+			s.release(b.build(), commit(1)).offline("z")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "z", "Skipped", rc.CodeOffline), noEvent(rc.EventPartialVisibility), noRolloutTo(rc.RolloutConverged)),
+	},
+	{
+		name: "rule06-catch-up-obeys-budgets",
+		desc: "rule 6: a skipped canary returns while wave 1 has a host in flight under a budget of one: it waits for the budget like any member of the rollout",
+		build: func(s *scenario) {
+			b := four(s).budget(proto.Selector{All: true}, 1, 0)
+			s.release(b.build(), commit(1)).online("b", "c", "d").offline("a").tick().advance(time.Minute)
+			s.confirm(id1, "d").tick().advance(time.Minute)
+			s.online("a")
+		},
+		check: all(wantBlocked("a", rc.GateBudget), wantIntents()),
+	},
+
+	// ---- rule 8: evidence ----
+	{
+		name: "rule08-wave-without-converged-host-not-promoted",
+		desc: "rule 8: the only canary is away and Skipped: wave 0 proved nothing and is not promoted; the rollout waits for it",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("b", "c").offline("a")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", rc.CodeOffline), noEvent(rc.EventWavePromoted), wantIntents()),
+	},
+	{
+		name: "rule08-min-converged-holds-wave",
+		desc: "rule 8: healthGate.minConverged 2: one canary converged and one failed (within maxFailures) is not enough evidence",
+		build: func(s *scenario) {
+			b := four(s).policy("stable", func(p *proto.RolloutPolicy) {
+				one, two := 1, 2
+				p.HealthGate.MaxFailures, p.HealthGate.MinConverged = &one, &two
+			})
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "d", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
+	},
+	{
+		name: "rule08-min-converged-pct-promotes",
+		desc: "rule 8: healthGate.minConvergedPct 50 of a two-host wave: one converged canary is enough, and the wave is promoted",
+		build: func(s *scenario) {
+			b := four(s).policy("stable", func(p *proto.RolloutPolicy) {
+				one, half := 1, 50
+				p.HealthGate.MaxFailures, p.HealthGate.MinConvergedPct = &one, &half
+			})
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
+		},
+		check: all(wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
+	},
+
+	// ---- rule 7: confirm windows the control plane could not hear ----
+	{
+		name: "rule07-confirm-window-during-outage-not-a-failure",
+		desc: "rule 7: a was dispatched, then the control plane was down past the confirm window; back, it hears a on its previous closure without a confirm: Failed (confirm_unheard), not counted, no health policy",
+		build: func(s *scenario) {
+			started(s)
+			s.outage(20*time.Minute).online("a", "b", "c")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmUnheard), noRolloutTransition),
+	},
+	{
+		name: "rule07-confirm-window-closed-in-silence-is-held",
+		desc: "rule 7: the confirm window closes while a and most of its channel are silent: a stays Activating, held (confirm_unheard), and is not failed",
+		build: func(s *scenario) {
+			started(s)
+			s.advance(6*time.Minute).offline("a", "b", "c")
+		},
+		check: all(noTransitionTo(rc.HostFailed), wantBlocked("a", rc.GateVisibility), noRolloutTransition),
+	},
+	{
+		name: "rule07-agent-rollback-after-unheard-window-not-a-failure",
+		desc: "rule 7: the held host comes back and reports it rolled back when its confirm window closed: Reverted (confirm_unheard), not a health failure",
+		build: func(s *scenario) {
+			started(s)
+			s.advance(6*time.Minute).offline("a", "b", "c").tick().advance(time.Minute)
+			s.online("a", "b", "c").report(id1, "a", rc.OutcomeRolledBack)
+			s.observe("a", func(o *rc.ObservedHost) { o.Activation.Code = rc.CodeConfirmTimeout })
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeConfirmUnheard), noRolloutTransition),
+	},
+	{
+		name: "rule07-confirm-newer-than-now-waits",
+		desc: "rule 7: a confirm stamped after the tick's now (recorded while the tick loaded its input) is left for the next tick",
+		build: func(s *scenario) {
+			started(s)
+			s.confirm(id1, "a")
+			s.observe("a", func(o *rc.ObservedHost) { o.Activation.At = s.in.Now.Add(time.Millisecond) })
+		},
+		check: all(noEvent(rc.EventHostTransition), wantIntents()),
+	},
+
+	// ---- rule 9: health failures after convergence ----
+	{
+		name: "rule09-catch-up-failure-halts-converged-rollout",
+		desc: "rule 9: c was skipped and the rollout converged; c returns, catches up and fails: its failure counts and the converged rollout is Halted (onHealthFailure halt)",
+		build: func(s *scenario) {
+			s.release(four(s).build(), commit(1)).online("a", "b", "d").offline("c").converge(time.Minute)
+			s.online("c").tick().advance(time.Minute)
+			s.report(id1, "c", rc.OutcomeFailed)
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure), wantEvent(rc.EventHostTransition, "c", "Failed", "")),
+	},
+	{
+		name: "rule09-catch-up-failure-reverts-converged-rollout",
+		desc: "rule 9: the same with onHealthFailure rollback-and-halt: the converged rollout is Reverting; c is already back, the others are sent back, latest wave first",
+		build: func(s *scenario) {
+			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
+			s.release(b.build(), commit(1)).online("a", "b", "d").offline("c").converge(time.Minute)
+			s.online("c").tick().advance(time.Minute)
+			s.report(id1, "c", rc.OutcomeFailed)
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeHealthFailure),
+			wantEvent(rc.EventHostTransition, "c", "Reverted", rc.CodeRolledBack), wantIntents("b", "a", "d")),
+	},
+	{
+		name: "rule09-halted-rollout-stops-catching-up",
+		desc: "rule 9: a skipped host returns to a halted rollout: it is not dispatched",
+		build: func(s *scenario) {
+			s.release(four(s).build(), commit(1)).online("b", "c", "d").offline("a").tick().advance(time.Minute)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.online("a")
+		},
+		check: all(wantIntents(), noTransitionTo(rc.HostActivating)),
+	},
+	{
+		name: "rule09-reverted-rollout-lets-unchanged-host-land",
+		desc: "rule 9: a's closure did not change in the release, so the revert has nothing to send it; the rollout is Reverted and a, still soaking there, lands: Converged",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10, 0).host("a", "stable", 0).host("b", "stable", 1)
+			s.release(b.build(), commit(1)).online("a", "b").converge(11 * time.Minute)
+			s.release(b.bumpHost("b", "v2").build(), commit(2)).tick().advance(time.Minute)
+			s.confirm(rid("stable", 2), "a").tick().advance(time.Minute)
+			s.intent("i1", rid("stable", 2), rc.IntentRollback, "alice").tick().advance(11 * time.Minute)
+		},
+		check: wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked),
+	},
+
+	// ---- rules 1 and 5: a superseded rollout's hosts in flight ----
+	{
+		name: "rule05-superseded-soaking-host-still-counts",
+		desc: "rule 5: a halted rollout with a soaking is superseded: a stays in flight there and counts against the budget of one, so the new rollout dispatches nobody",
+		build: func(s *scenario) {
+			b := oneWave(s, 10)
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2))
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", rc.CodeSuperseded), wantBlocked("a", rc.GateBusy),
+			wantBlocked("b", rc.GateBudget), wantIntents()),
+	},
+	{
+		name: "rule01-superseded-rollout-lets-soaking-host-land",
+		desc: "rule 1: the superseded rollout's soaking host converges there when its soak ends, and the new rollout takes it in the same tick",
+		build: func(s *scenario) {
+			b := oneWave(s, 10)
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.release(b.bump("v2").build(), commit(2)).tick().advance(9 * time.Minute)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked), wantIntents("a")),
+	},
+
+	// ---- rule 10: intents newer than the tick ----
+	{
+		name: "rule10-intent-newer-than-now-waits",
+		desc: "rule 10: an intent filed after the tick's now is left for the next tick: no result yet",
+		build: func(s *scenario) {
+			started(s)
+			s.intent("i1", id1, rc.IntentPause, "alice")
+			s.in.Intents[0].At = s.in.Now.Add(time.Millisecond)
+		},
+		check: all(noEvent(rc.EventIntentAccepted), noRolloutTransition, func(t *testing.T, out rc.Output) {
+			if len(out.IntentResults) != 0 {
+				t.Fatalf("intent consumed: %+v", out.IntentResults)
+			}
+		}),
+	},
+
+	// ---- rule 11: deadlines that name what is missing ----
+	{
+		name: "rule11-wave-of-away-hosts-stalls",
+		desc: "rule 11: the only canary was skipped and never returns: after the readiness deadline the rollout halts, naming the wave and the evidence it lacks",
+		build: func(s *scenario) {
+			s.release(three(s).build(), commit(1)).online("b", "c").offline("a").tick().advance(66 * time.Minute)
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+	},
+	{
+		name: "rule11-edge-against-wave-order-stalls",
+		desc: "rule 11: a (wave 0) waits for b (wave 1), which cannot start before wave 0 is promoted: the deadline halts the rollout instead of waiting for ever",
+		build: func(s *scenario) {
+			// ValidateFleet refuses such an edge; an artifact from before
+			// that rule, or a hand-made input, can still carry one.
+			f := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1).build()
+			f.Edges = append(f.Edges, proto.Edge{Gates: "b", Gated: "a"})
+			s.release(f, commit(1)).online("a", "z", "b").tick().advance(time.Minute)
+			s.confirm(id1, "z").tick().advance(61 * time.Minute)
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+	},
+	{
+		name: "rule11-partial-visibility-past-the-deadline-halts",
+		desc: "rule 11: partial visibility that outlasts the readiness deadline halts the rollout, saying so",
+		build: func(s *scenario) {
+			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(61 * time.Minute)
+			s.offline("b", "c", "d")
+		},
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+	},
+
+	// ---- rule 12: output independent of the order of edges ----
+	{
+		name: "rule12-frozen-edges-sorted",
+		desc: "rule 12: a rollout freezes its host edges sorted, whatever their order in the fleet",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).host("c", "stable", 0).
+				edge("c", "b").edge("a", "c").edge("a", "b")
+			s.release(b.build(), commit(1)).online("a", "b", "c")
+		},
+		check: func(t *testing.T, out rc.Output) {
+			t.Helper()
+			want := []rc.Edge{{Gates: "a", Gated: "b"}, {Gates: "a", Gated: "c"}, {Gates: "c", Gated: "b"}}
+			if len(out.Rollouts) != 1 || !slices.Equal(out.Rollouts[0].Rollout.Edges, want) {
+				t.Fatalf("frozen edges %+v, want %+v", out.Rollouts, want)
+			}
+		},
+	},
+}

@@ -1,0 +1,166 @@
+package reconciler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// What the control plane can see (rfcs/0003 rule 6). Silence is not
+// failure: a host the control plane does not hear may be down, or the
+// control plane may be the one that is blind — just started, back from a
+// lost database, or cut off from a part of the network. Silence is judged
+// (a Pending host skipped, a soaking host failed, a confirm window counted
+// as a failure) only when the control plane has watched for one offline
+// threshold and can hear most of the host's channel; otherwise the
+// channel holds and says why.
+
+// heard reports whether a host checked in within the offline threshold.
+// A check-in later than now (recorded while the tick loaded its input)
+// counts as heard now.
+func (t *tick) heard(o ObservedHost) bool {
+	return !o.LastSeen.IsZero() && t.now.Sub(o.LastSeen) <= t.in.Tunables.offline()
+}
+
+// warm reports whether the control plane has watched its hosts for one
+// offline threshold: before that, not hearing a host says nothing.
+func (t *tick) warm() bool {
+	return t.in.WatchingSince.IsZero() || !t.now.Before(t.watchEnd())
+}
+
+// watchEnd is when the current watch has lasted one offline threshold.
+func (t *tick) watchEnd() time.Time {
+	return t.in.WatchingSince.Add(t.in.Tunables.offline())
+}
+
+// judges reports whether silence is judged on a channel now: the control
+// plane has watched long enough and the channel is not in partial
+// visibility.
+func (t *tick) judges(channel string) bool {
+	return t.warm() && !t.partial[channel]
+}
+
+// silenceHold is the reason a silent host is left as it is instead of
+// being judged; its code is the gate's unless one is given (a held
+// confirm window is marked confirm_unheard).
+func (t *tick) silenceHold(channel, code, what string) Reason {
+	if t.partial[channel] {
+		return Reason{Gate: GateVisibility, Code: cmp.Or(code, GateVisibility),
+			Message: fmt.Sprintf("%s; channel %s is in partial visibility, where silence is not judged", what, channel)}
+	}
+	return Reason{Gate: GateUnheard, Code: cmp.Or(code, GateUnheard),
+		Message: fmt.Sprintf("%s; the control plane has watched its hosts only since %s and judges no silence before %s",
+			what, stamp(t.in.WatchingSince), stamp(t.watchEnd()))}
+}
+
+// unheardBlock is why a Pending host that is not heard is neither skipped
+// nor dispatched while the control plane warms up.
+func (t *tick) unheardBlock(w *work, o ObservedHost) Reason {
+	what := "never heard from"
+	if !o.LastSeen.IsZero() {
+		what = "not heard from since " + stamp(o.LastSeen)
+	}
+	return t.silenceHold(w.r.Channel, "", what)
+}
+
+func visibilityBlock(channel string) Reason {
+	return Reason{Gate: GateVisibility, Code: GateVisibility,
+		Message: fmt.Sprintf("channel %s is in partial visibility: nothing is dispatched until most of its hosts are heard again", channel)}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
+
+// silence counts the silent hosts of a channel, and its hosts: those of
+// its verified release, or of its latest rollout when it has no release.
+func (t *tick) silence(name string) (silent, total int) {
+	if c := t.channels[name]; c != nil && c.Manifest != nil {
+		for _, h := range c.Manifest.HostSet {
+			if !t.heard(t.obs[h.Hostname]) {
+				silent++
+			}
+		}
+		return silent, len(c.Manifest.HostSet)
+	}
+	if w := t.latestOf(name); w != nil {
+		for _, h := range w.r.Hosts {
+			if !t.heard(t.obs[h.Hostname]) {
+				silent++
+			}
+		}
+		return silent, len(w.r.Hosts)
+	}
+	return 0, 0
+}
+
+// see decides which channels are in partial visibility, and reports those
+// that entered or left it since the previous tick. While the control plane
+// warms up, the previous tick's verdicts stand unchanged: every silent host
+// is held anyway, and most hosts have not checked in again yet.
+func (t *tick) see() {
+	t.partial = map[string]bool{}
+	prev := map[string]Visibility{}
+	for _, v := range t.in.Visibility {
+		prev[v.Channel] = v
+	}
+	if !t.warm() {
+		for _, v := range t.in.Visibility {
+			t.partial[v.Channel] = true
+			t.visibility = append(t.visibility, v)
+		}
+		slices.SortFunc(t.visibility, func(a, b Visibility) int { return strings.Compare(a.Channel, b.Channel) })
+		return
+	}
+	names := map[string]bool{}
+	for n := range t.channels {
+		names[n] = true
+	}
+	for _, w := range t.rollouts {
+		names[w.r.Channel] = true
+	}
+	for _, n := range prev {
+		names[n.Channel] = true
+	}
+	pct, floor := t.in.Tunables.visibilityPct(), t.in.Tunables.visibilityFloor()
+	for _, name := range sortedNames(names) {
+		silent, total := t.silence(name)
+		was, wasPartial := prev[name]
+		if silent*100 > pct*total && silent >= floor {
+			v := Visibility{Channel: name, Since: t.now, Silent: silent, Total: total}
+			if wasPartial {
+				v.Since = was.Since
+			} else {
+				t.emit(Event{Kind: EventPartialVisibility, Channel: name, Wave: -1, Reason: Reason{Code: CodePartialVisibility,
+					Message: fmt.Sprintf("%d of %d hosts silent for more than %s (more than %d%%): the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
+						silent, total, t.in.Tunables.offline(), pct)}})
+			}
+			t.partial[name] = true
+			t.visibility = append(t.visibility, v)
+			continue
+		}
+		if wasPartial {
+			t.emit(Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: CodeVisibilityBack,
+				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again",
+					silent, total, stamp(was.Since))}})
+		}
+	}
+}
+
+func sortedNames(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// blindWindow reports whether a host's confirm window ran while the
+// control plane could not hear it: the watch began after the host was
+// dispatched (the control plane was down or lost its store), the window
+// closed while silence was held (its mark), or the channel is in partial
+// visibility now. A missing confirm is then not the host's failure.
+func (t *tick) blindWindow(w *work, h *RolloutHost) bool {
+	return h.Blocked.Code == CodeConfirmUnheard || t.in.WatchingSince.After(h.Since) || t.partial[w.r.Channel]
+}
