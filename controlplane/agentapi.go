@@ -47,7 +47,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		FailedUnits: req.FailedUnits, Compliance: req.Compliance, Deferred: req.Deferred, Quarantine: req.Quarantine}
 	digest := store.StatusDigest(st)
 	prev := s.hub.lastSeen(req.Hostname)
-	online := !prev.IsZero() && now.Sub(prev) <= s.offlineThreshold()/2
+	online := !prev.IsZero() && now.Sub(prev) <= s.cfg.Tunables.OfflineThreshold()/2
 	// A trusted tag keeps its time: the answer's tag expires tagTTL after
 	// the last check-in that compared the status with the store.
 	stamp, trusted := tagTime(req.StatusTag, digest, now)
@@ -158,7 +158,7 @@ func (s *Server) targetFor(a store.Assignment, ok bool) proto.CheckinResponse {
 		return resp
 	}
 	h := a.Host
-	confirmBy := h.Since.Add(confirmWindow(s.cfg.Tunables)).UTC().Format(time.RFC3339)
+	confirmBy := h.Since.Add(s.cfg.Tunables.ConfirmWindow()).UTC().Format(time.RFC3339)
 	switch h.State {
 	case reconciler.HostActivating:
 		resp.Target = &proto.Target{Kind: proto.TargetDispatch, RolloutID: a.RolloutID, Closure: h.Target, WaveIndex: h.Wave,
@@ -186,20 +186,6 @@ func (s *Server) targetFor(a store.Assignment, ok bool) proto.CheckinResponse {
 		}
 	}
 	return resp
-}
-
-func (s *Server) offlineThreshold() time.Duration {
-	if t := s.cfg.Tunables.OfflineThresholdSeconds; t > 0 {
-		return time.Duration(t) * time.Second
-	}
-	return reconciler.DefaultOfflineThreshold
-}
-
-func confirmWindow(t reconciler.Tunables) time.Duration {
-	if t.ConfirmWindowSeconds > 0 {
-		return time.Duration(t.ConfirmWindowSeconds) * time.Second
-	}
-	return reconciler.DefaultConfirmWindow
 }
 
 // confirm is POST /v1/agent/confirm. A confirm is accepted only for the
@@ -234,7 +220,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 		if token(*a) != req.Token {
 			return gone("the token is not the current activation's (a replayed or outdated confirm)")
 		}
-		deadline := a.Host.Since.Add(confirmWindow(s.cfg.Tunables))
+		deadline := a.Host.Since.Add(s.cfg.Tunables.ConfirmWindow())
 		if now.After(deadline) {
 			return gone("the confirm window closed at %s", deadline.UTC().Format(time.RFC3339))
 		}
@@ -296,7 +282,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if req.Code != "" {
 		detail = req.Code + ": " + detail
 	}
-	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: s.cfg.Now(), Detail: detail}
+	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: s.cfg.Now(),
+		Code: req.Code, Detail: detail}
 	if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
 		return s.internal("recording a report", err)
 	}

@@ -124,8 +124,9 @@ func newEnv(t testing.TB, backend string, spec fleetrepo.Spec, tune func(*contro
 }
 
 // onboard brings the simulated hosts in: the first release (v0, what they
-// run) opened before they ever checked in, so they were skipped; they
-// check in, catch up, and converge in it.
+// run) opened before they ever checked in, while the control plane had
+// just started watching, so they waited unheard; they check in, are
+// dispatched wave by wave, and converge in it.
 func (e *env) onboard(hosts map[string]*simagent.Host) {
 	e.t.Helper()
 	ctx := context.Background()

@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -20,6 +22,9 @@ type metrics struct {
 	verifyFailure *prometheus.CounterVec
 	leader        prometheus.Gauge
 	httpRequests  *prometheus.CounterVec
+	watching      prometheus.Gauge
+	partial       *prometheus.GaugeVec
+	silent        *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -56,13 +61,37 @@ func newMetrics() *metrics {
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_http_requests_total", Help: "API requests by route and status code.",
 	}, []string{"route", "code"})
+	m.watching = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nixfleet_watching_since_seconds", Help: "Unix time the control plane's current unbroken watch over its hosts began (the leader's last tick).",
+	})
+	m.partial = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nixfleet_partial_visibility", Help: "1 while a channel is in partial visibility: too many of its hosts silent at once to judge any (the leader's last tick).",
+	}, []string{"channel"})
+	m.silent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nixfleet_partial_visibility_silent_hosts", Help: "Silent hosts of a channel in partial visibility (the leader's last tick).",
+	}, []string{"channel"})
 	m.reg.MustRegister(m.tickDuration, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
-		m.checkin, m.verifyFailure, m.leader, m.httpRequests,
+		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))
 	}
 	return m
+}
+
+// observeSight shows what the leader could see at its last tick: its
+// watch, and the channels in partial visibility (a channel that left it
+// has no series).
+func (m *metrics) observeSight(watching time.Time, vis []reconciler.Visibility) {
+	if !watching.IsZero() {
+		m.watching.Set(float64(watching.Unix()))
+	}
+	m.partial.Reset()
+	m.silent.Reset()
+	for _, v := range vis {
+		m.partial.WithLabelValues(v.Channel).Set(1)
+		m.silent.WithLabelValues(v.Channel).Set(float64(v.Silent))
+	}
 }
 
 // observeTick counts what a tick decided.

@@ -283,7 +283,7 @@ type HostView struct {
 
 func (s *Server) hostView(rec store.HostRecord, now time.Time) HostView {
 	v := HostView{Hostname: rec.Hostname, Seen: rec.Seen, Observed: rec.Observed}
-	v.Online = rec.Seen && now.Sub(rec.Observed.LastSeen) <= s.offlineThreshold()
+	v.Online = rec.Seen && now.Sub(rec.Observed.LastSeen) <= s.cfg.Tunables.OfflineThreshold()
 	a := rec.Assignment
 	if a == nil {
 		v.Explain = proto.Reason{Code: "not_in_rollout", Message: "no rollout includes this host"}
@@ -367,14 +367,33 @@ type ChannelStatus struct {
 	Pending bool `json:"pending"`
 	// LastFailure is the latest release from git that failed verification.
 	LastFailure *SourceFailure `json:"lastFailure,omitempty"`
+	// Visibility is set while the channel is in partial visibility
+	// (rfcs/0003 rule 6): too many of its hosts are silent at once for
+	// the control plane to judge any.
+	Visibility *reconciler.Visibility `json:"partialVisibility,omitempty"`
+}
+
+// Watch is the control plane's watch over its hosts, as of its last tick.
+type Watch struct {
+	// Since is when its current unbroken watch began.
+	Since time.Time `json:"since"`
+	// JudgesSilenceFrom is Since plus the offline threshold: before it, a
+	// host it has not heard from is not judged offline.
+	JudgesSilenceFrom time.Time `json:"judgesSilenceFrom"`
+	// WarmingUp is set while that time has not come.
+	WarmingUp bool `json:"warmingUp"`
+	// LastTick is its last committed tick.
+	LastTick time.Time `json:"lastTick"`
 }
 
 // Status is GET /v1/status.
 type Status struct {
-	Replica     string          `json:"replica"`
-	Leader      bool            `json:"leader"`
-	InsecureDev bool            `json:"insecureDev"`
-	Channels    []ChannelStatus `json:"channels"`
+	Replica     string `json:"replica"`
+	Leader      bool   `json:"leader"`
+	InsecureDev bool   `json:"insecureDev"`
+	// Watch is absent before the first tick.
+	Watch    *Watch          `json:"watch,omitempty"`
+	Channels []ChannelStatus `json:"channels"`
 }
 
 // status is GET /v1/status: every channel, its release and its latest
@@ -391,11 +410,24 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if err != nil {
 		return s.internal("listing rollouts", err)
 	}
+	sight, err := s.st.Sight(r.Context())
+	if err != nil {
+		return s.internal("reading the watch", err)
+	}
 	_, fails := s.src.status()
 	_, leader := s.ticker.isLeader()
 	st := Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []ChannelStatus{}}
+	if !sight.WatchingSince.IsZero() {
+		from := sight.WatchingSince.Add(s.cfg.Tunables.OfflineThreshold())
+		st.Watch = &Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Now().Before(from), LastTick: sight.LastTick}
+	}
+	partial := map[string]*reconciler.Visibility{}
+	for i := range sight.Visibility {
+		partial[sight.Visibility[i].Channel] = &sight.Visibility[i]
+	}
 	for _, rel := range rels {
-		cs := ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt}
+		cs := ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt,
+			Visibility: partial[rel.Channel]}
 		for _, ro := range rs { // newest first
 			if ro.Channel != rel.Channel {
 				continue

@@ -139,6 +139,16 @@ func (t *ticker) run(ctx context.Context) {
 	}
 }
 
+// maxGap is the longest time between two committed ticks that keeps the
+// control plane's watch over its hosts (store.TickParams): the time ticks
+// can be apart when all is well (a tick interval, and a lease passing to
+// another replica), and never less than half the offline threshold, which
+// a host that checks in at least that often cannot be silent for without
+// a check-in recorded.
+func (t *ticker) maxGap() time.Duration {
+	return max(t.cfg.Tunables.OfflineThreshold()/2, t.cfg.TickInterval+2*t.cfg.LeaseTTL)
+}
+
 // tick runs one tick if this replica leads.
 func (t *ticker) tick(ctx context.Context) {
 	l, ok := t.isLeader()
@@ -146,9 +156,12 @@ func (t *ticker) tick(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	out, err := t.st.Tick(ctx, l, t.cfg.Now(), t.cfg.Tunables, func(in reconciler.Input) (reconciler.Output, error) {
-		return reconciler.Reconcile(in), nil
-	})
+	var watching time.Time
+	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap()},
+		func(in reconciler.Input) (reconciler.Output, error) {
+			watching = in.WatchingSince
+			return reconciler.Reconcile(in), nil
+		})
 	t.m.tickDuration.Observe(time.Since(start).Seconds())
 	switch {
 	case errors.Is(err, store.ErrNotLeader):
@@ -165,6 +178,7 @@ func (t *ticker) tick(ctx context.Context) {
 	}
 	t.m.ticks.WithLabelValues("ok").Inc()
 	t.m.observeTick(out)
+	t.m.observeSight(watching, out.Visibility)
 	if len(out.Events) > 0 {
 		t.log.Info("tick", "intents", len(out.Intents), "events", len(out.Events),
 			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start))

@@ -27,6 +27,7 @@ const (
 	CodeUnknownIntent     = "unknown_intent"      // an intent kind that does not exist
 	CodePartialVisibility = "partial_visibility"  // too much of a channel is silent at once
 	CodeVisibilityBack    = "visibility_restored" // a channel's partial visibility ended
+	CodeWatchStarted      = "watch_started"       // the control plane's watch over its hosts (re)starts
 
 	// Host transitions.
 	CodeDispatched       = "dispatched"

@@ -406,6 +406,9 @@ const (
 	// A channel's partial visibility began or ended (rule 6).
 	EventPartialVisibility  = "partial_visibility"
 	EventVisibilityRestored = "visibility_restored"
+	// EventWatchStarted: the control plane's watch over its hosts began
+	// again (rule 6). The control plane's store writes it, not Reconcile.
+	EventWatchStarted = "watch_started"
 )
 
 // Event is one journal entry: what happened, to what, and why.

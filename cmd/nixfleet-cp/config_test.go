@@ -121,4 +121,13 @@ func TestConfigSources(t *testing.T) {
 			t.Errorf("%s config: exit %d (want 2), output:\n%s", name, code, log)
 		}
 	}
+
+	// Partial visibility needs a percentage and a floor that mean something.
+	for _, args := range [][]string{
+		{"--partial-visibility-pct", "0"}, {"--partial-visibility-pct", "101"}, {"--partial-visibility-min-hosts", "0"},
+	} {
+		if code, log := serve(append([]string{"--config", withFile("127.0.0.1:0")}, args...)...); code != 2 || !strings.Contains(log, args[0]) {
+			t.Errorf("%v: exit %d (want 2), output:\n%s", args, code, log)
+		}
+	}
 }

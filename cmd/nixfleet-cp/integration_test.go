@@ -264,11 +264,11 @@ func checkDispatchedOnce(t *testing.T, hosts map[string]*simagent.Host, id strin
 // keep their defaults (30s, 500ms), so every step of a rollout in these
 // tests is driven by what triggers a tick: a ref change, a host's status
 // change or confirm, the first check-in of a soak, an operator command.
-func startCP(t *testing.T, s *site, f *gitFleet, db, name string) *replica {
+func startCP(t *testing.T, s *site, f *gitFleet, db, name string, extra ...string) *replica {
 	t.Helper()
-	return startReplica(t, s, name, "", "--db", db, "--repo", f.Bare, "--trust", f.TrustFile,
+	return startReplica(t, s, name, "", append([]string{"--db", db, "--repo", f.Bare, "--trust", f.TrustFile,
 		"--state-dir", t.TempDir(), "--replica-id", name,
-		"--poll-interval", pollInterval.String(), "--lease-ttl", leaseTTL.String())
+		"--poll-interval", pollInterval.String(), "--lease-ttl", leaseTTL.String()}, extra...)...)
 }
 
 const (

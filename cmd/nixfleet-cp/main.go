@@ -65,6 +65,10 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "offline-threshold", Value: reconciler.DefaultOfflineThreshold, EnvVars: env("offline-threshold")},
 			&cli.DurationFlag{Name: "confirm-window", Value: reconciler.DefaultConfirmWindow, EnvVars: env("confirm-window")},
 			&cli.DurationFlag{Name: "readiness-deadline", Value: reconciler.DefaultReadinessDeadline, EnvVars: env("readiness-deadline")},
+			&cli.IntFlag{Name: "partial-visibility-pct", Value: reconciler.DefaultPartialVisibilityPct, EnvVars: env("partial-visibility-pct"),
+				Usage: "a channel with more than this `PERCENT` of its hosts silent at once is in partial visibility (1-100; 100 turns it off)"},
+			&cli.IntFlag{Name: "partial-visibility-min-hosts", Value: reconciler.DefaultPartialVisibilityMinHosts, EnvVars: env("partial-visibility-min-hosts"),
+				Usage: "and at least this `NUMBER` of them (fewer silent hosts are judged one by one)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		},
 		Action: serve,
@@ -87,10 +91,18 @@ func serve(c *cli.Context) error {
 		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"),
 		LeaseTTL: c.Duration("lease-ttl"), Debounce: c.Duration("debounce"), EventRetention: c.Duration("retention"),
 		Tunables: reconciler.Tunables{
-			OfflineThresholdSeconds:  int(c.Duration("offline-threshold") / time.Second),
-			ConfirmWindowSeconds:     int(c.Duration("confirm-window") / time.Second),
-			ReadinessDeadlineSeconds: int(c.Duration("readiness-deadline") / time.Second),
+			OfflineThresholdSeconds:   int(c.Duration("offline-threshold") / time.Second),
+			ConfirmWindowSeconds:      int(c.Duration("confirm-window") / time.Second),
+			ReadinessDeadlineSeconds:  int(c.Duration("readiness-deadline") / time.Second),
+			PartialVisibilityPct:      c.Int("partial-visibility-pct"),
+			PartialVisibilityMinHosts: c.Int("partial-visibility-min-hosts"),
 		},
+	}
+	if p := cfg.Tunables.PartialVisibilityPct; p < 1 || p > 100 {
+		return cliapp.Usage(fmt.Errorf("--partial-visibility-pct %d: want 1 to 100", p))
+	}
+	if n := cfg.Tunables.PartialVisibilityMinHosts; n < 1 {
+		return cliapp.Usage(fmt.Errorf("--partial-visibility-min-hosts %d: want at least 1", n))
 	}
 	if f := c.String("webhook-secret-file"); f != "" {
 		b, err := os.ReadFile(f)

@@ -79,6 +79,10 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 	if st.InsecureDev {
 		fmt.Fprintln(w, o.st.paint(ansiRed, "WARNING: the control plane runs --insecure-dev: no authentication"))
 	}
+	if wt := st.Watch; wt != nil && wt.WarmingUp {
+		fmt.Fprintln(w, o.st.paint(ansiYellow, fmt.Sprintf("watching its hosts since %s: a host not heard from is neither skipped nor failed before %s",
+			when(wt.Since), when(wt.JudgesSilenceFrom))))
+	}
 	if len(st.Channels) == 0 {
 		fmt.Fprintln(w, "\nno channel has a verified release yet")
 	}
@@ -139,6 +143,10 @@ func printChannelStatus(w io.Writer, st style, ch controlplane.ChannelStatus, fu
 		} else if len(r.Waiting) > 0 {
 			f.add("blocked", waitingText(r.Waiting))
 		}
+	}
+	if v := ch.Visibility; v != nil {
+		f.add("visibility", st.paint(ansiYellow, fmt.Sprintf("partial since %s: %d of %d hosts silent; nothing is skipped, failed for silence, promoted or dispatched until most are heard again",
+			when(v.Since), v.Silent, v.Total)))
 	}
 	if ch.Pending {
 		f.add("pending", fmt.Sprintf("ref %s has no rollout yet: it waits for the channel's active rollout or a channel edge", dash(ch.Ref)))

@@ -37,7 +37,7 @@ func BenchmarkTick10000(b *testing.B) {
 			b.Run("load", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					_, err := s.Tick(ctx, lease, now, rc.Tunables{}, func(rc.Input) (rc.Output, error) { return rc.Output{}, errLoadOnly })
+					_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) { return rc.Output{}, errLoadOnly })
 					if !errors.Is(err, errLoadOnly) {
 						b.Fatal(err)
 					}
@@ -46,7 +46,7 @@ func BenchmarkTick10000(b *testing.B) {
 			b.Run("idle", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					out, err := s.Tick(ctx, lease, now, rc.Tunables{}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
+					out, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -60,7 +60,7 @@ func BenchmarkTick10000(b *testing.B) {
 				flip := 0
 				for b.Loop() {
 					flip++
-					_, err := s.Tick(ctx, lease, now, rc.Tunables{}, func(in rc.Input) (rc.Output, error) {
+					_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) {
 						var out rc.Output
 						why := rc.Reason{Gate: "bench", Code: "bench", Message: fmt.Sprint("round ", flip)}
 						for _, r := range in.Rollouts {
@@ -112,7 +112,7 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) store.Lease {
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := s.Tick(ctx, lease, now, rc.Tunables{}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
+	out, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) store.Lease {
 	}
 	record(b, s, confirmed)
 	// Settle: the confirmations move hosts to Soaking.
-	if _, err := s.Tick(ctx, lease, now, rc.Tunables{}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
+	if _, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
 		b.Fatal(err)
 	}
 	return lease

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -241,6 +242,9 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error
 	if in.Intents, err = loadIntents(ctx, tx); err != nil {
 		return err
 	}
+	if in.Visibility, err = loadVisibility(ctx, tx); err != nil {
+		return err
+	}
 	in.Deferrals = []reconciler.Deferral{}
 	rs, err := tx.query(ctx, "SELECT channel, ref, blocked_by FROM deferrals ORDER BY seq")
 	if err != nil {
@@ -427,6 +431,51 @@ func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.O
 		if _, ok := out[name]; !ok {
 			out[name] = reconciler.ObservedHost{LastSeen: fromMicros(at)}
 		}
+	}
+	return out, nil
+}
+
+// loadVisibility reads the channels in partial visibility, by name.
+func loadVisibility(ctx context.Context, c conn) ([]reconciler.Visibility, error) {
+	out := []reconciler.Visibility{}
+	rs, err := c.query(ctx, "SELECT channel, since, silent, total FROM visibility ORDER BY channel")
+	if err != nil {
+		return nil, fmt.Errorf("store: load visibility: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var v reconciler.Visibility
+		var since int64
+		if err := rs.Scan(&v.Channel, &since, &v.Silent, &v.Total); err != nil {
+			return nil, fmt.Errorf("store: load visibility: %w", err)
+		}
+		v.Since = fromMicros(since)
+		out = append(out, v)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("store: load visibility: %w", err)
+	}
+	slices.SortFunc(out, func(a, b reconciler.Visibility) int { return strings.Compare(a.Channel, b.Channel) })
+	return out, nil
+}
+
+// Sight returns what the control plane could see at its last tick.
+func (s *db) Sight(ctx context.Context) (Sight, error) {
+	var out Sight
+	err := s.read(ctx, func(tx *txn) error {
+		var since, alive int64
+		switch err := tx.queryRow(ctx, "SELECT since, alive_at FROM watch WHERE id = 1").Scan(&since, &alive); {
+		case err == nil:
+			out.WatchingSince, out.LastTick = fromMicros(since), fromMicros(alive)
+		case !errors.Is(err, errNoRows):
+			return err
+		}
+		var err error
+		out.Visibility, err = loadVisibility(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return Sight{}, fmt.Errorf("store: sight: %w", err)
 	}
 	return out, nil
 }

@@ -135,6 +135,18 @@ type Lease struct {
 	Expires time.Time
 }
 
+// Sight is what the control plane could see at its last committed tick
+// (rfcs/0003 rule 6).
+type Sight struct {
+	// WatchingSince is when its current unbroken watch over its hosts
+	// began; zero before the first tick.
+	WatchingSince time.Time
+	// LastTick is its last committed tick.
+	LastTick time.Time
+	// Visibility lists the channels in partial visibility, by name.
+	Visibility []reconciler.Visibility
+}
+
 // Watermark tells replicas that something changed without reading it.
 type Watermark struct {
 	// Events is the newest event id (0 when none).
@@ -159,17 +171,23 @@ type Store interface {
 	Close()
 
 	// Tick runs one reconcile tick in one write transaction: it takes the
-	// tick lock, checks that lease is the current, unexpired holder of
-	// TickLease at now (else ErrNotLeader), loads the reconciler Input (now,
-	// tunables, channels from the latest releases, rollouts with hosts,
-	// observed hosts, unconsumed intents, deferrals), calls decide, and
-	// applies its Output like reconciler.Apply: new rollouts with their hosts
-	// and a copy of their channel's manifest (Manifest), changed rollouts
-	// and hosts, channels' last rolled refs, deferrals, intent results, and
-	// the events (stamped now). An error from decide or from applying
-	// leaves the store unchanged.
-	Tick(ctx context.Context, lease Lease, now time.Time, tunables reconciler.Tunables,
-		decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
+	// tick lock, reads p.Clock (the tick's now), checks that p.Lease is the
+	// current, unexpired holder of TickLease at now (else ErrNotLeader),
+	// keeps the watch (a gap of more than p.MaxGap since the previous tick
+	// starts a new one, with a watch_started event), loads the reconciler
+	// Input (now, tunables, watchingSince, channels from the latest
+	// releases, rollouts with hosts, observed hosts, unconsumed intents,
+	// deferrals, visibility), calls decide, and applies its Output like
+	// reconciler.Apply: new rollouts with their hosts and a copy of their
+	// channel's manifest (Manifest), changed rollouts and hosts, channels'
+	// last rolled refs, deferrals, visibility, intent results, and the
+	// events (stamped now). An error from decide or from applying leaves
+	// the store unchanged. The Output returned carries the watch_started
+	// event first when there was one.
+	Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
+	// Sight returns what the control plane could see at its last tick: its
+	// watch and the channels in partial visibility.
+	Sight(ctx context.Context) (Sight, error)
 
 	// PutRelease records a channel's verified release, replacing the
 	// current one. A release whose SignedAt is not after the current one's

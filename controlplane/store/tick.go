@@ -4,52 +4,88 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
+// TickParams are the inputs of a tick that do not come from the store.
+type TickParams struct {
+	// Lease is the caller's tick lease.
+	Lease Lease
+	// Clock is read once, after the tick lock is taken: the tick's now.
+	Clock func() time.Time
+	// Tunables go to the reconciler.
+	Tunables reconciler.Tunables
+	// MaxGap is the longest time between two committed ticks that does
+	// not break the control plane's watch over its hosts; a longer gap (a
+	// restart, a lost database, a store restored from a backup) starts a
+	// new one. Zero means half the offline threshold.
+	MaxGap time.Duration
+}
+
+// At is a Clock that always reads t.
+func At(t time.Time) func() time.Time { return func() time.Time { return t } }
+
 // Tick runs one reconcile tick in one write transaction:
 //
 //  1. take the tick lock (PostgreSQL: a transaction-scoped advisory lock,
 //     so the ticks of every replica run one at a time; SQLite: the single
 //     writer);
-//  2. check that lease is the tick lease's current holder and epoch and
-//     has not expired at now, holding the lease row until commit (else
-//     ErrNotLeader, before decide is called);
-//  3. load the Input: now (UTC, to the microsecond, as every stored time),
-//     tunables, every channel's release (artifacts decoded once per hash
-//     and cached), the live rollouts with their hosts (see
-//     liveness.live), every observed host, the unconsumed intents and the
-//     deferrals;
-//  4. call decide;
-//  5. apply its Output as reconciler.Apply does, relative to the loaded
+//  2. read the clock: the tick's now (UTC, to the microsecond, as every
+//     stored time). Anything committed before the lock is older than now;
+//     what PostgreSQL lets the input's statements see of commits made
+//     after the clock was read is newer than now, and the reconciler
+//     leaves it for the next tick (rfcs/0003 §Input);
+//  3. check that the lease is the tick lease's current holder and epoch
+//     and has not expired at now, holding the lease row until commit
+//     (else ErrNotLeader, before decide is called);
+//  4. keep the watch: the previous committed tick must be at most MaxGap
+//     old, else a new watch starts now and a watch_started event says so
+//     (Input.WatchingSince);
+//  5. load the Input: tunables, every channel's release (artifacts
+//     decoded once per hash and cached), the live rollouts with their
+//     hosts (see liveness.live), every observed host, the unconsumed
+//     intents, the deferrals and the channels in partial visibility;
+//  6. call decide;
+//  7. apply its Output as reconciler.Apply does, relative to the loaded
 //     Input, and commit.
 //
-// An error from decide, or from applying, rolls everything back. decide
-// runs inside the transaction: it must not call the store (on SQLite it
-// would wait for the writer it holds), and must not modify what the Input
-// points to (decoded artifacts and frozen rollout parts are shared with
-// later ticks).
-func (s *db) Tick(ctx context.Context, lease Lease, now time.Time, tunables reconciler.Tunables,
-	decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
-	now = utcMicro(now)
+// An error from decide, or from applying, rolls everything back (the
+// watch too). decide runs inside the transaction: it must not call the
+// store (on SQLite it would wait for the writer it holds), and must not
+// modify what the Input points to (decoded artifacts and frozen rollout
+// parts are shared with later ticks).
+func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
 	var out reconciler.Output
 	err := s.write(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
 			return err
 		}
-		if err := checkLease(ctx, tx, lease, now); err != nil {
+		now := utcMicro(p.Clock())
+		if err := checkLease(ctx, tx, p.Lease, now); err != nil {
 			return err
 		}
-		in := reconciler.Input{Now: now, Tunables: tunables}
+		in := reconciler.Input{Now: now, Tunables: p.Tunables}
+		gap := p.MaxGap
+		if gap <= 0 {
+			gap = p.Tunables.OfflineThreshold() / 2
+		}
+		started, err := keepWatch(ctx, tx, &in, gap)
+		if err != nil {
+			return err
+		}
 		if err := s.loadInput(ctx, tx, &in); err != nil {
 			return err
 		}
 		o, err := decide(in)
 		if err != nil {
 			return fmt.Errorf("store: tick: %w", err)
+		}
+		if started != nil {
+			o.Events = append([]reconciler.Event{*started}, o.Events...)
 		}
 		if err := s.apply(ctx, tx, &in, &o, now); err != nil {
 			return fmt.Errorf("store: tick: apply: %w", err)
@@ -61,6 +97,41 @@ func (s *db) Tick(ctx context.Context, lease Lease, now time.Time, tunables reco
 		return reconciler.Output{}, err
 	}
 	return out, nil
+}
+
+// keepWatch reads the watch, starts a new one when the previous committed
+// tick is more than gap before now (or after it: a clock that went back,
+// a store restored from elsewhere), sets in.WatchingSince, and records this
+// tick as the latest. A new watch comes with the event that reports it.
+func keepWatch(ctx context.Context, tx *txn, in *reconciler.Input, gap time.Duration) (*reconciler.Event, error) {
+	now := micros(in.Now)
+	var since, alive int64
+	err := tx.queryRow(ctx, "SELECT since, alive_at FROM watch WHERE id = 1").Scan(&since, &alive)
+	switch {
+	case errors.Is(err, errNoRows):
+		alive = -1
+	case err != nil:
+		return nil, fmt.Errorf("store: watch: %w", err)
+	}
+	var started *reconciler.Event
+	if alive < 0 || now-alive > gap.Microseconds() || alive-now > time.Minute.Microseconds() {
+		why := "the control plane starts watching its hosts"
+		if alive >= 0 {
+			why = fmt.Sprintf("the control plane's watch over its hosts restarts: its last tick was at %s (a restart, a lost database or a restored store)",
+				fromMicros(alive).Format(time.RFC3339))
+		}
+		since = now
+		started = &reconciler.Event{Kind: reconciler.EventWatchStarted, Wave: -1, Reason: reconciler.Reason{
+			Code: reconciler.CodeWatchStarted,
+			Message: fmt.Sprintf("%s; a host it has not heard from is not judged offline before %s", why,
+				in.Now.Add(in.Tunables.OfflineThreshold()).Format(time.RFC3339))}}
+	}
+	if _, err := tx.exec(ctx, `INSERT INTO watch (id, since, alive_at) VALUES (1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET since = excluded.since, alive_at = excluded.alive_at`, since, now); err != nil {
+		return nil, fmt.Errorf("store: watch: %w", err)
+	}
+	in.WatchingSince = fromMicros(since)
+	return started, nil
 }
 
 // checkLease locks the tick lease's row and checks that l holds it at now.
@@ -188,7 +259,20 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 		}
 	}
 
-	// 4. Deferrals: the complete current set.
+	// 4. Deferrals and the channels in partial visibility: the complete
+	// current sets (the latter rewritten only when it changed).
+	if !slices.EqualFunc(in.Visibility, out.Visibility, sameVisibility) {
+		if _, err := tx.exec(ctx, "DELETE FROM visibility"); err != nil {
+			return fmt.Errorf("visibility: %w", err)
+		}
+		vargs := make([]any, 0, 4*len(out.Visibility))
+		for _, v := range out.Visibility {
+			vargs = append(vargs, v.Channel, micros(v.Since), v.Silent, v.Total)
+		}
+		if err := tx.insertRows(ctx, "INSERT INTO visibility (channel, since, silent, total)", "", 4, vargs); err != nil {
+			return fmt.Errorf("visibility: %w", err)
+		}
+	}
 	if _, err := tx.exec(ctx, "DELETE FROM deferrals"); err != nil {
 		return fmt.Errorf("deferrals: %w", err)
 	}
@@ -216,6 +300,10 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 		return fmt.Errorf("events: %w", err)
 	}
 	return nil
+}
+
+func sameVisibility(a, b reconciler.Visibility) bool {
+	return a.Channel == b.Channel && a.Since.Equal(b.Since) && a.Silent == b.Silent && a.Total == b.Total
 }
 
 // setList turns "id, a, b" into "a = ?, b = ?": the columns after the

@@ -35,6 +35,7 @@ func testIntents(t *testing.T, s store.Store) {
 	diff(t, "unconsumed intents, oldest first", m.peek().Intents, []rc.Intent{
 		{ID: "i0", RolloutID: id, Kind: "explode", Actor: "bob", At: t0}, pause})
 
+	m.now = m.now.Add(2 * time.Second) // both intents are older than the tick
 	out := m.tick()
 	if len(out.IntentResults) != 2 {
 		t.Fatalf("intent results %+v", out.IntentResults)
@@ -77,12 +78,16 @@ func testEvents(t *testing.T, s store.Store) {
 		{Kind: rc.EventHostWaiting, RolloutID: "a@1", Channel: "a", Wave: 0, Host: "h2", From: "Pending"},
 		{Kind: rc.EventRefWaiting, Channel: "b", Wave: -1},
 	}
+	// The first tick starts the watch (one watch_started event, testWatch).
+	m.tickWith(func(rc.Input) (rc.Output, error) { return rc.Output{}, nil })
+	start, err := s.Watermark(ctx)
+	must(t, err)
 	m.tickWith(func(rc.Input) (rc.Output, error) { return rc.Output{Events: evs}, nil })
 	later := t0.Add(time.Hour)
 	must(t, s.AppendEvents(ctx, later, []rc.Event{{Kind: "release_refused", Channel: "a", Wave: -1, Reason: rc.Reason{Code: "bad_signature"}}}))
 	must(t, s.AppendEvents(ctx, later, nil))
 
-	all, err := s.Events(ctx, store.EventQuery{})
+	all, err := s.Events(ctx, store.EventQuery{AfterID: start.Events})
 	must(t, err)
 	if len(all) != 5 {
 		t.Fatalf("%d events, want 5", len(all))
@@ -200,10 +205,11 @@ func testPrune(t *testing.T, s store.Store) {
 	must(t, err)
 	// Gone: 1 (old, converged), 2 (superseded). Kept: 3 (a host in
 	// flight), 4 (an intent names it), 5 (halted), 6 (updated after the
-	// cut), 7 (the channel's latest). The first tick's event is older
-	// than the cut; the second's is not.
-	if events != 1 || rollouts != 2 {
-		t.Fatalf("Prune removed %d events and %d rollouts, want 1 and 2", events, rollouts)
+	// cut), 7 (the channel's latest). The first tick's events (the watch
+	// starting, and the one it wrote) are older than the cut; the
+	// second's is not.
+	if events != 2 || rollouts != 2 {
+		t.Fatalf("Prune removed %d events and %d rollouts, want 2 and 2", events, rollouts)
 	}
 	for _, n := range []int{1, 2} {
 		_, err := s.Rollout(ctx, id(n))
@@ -226,7 +232,9 @@ func testPrune(t *testing.T, s store.Store) {
 	}
 	left, err := s.Events(ctx, store.EventQuery{})
 	must(t, err)
-	if len(left) != 1 || !left[0].At.Equal(t0) {
+	// The second tick's: its own, and the watch restarting after three
+	// hours without a tick.
+	if len(left) != 2 || !left[0].At.Equal(t0) || !left[1].At.Equal(t0) || left[0].Kind != rc.EventWatchStarted {
 		t.Errorf("events left: %+v", left)
 	}
 	if e, r, err := s.Prune(ctx, cut); err != nil || e != 0 || r != 0 {

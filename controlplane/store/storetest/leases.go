@@ -45,12 +45,12 @@ func testLeases(t *testing.T, s store.Store) {
 	}
 	_, err = s.RenewLease(ctx, r, ttl, r.Expires.Add(-time.Second))
 	wantErr(t, err, store.ErrNotLeader, "renew a lease taken over")
-	_, err = s.Tick(ctx, r, r.Expires.Add(-time.Second), rc.Tunables{}, func(rc.Input) (rc.Output, error) {
+	_, err = s.Tick(ctx, store.TickParams{Lease: r, Clock: store.At(r.Expires.Add(-time.Second)), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) {
 		t.Error("decide called for a lease taken over")
 		return rc.Output{}, nil
 	})
 	wantErr(t, err, store.ErrNotLeader, "tick with a lease taken over")
-	if _, err := s.Tick(ctx, b, r.Expires, rc.Tunables{}, func(rc.Input) (rc.Output, error) { return rc.Output{}, nil }); err != nil {
+	if _, err := s.Tick(ctx, store.TickParams{Lease: b, Clock: store.At(r.Expires), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) { return rc.Output{}, nil }); err != nil {
 		t.Fatalf("the new holder cannot tick: %v", err)
 	}
 	// Releasing a lease one lost does nothing; releasing a held one frees

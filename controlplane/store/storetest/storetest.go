@@ -68,6 +68,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TickApplyErrorWritesNothing", testTickApplyError},
 		{"TickFencing", testTickFencing},
 		{"TicksSerialize", testTicksSerialize},
+		{"Watch", testWatch},
+		{"TickNeverReadsTheFuture", testTickClock},
 		{"Leases", testLeases},
 		{"LeaseAcquireRace", testLeaseAcquireRace},
 		{"RecordStatus", testRecordStatus},
@@ -226,7 +228,7 @@ var errPeek = errors.New("storetest: peek only")
 func (m *sim) peek() rc.Input {
 	m.t.Helper()
 	var in rc.Input
-	_, err := m.s.Tick(m.ctx, m.lease, m.now, m.tun, func(i rc.Input) (rc.Output, error) {
+	_, err := m.s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
 		in = i
 		return rc.Output{}, errPeek
 	})
@@ -234,11 +236,18 @@ func (m *sim) peek() rc.Input {
 	return in
 }
 
-// tickWith runs a tick with decide, then checks it (checkApplied).
+// tickWith runs a tick at now with decide, then checks it (checkApplied).
 func (m *sim) tickWith(decide func(rc.Input) (rc.Output, error)) (rc.Input, rc.Output) {
 	m.t.Helper()
+	return m.tickClock(store.At(m.now), decide)
+}
+
+// tickClock runs a tick whose clock is clock (it must read m.now), then
+// checks it.
+func (m *sim) tickClock(clock func() time.Time, decide func(rc.Input) (rc.Output, error)) (rc.Input, rc.Output) {
+	m.t.Helper()
 	var in rc.Input
-	out, err := m.s.Tick(m.ctx, m.lease, m.now, m.tun, func(i rc.Input) (rc.Output, error) {
+	out, err := m.s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: clock, Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
 		in = i
 		return decide(i)
 	})

@@ -130,7 +130,7 @@ func testTickDecideError(t *testing.T, s store.Store) {
 	m.now = m.now.Add(time.Minute)
 	before := m.snapshot(id)
 	boom := errors.New("boom")
-	out, err := s.Tick(m.ctx, m.lease, m.now, m.tun, func(in rc.Input) (rc.Output, error) {
+	out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
 		return rc.Reconcile(in), boom
 	})
 	wantErr(t, err, boom, "Tick with a failing decide")
@@ -152,7 +152,7 @@ func testTickApplyError(t *testing.T, s store.Store) {
 
 	bad := func(mutate func(in rc.Input, out *rc.Output)) {
 		t.Helper()
-		_, err := s.Tick(m.ctx, m.lease, m.now, m.tun, func(in rc.Input) (rc.Output, error) {
+		_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
 			out := rc.Reconcile(in)
 			r := in.Rollouts[0]
 			r.Hosts = nil
@@ -201,7 +201,8 @@ func testTickFencing(t *testing.T, s store.Store) {
 		t.Error("decide called without the tick lease")
 		return rc.Output{}, nil
 	}
-	_, err := s.Tick(ctx, store.Lease{Name: store.TickLease, Holder: "nobody", Epoch: 1, Expires: t0.Add(time.Hour)}, t0, rc.Tunables{}, never)
+	_, err := s.Tick(ctx, store.TickParams{Lease: store.Lease{Name: store.TickLease, Holder: "nobody", Epoch: 1, Expires: t0.Add(time.Hour)},
+		Clock: store.At(t0)}, never)
 	wantErr(t, err, store.ErrNotLeader, "Tick before any lease was taken")
 
 	m := newSim(t, s)
@@ -225,7 +226,7 @@ func testTickFencing(t *testing.T, s store.Store) {
 		{"expired", m.lease, m.lease.Expires},
 		{"long expired", m.lease, m.lease.Expires.Add(time.Hour)},
 	} {
-		_, err := s.Tick(ctx, tc.lease, tc.now, rc.Tunables{}, never)
+		_, err := s.Tick(ctx, store.TickParams{Lease: tc.lease, Clock: store.At(tc.now), Tunables: rc.Tunables{}}, never)
 		wantErr(t, err, store.ErrNotLeader, tc.name)
 	}
 	diff(t, "the store after fenced ticks", m.snapshot(), before)
@@ -237,7 +238,7 @@ func testTickFencing(t *testing.T, s store.Store) {
 	if takeover.Epoch <= m.lease.Epoch {
 		t.Fatalf("takeover epoch %d, want > %d", takeover.Epoch, m.lease.Epoch)
 	}
-	_, err = s.Tick(ctx, m.lease, m.lease.Expires.Add(-time.Minute), rc.Tunables{}, never)
+	_, err = s.Tick(ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.lease.Expires.Add(-time.Minute)), Tunables: rc.Tunables{}}, never)
 	wantErr(t, err, store.ErrNotLeader, "Tick with the lease taken over")
 	m.lease, m.now = takeover, m.lease.Expires
 	m.checkIn(true, edgeHosts...)
@@ -274,7 +275,7 @@ func testTicksSerialize(t *testing.T, s store.Store) {
 		return rc.Output{}, fmt.Errorf("rollout %s not loaded", id)
 	}
 	tick := func() error {
-		_, err := s.Tick(m.ctx, m.lease, m.now, m.tun, increment)
+		_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, increment)
 		return err
 	}
 
@@ -286,7 +287,7 @@ func testTicksSerialize(t *testing.T, s store.Store) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		_, err := s.Tick(m.ctx, m.lease, m.now, m.tun, func(in rc.Input) (rc.Output, error) {
+		_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
 			close(inFirst)
 			<-letFirstGo
 			return increment(in)
@@ -363,7 +364,7 @@ func testTick10000(t *testing.T, s store.Store) {
 	// compare whole states with reconciler.Apply).
 	tick := func(decide func(rc.Input) (rc.Output, error)) rc.Output {
 		t.Helper()
-		out, err := s.Tick(m.ctx, m.lease, m.now, m.tun, decide)
+		out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, decide)
 		must(t, err)
 		return out
 	}
