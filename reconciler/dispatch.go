@@ -328,7 +328,7 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 		return why
 	}
 	if t.partial[w.r.Channel] {
-		return visibilityBlock(w.r.Channel)
+		return t.visibilityBlock(w.r.Channel)
 	}
 	for _, p := range w.preds[i] {
 		if w.r.Hosts[p].State != HostConverged {

@@ -96,6 +96,7 @@ type tick struct {
 
 	partial     map[string]bool         // channels in partial visibility
 	visibility  []Visibility            // their records, for the output
+	visMsg      map[string]Reason       // their gate, per channel
 	moved       bool                    // something changed in the current pass
 	deferSeen   map[Deferral]bool       // deferrals reported in this tick
 	groups      map[string]*budgetGroup // by selector key

@@ -65,9 +65,16 @@ func (t *tick) unheardBlock(w *work, o ObservedHost) Reason {
 	return t.silenceHold(w.r.Channel, "", what)
 }
 
-func visibilityBlock(channel string) Reason {
-	return Reason{Gate: GateVisibility, Code: GateVisibility,
-		Message: fmt.Sprintf("channel %s is in partial visibility: nothing is dispatched until most of its hosts are heard again", channel)}
+// visibilityBlock is the gate of a channel in partial visibility, made
+// once per tick.
+func (t *tick) visibilityBlock(channel string) Reason {
+	why, ok := t.visMsg[channel]
+	if !ok {
+		why = Reason{Gate: GateVisibility, Code: GateVisibility,
+			Message: fmt.Sprintf("channel %s is in partial visibility: nothing is dispatched until most of its hosts are heard again", channel)}
+		t.visMsg[channel] = why
+	}
+	return why
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
@@ -99,7 +106,7 @@ func (t *tick) silence(name string) (silent, total int) {
 // warms up, the previous tick's verdicts stand unchanged: every silent host
 // is held anyway, and most hosts have not checked in again yet.
 func (t *tick) see() {
-	t.partial = map[string]bool{}
+	t.partial, t.visMsg = map[string]bool{}, map[string]Reason{}
 	prev := map[string]Visibility{}
 	for _, v := range t.in.Visibility {
 		prev[v.Channel] = v
