@@ -89,8 +89,10 @@ func (m *metrics) observeSight(watching time.Time, vis []reconciler.Visibility) 
 	m.partial.Reset()
 	m.silent.Reset()
 	for _, v := range vis {
-		m.partial.WithLabelValues(v.Channel).Set(1)
-		m.silent.WithLabelValues(v.Channel).Set(float64(v.Silent))
+		if v.Ended.IsZero() {
+			m.partial.WithLabelValues(v.Channel).Set(1)
+			m.silent.WithLabelValues(v.Channel).Set(float64(v.Silent))
+		}
 	}
 }
 

@@ -369,7 +369,8 @@ type ChannelStatus struct {
 	LastFailure *SourceFailure `json:"lastFailure,omitempty"`
 	// Visibility is set while the channel is in partial visibility
 	// (rfcs/0003 rule 6): too many of its hosts are silent at once for
-	// the control plane to judge any.
+	// the control plane to judge any; and, with Ended, for an offline
+	// threshold after it ended, while silence is not judged yet.
 	Visibility *reconciler.Visibility `json:"partialVisibility,omitempty"`
 }
 

@@ -44,11 +44,14 @@ func (w *work) counted() bool { return w.observing() }
 
 // buildBudgets groups the budgets of every counted rollout and counts the
 // hosts in flight in each group, each host judged by its own rollout's
-// frozen lists.
+// frozen lists — and, in a rollout that is no longer its channel's
+// current one, by the current ones' lists too (groupsOf).
 func (t *tick) buildBudgets() {
 	t.groups = map[string]*budgetGroup{}
+	t.pendingLists = t.pendingLists[:0]
 	for _, w := range t.rollouts {
-		w.groupOf, w.counting = nil, false
+		w.groupOf, w.counting, w.held = nil, false, nil
+		w.stale = !w.latest || t.pendingRef(w.r.Channel)
 		if w.counted() {
 			t.addBudgets(w)
 		}
@@ -59,7 +62,7 @@ func (t *tick) buildBudgets() {
 	for _, name := range t.order {
 		if t.pendingRef(name) {
 			for _, b := range t.channels[name].Manifest.DisruptionBudgets {
-				t.group(b)
+				t.pendingLists = append(t.pendingLists, groupList{t.group(b), b.Hosts})
 			}
 		}
 	}
@@ -98,13 +101,48 @@ func (t *tick) group(b proto.RolloutBudget) *budgetGroup {
 	return g
 }
 
-// groups returns the distinct budget groups a host of the rollout is in.
-func (w *work) groups(i int) []*budgetGroup {
+// groupList is a budget group with one member's frozen host list.
+type groupList struct {
+	g     *budgetGroup
+	hosts []string
+}
+
+// groupsOf returns the distinct budget groups a host of the rollout counts
+// against: those whose frozen lists in its own rollout name it, and, when
+// the rollout is no longer its channel's current one (superseded, an
+// older converged one, one a new ref is about to replace), also those
+// whose lists in the current rollouts and in the releases about to open
+// name it. A host still in flight in a rollout that is over counts against
+// the budgets of the releases now current: a budget a new release adds
+// holds it too (SPEC §4 invariant 1).
+func (t *tick) groupsOf(w *work, i int) []*budgetGroup {
 	var out []*budgetGroup
 	for _, bi := range w.r.Hosts[i].Budgets {
 		if bi >= 0 && bi < len(w.groupOf) && w.groupOf[bi] != nil && !slices.Contains(out, w.groupOf[bi]) {
 			out = append(out, w.groupOf[bi])
 		}
+	}
+	if !w.stale {
+		return out
+	}
+	name := w.r.Hosts[i].Hostname
+	add := func(g *budgetGroup, hosts []string) {
+		if g == nil || slices.Contains(out, g) {
+			return
+		}
+		if _, ok := slices.BinarySearch(hosts, name); ok {
+			out = append(out, g)
+		}
+	}
+	for _, o := range t.rollouts {
+		if o != w && o.latest && o.counting {
+			for bi, b := range o.r.Budgets {
+				add(o.groupOf[bi], b.Hosts)
+			}
+		}
+	}
+	for _, l := range t.pendingLists {
+		add(l.g, l.hosts)
 	}
 	return out
 }
@@ -112,17 +150,23 @@ func (w *work) groups(i int) []*budgetGroup {
 // take puts a host in flight: it takes a slot in each of its budget
 // groups, and is busy for every other rollout.
 func (t *tick) take(w *work, i int) {
-	for _, g := range w.groups(i) {
+	gs := t.groupsOf(w, i)
+	for _, g := range gs {
 		g.inflight++
 	}
+	if w.held == nil {
+		w.held = map[int][]*budgetGroup{}
+	}
+	w.held[i] = gs
 	t.inFlight[w.r.Hosts[i].Hostname] = w
 }
 
 // untake gives back a host's slots when it left flight in this pass.
 func (t *tick) untake(w *work, i int) {
-	for _, g := range w.groups(i) {
+	for _, g := range w.held[i] {
 		g.inflight--
 	}
+	delete(w.held, i)
 	if t.inFlight[w.r.Hosts[i].Hostname] == w {
 		delete(t.inFlight, w.r.Hosts[i].Hostname)
 	}
@@ -130,8 +174,8 @@ func (t *tick) untake(w *work, i int) {
 
 // full returns a budget group that has no room for one more host of the
 // rollout, or nil.
-func (w *work) full(i int) *budgetGroup {
-	for _, g := range w.groups(i) {
+func (t *tick) full(w *work, i int) *budgetGroup {
+	for _, g := range t.groupsOf(w, i) {
 		if g.inflight+1 > g.limit {
 			return g
 		}
@@ -209,31 +253,42 @@ func (t *tick) promotable(w *work, wave int) bool {
 	if wave < 0 || wave >= len(w.waves) {
 		return true
 	}
-	converged := 0
 	for _, i := range w.waves[wave] {
 		switch w.r.Hosts[i].State {
 		case HostPending, HostActivating, HostSoaking, HostRollingBack:
 			return false
-		case HostConverged:
-			converged++
 		}
 	}
-	return converged >= w.evidence(wave) && !t.partial[w.r.Channel]
+	proven, need := w.evidence(wave)
+	return proven >= need && !t.partial[w.r.Channel]
 }
 
-// evidence is how many converged hosts a wave needs before the next one
-// starts: one, or healthGate.minConverged, or minConvergedPct of the
-// wave (rounded up), whichever is most, and at most the wave's size.
-func (w *work) evidence(wave int) int {
-	n := len(w.waves[wave])
-	need := 1
+// evidence counts a wave's proof, and how much it needs before the next
+// wave starts. Proof is a host that converged on a target different from
+// the closure it ran (a host the release did not change proves nothing).
+// The need is one host, or healthGate.minConverged, or minConvergedPct of
+// the wave (rounded up), whichever is most — and never more than the
+// wave's hosts that are not converged and unchanged: a wave the release
+// changes nowhere needs no proof.
+func (w *work) evidence(wave int) (proven, need int) {
+	n, unchanged := len(w.waves[wave]), 0
+	for _, i := range w.waves[wave] {
+		if h := w.r.Hosts[i]; h.State == HostConverged {
+			if h.Previous == h.Target {
+				unchanged++
+			} else {
+				proven++
+			}
+		}
+	}
+	need = 1
 	if m := w.r.HealthGate.MinConverged; m != nil {
 		need = max(need, *m)
 	}
 	if p := w.r.HealthGate.MinConvergedPct; p != nil {
 		need = max(need, (n**p+99)/100)
 	}
-	return min(need, n)
+	return proven, min(need, n-unchanged)
 }
 
 func (t *tick) updatePhase(w *work) {
@@ -270,23 +325,31 @@ func (t *tick) dispatchHosts(w *work) {
 				t.block(w, i, t.gate(w, i, edge, failWave))
 				continue
 			}
-			if t.partial[w.r.Channel] {
-				// Nothing is skipped or dispatched (rule 6).
-				t.block(w, i, t.gate(w, i, edge, failWave))
+			o := t.obs[h.Hostname]
+			heard := t.heard(o)
+			if h.State == HostSkipped && !heard {
+				t.block(w, i, Reason{}) // away: nothing holds it but its absence
 				continue
 			}
-			o := t.obs[h.Hostname]
-			if !t.heard(o) {
-				switch {
-				case h.State != HostPending:
-				case t.warm():
+			// Gates 0–2, then partial visibility (nothing is skipped or
+			// dispatched), then silence, then the rest (rules 4 and 6).
+			if why := t.earlyGate(w, i, edge); why.Gate != "" {
+				t.block(w, i, why)
+				continue
+			}
+			if t.partial[w.r.Channel] {
+				t.block(w, i, t.visibilityBlock(w.r.Channel))
+				continue
+			}
+			if !heard {
+				if t.judges(w.r.Channel) {
 					t.setHost(w, i, EvSkip, Reason{Code: CodeOffline, Message: "offline when its wave was active; it catches up when it returns"})
-				default:
+				} else {
 					t.block(w, i, t.unheardBlock(w, o))
 				}
 				continue
 			}
-			if why := t.gate(w, i, edge, failWave); why.Gate != "" {
+			if why := t.lateGate(w, i, failWave); why.Gate != "" {
 				t.block(w, i, why)
 				continue
 			}
@@ -305,6 +368,27 @@ func (t *tick) dispatchHosts(w *work) {
 
 // gate returns the first gate that holds a host (rule 4), or a zero Reason.
 func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
+	if why := t.earlyGate(w, i, edge); why.Gate != "" {
+		return why
+	}
+	h := &w.r.Hosts[i]
+	if h.Wave > w.r.Wave {
+		why, ok := w.waveMsg[h.Wave]
+		if !ok {
+			why = Reason{Gate: GateWave, Code: GateWave, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
+			w.waveMsg[h.Wave] = why
+		}
+		return why
+	}
+	if t.partial[w.r.Channel] {
+		return t.visibilityBlock(w.r.Channel)
+	}
+	return t.lateGate(w, i, failWave)
+}
+
+// earlyGate returns the first of gates 0–2 (busy, quarantined,
+// channel_edge) that holds a host, or a zero Reason.
+func (t *tick) earlyGate(w *work, i int, edge *blocker) Reason {
 	h := &w.r.Hosts[i]
 	if other := t.busy(w, h.Hostname); other != nil {
 		return Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID}
@@ -319,24 +403,20 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 		return Reason{Gate: GateChannelEdge, Code: GateChannelEdge,
 			Message: fmt.Sprintf("channel %s waits for channel %s: %s", w.r.Channel, edge.channel, edge.stable)}
 	}
-	if h.Wave > w.r.Wave {
-		why, ok := w.waveMsg[h.Wave]
-		if !ok {
-			why = Reason{Gate: GateWave, Code: GateWave, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
-			w.waveMsg[h.Wave] = why
-		}
-		return why
-	}
-	if t.partial[w.r.Channel] {
-		return t.visibilityBlock(w.r.Channel)
-	}
+	return Reason{}
+}
+
+// lateGate returns the first of gates 5–7 (host_edge, budget,
+// compliance_earlier_wave) that holds a host, or a zero Reason.
+func (t *tick) lateGate(w *work, i int, failWave int) Reason {
+	h := &w.r.Hosts[i]
 	for _, p := range w.preds[i] {
 		if w.r.Hosts[p].State != HostConverged {
 			return Reason{Gate: GateHostEdge, Code: GateHostEdge,
 				Message: fmt.Sprintf("waits for %s to converge", w.r.Hosts[p].Hostname)}
 		}
 	}
-	if g := w.full(i); g != nil {
+	if g := t.full(w, i); g != nil {
 		return budgetBlock(g)
 	}
 	if failWave >= 0 && failWave < h.Wave {
@@ -384,7 +464,7 @@ func (t *tick) finishDeferred(w *work) {
 		if other := t.busy(w, h.Hostname); other != nil {
 			continue // another rollout drives the host now
 		}
-		if g := w.full(i); g != nil {
+		if g := t.full(w, i); g != nil {
 			t.block(w, i, budgetBlock(g))
 			continue
 		}
@@ -424,6 +504,15 @@ func (t *tick) revert(w *work) {
 		if h.State == HostFailed && h.Reason.Code == CodeRollbackTimeout && !h.Since.Before(w.r.UpdatedAt) {
 			continue // tried in this revert already; the deadline will report it
 		}
+		if !t.heard(o) && !t.judges(w.r.Channel) {
+			// A rollback sent into silence would hold its budget slots
+			// until the host is heard; it waits instead (a soaking host
+			// carries its silence hold already).
+			if !h.State.InFlight() {
+				t.block(w, i, t.unheardBlock(w, o))
+			}
+			continue
+		}
 		if h.Previous == "" {
 			t.block(w, i, Reason{Gate: GateNoPrevious, Code: GateNoPrevious, Message: "the host reported no closure before it was dispatched; nothing to roll back to"})
 			continue
@@ -437,17 +526,8 @@ func (t *tick) revert(w *work) {
 			t.block(w, i, Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID})
 			continue
 		}
-		if !t.heard(o) && !t.judges(w.r.Channel) {
-			// A rollback sent into silence would hold its budget slots
-			// until the host is heard; it waits instead (a soaking host
-			// carries its silence hold already).
-			if !h.State.InFlight() {
-				t.block(w, i, t.unheardBlock(w, o))
-			}
-			continue
-		}
 		wasInFlight := h.State.InFlight()
-		if g := w.full(i); g != nil && !wasInFlight {
+		if g := t.full(w, i); g != nil && !wasInFlight {
 			t.block(w, i, budgetBlock(g))
 			continue
 		}
@@ -510,24 +590,29 @@ func (t *tick) deadline(w *work) {
 		}
 		wave := min(max(w.r.Wave, 0), len(w.waves)-1)
 		counts := map[string]int{}
-		stuck, busy, converged := false, false, 0
+		stuck, busy := false, false
+		seen := map[int]bool{}
 		for _, i := range w.waves[wave] {
 			h := w.r.Hosts[i]
 			switch {
 			case h.State == HostPending:
 				counts["held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
-				stuck = stuck || w.stuck(i)
+				stuck = stuck || w.stuck(i, seen)
 				busy = true
+			case h.State.InFlight() && h.Blocked.Gate == GateVisibility:
+				// Silent in flight, held by partial visibility: it moves
+				// only when the channel is heard again.
+				counts[strings.ToLower(string(h.State))+" and silent"]++
+				stuck = true
 			case h.State.InFlight():
 				counts[strings.ToLower(string(h.State))]++
 				busy = true
 			case h.State == HostConverged:
-				converged++
 			default:
 				counts[strings.ToLower(string(h.State))]++
 			}
 		}
-		need := w.evidence(wave)
+		converged, need := w.evidence(wave)
 		// A wave with nothing left to dispatch or watch that still lacks
 		// evidence (its hosts are away, deferred or failed), or that
 		// partial visibility keeps from promotion, waits for something
@@ -539,7 +624,7 @@ func (t *tick) deadline(w *work) {
 			// still converge are waiting for the fleet to move.
 			return
 		}
-		msg := fmt.Sprintf("wave %d made no progress for %s: %s; %d of the %d converged host(s) it needs to be promoted",
+		msg := fmt.Sprintf("wave %d made no progress for %s: %s; %d of the %d host(s) it needs converged on a new closure to be promoted",
 			w.r.Wave, limit, summarize(counts), converged, need)
 		if t.partial[w.r.Channel] {
 			msg += fmt.Sprintf("; channel %s is in partial visibility", w.r.Channel)
@@ -556,20 +641,25 @@ func (t *tick) deadline(w *work) {
 // stuck reports whether a Pending host is held by something that will not
 // clear by itself: a quarantine, failing compliance of an earlier wave,
 // partial visibility that outlasted the deadline, a predecessor host that
-// cannot converge any more (Failed, Reverted, Skipped) or cannot be
-// dispatched before this host's wave (an edge against wave order), or
-// nothing at all.
-func (w *work) stuck(i int) bool {
+// cannot converge any more (Failed, Reverted, Skipped, or Deferred until a
+// reboot nobody schedules) or cannot be dispatched before this host's wave
+// (an edge against wave order), or nothing at all. seen holds the hosts
+// already looked at in this walk, so shared predecessors are walked once.
+func (w *work) stuck(i int, seen map[int]bool) bool {
+	if seen[i] {
+		return false // walked already: if it were stuck, the walk would have ended
+	}
+	seen[i] = true
 	switch w.r.Hosts[i].Blocked.Gate {
 	case GateQuarantine, GateCompliance, GateVisibility, "":
 		return true
 	case GateHostEdge:
 		for _, p := range w.preds[i] {
 			switch pred := w.r.Hosts[p]; pred.State {
-			case HostFailed, HostReverted, HostSkipped:
+			case HostFailed, HostReverted, HostSkipped, HostDeferred:
 				return true
 			case HostPending:
-				if pred.Wave > w.r.Hosts[i].Wave || w.stuck(p) {
+				if pred.Wave > w.r.Hosts[i].Wave || w.stuck(p, seen) {
 					return true
 				}
 			}

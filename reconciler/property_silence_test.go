@@ -72,16 +72,30 @@ func TestPropertyInFlightHostsLand(t *testing.T) {
 // (outages aside).
 const maxSimStep = 600 * time.Second
 
-// evidenceOf is how many converged hosts a wave of n hosts needs.
-func evidenceOf(g proto.HealthGate, n int) int {
-	need := 1
+// evidenceOf counts a wave's proof (hosts converged on a closure that
+// changed) and what it needs: one host, minConverged, minConvergedPct of
+// the wave rounded up, whichever is most, capped at the hosts that are not
+// converged and unchanged.
+func evidenceOf(g proto.HealthGate, hosts []reconciler.RolloutHost) (proven, need int) {
+	unchanged := 0
+	for _, h := range hosts {
+		if h.State == reconciler.HostConverged {
+			if h.Previous == h.Target {
+				unchanged++
+			} else {
+				proven++
+			}
+		}
+	}
+	n := len(hosts)
+	need = 1
 	if g.MinConverged != nil {
 		need = max(need, *g.MinConverged)
 	}
 	if g.MinConvergedPct != nil {
 		need = max(need, (n**g.MinConvergedPct+99)/100)
 	}
-	return min(need, n)
+	return proven, min(need, n-unchanged)
 }
 
 func checkEvidence(_ *rapid.T, c tickCase) []string {
@@ -101,16 +115,9 @@ func checkEvidence(_ *rapid.T, c tickCase) []string {
 			byWave[h.Wave] = append(byWave[h.Wave], h)
 		}
 		for wave := range e.Wave {
-			hosts := byWave[wave]
-			converged := 0
-			for _, h := range hosts {
-				if h.State == reconciler.HostConverged {
-					converged++
-				}
-			}
-			if need := evidenceOf(r.HealthGate, len(hosts)); converged < need {
-				problems = append(problems, fmt.Sprintf("host %s of wave %d dispatched (%s) in %s while wave %d has %d converged host(s) of the %d it needs",
-					e.Host, e.Wave, e.Reason.Code, r.ID, wave, converged, need))
+			if proven, need := evidenceOf(r.HealthGate, byWave[wave]); proven < need {
+				problems = append(problems, fmt.Sprintf("host %s of wave %d dispatched (%s) in %s while wave %d has %d host(s) converged on a new closure of the %d it needs",
+					e.Host, e.Wave, e.Reason.Code, r.ID, wave, proven, need))
 			}
 		}
 	}
@@ -184,6 +191,10 @@ func hostBefore(in reconciler.Input, rollout, host string) (reconciler.RolloutHo
 func checkSilence(_ *rapid.T, c tickCase) []string {
 	var problems []string
 	s := sightOf(c.in)
+	offline := c.in.Tunables.OfflineThreshold()
+	// held says why silence is not judged on a channel: the control plane
+	// warms up, the channel is in partial visibility (now, or at the last
+	// tick), or it left it less than an offline threshold ago.
 	held := func(channel string) string {
 		switch {
 		case !s.warm:
@@ -191,28 +202,53 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 		case s.partial(channel):
 			return fmt.Sprintf("channel %s is in partial visibility", channel)
 		}
+		for _, v := range c.in.Visibility {
+			if v.Channel == channel && (v.Ended.IsZero() || c.in.Now.Before(v.Ended.Add(offline))) {
+				return fmt.Sprintf("channel %s is in partial visibility or recovering from it", channel)
+			}
+		}
 		return ""
 	}
+	confirm := c.in.Tunables.ConfirmWindow()
 	for _, e := range c.out.Events {
 		if e.Kind != reconciler.EventHostTransition {
 			continue
 		}
-		silence := false
+		why := held(e.Channel)
 		switch {
-		case e.To == string(reconciler.HostSkipped):
-			silence = true
-		case e.Reason.Code == reconciler.CodeOfflineSoaking:
-			silence = true
-		case e.Reason.Code == reconciler.CodeConfirmTimeout:
-			if h, ok := hostBefore(c.in, e.RolloutID, e.Host); ok && c.in.WatchingSince.After(h.Since) {
-				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although its confirm window began before the control plane's watch (%s): that window ran unheard",
-					e.Host, e.RolloutID, c.in.WatchingSince.Format(time.RFC3339)))
+		case e.Reason.Code == reconciler.CodeOffline || e.Reason.Code == reconciler.CodeOfflineSoaking:
+			if why != "" {
+				problems = append(problems, fmt.Sprintf("host %s of %s moved %s→%s (%s) for being silent while %s",
+					e.Host, e.RolloutID, e.From, e.To, e.Reason.Code, why))
 			}
-			silence = !s.heard(e.Host)
-		}
-		if why := held(e.Channel); silence && why != "" {
-			problems = append(problems, fmt.Sprintf("host %s of %s moved %s→%s (%s) for being silent while %s",
-				e.Host, e.RolloutID, e.From, e.To, e.Reason.Code, why))
+		case e.Reason.Code == reconciler.CodeConfirmTimeout:
+			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+			if !ok {
+				continue
+			}
+			heardAfter := c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(confirm))
+			blind := c.in.WatchingSince.After(h.Since) || why != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard
+			switch {
+			case heardAfter && blind:
+				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although it was heard after a confirm window the control plane could not hear: that is confirm_unheard",
+					e.Host, e.RolloutID))
+			case !heardAfter && why != "":
+				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout, not heard since its window closed, while %s", e.Host, e.RolloutID, why))
+			}
+		case e.Reason.Code == reconciler.CodeConfirmUnheard:
+			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+			if !ok {
+				continue
+			}
+			if !(c.in.WatchingSince.After(h.Since) || why != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard) {
+				problems = append(problems, fmt.Sprintf("%s in %s forgiven as confirm_unheard although the control plane heard its whole confirm window", e.Host, e.RolloutID))
+			}
+			act := c.in.Hosts[e.Host].Activation
+			reported := act != nil && act.RolloutID == e.RolloutID && act.Outcome == reconciler.OutcomeRolledBack
+			if !reported && !c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(confirm)) {
+				problems = append(problems, fmt.Sprintf("%s in %s forgiven as confirm_unheard without being heard since its window closed: a switch that cut its network looks just like that",
+					e.Host, e.RolloutID))
+			}
 		}
 	}
 	return problems
@@ -223,7 +259,7 @@ func failuresOf(r reconciler.Rollout) int {
 	n := 0
 	for _, h := range r.Hosts {
 		switch {
-		case h.State == reconciler.HostFailed && h.Reason.Code != reconciler.CodeRollbackTimeout && h.Reason.Code != reconciler.CodeConfirmUnheard:
+		case h.State == reconciler.HostFailed && h.Reason.Code != reconciler.CodeRollbackTimeout:
 			n++
 		case h.State == reconciler.HostReverted && h.Reason.Code == reconciler.CodeAgentRolledBack:
 			n++
@@ -321,6 +357,8 @@ func checkDeadline(_ *rapid.T, c tickCase) []string {
 				continue
 			}
 			switch {
+			case simInFlight(h.State) && h.Blocked.Gate == reconciler.GateVisibility:
+				// silent in flight under partial visibility: not moving
 			case simInFlight(h.State):
 				waiting = true
 			case h.State == reconciler.HostPending && slices.Contains([]string{reconciler.GateBudget, reconciler.GateBusy,

@@ -653,6 +653,11 @@ func (m *fleetModel) mutate(t *rapid.T) *fleetModel {
 			}
 		}
 	}
+	if percentGen.Draw(t, "releaseAddsBudget") >= 85 {
+		// A release adds a budget: hosts still in flight in rollouts of
+		// older releases count against it too.
+		c.budgets = append(c.budgets, c.drawBudget(t))
+	}
 	if len(c.budgets) > 0 && percentGen.Draw(t, "releaseChangesBudget") >= 50 {
 		i := rapid.IntRange(0, len(c.budgets)-1).Draw(t, "changedBudget")
 		mi := rapid.IntRange(1, 5).Draw(t, "newMaxInFlight")
@@ -1173,12 +1178,17 @@ func checkBudgets(_ *rapid.T, c tickCase) []string {
 	}
 	// inGroup: the host is in a frozen host list of one of the rollout's
 	// budgets of the group.
+	// inGroup: the host is in a frozen host list of one of the rollout's
+	// budgets of the group; a host of a rollout that is no longer its
+	// channel's latest also when a latest rollout's list names it (it is
+	// in flight under the budgets of the releases now current).
+	latest := latestRollouts(next)
 	inGroup := func(g *checkedBudgetGroup, ri int, host string) bool {
 		for _, m := range g.members {
-			if m.rollout != ri {
+			if m.rollout != ri && (latest[ri] || !latest[m.rollout]) {
 				continue
 			}
-			if _, ok := slices.BinarySearch(next.Rollouts[ri].Budgets[m.budget].Hosts, host); ok {
+			if _, ok := slices.BinarySearch(next.Rollouts[m.rollout].Budgets[m.budget].Hosts, host); ok {
 				return true
 			}
 		}
@@ -1255,6 +1265,23 @@ func checkBudgets(_ *rapid.T, c tickCase) []string {
 		}
 	}
 	return problems
+}
+
+// latestRollouts marks each channel's latest rollout (by OpenedAt, then
+// ID).
+func latestRollouts(in reconciler.Input) []bool {
+	latest := map[string]int{}
+	for i, r := range in.Rollouts {
+		j, ok := latest[r.Channel]
+		if !ok || r.OpenedAt.After(in.Rollouts[j].OpenedAt) || (r.OpenedAt.Equal(in.Rollouts[j].OpenedAt) && r.ID > in.Rollouts[j].ID) {
+			latest[r.Channel] = i
+		}
+	}
+	out := make([]bool, len(in.Rollouts))
+	for _, i := range latest {
+		out[i] = true
+	}
+	return out
 }
 
 // checkNoOrphanedDispatch: every host moved into Activating or RollingBack

@@ -94,20 +94,22 @@ type tick struct {
 	rollouts []*work  // by (OpenedAt, ID)
 	byID     map[string]*work
 
-	partial     map[string]bool         // channels in partial visibility
-	visibility  []Visibility            // their records, for the output
-	visMsg      map[string]Reason       // their gate, per channel
-	moved       bool                    // something changed in the current pass
-	deferSeen   map[Deferral]bool       // deferrals reported in this tick
-	groups      map[string]*budgetGroup // by selector key
-	inFlight    map[string]*work        // hosts in flight, and where
-	quarantine  map[string][]Quarantine // the hosts that report quarantines
-	deferrals   []Deferral
-	prevDeferOK map[Deferral]bool
-	chUpdates   []ChannelUpdate
-	events      []Event
-	hostIntents []HostIntent
-	results     []IntentResult
+	partial      map[string]bool         // channels in partial visibility
+	recovering   map[string]time.Time    // channels that left it, and when
+	visibility   []Visibility            // their records, for the output
+	visMsg       map[string]Reason       // their gate, per channel
+	pendingLists []groupList             // budgets of the releases about to open
+	moved        bool                    // something changed in the current pass
+	deferSeen    map[Deferral]bool       // deferrals reported in this tick
+	groups       map[string]*budgetGroup // by selector key
+	inFlight     map[string]*work        // hosts in flight, and where
+	quarantine   map[string][]Quarantine // the hosts that report quarantines
+	deferrals    []Deferral
+	prevDeferOK  map[Deferral]bool
+	chUpdates    []ChannelUpdate
+	events       []Event
+	hostIntents  []HostIntent
+	results      []IntentResult
 }
 
 // work is a rollout being reconciled: a private copy of its record plus
@@ -117,14 +119,17 @@ type work struct {
 	isNew    bool
 	from     RolloutState
 	changed  bool
-	orig     map[int]RolloutHost // hosts as they came in, saved when first changed
-	waveMsg  map[int]Reason      // the wave gate's reason, per wave
-	waves    [][]int             // host indexes per wave
-	preds    map[int][]int       // host index -> predecessor indexes
-	succs    map[int][]int       // host index -> successor indexes
-	groupOf  []*budgetGroup      // per budget index of the rollout
-	counting bool                // its budgets count in this pass
-	latest   bool                // the latest rollout of its channel
+	orig     map[int]RolloutHost    // hosts as they came in, saved when first changed
+	waveMsg  map[int]Reason         // the wave gate's reason, per wave
+	waves    [][]int                // host indexes per wave
+	preds    map[int][]int          // host index -> predecessor indexes
+	succs    map[int][]int          // host index -> successor indexes
+	groupOf  []*budgetGroup         // per budget index of the rollout
+	counting bool                   // its budgets count in this pass
+	stale    bool                   // no longer its channel's current rollout (groupsOf)
+	held     map[int][]*budgetGroup // the groups each host in flight holds a slot in
+	failed0  int                    // its failures when the tick began
+	latest   bool                   // the latest rollout of its channel
 }
 
 func newTick(in Input) *tick {
@@ -168,6 +173,9 @@ func newWork(r Rollout, isNew bool) *work {
 	}
 	w.orig = map[int]RolloutHost{}
 	w.waveMsg = map[int]Reason{}
+	if r.State == RolloutConverged {
+		w.failed0 = w.failures()
+	}
 	w.waves = make([][]int, max(len(r.Waves), 1))
 	for i, h := range w.r.Hosts {
 		wv := min(max(h.Wave, 0), len(w.waves)-1)
@@ -318,6 +326,13 @@ func (t *tick) intents() {
 					Message: fmt.Sprintf("cannot %s a rollout that is %s", in.Kind, w.r.State)}
 				break
 			}
+			if ev == EvResume && w.r.Reason.Code == CodeRevertStalled {
+				// Going forward again would roll its hosts out anew without
+				// the proof the revert took away (rule 8).
+				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
+					Message: fmt.Sprintf("cannot resume %s: its revert stalled and hosts were rolled back; roll it back again or cancel it", w.r.ID)}
+				break
+			}
 			if newer := t.newerOnChannel(w); ev == EvRollback && newer != nil {
 				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
 					Message: fmt.Sprintf("cannot roll back %s: %s is newer on channel %s; roll that one back", w.r.ID, newer.r.ID, w.r.Channel)}
@@ -418,10 +433,12 @@ func (t *tick) observeOnce(w *work, i int) {
 	}
 	o := t.obs[h.Hostname]
 	act := o.Activation
-	// An outcome counts for the host's current state only; one stamped
-	// after now was recorded while the tick loaded its input, and waits
-	// for the next tick (rfcs/0006 §Tick loop 3).
-	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since) && !act.At.After(t.now)
+	// An outcome counts for the host's current state only: not older than
+	// it, and not about a state entered in this very tick (the agent has
+	// not been told yet). One stamped after now was recorded while the tick
+	// loaded its input, and waits for the next tick (rfcs/0006 §Tick loop 3).
+	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since) &&
+		!act.At.After(t.now) && h.Since.Before(t.now)
 	switch h.State {
 	case HostActivating:
 		switch {
@@ -432,20 +449,23 @@ func (t *tick) observeOnce(w *work, i int) {
 		case matches && act.Outcome == OutcomeManifestRejected:
 			t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
 		case matches && act.Outcome == OutcomeRolledBack && act.Code == CodeConfirmTimeout && t.blindWindow(w, h):
-			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeConfirmUnheard,
-				Message: detail("the agent rolled back when its confirm window closed while the control plane could not hear it; not counted as a failure", act.Detail)})
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: CodeConfirmUnheard,
+				Message: detail("the agent rolled back when its confirm window closed while the control plane could not hear it; not a failure: it catches up", act.Detail)})
 		case matches && act.Outcome == OutcomeRolledBack:
 			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
 		case matches && act.Outcome == OutcomeDeferred:
 			t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
 		case t.now.Sub(h.Since) <= confirm:
-		case !t.heard(o) && !t.judges(w.r.Channel):
-			// The window closed while the control plane could not hear:
-			// the agent rolls itself back; what it reports decides, later.
+		case o.LastSeen.After(h.Since.Add(confirm)) && t.blindWindow(w, h):
+			// Heard again after a window the control plane could not hear:
+			// its confirm may have been lost, and its agent rolled back (its
+			// own safety). Not a failure; it catches up like a skipped host.
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: CodeConfirmUnheard,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not a failure: it catches up", confirm)})
+		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
+			// Not heard since the window closed, and silence is not judged:
+			// what the host says when it is heard again decides.
 			t.block(w, i, t.silenceHold(w.r.Channel, CodeConfirmUnheard, "the confirm window closed without a word from the host"))
-		case t.blindWindow(w, h):
-			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmUnheard,
-				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not counted as a failure", confirm)})
 		default:
 			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
@@ -483,8 +503,8 @@ func (t *tick) observeOnce(w *work, i int) {
 		case o.Current == h.Previous && o.LastSeen.After(h.Since):
 			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
 		case t.now.Sub(h.Since) <= confirm:
-		case !t.heard(o) && !t.judges(w.r.Channel):
-			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and silent"))
+		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and not heard since"))
 		default:
 			t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
 				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
@@ -565,14 +585,13 @@ func (w *work) soak(wave int) time.Duration {
 // ---- 3. health policy ----
 
 // failures counts the hosts that failed the rollout: Failed (except a
-// rollback that timed out during a revert, and a confirm window that ran
-// while the control plane could not hear), and Reverted by their own
+// rollback that timed out during a revert), and Reverted by their own
 // agent.
 func (w *work) failures() int {
 	n := 0
 	for _, h := range w.r.Hosts {
 		switch {
-		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout && h.Reason.Code != CodeConfirmUnheard:
+		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout:
 			n++
 		case h.State == HostReverted && h.Reason.Code == CodeAgentRolledBack:
 			n++
@@ -593,9 +612,10 @@ func (t *tick) healthPolicy(w *work) {
 	// A rollout paused or stalled still reverts when its hosts fail; one
 	// whose revert stalled stays halted for an operator. A converged one
 	// still catches up skipped hosts while it is the channel's latest:
-	// their failures count too (rule 9).
+	// their failures count too (rule 9), when one happens (a failure
+	// recorded before is not judged again).
 	haltedMayRevert := w.r.State == RolloutHalted && rollback && w.r.Reason.Code != CodeRevertStalled
-	catchingUp := w.r.State == RolloutConverged && w.latest
+	catchingUp := w.r.State == RolloutConverged && w.latest && w.failures() > w.failed0
 	if w.r.State != RolloutActive && !haltedMayRevert && !catchingUp {
 		return
 	}

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,55 @@ func noRolloutTo(state rc.RolloutState) func(*testing.T, rc.Output) {
 			if e.Kind == rc.EventRolloutTransition && e.To == string(state) {
 				t.Fatalf("unexpected %s→%s of %s (%s)", e.From, e.To, e.RolloutID, e.Reason.Code)
 			}
+		}
+	}
+}
+
+// wantHold checks that a host is held with a gate and a code in blocked.
+func wantHold(host, gate, code string) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		for _, u := range out.Hosts {
+			if u.Host.Hostname == host && u.Host.Blocked.Gate == gate && u.Host.Blocked.Code == code {
+				return
+			}
+		}
+		t.Fatalf("host %s is not held by %s with code %s:\n%s", host, gate, code, mustJSON(t, out.Hosts))
+	}
+}
+
+// wantMessage checks that exactly one event of a kind and code says
+// something.
+func wantMessage(kind, code string, parts ...string) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		n := 0
+		for _, e := range out.Events {
+			if e.Kind != kind || e.Reason.Code != code {
+				continue
+			}
+			n++
+			for _, p := range parts {
+				if !strings.Contains(e.Reason.Message, p) {
+					t.Fatalf("%s %s says %q, which lacks %q", kind, code, e.Reason.Message, p)
+				}
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d %s events with code %s, want one", n, kind, code)
+		}
+	}
+}
+
+// wantRolloutMove checks for a rollout transition from one state to
+// another, with a code.
+func wantRolloutMove(from, to rc.RolloutState, code string) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		if !slices.ContainsFunc(out.Events, func(e rc.Event) bool {
+			return e.Kind == rc.EventRolloutTransition && e.From == string(from) && e.To == string(to) && e.Reason.Code == code
+		}) {
+			t.Fatalf("no rollout %s→%s (%s) in:\n%s", from, to, code, mustJSON(t, out.Events))
 		}
 	}
 }
@@ -104,7 +154,7 @@ var silenceScenarios = []goldenCase{
 			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
-		check: all(wantEvent(rc.EventPartialVisibility, "", "", rc.CodePartialVisibility), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
+		check: all(wantMessage(rc.EventPartialVisibility, rc.CodePartialVisibility, "3 of 4 hosts silent"), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
 			noTransitionTo(rc.HostSkipped), wantBlocked("b", rc.GateVisibility), wantIntents()),
 	},
 	{
@@ -196,12 +246,13 @@ var silenceScenarios = []goldenCase{
 	// ---- rule 7: confirm windows the control plane could not hear ----
 	{
 		name: "rule07-confirm-window-during-outage-not-a-failure",
-		desc: "rule 7: a was dispatched, then the control plane was down past the confirm window; back, it hears a on its previous closure without a confirm: Failed (confirm_unheard), not counted, no health policy",
+		desc: "rule 7: a was dispatched, then the control plane was down past the confirm window; back, it hears a again without a confirm: Skipped (confirm_unheard), no failure, no health policy, and a catches up at once",
 		build: func(s *scenario) {
 			started(s)
 			s.outage(20*time.Minute).online("a", "b", "c")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmUnheard), noRolloutTransition),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", rc.CodeConfirmUnheard),
+			wantEvent(rc.EventHostTransition, "a", "Activating", rc.CodeCatchUp), noRolloutTransition, wantIntents("a")),
 	},
 	{
 		name: "rule07-confirm-window-closed-in-silence-is-held",
@@ -210,18 +261,18 @@ var silenceScenarios = []goldenCase{
 			started(s)
 			s.advance(6*time.Minute).offline("a", "b", "c")
 		},
-		check: all(noTransitionTo(rc.HostFailed), wantBlocked("a", rc.GateVisibility), noRolloutTransition),
+		check: all(noTransitionTo(rc.HostFailed), wantHold("a", rc.GateVisibility, rc.CodeConfirmUnheard), noRolloutTransition),
 	},
 	{
 		name: "rule07-agent-rollback-after-unheard-window-not-a-failure",
-		desc: "rule 7: the held host comes back and reports it rolled back when its confirm window closed: Reverted (confirm_unheard), not a health failure",
+		desc: "rule 7: the held host comes back and reports it rolled back when its confirm window closed: Skipped (confirm_unheard), not a health failure, and it catches up",
 		build: func(s *scenario) {
 			started(s)
 			s.advance(6*time.Minute).offline("a", "b", "c").tick().advance(time.Minute)
 			s.online("a", "b", "c").report(id1, "a", rc.OutcomeRolledBack)
 			s.observe("a", func(o *rc.ObservedHost) { o.Activation.Code = rc.CodeConfirmTimeout })
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeConfirmUnheard), noRolloutTransition),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", rc.CodeConfirmUnheard), noRolloutTransition, wantIntents("a")),
 	},
 	{
 		name: "rule07-confirm-newer-than-now-waits",
@@ -239,22 +290,22 @@ var silenceScenarios = []goldenCase{
 		name: "rule09-catch-up-failure-halts-converged-rollout",
 		desc: "rule 9: c was skipped and the rollout converged; c returns, catches up and fails: its failure counts and the converged rollout is Halted (onHealthFailure halt)",
 		build: func(s *scenario) {
-			s.release(four(s).build(), commit(1)).online("a", "b", "d").offline("c").converge(time.Minute)
+			s.release(four(s).build(), commit(1)).online("a", "b", "d").offline("c").converge(11 * time.Minute)
 			s.online("c").tick().advance(time.Minute)
 			s.report(id1, "c", rc.OutcomeFailed)
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure), wantEvent(rc.EventHostTransition, "c", "Failed", "")),
+		check: all(wantRolloutMove(rc.RolloutConverged, rc.RolloutHalted, rc.CodeHealthFailure), wantEvent(rc.EventHostTransition, "c", "Failed", "")),
 	},
 	{
 		name: "rule09-catch-up-failure-reverts-converged-rollout",
 		desc: "rule 9: the same with onHealthFailure rollback-and-halt: the converged rollout is Reverting; c is already back, the others are sent back, latest wave first",
 		build: func(s *scenario) {
 			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
-			s.release(b.build(), commit(1)).online("a", "b", "d").offline("c").converge(time.Minute)
+			s.release(b.build(), commit(1)).online("a", "b", "d").offline("c").converge(11 * time.Minute)
 			s.online("c").tick().advance(time.Minute)
 			s.report(id1, "c", rc.OutcomeFailed)
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeHealthFailure),
+		check: all(wantRolloutMove(rc.RolloutConverged, rc.RolloutReverting, rc.CodeHealthFailure),
 			wantEvent(rc.EventHostTransition, "c", "Reverted", rc.CodeRolledBack), wantIntents("b", "a", "d")),
 	},
 	{
@@ -330,7 +381,7 @@ var silenceScenarios = []goldenCase{
 		build: func(s *scenario) {
 			s.release(three(s).build(), commit(1)).online("b", "c").offline("a").tick().advance(66 * time.Minute)
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+		check: wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "wave 0 made no progress", "1 skipped", "0 of the 1 host(s)"),
 	},
 	{
 		name: "rule11-edge-against-wave-order-stalls",
@@ -343,7 +394,7 @@ var silenceScenarios = []goldenCase{
 			s.release(f, commit(1)).online("a", "z", "b").tick().advance(time.Minute)
 			s.confirm(id1, "z").tick().advance(61 * time.Minute)
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+		check: wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "wave 0", "1 held by host_edge"),
 	},
 	{
 		name: "rule11-partial-visibility-past-the-deadline-halts",
@@ -353,7 +404,87 @@ var silenceScenarios = []goldenCase{
 			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(61 * time.Minute)
 			s.offline("b", "c", "d")
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+		check: wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "3 held by partial_visibility", "channel stable is in partial visibility"),
+	},
+
+	// ---- what a first review found ----
+	{
+		name: "rule07-silent-host-after-outage-fails",
+		desc: "rule 7: a's switch cut its network; the control plane was down for a while during a's confirm window. Back, it holds a (not heard since the window closed) while it warms up; warm, with a still silent and the rest of the channel heard, the missing confirm is confirm_timeout, a failure, and the rollout halts",
+		build: func(s *scenario) {
+			startedFour(s) // a and d dispatched at t0; now t0+1m
+			s.confirm(id1, "d").tick()
+			s.outage(3*time.Minute).online("b", "c", "d").tick() // watch restarts at t0+4m
+			s.in.Now = t0.Add(6 * time.Minute)
+			s.online("b", "c", "d").tick() // the window closed at t0+5m: held
+			s.in.Now = t0.Add(10 * time.Minute)
+			s.online("b", "c", "d")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmTimeout),
+			wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure)),
+	},
+	{
+		name: "rule05-superseded-host-counts-against-a-new-budget",
+		desc: "rule 5: a soaks in a halted rollout whose release had no budget; the new release adds one of one host in flight and supersedes it: a, still in flight there, fills the new budget, and b waits",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).host("b", "stable", 0)
+			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			s.confirm(id1, "a").tick().advance(time.Minute)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.release(b.budget(proto.Selector{All: true}, 1, 0).bump("v2").build(), commit(2)).online("b")
+		},
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", rc.CodeSuperseded), wantBlocked("a", rc.GateBusy),
+			wantBlocked("b", rc.GateBudget), wantIntents()),
+	},
+	{
+		name: "rule11-silent-soaking-hosts-stall",
+		desc: "rule 11: two of three soaking hosts fall silent for good, with the next wave's host: the channel is in partial visibility, nothing is failed, and the readiness deadline halts the rollout instead of waiting for ever",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 30, 0).host("a", "stable", 0).host("b", "stable", 0).host("c", "stable", 0).host("d", "stable", 1)
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.confirm(id1, "a", "b", "c").tick().advance(time.Minute)
+			s.offline("b", "c", "d").advance(30 * time.Minute).tick().advance(91 * time.Minute)
+		},
+		check: all(wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "2 soaking and silent"), noTransitionTo(rc.HostFailed)),
+	},
+	{
+		name: "rule08-unchanged-host-is-no-evidence",
+		desc: "rule 8: the release changes a's closure but not z's: z converges at once, which proves nothing; with a away, wave 0 is not promoted",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1).host("c", "stable", 1)
+			s.online("z", "b", "c").offline("a")
+			s.observe("z", func(o *rc.ObservedHost) { o.Current, o.Booted = closure("z", "v1"), closure("z", "v1") })
+			s.release(b.build(), commit(1)).tick().advance(time.Minute)
+			s.confirm(id1, "z")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "z", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
+	},
+	{
+		name: "rule06-tail-of-a-partition-not-judged-at-once",
+		desc: "rule 6: most of the channel is heard again, but d, soaking, is still silent: partial visibility is over, and for an offline threshold d is held, not failed",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 30).host("a", "stable", 0).host("b", "stable", 0).host("c", "stable", 0).host("d", "stable", 0)
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.confirm(id1, "a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").tick().advance(time.Minute)
+			s.online("b", "c")
+		},
+		check: all(wantEvent(rc.EventVisibilityRestored, "", "", rc.CodeVisibilityBack), noTransitionTo(rc.HostFailed), noRolloutTransition),
+	},
+	{
+		name: "rule09-old-failure-does-not-halt-converged-rollout",
+		desc: "rule 9: a converged rollout holds a host that failed before (a store from before this rule): no new failure, so its health policy does not fire on it",
+		build: func(s *scenario) {
+			s.release(four(s).build(), commit(1)).online("a", "b", "c", "d").converge(11 * time.Minute)
+			s.rollout(id1, func(r *rc.Rollout) {
+				for i := range r.Hosts {
+					if r.Hosts[i].Hostname == "c" {
+						r.Hosts[i].State, r.Hosts[i].Reason = rc.HostFailed, rc.Reason{Code: rc.CodeActivationFailed}
+					}
+				}
+			})
+		},
+		check: all(noRolloutTransition, wantIntents()),
 	},
 
 	// ---- rule 12: output independent of the order of edges ----

@@ -31,7 +31,9 @@ const (
 	// HostDeferred: the target is staged for the next boot (kernel,
 	// initrd, systemd or dbus would change under a live switch).
 	HostDeferred HostState = "Deferred"
-	// HostSkipped: offline when its wave began; does not block the wave.
+	// HostSkipped: offline when its wave began, or its confirm window ran
+	// while the control plane could not hear it; does not block the wave,
+	// and catches up when it is heard.
 	HostSkipped HostState = "Skipped"
 	// HostRollingBack: told to return to its previous closure while the
 	// rollout is Reverting.
@@ -67,12 +69,13 @@ const (
 	EvRollbackDispatch HostEvent = "rollback"           // the reconciler sends the previous closure
 	EvRolledBack       HostEvent = "rolled_back"        // the host runs its previous closure again
 	EvRollbackTimeout  HostEvent = "rollback_timeout"   // no rollback within the confirm window
+	EvConfirmUnheard   HostEvent = "confirm_unheard"    // the confirm window ran while the control plane could not hear the host
 )
 
 // HostEvents lists every host event.
 var HostEvents = []HostEvent{EvDispatch, EvSkip, EvConfirm, EvConfirmTimeout, EvActivationFailed,
 	EvManifestRejected, EvAgentRolledBack, EvDeferredReported, EvBootedIntoTarget, EvUnhealthy,
-	EvSoaked, EvRollbackDispatch, EvRolledBack, EvRollbackTimeout}
+	EvSoaked, EvRollbackDispatch, EvRolledBack, EvRollbackTimeout, EvConfirmUnheard}
 
 type hostMove struct {
 	from HostState
@@ -90,6 +93,7 @@ var hostTable = map[hostMove]HostState{
 	{HostActivating, EvManifestRejected}: HostFailed,
 	{HostActivating, EvAgentRolledBack}:  HostReverted,
 	{HostActivating, EvDeferredReported}: HostDeferred,
+	{HostActivating, EvConfirmUnheard}:   HostSkipped,
 	{HostDeferred, EvBootedIntoTarget}:   HostSoaking,
 	{HostDeferred, EvActivationFailed}:   HostFailed,
 	{HostDeferred, EvAgentRolledBack}:    HostReverted,

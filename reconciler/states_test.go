@@ -12,7 +12,7 @@ func TestHostStateMachine(t *testing.T) {
 	legal := map[HostState]map[HostEvent]HostState{
 		HostPending:     {EvDispatch: HostActivating, EvSkip: HostSkipped},
 		HostSkipped:     {EvDispatch: HostActivating},
-		HostActivating:  {EvConfirm: HostSoaking, EvConfirmTimeout: HostFailed, EvActivationFailed: HostFailed, EvManifestRejected: HostFailed, EvAgentRolledBack: HostReverted, EvDeferredReported: HostDeferred},
+		HostActivating:  {EvConfirm: HostSoaking, EvConfirmTimeout: HostFailed, EvActivationFailed: HostFailed, EvManifestRejected: HostFailed, EvAgentRolledBack: HostReverted, EvDeferredReported: HostDeferred, EvConfirmUnheard: HostSkipped},
 		HostDeferred:    {EvBootedIntoTarget: HostSoaking, EvActivationFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
 		HostSoaking:     {EvSoaked: HostConverged, EvUnhealthy: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
 		HostConverged:   {EvRollbackDispatch: HostRollingBack},

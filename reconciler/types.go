@@ -34,21 +34,26 @@ type Input struct {
 	// threshold, a host it has not heard from is not judged offline
 	// (rfcs/0003 rule 6). Zero means it has always watched.
 	WatchingSince time.Time `json:"watchingSince,omitzero"`
-	// Visibility: the channels in partial visibility after the previous
-	// tick, so that its beginning and end are reported once.
+	// Visibility: the channels in partial visibility, or recovering from
+	// it, after the previous tick, so that its beginning and end are
+	// reported once.
 	Visibility []Visibility `json:"visibility"`
 }
 
 // Visibility records a channel in partial visibility: more of its hosts
 // are silent at once than the tunables allow, so silence there says more
 // about what the control plane can see than about the hosts
-// (rfcs/0003 rule 6).
+// (rfcs/0003 rule 6); or one that left it less than an offline threshold
+// ago (Ended set).
 type Visibility struct {
 	Channel string `json:"channel"`
 	// Since is when the partial visibility began.
 	Since time.Time `json:"since"`
+	// Ended is when it ended; for one offline threshold after that the
+	// channel still judges no silence (it recovers). Zero while it lasts.
+	Ended time.Time `json:"ended,omitzero"`
 	// Silent of Total hosts of the channel were not heard from within
-	// the offline threshold at the last tick.
+	// the offline threshold at the tick that wrote the record.
 	Silent int `json:"silent"`
 	Total  int `json:"total"`
 }

@@ -36,23 +36,30 @@ func (t *tick) watchEnd() time.Time {
 }
 
 // judges reports whether silence is judged on a channel now: the control
-// plane has watched long enough and the channel is not in partial
-// visibility.
+// plane has watched long enough, and the channel is neither in partial
+// visibility nor within an offline threshold of its end (the tail of a
+// partition that heals host by host is not judged at once).
 func (t *tick) judges(channel string) bool {
-	return t.warm() && !t.partial[channel]
+	return t.warm() && !t.partial[channel] && t.recovering[channel].IsZero()
 }
 
 // silenceHold is the reason a silent host is left as it is instead of
 // being judged; its code is the gate's unless one is given (a held
 // confirm window is marked confirm_unheard).
 func (t *tick) silenceHold(channel, code, what string) Reason {
-	if t.partial[channel] {
+	switch {
+	case t.partial[channel]:
 		return Reason{Gate: GateVisibility, Code: cmp.Or(code, GateVisibility),
 			Message: fmt.Sprintf("%s; channel %s is in partial visibility, where silence is not judged", what, channel)}
+	case !t.warm():
+		return Reason{Gate: GateUnheard, Code: cmp.Or(code, GateUnheard),
+			Message: fmt.Sprintf("%s; the control plane has watched its hosts only since %s and judges no silence before %s",
+				what, stamp(t.in.WatchingSince), stamp(t.watchEnd()))}
 	}
+	ended := t.recovering[channel]
 	return Reason{Gate: GateUnheard, Code: cmp.Or(code, GateUnheard),
-		Message: fmt.Sprintf("%s; the control plane has watched its hosts only since %s and judges no silence before %s",
-			what, stamp(t.in.WatchingSince), stamp(t.watchEnd()))}
+		Message: fmt.Sprintf("%s; channel %s left partial visibility at %s and judges no silence before %s",
+			what, channel, stamp(ended), stamp(ended.Add(t.in.Tunables.offline())))}
 }
 
 // unheardBlock is why a Pending host that is not heard is neither skipped
@@ -102,19 +109,28 @@ func (t *tick) silence(name string) (silent, total int) {
 }
 
 // see decides which channels are in partial visibility, and reports those
-// that entered or left it since the previous tick. While the control plane
-// warms up, the previous tick's verdicts stand unchanged: every silent host
-// is held anyway, and most hosts have not checked in again yet.
+// that entered or left it since the previous tick. A channel that left it
+// stays recovering for one offline threshold, its record kept with the
+// time it ended. While the control plane warms up, the previous tick's
+// verdicts stand unchanged: every silent host is held anyway, and most
+// hosts have not checked in again yet.
 func (t *tick) see() {
-	t.partial, t.visMsg = map[string]bool{}, map[string]Reason{}
+	t.partial, t.recovering, t.visMsg = map[string]bool{}, map[string]time.Time{}, map[string]Reason{}
 	prev := map[string]Visibility{}
 	for _, v := range t.in.Visibility {
 		prev[v.Channel] = v
 	}
+	keep := func(v Visibility) {
+		if v.Ended.IsZero() {
+			t.partial[v.Channel] = true
+		} else {
+			t.recovering[v.Channel] = v.Ended
+		}
+		t.visibility = append(t.visibility, v)
+	}
 	if !t.warm() {
 		for _, v := range t.in.Visibility {
-			t.partial[v.Channel] = true
-			t.visibility = append(t.visibility, v)
+			keep(v)
 		}
 		slices.SortFunc(t.visibility, func(a, b Visibility) int { return strings.Compare(a.Channel, b.Channel) })
 		return
@@ -132,7 +148,8 @@ func (t *tick) see() {
 	pct, floor := t.in.Tunables.visibilityPct(), t.in.Tunables.visibilityFloor()
 	for _, name := range sortedNames(names) {
 		silent, total := t.silence(name)
-		was, wasPartial := prev[name]
+		was, known := prev[name]
+		wasPartial := known && was.Ended.IsZero()
 		if silent*100 > pct*total && silent >= floor {
 			v := Visibility{Channel: name, Since: t.now, Silent: silent, Total: total}
 			if wasPartial {
@@ -142,14 +159,17 @@ func (t *tick) see() {
 					Message: fmt.Sprintf("%d of %d hosts silent for more than %s (more than %d%%): the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
 						silent, total, t.in.Tunables.offline(), pct)}})
 			}
-			t.partial[name] = true
-			t.visibility = append(t.visibility, v)
+			keep(v)
 			continue
 		}
-		if wasPartial {
+		switch {
+		case wasPartial:
 			t.emit(Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: CodeVisibilityBack,
-				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again",
-					silent, total, stamp(was.Since))}})
+				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again (silence is judged from %s)",
+					silent, total, stamp(was.Since), stamp(t.now.Add(t.in.Tunables.offline())))}})
+			keep(Visibility{Channel: name, Since: was.Since, Ended: t.now, Silent: silent, Total: total})
+		case known && t.now.Before(was.Ended.Add(t.in.Tunables.offline())):
+			keep(was) // recovering
 		}
 	}
 }
@@ -167,7 +187,9 @@ func sortedNames(set map[string]bool) []string {
 // control plane could not hear it: the watch began after the host was
 // dispatched (the control plane was down or lost its store), the window
 // closed while silence was held (its mark), or the channel is in partial
-// visibility now. A missing confirm is then not the host's failure.
+// visibility or recovering from it now. A missing confirm of a host heard
+// again after its window is then not the host's failure.
 func (t *tick) blindWindow(w *work, h *RolloutHost) bool {
-	return h.Blocked.Code == CodeConfirmUnheard || t.in.WatchingSince.After(h.Since) || t.partial[w.r.Channel]
+	return h.Blocked.Code == CodeConfirmUnheard || t.in.WatchingSince.After(h.Since) || t.partial[w.r.Channel] ||
+		!t.recovering[w.r.Channel].IsZero()
 }

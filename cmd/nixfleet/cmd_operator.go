@@ -144,9 +144,13 @@ func printChannelStatus(w io.Writer, st style, ch controlplane.ChannelStatus, fu
 			f.add("blocked", waitingText(r.Waiting))
 		}
 	}
-	if v := ch.Visibility; v != nil {
+	switch v := ch.Visibility; {
+	case v == nil:
+	case v.Ended.IsZero():
 		f.add("visibility", st.paint(ansiYellow, fmt.Sprintf("partial since %s: %d of %d hosts silent; nothing is skipped, failed for silence, promoted or dispatched until most are heard again",
 			when(v.Since), v.Silent, v.Total)))
+	default:
+		f.add("visibility", fmt.Sprintf("partial from %s to %s; hosts still silent are not judged for an offline threshold after it", when(v.Since), when(v.Ended)))
 	}
 	if ch.Pending {
 		f.add("pending", fmt.Sprintf("ref %s has no rollout yet: it waits for the channel's active rollout or a channel edge", dash(ch.Ref)))

@@ -438,18 +438,21 @@ func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.O
 // loadVisibility reads the channels in partial visibility, by name.
 func loadVisibility(ctx context.Context, c conn) ([]reconciler.Visibility, error) {
 	out := []reconciler.Visibility{}
-	rs, err := c.query(ctx, "SELECT channel, since, silent, total FROM visibility ORDER BY channel")
+	rs, err := c.query(ctx, "SELECT channel, since, ended, silent, total FROM visibility ORDER BY channel")
 	if err != nil {
 		return nil, fmt.Errorf("store: load visibility: %w", err)
 	}
 	defer rs.Close()
 	for rs.Next() {
 		var v reconciler.Visibility
-		var since int64
-		if err := rs.Scan(&v.Channel, &since, &v.Silent, &v.Total); err != nil {
+		var since, ended int64
+		if err := rs.Scan(&v.Channel, &since, &ended, &v.Silent, &v.Total); err != nil {
 			return nil, fmt.Errorf("store: load visibility: %w", err)
 		}
 		v.Since = fromMicros(since)
+		if ended != 0 {
+			v.Ended = fromMicros(ended)
+		}
 		out = append(out, v)
 	}
 	if err := rs.Err(); err != nil {

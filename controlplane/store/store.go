@@ -143,7 +143,8 @@ type Sight struct {
 	WatchingSince time.Time
 	// LastTick is its last committed tick.
 	LastTick time.Time
-	// Visibility lists the channels in partial visibility, by name.
+	// Visibility lists the channels in partial visibility, or recovering
+	// from it (Ended set), by name.
 	Visibility []reconciler.Visibility
 }
 

@@ -265,11 +265,15 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 		if _, err := tx.exec(ctx, "DELETE FROM visibility"); err != nil {
 			return fmt.Errorf("visibility: %w", err)
 		}
-		vargs := make([]any, 0, 4*len(out.Visibility))
+		vargs := make([]any, 0, 5*len(out.Visibility))
 		for _, v := range out.Visibility {
-			vargs = append(vargs, v.Channel, micros(v.Since), v.Silent, v.Total)
+			ended := int64(0)
+			if !v.Ended.IsZero() {
+				ended = micros(v.Ended)
+			}
+			vargs = append(vargs, v.Channel, micros(v.Since), ended, v.Silent, v.Total)
 		}
-		if err := tx.insertRows(ctx, "INSERT INTO visibility (channel, since, silent, total)", "", 4, vargs); err != nil {
+		if err := tx.insertRows(ctx, "INSERT INTO visibility (channel, since, ended, silent, total)", "", 5, vargs); err != nil {
 			return fmt.Errorf("visibility: %w", err)
 		}
 	}
@@ -303,7 +307,7 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 }
 
 func sameVisibility(a, b reconciler.Visibility) bool {
-	return a.Channel == b.Channel && a.Since.Equal(b.Since) && a.Silent == b.Silent && a.Total == b.Total
+	return a.Channel == b.Channel && a.Since.Equal(b.Since) && a.Ended.Equal(b.Ended) && a.Silent == b.Silent && a.Total == b.Total
 }
 
 // setList turns "id, a, b" into "a = ?, b = ?": the columns after the

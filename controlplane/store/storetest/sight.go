@@ -88,7 +88,8 @@ func testWatch(t *testing.T, s store.Store) {
 	}
 
 	// Visibility: the Output's set replaces the stored one.
-	vis := []rc.Visibility{{Channel: "edge", Since: back, Silent: 3, Total: 5}, {Channel: "stable", Since: back.Add(gap), Silent: 2, Total: 2}}
+	vis := []rc.Visibility{{Channel: "edge", Since: back, Silent: 3, Total: 5},
+		{Channel: "stable", Since: back.Add(-gap), Ended: back, Silent: 1, Total: 2}}
 	now := back.Add(gap)
 	in, _ = m.tickAt(now, gap, func(rc.Input) (rc.Output, error) { return rc.Output{Visibility: vis}, nil })
 	if len(in.Visibility) != 0 {

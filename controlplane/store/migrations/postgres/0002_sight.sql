@@ -10,10 +10,12 @@ CREATE TABLE watch (
 	alive_at BIGINT NOT NULL
 );
 
--- visibility: the channels in partial visibility after the last tick.
+-- visibility: the channels in partial visibility after the last tick, and
+-- those that left it less than an offline threshold ago (ended, else 0).
 CREATE TABLE visibility (
 	channel TEXT PRIMARY KEY,
 	since   BIGINT NOT NULL,
+	ended   BIGINT NOT NULL,
 	silent  INTEGER NOT NULL,
 	total   INTEGER NOT NULL
 );

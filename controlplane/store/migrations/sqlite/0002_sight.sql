@@ -10,10 +10,12 @@ CREATE TABLE watch (
 	alive_at INTEGER NOT NULL
 ) STRICT;
 
--- visibility: the channels in partial visibility after the last tick.
+-- visibility: the channels in partial visibility after the last tick, and
+-- those that left it less than an offline threshold ago (ended, else 0).
 CREATE TABLE visibility (
 	channel TEXT PRIMARY KEY,
 	since   INTEGER NOT NULL,
+	ended   INTEGER NOT NULL,
 	silent  INTEGER NOT NULL,
 	total   INTEGER NOT NULL
 ) STRICT;
