@@ -487,6 +487,52 @@ var silenceScenarios = []goldenCase{
 		check: all(noRolloutTransition, wantIntents()),
 	},
 
+	{
+		name: "rule06-partial-visibility-off-at-100-pct",
+		desc: "rule 6: partialVisibilityPct 100 turns partial visibility off: three of four hosts silent are judged one by one and skipped",
+		build: func(s *scenario) {
+			s.in.Tunables.PartialVisibilityPct = 100
+			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a")
+		},
+		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "b", "Skipped", rc.CodeOffline)),
+	},
+	{
+		name: "rule06-partial-visibility-floor",
+		desc: "rule 6: partialVisibilityMinHosts 4: three silent hosts of four are under the floor, and judged one by one",
+		build: func(s *scenario) {
+			s.in.Tunables.PartialVisibilityMinHosts = 4
+			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a")
+		},
+		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "c", "Skipped", rc.CodeOffline)),
+	},
+	{
+		name: "rule06-warm-up-keeps-the-last-verdict",
+		desc: "rule 6: the control plane restarts while a channel is in partial visibility: warming up, it keeps that verdict (no restored event, nothing dispatched) although most hosts checked in again",
+		build: func(s *scenario) {
+			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.offline("b", "c", "d").confirm(id1, "a").tick()
+			s.outage(10*time.Minute).online("a", "b", "c", "d")
+		},
+		check: all(noEvent(rc.EventVisibilityRestored), wantIntents(), func(t *testing.T, out rc.Output) {
+			if len(out.Visibility) != 1 || !out.Visibility[0].Ended.IsZero() {
+				t.Fatalf("visibility %+v, want the channel still in partial visibility", out.Visibility)
+			}
+		}),
+	},
+	{
+		name: "rule06-skipped-host-held-in-partial-visibility",
+		desc: "rule 6: a skipped host returns while its channel is in partial visibility: it does not catch up until the channel is heard again",
+		build: func(s *scenario) {
+			b := newFleet(s.t).channel("stable", 30, 0).host("a", "stable", 0).host("z", "stable", 0).
+				host("b", "stable", 1).host("c", "stable", 1).host("d", "stable", 1)
+			s.release(b.build(), commit(1)).online("a", "b", "c", "d").offline("z").tick().advance(time.Minute)
+			s.offline("b", "c", "d").online("z")
+		},
+		check: all(wantEvent(rc.EventPartialVisibility, "", "", rc.CodePartialVisibility), wantBlocked("z", rc.GateVisibility), wantIntents()),
+	},
+
 	// ---- rule 12: output independent of the order of edges ----
 	{
 		name: "rule12-frozen-edges-sorted",
