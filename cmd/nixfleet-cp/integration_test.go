@@ -379,20 +379,7 @@ func TestKillAndRestart(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			f := newGitFleet(t, threeWaveSpec())
-			v0 := f.Release("v0")
-			cp := startCP(t, newSite(t), f, dbURL(t, backend), "cp-1")
-			hosts := fleetHosts(f, cp)
-			onboard(t, cp, hosts, v0)
-			v1 := f.Release("v1")
-			cp.Hook()
-			defer func() {
-				if t.Failed() {
-					for name, h := range hosts {
-						t.Logf("%s did: %q", name, h.Log)
-					}
-				}
-			}()
+			f, cp, hosts, v1 := releasedThreeWaves(t, backend)
 
 			// Wave 0 converges and wave 1 is dispatched.
 			eventually(t, 20*time.Second, "wave 0 converges", func() bool {
@@ -456,6 +443,29 @@ func TestKillAndRestart(t *testing.T) {
 			checkDispatchedOnce(t, hosts, v1)
 		})
 	}
+}
+
+// releasedThreeWaves starts a replica (with extra flags) on a three-wave
+// fleet, onboards its hosts on v0, and pushes v1 (with the webhook): it
+// returns the fleet, the replica, the hosts and v1's rollout id. The hosts'
+// logs are printed when the test fails.
+func releasedThreeWaves(t *testing.T, backend string, extra ...string) (*gitFleet, *replica, map[string]*simagent.Host, string) {
+	t.Helper()
+	f := newGitFleet(t, threeWaveSpec())
+	v0 := f.Release("v0")
+	cp := startCP(t, newSite(t), f, dbURL(t, backend), "cp-1", extra...)
+	hosts := fleetHosts(f, cp)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for name, h := range hosts {
+				t.Logf("%s did: %q", name, h.Log)
+			}
+		}
+	})
+	onboard(t, cp, hosts, v0)
+	v1 := f.Release("v1")
+	cp.Hook()
+	return f, cp, hosts, v1
 }
 
 // TestTwoReplicas: two nixfleet-cp processes on one PostgreSQL database.

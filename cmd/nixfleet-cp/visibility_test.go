@@ -151,20 +151,7 @@ func TestOutageLongerThanOfflineThreshold(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			f := newGitFleet(t, threeWaveSpec())
-			v0 := f.Release("v0")
-			cp := startCP(t, newSite(t), f, dbURL(t, backend), "cp-1", silenceFlags()...)
-			hosts := fleetHosts(f, cp)
-			onboard(t, cp, hosts, v0)
-			v1 := f.Release("v1")
-			cp.Hook()
-			defer func() {
-				if t.Failed() {
-					for name, h := range hosts {
-						t.Logf("%s did: %q", name, h.Log)
-					}
-				}
-			}()
+			_, cp, hosts, v1 := releasedThreeWaves(t, backend, silenceFlags()...)
 			eventually(t, 20*time.Second, "wave 0 converges", func() bool {
 				stepAll(t, hosts)
 				ro, ok := getRollout(cp, v1)
