@@ -126,25 +126,28 @@ func (t *tick) groupsOf(w *work, i int) []*budgetGroup {
 		return out
 	}
 	name := w.r.Hosts[i].Hostname
-	add := func(g *budgetGroup, hosts []string) {
-		if g == nil || slices.Contains(out, g) {
-			return
-		}
-		if _, ok := slices.BinarySearch(hosts, name); ok {
-			out = append(out, g)
-		}
-	}
 	for _, o := range t.rollouts {
 		if o != w && o.latest && o.counting {
 			for bi, b := range o.r.Budgets {
-				add(o.groupOf[bi], b.Hosts)
+				out = addListed(out, o.groupOf[bi], b.Hosts, name)
 			}
 		}
 	}
 	for _, l := range t.pendingLists {
-		add(l.g, l.hosts)
+		out = addListed(out, l.g, l.hosts, name)
 	}
 	return out
+}
+
+// addListed adds g to gs when hosts (sorted) lists name.
+func addListed(gs []*budgetGroup, g *budgetGroup, hosts []string, name string) []*budgetGroup {
+	if g == nil || slices.Contains(gs, g) {
+		return gs
+	}
+	if _, ok := slices.BinarySearch(hosts, name); ok {
+		gs = append(gs, g)
+	}
+	return gs
 }
 
 // take puts a host in flight: it takes a slot in each of its budget
@@ -175,9 +178,20 @@ func (t *tick) untake(w *work, i int) {
 // full returns a budget group that has no room for one more host of the
 // rollout, or nil.
 func (t *tick) full(w *work, i int) *budgetGroup {
-	for _, g := range t.groupsOf(w, i) {
-		if g.inflight+1 > g.limit {
-			return g
+	if w.stale {
+		for _, g := range t.groupsOf(w, i) {
+			if g.inflight+1 > g.limit {
+				return g
+			}
+		}
+		return nil
+	}
+	// The common case, without building the list: the host's own groups.
+	for _, bi := range w.r.Hosts[i].Budgets {
+		if bi >= 0 && bi < len(w.groupOf) {
+			if g := w.groupOf[bi]; g != nil && g.inflight+1 > g.limit {
+				return g
+			}
 		}
 	}
 	return nil
