@@ -11,7 +11,10 @@
 //  2. elects one replica to tick (a lease in the store) and ticks every
 //     TickInterval, and at once on a status change, a release or an
 //     operator intent (kicks within Debounce collapse into one tick): each
-//     tick is one store transaction around reconciler.Reconcile;
+//     tick is one store transaction around reconciler.Reconcile, which
+//     reads its clock after the tick lock and keeps the control plane's
+//     watch over its hosts (a gap restarts it, so that no host is judged
+//     silent for what the control plane could not hear);
 //  3. serves agents (check-in with long-poll, confirm, signed reports,
 //     manifests as signed) and operators (rollouts, events, intents, hosts,
 //     status) over HTTPS with client certificates whose keys are the

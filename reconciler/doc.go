@@ -10,6 +10,12 @@
 // the control plane loads an Input, calls Reconcile, and applies the Output
 // in one transaction (Apply shows how).
 //
+// Silence is not failure (SPEC §4 invariant 4, rfcs/0003 rule 6): a host
+// the control plane cannot hear is judged only after the control plane has
+// watched for an offline threshold (Input.WatchingSince) and while its
+// channel is not in partial visibility; a wave is promoted only on
+// evidence (rule 8).
+//
 // The rules are numbered in rfcs/0003-reconciler.md; the host and rollout
 // state machines (HostState.Next, RolloutState.Next, one transition table
 // each) are drawn in rfcs/0004-host-states.md and rfcs/0005-rollout-states.md.
