@@ -71,10 +71,12 @@ type moduleEval struct {
 
 type unit struct {
 	WantedBy      []string       `json:"wantedBy"`
+	Wants         []string       `json:"wants"`
 	After         []string       `json:"after"`
 	Requires      []string       `json:"requires"`
 	Path          []string       `json:"path"`
 	StopIfChanged *bool          `json:"stopIfChanged"`
+	UnitConfig    map[string]any `json:"unitConfig"`
 	ServiceConfig map[string]any `json:"serviceConfig"`
 }
 
@@ -181,6 +183,45 @@ func setFlag(args []string, flag, value string) {
 			args[i+1] = value
 		}
 	}
+}
+
+// unitPaths decodes a path list setting of a unit (ReadOnlyPaths=,
+// RequiresMountsFor=) as systemd reads the quoting the modules use: each
+// entry one double-quoted C-style string, after an optional "-" (ignore
+// a missing path), in which %% is a literal %; any other specifier fails
+// the test. It returns the paths and whether each had the "-".
+func unitPaths(t *testing.T, setting any) (paths []string, optional []bool) {
+	t.Helper()
+	entries, ok := setting.([]any)
+	if !ok {
+		t.Fatalf("path list %v is not a list", setting)
+	}
+	for _, e := range entries {
+		s, ok := e.(string)
+		if !ok {
+			t.Fatalf("path list entry %v is not a string", e)
+		}
+		rest, dash := strings.CutPrefix(s, "-")
+		var w string
+		if err := json.Unmarshal([]byte(rest), &w); err != nil || !strings.HasPrefix(rest, `"`) {
+			t.Fatalf("path list entry %q is not one double-quoted word: %v", s, err)
+		}
+		var b strings.Builder
+		for i := 0; i < len(w); i++ {
+			if w[i] != '%' {
+				b.WriteByte(w[i])
+				continue
+			}
+			if i+1 == len(w) || w[i+1] != '%' {
+				t.Fatalf("path list entry %q: systemd would expand a specifier", s)
+			}
+			b.WriteByte('%')
+			i++
+		}
+		paths = append(paths, b.String())
+		optional = append(optional, dash)
+	}
+	return paths, optional
 }
 
 // storeFile checks that path is the stub store path of text (its hash
@@ -482,6 +523,65 @@ func TestAgentModuleDefaults(t *testing.T) {
 	}
 }
 
+// TestAgentModuleHostname: the agent checks in under hostname, which
+// defaults to networking.hostName. An empty name (networking.hostName
+// left to DHCP) fails an assertion; "nixos", NixOS's default that every
+// unnamed host shares, is warned about; the hostname option wins over
+// networking.hostName either way.
+func TestAgentModuleHostname(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	for _, tc := range []struct {
+		name, hostName string
+		hostname       any // the option; nil leaves it unset
+		want           string
+		assertion      string
+		warning        string
+	}{
+		{name: "networking.hostName", hostName: "web-01", want: "web-01"},
+		{name: "option wins", hostName: "web-01", hostname: "web-01.fleet", want: "web-01.fleet"},
+		{name: "empty networking.hostName", hostName: "", want: "", assertion: "hostname is empty"},
+		{name: "empty option", hostName: "web-01", hostname: "", want: "", assertion: "hostname is empty"},
+		{name: "networking.hostName default", hostName: "nixos", want: "nixos", warning: `hostname is "nixos", networking.hostName's default`},
+		{name: "option over the default", hostName: "nixos", hostname: "web-01", want: "web-01"},
+		{name: "option nixos", hostName: "web-01", hostname: "nixos", want: "nixos", warning: `hostname is "nixos"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			settings := map[string]any{
+				"enable":       true,
+				"package":      map[string]string{"outPath": agentPackage},
+				"controlPlane": map[string]any{"url": "https://cp.example.org:8443"},
+				"trustFile":    "/etc/nixfleet/trust.json",
+			}
+			if tc.hostname != nil {
+				settings["hostname"] = tc.hostname
+			}
+			config := map[string]any{
+				"networking": map[string]any{"hostName": tc.hostName},
+				"services":   map[string]any{"openssh": map[string]any{"enable": true}},
+				"nix":        map[string]any{"package": map[string]string{"outPath": "/nix/store/22222222222222222222222222222222-nix"}},
+			}
+			e := evalModule(t, "agent.nix", settings, config)
+			if got := flagValues(t, execStart(t, e.unit(t, "nixfleet-agent"), "")[2:])["hostname"]; !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("--hostname %q, want %q", got, tc.want)
+			}
+			for _, c := range []struct {
+				kind string
+				got  []string
+				want string
+			}{{"failed assertions", e.FailedAssertions, tc.assertion}, {"warnings", e.Warnings, tc.warning}} {
+				switch {
+				case c.want == "" && len(c.got) > 0:
+					t.Errorf("%s %q, want none", c.kind, c.got)
+				case c.want != "" && (len(c.got) != 1 || !strings.Contains(c.got[0], c.want)):
+					t.Errorf("%s %q, want one saying %q", c.kind, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
 // TestControlPlaneModule: services.nixfleet-control-plane, with every
 // option set, runs `nixfleet-cp serve` as its own user with flags the
 // real control plane accepts: started with that command line (the
@@ -545,6 +645,9 @@ func TestControlPlaneModule(t *testing.T) {
 	if e.Config.Services.PostgreSQL != nil {
 		t.Errorf("PostgreSQL set up without postgresql.enable: %+v", e.Config.Services.PostgreSQL)
 	}
+	if ro, _ := unitPaths(t, u.ServiceConfig["ReadOnlyPaths"]); !slices.Equal(ro, []string{repo}) {
+		t.Errorf("ReadOnlyPaths %q, want the repository %q", ro, repo)
+	}
 
 	// systemd hands each LoadCredential file over in $CREDENTIALS_DIRECTORY
 	// (%d).
@@ -601,10 +704,47 @@ func TestControlPlaneModule(t *testing.T) {
 	runUntil(t, append([]string{binary(t, "nixfleet-cp"), "serve"}, args...), "control plane serving")
 }
 
+// postgresqlUnits is what the control plane module reads of the rest of
+// the configuration with postgresql.enable: the units nixpkgs' postgresql
+// module defines once services.postgresql.enable is set, as each nixpkgs
+// has them (the stub has no postgresql module), and the unit that has
+// created the database and its owner when it is active.
+var postgresqlUnits = []struct {
+	nixpkgs string
+	config  map[string]any
+	ready   string
+}{
+	{
+		// NixOS 25.11: ensureDatabases and ensureUsers run in
+		// postgresql-setup.service, which postgresql.target requires and
+		// follows.
+		"current", map[string]any{"systemd": map[string]any{
+			"services": map[string]any{"postgresql": map[string]any{}, "postgresql-setup": map[string]any{}},
+			"targets":  map[string]any{"postgresql": map[string]any{}},
+		}}, "postgresql.target",
+	},
+	{
+		// The setup unit without the target.
+		"setup unit only", map[string]any{"systemd": map[string]any{
+			"services": map[string]any{"postgresql": map[string]any{}, "postgresql-setup": map[string]any{}},
+			"targets":  map[string]any{},
+		}}, "postgresql-setup.service",
+	},
+	{
+		// NixOS 25.05 and older: postgresql.service's postStart runs them.
+		"older", map[string]any{"systemd": map[string]any{
+			"services": map[string]any{"postgresql": map[string]any{}},
+			"targets":  map[string]any{},
+		}}, "postgresql.service",
+	},
+}
+
 // TestControlPlaneModulePostgreSQL: postgresql.enable sets up a local
 // PostgreSQL with a database owned by the service's user and points --db
-// at it over the socket; the firewall opens the listen port on request;
-// conflicting or missing settings fail assertions.
+// at it over the socket; the unit requires and follows the unit that has
+// created that database on the nixpkgs it is evaluated with; the firewall
+// opens the listen port on request; conflicting or missing settings fail
+// assertions.
 func TestControlPlaneModulePostgreSQL(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
@@ -617,11 +757,32 @@ func TestControlPlaneModulePostgreSQL(t *testing.T) {
 			"tls":        map[string]any{"certFile": "/var/lib/acme/cp/cert.pem", "keyFile": "/var/lib/acme/cp/key.pem"},
 		}
 	}
+	for _, pu := range postgresqlUnits {
+		t.Run("nixpkgs "+pu.nixpkgs, func(t *testing.T) {
+			t.Parallel()
+			s := base()
+			s["postgresql"] = map[string]any{"enable": true}
+			u := evalModule(t, "control-plane.nix", s, pu.config).unit(t, "nixfleet-control-plane")
+			if diff := cmp.Diff([]string{"network-online.target", pu.ready}, u.After); diff != "" {
+				t.Errorf("after (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{pu.ready}, u.Requires); diff != "" {
+				t.Errorf("requires (-want +got):\n%s", diff)
+			}
+			// Without the local database, no PostgreSQL unit at all.
+			u = evalModule(t, "control-plane.nix", base(), pu.config).unit(t, "nixfleet-control-plane")
+			if len(u.Requires) > 0 || !slices.Equal(u.After, []string{"network-online.target"}) {
+				t.Errorf("without postgresql.enable: after %v, requires %v", u.After, u.Requires)
+			}
+		})
+	}
+
+	current := postgresqlUnits[0].config
 	s := base()
 	s["postgresql"] = map[string]any{"enable": true}
 	s["listen"] = "0.0.0.0:8443"
 	s["openFirewall"] = true
-	e := evalModule(t, "control-plane.nix", s, map[string]any{})
+	e := evalModule(t, "control-plane.nix", s, current)
 	if len(e.FailedAssertions) > 0 {
 		t.Errorf("failed assertions %q", e.FailedAssertions)
 	}
@@ -630,9 +791,6 @@ func TestControlPlaneModulePostgreSQL(t *testing.T) {
 	if pg == nil || !pg.Enable || !slices.Equal(pg.EnsureDatabases, []string{"nixfleet-cp"}) ||
 		len(pg.EnsureUsers) != 1 || pg.EnsureUsers[0].Name != u.ServiceConfig["User"] || !pg.EnsureUsers[0].EnsureDBOwnership {
 		t.Errorf("services.postgresql = %+v", pg)
-	}
-	if !slices.Contains(u.After, "postgresql.service") || !slices.Contains(u.Requires, "postgresql.service") {
-		t.Errorf("after %v, requires %v: the unit does not wait for PostgreSQL", u.After, u.Requires)
 	}
 	flags := flagValues(t, execStart(t, u, "")[2:])
 	db := flags["db"]
@@ -667,6 +825,7 @@ func TestControlPlaneModulePostgreSQL(t *testing.T) {
 		}, []string{"postgresql.enable sets the database"}},
 		{"no trust", func(s map[string]any) { delete(s, "trustFile") }, []string{"trust.ciReleaseKey.current"}},
 		{"no port", func(s map[string]any) { s["listen"] = "localhost" }, []string{"listen must be host:port"}},
+		{"relative repository", func(s map[string]any) { s["repository"] = "fleet.git" }, []string{"repository must be a URL or an absolute path"}},
 		{"operators twice", func(s map[string]any) {
 			s["operatorsFile"] = "/etc/ops.json"
 			s["operators"] = []map[string]any{{"name": "a", "key": "ssh-ed25519 AAAA", "role": "viewer"}}
@@ -676,7 +835,7 @@ func TestControlPlaneModulePostgreSQL(t *testing.T) {
 			t.Parallel()
 			s := base()
 			tc.change(s)
-			e := evalModule(t, "control-plane.nix", s, map[string]any{})
+			e := evalModule(t, "control-plane.nix", s, current)
 			if len(e.FailedAssertions) != len(tc.want) {
 				t.Fatalf("failed assertions %q, want %d", e.FailedAssertions, len(tc.want))
 			}
@@ -684,6 +843,66 @@ func TestControlPlaneModulePostgreSQL(t *testing.T) {
 				if !strings.Contains(e.FailedAssertions[i], w) {
 					t.Errorf("assertion %q does not say %q", e.FailedAssertions[i], w)
 				}
+			}
+		})
+	}
+}
+
+// TestControlPlaneModuleRepository: a local repository, which the control
+// plane reads in place and never writes, is in the unit's ReadOnlyPaths
+// (with "-": a missing one is the control plane's error to report) and
+// RequiresMountsFor, quoted so that systemd reads the path unchanged; a
+// URL, mirrored into the state directory, is in neither.
+func TestControlPlaneModuleRepository(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	for _, tc := range []struct {
+		repository string
+		local      bool
+	}{
+		{"/srv/git/fleet.git", true},
+		{"/srv/git/the fleet %d $HOME \"x\".git", true},
+		{"/home/git/fleet", true},
+		{"https://git.example.org/fleet.git", false},
+		{"ssh://git@git.example.org/fleet.git", false},
+		{"git@git.example.org:fleet.git", false},
+		{"file:///srv/git/fleet.git", false},
+	} {
+		t.Run(tc.repository, func(t *testing.T) {
+			t.Parallel()
+			e := evalModule(t, "control-plane.nix", map[string]any{
+				"enable": true, "package": map[string]string{"outPath": cpPackage},
+				"repository": tc.repository, "trustFile": "/etc/nixfleet/trust.json",
+				"tls": map[string]any{"certFile": "/c.pem", "keyFile": "/k.pem"},
+			}, map[string]any{})
+			if len(e.FailedAssertions) > 0 {
+				t.Errorf("failed assertions %q", e.FailedAssertions)
+			}
+			u := e.unit(t, "nixfleet-control-plane")
+			if got := flagValues(t, execStart(t, u, "")[2:])["repo"]; !slices.Equal(got, []string{tc.repository}) {
+				t.Errorf("--repo %q", got)
+			}
+			var want []string
+			if tc.local {
+				want = []string{tc.repository}
+			}
+			ro, optional := unitPaths(t, u.ServiceConfig["ReadOnlyPaths"])
+			if diff := cmp.Diff(want, ro); diff != "" {
+				t.Errorf("ReadOnlyPaths (-want +got):\n%s", diff)
+			}
+			if slices.Contains(optional, false) {
+				t.Errorf("ReadOnlyPaths %v: a missing repository would fail the unit's namespace", u.ServiceConfig["ReadOnlyPaths"])
+			}
+			mounts, optional := unitPaths(t, u.UnitConfig["RequiresMountsFor"])
+			if diff := cmp.Diff(want, mounts); diff != "" {
+				t.Errorf("RequiresMountsFor (-want +got):\n%s", diff)
+			}
+			if slices.Contains(optional, true) {
+				t.Errorf("RequiresMountsFor %v takes no \"-\"", u.UnitConfig["RequiresMountsFor"])
+			}
+			// The sandbox stays: read-only everywhere but the state directory.
+			if u.ServiceConfig["ProtectSystem"] != "strict" || u.ServiceConfig["ReadWritePaths"] != nil {
+				t.Errorf("ProtectSystem %v, ReadWritePaths %v", u.ServiceConfig["ProtectSystem"], u.ServiceConfig["ReadWritePaths"])
 			}
 		})
 	}

@@ -119,7 +119,13 @@ in
       type = types.str;
       default = config.networking.hostName;
       defaultText = lib.literalExpression "config.networking.hostName";
-      description = "This host's name in the fleet: its key under `hosts` in mkFleet.";
+      description = ''
+        This host's name in the fleet: its key under `hosts` in mkFleet.
+        It must not be empty (an empty networking.hostName leaves the name
+        to DHCP; set this then), and a warning says when it is `nixos`,
+        networking.hostName's default, which every host that sets no name
+        shares.
+      '';
     };
 
     hostKeyFile = mkOption {
@@ -205,11 +211,19 @@ in
   // common.trustOptions;
 
   config = mkIf cfg.enable {
-    assertions = common.trustAssertions "nixfleet-agent" cfg;
+    assertions = common.trustAssertions "nixfleet-agent" cfg ++ [
+      {
+        assertion = cfg.hostname != "";
+        message = "services.nixfleet-agent: hostname is empty; set networking.hostName, or services.nixfleet-agent.hostname, to this host's name in the fleet.";
+      }
+    ];
 
-    warnings = lib.optional (
-      cfg.hostKeyFile == defaultHostKey && !config.services.openssh.enable
-    ) "services.nixfleet-agent: services.openssh is disabled, so nothing generates ${defaultHostKey}; create it, or point hostKeyFile at the host's key.";
+    warnings =
+      lib.optional (cfg.hostname == "nixos")
+        "services.nixfleet-agent: hostname is \"nixos\", networking.hostName's default, which every host that sets no name shares; set networking.hostName, or services.nixfleet-agent.hostname, to this host's name in the fleet."
+      ++ lib.optional (
+        cfg.hostKeyFile == defaultHostKey && !config.services.openssh.enable
+      ) "services.nixfleet-agent: services.openssh is disabled, so nothing generates ${defaultHostKey}; create it, or point hostKeyFile at the host's key.";
 
     systemd.services.nixfleet-agent = {
       description = "nixfleet agent";

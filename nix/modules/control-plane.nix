@@ -27,6 +27,34 @@ let
   # authentication as the service's user, a database of the same name.
   localDatabase = "postgres://${user}@/${user}?host=/run/postgresql";
 
+  # The unit after which that database and its owner exist. nixpkgs 25.11
+  # runs ensureDatabases and ensureUsers in postgresql-setup.service, which
+  # postgresql.target waits for (the unit nixpkgs tells dependants to
+  # use); older nixpkgs ran them in postgresql.service's postStart. The
+  # configuration says which nixpkgs this is: the postgresql module
+  # defines those units when services.postgresql.enable is set.
+  postgresqlUnit =
+    if config.systemd.targets ? postgresql then
+      "postgresql.target"
+    else if config.systemd.services ? postgresql-setup then
+      "postgresql-setup.service"
+    else
+      "postgresql.service";
+
+  # A local repository is opened in place and only read; a URL (or an
+  # scp-like user@host:path) is mirrored into the state directory. The
+  # same test as isRemote in controlplane/source.go.
+  repoIsRemote =
+    let
+      r = cfg.repository;
+      has = re: builtins.match re r != null;
+    in
+    has ".*://.*" || (has ".*@.*" && has ".*:.*" && builtins.substring 0 1 r != "/");
+  # A path in a systemd path list (ReadOnlyPaths=, RequiresMountsFor=): one
+  # double-quoted C-style string with % doubled, so that systemd splits it
+  # nowhere and expands no specifier in it ($ is not expanded there).
+  unitPath = p: builtins.toJSON (builtins.replaceStrings [ "%" ] [ "%%" ] p);
+
   port =
     let
       m = builtins.match ".*:([0-9]+)" cfg.listen;
@@ -155,8 +183,12 @@ in
       example = "/srv/git/fleet.git";
       description = ''
         The fleet repository whose `refs/heads/channels/<channel>` refs are
-        rolled out: a local path (bare repository or worktree, readable by
-        the `${user}` user) or a URL, mirrored into the state directory.
+        rolled out: an absolute local path (bare repository or worktree,
+        readable by the `${user}` user) or a URL, mirrored into the state
+        directory. A local repository is read in place and never written:
+        the unit, whose file system is read-only (`ProtectSystem=strict`),
+        lists it in `ReadOnlyPaths` and waits for its mount
+        (`RequiresMountsFor`). It cannot be under /tmp (`PrivateTmp`).
       '';
     };
 
@@ -179,7 +211,11 @@ in
       description = ''
         Whether to run PostgreSQL on this machine (services.postgresql) with
         a `${user}` database owned by the service's user, and use it over
-        the local socket with peer authentication.
+        the local socket with peer authentication. The unit requires, and
+        starts after, the unit that has created that database:
+        `postgresql.target` where nixpkgs defines it, else
+        `postgresql-setup.service`, else (nixpkgs before 25.11)
+        `postgresql.service`.
       '';
     };
 
@@ -283,6 +319,10 @@ in
         message = "services.nixfleet-control-plane: set operators or operatorsFile, not both.";
       }
       {
+        assertion = repoIsRemote || builtins.substring 0 1 cfg.repository == "/";
+        message = "services.nixfleet-control-plane: repository must be a URL or an absolute path, not ${builtins.toJSON cfg.repository}.";
+      }
+      {
         assertion = port != null;
         message = "services.nixfleet-control-plane: listen must be host:port, not ${builtins.toJSON cfg.listen}.";
       }
@@ -313,8 +353,9 @@ in
       description = "nixfleet control plane";
       wantedBy = [ "multi-user.target" ];
       wants = [ "network-online.target" ];
-      after = [ "network-online.target" ] ++ lib.optional cfg.postgresql.enable "postgresql.service";
-      requires = lib.optional cfg.postgresql.enable "postgresql.service";
+      after = [ "network-online.target" ] ++ lib.optional cfg.postgresql.enable postgresqlUnit;
+      requires = lib.optional cfg.postgresql.enable postgresqlUnit;
+      unitConfig.RequiresMountsFor = lib.optional (!repoIsRemote) (unitPath cfg.repository);
       serviceConfig = {
         ExecStart = common.execLine ([
           "${cfg.package}/bin/nixfleet-cp"
@@ -336,6 +377,12 @@ in
         PrivateTmp = true;
         ProtectSystem = "strict";
         ProtectHome = "read-only";
+        # A local repository is read in place and never written, so
+        # ProtectSystem=strict suits it (a URL's mirror lives in the state
+        # directory); it is named here so that the unit says what it
+        # reads. "-": a missing repository is the control plane's error
+        # to report, not a failure to set up the unit's namespace.
+        ReadOnlyPaths = lib.optional (!repoIsRemote) "-${unitPath cfg.repository}";
         ProtectKernelTunables = true;
         ProtectControlGroups = true;
         RestrictSUIDSGID = true;

@@ -6,9 +6,12 @@
 #     --arg module ./nix/modules/agent.nix --arg settings '{ enable = true; … }'
 #
 # settings are the values of services.<name>.*; config is the rest of
-# the NixOS configuration the module reads (networking.hostName, …). Both
-# may come as JSON instead (--argstr settingsJSON …, --argstr configJSON
-# …); a package is then { "outPath": "/nix/store/…" }.
+# the NixOS configuration the module reads (networking.hostName; with the
+# control plane's postgresql.enable, the names in systemd.services and
+# systemd.targets, standing for the units nixpkgs' postgresql module
+# defines, which tell its nixpkgs; …). Both may come as JSON instead
+# (--argstr settingsJSON …, --argstr configJSON …); a package is then
+# { "outPath": "/nix/store/…" }.
 {
   module,
   settingsJSON ? null,
