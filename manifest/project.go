@@ -18,7 +18,8 @@ import (
 //  1. hostSet: the channel's hosts that have a closureHash, sorted by
 //     hostname; waveIndex is the index of the first wave in the channel's
 //     wave list that names the host (wave lists are filtered to the
-//     channel's own hosts, without renumbering);
+//     channel's own hosts, without renumbering), or 0 for every host of a
+//     channel rolled out all at once (see AllAtOnce);
 //  2. healthGate from the channel's policy, complianceFrameworks and
 //     freshnessWindow from the channel;
 //  3. disruptionBudgets: every fleet budget with its selector normalized and
@@ -47,7 +48,7 @@ func Project(f *proto.FleetResolved, fleetResolvedHash string) ([]*proto.Rollout
 		if !ok {
 			return nil, fmt.Errorf("manifest: channel %q: rollout policy %q does not exist", name, ch.RolloutPolicy)
 		}
-		first := firstWaves(f.Waves[name])
+		first := hostWaves(f, name)
 		hostSet := []proto.HostWave{}
 		for _, host := range hosts {
 			h := f.Hosts[host]
@@ -114,6 +115,34 @@ func cloneBudgets(bs []proto.RolloutBudget) []proto.RolloutBudget {
 			MaxInFlight: clonePtr(b.MaxInFlight), MaxInFlightPct: clonePtr(b.MaxInFlightPct)}
 	}
 	return out
+}
+
+// AllAtOnce reports whether a channel is rolled out all at once: its
+// waves.<channel> is present and an empty list, as the reference Nix
+// library writes for a policy with strategy "all-at-once" and no waves.
+// Such a channel has one wave, index 0, holding every host of the
+// channel. An absent or null waves.<channel> is not an empty list: the
+// channel has no waves, and its hosts with a closure are an error
+// (ValidateFleet).
+func AllAtOnce(f *proto.FleetResolved, channel string) bool {
+	ws, ok := f.Waves[channel]
+	return ok && ws != nil && len(ws) == 0
+}
+
+// hostWaves maps the hosts a wave of channel places to its index: the
+// first wave of waves.<channel> naming them (firstWaves), or 0 for every
+// host of a channel rolled out all at once.
+func hostWaves(f *proto.FleetResolved, channel string) map[string]int {
+	if !AllAtOnce(f, channel) {
+		return firstWaves(f.Waves[channel])
+	}
+	all := map[string]int{}
+	for name, h := range f.Hosts {
+		if h.Channel == channel {
+			all[name] = 0
+		}
+	}
+	return all
 }
 
 // firstWaves maps every host named in a channel's wave list to the index of

@@ -304,6 +304,20 @@ func TestProjectHostSet(t *testing.T) {
 			},
 		},
 		{
+			// An empty wave list, as the reference library writes for
+			// strategy all-at-once: one wave, 0, holding every host of
+			// the channel that has a closure.
+			name: "an all-at-once channel puts every host in wave 0",
+			mutate: func(f *proto.FleetResolved) {
+				f.Waves["stable"] = []proto.Wave{}
+				setHost(f, "db-01", func(h *proto.Host) { h.ClosureHash = nil })
+			},
+			want: map[string][]string{
+				"edge":   {"edge-01:0", "edge-02:0"},
+				"stable": {"canary-01:0", "web-01:0", "web-02:0"},
+			},
+		},
+		{
 			name: "hostSet is sorted by hostname, not by wave or insertion",
 			mutate: func(f *proto.FleetResolved) {
 				addHost(f, "Zulu", "edge")
@@ -497,6 +511,12 @@ func TestProjectErrors(t *testing.T) {
 			name:    "host in no wave of its channel",
 			mutate:  func(f *proto.FleetResolved) { removeFromWaves(f, "edge", "edge-02") },
 			wantErr: `host "edge-02": no wave of channel "edge" lists it`,
+		},
+		{
+			// null is an absent member (0001 §1), not an empty list.
+			name:    "null wave list",
+			mutate:  func(f *proto.FleetResolved) { f.Waves["edge"] = nil },
+			wantErr: `host "edge-01": no wave of channel "edge" lists it`,
 		},
 	}
 	for _, tt := range tests {

@@ -81,13 +81,16 @@ func isAlnum(c byte) bool {
 //     rollout policy exist; names
 //     are well-formed; closure hashes are store path basenames; pubkeys are
 //     OpenSSH ed25519 keys;
-//   - every host with a closure is listed by some wave of its channel, and
-//     wave lists name existing hosts;
+//   - every host with a closure is listed by some wave of its channel, or
+//     its channel is rolled out all at once (an empty waves.<channel>,
+//     AllAtOnce: one wave holding every host of the channel), and wave
+//     lists name existing hosts;
 //   - host edges name existing hosts on one channel and form a DAG, and no
 //     edge makes a host wait for a host of a later wave of the channel
 //     (waves are numbered by the first wave of waves.<channel> that lists
-//     a host; hosts no wave lists are not checked); channel edges name
-//     existing channels and form a DAG;
+//     a host, every host of an all-at-once channel is in wave 0; hosts no
+//     wave lists are not checked); channel edges name existing channels
+//     and form a DAG;
 //   - freshnessWindow >= 2 × signingIntervalMinutes, and positive;
 //   - compliance modes and onHealthFailure are known values; health-gate
 //     counts are not negative, minConverged is at least 1 and
@@ -112,8 +115,8 @@ func ValidateFleet(f *proto.FleetResolved) (warnings []string, err error) {
 
 type validator struct {
 	f *proto.FleetResolved
-	// first holds, per channel of f.Waves, the index of the first wave
-	// that lists each host (firstWaves); waves fills it.
+	// first holds, per channel of f.Waves, the wave of each host a wave
+	// places (hostWaves); waves fills it.
 	first map[string]map[string]int
 	errs  []string
 	warns []string
@@ -254,8 +257,8 @@ func (v *validator) waves() {
 		}
 	}
 	v.first = map[string]map[string]int{}
-	for ch, waves := range v.f.Waves {
-		v.first[ch] = firstWaves(waves)
+	for ch := range v.f.Waves {
+		v.first[ch] = hostWaves(v.f, ch)
 	}
 	for _, name := range sortedKeys(v.f.Hosts) {
 		h := v.f.Hosts[name]
@@ -299,7 +302,9 @@ func (v *validator) hostEdges() {
 // edgeAgainstWaves refuses an edge whose gated host is in an earlier wave
 // of channel than its gates host: the gated host's wave would wait for a
 // host whose wave cannot start before the gated host's wave is promoted.
-// Hosts that no wave of the channel lists are not checked.
+// Hosts that no wave of the channel lists are not checked; the hosts of a
+// channel rolled out all at once are all in wave 0, so no edge between
+// them runs against the order.
 func (v *validator) edgeAgainstWaves(i int, e proto.Edge, channel string) {
 	first := v.first[channel]
 	wa, okA := first[e.Gates]

@@ -636,6 +636,34 @@ func TestValidateWaves(t *testing.T) {
 			wantErrs: []string{`host "edge-01": no wave of channel "edge"`, `host "edge-02": no wave of channel "edge"`},
 		},
 		{
+			// The reference library writes an empty list for a policy of
+			// strategy all-at-once: one wave holding the whole channel.
+			name:   "all-at-once channel: an empty wave list",
+			mutate: func(t *testing.T, f *proto.FleetResolved) { f.Waves["edge"] = []proto.Wave{} },
+		},
+		{
+			name: "all-at-once channel next to a wave list that misses a host",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.Waves["edge"] = []proto.Wave{}
+				removeFromWaves(f, "stable", "db-01")
+			},
+			wantErrs: []string{`host "db-01": no wave of channel "stable" lists it, so it would never be rolled out`},
+		},
+		{
+			// null is an absent member (0001 §1): the channel has no
+			// waves, which is not the same as an empty list.
+			name:     "null wave list",
+			mutate:   func(t *testing.T, f *proto.FleetResolved) { f.Waves["edge"] = nil },
+			wantErrs: []string{`host "edge-01": no wave of channel "edge"`, `host "edge-02": no wave of channel "edge"`},
+		},
+		{
+			name: "empty wave list of an unknown channel",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.Waves["nope"] = []proto.Wave{}
+			},
+			wantErrs: []string{`waves: channel "nope" does not exist`},
+		},
+		{
 			name: "wave naming an unknown host",
 			mutate: func(t *testing.T, f *proto.FleetResolved) {
 				f.Waves["stable"][1].Hosts = append(f.Waves["stable"][1].Hosts, "ghost")
@@ -816,6 +844,23 @@ func TestValidateEdges(t *testing.T) {
 				withEdges(proto.Edge{Gates: "db-01", Gated: "canary-01"}, proto.Edge{Gates: "web-02", Gated: "db-01"})(t, f)
 			},
 			wantWarns: []string{`host "db-01" has no closureHash; it is not part of any rollout`},
+		},
+		{
+			// Every host of an all-at-once channel is in wave 0: an edge
+			// between two of them is within the one wave.
+			name: "edges within an all-at-once channel",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.Waves["stable"] = []proto.Wave{}
+				withEdges(proto.Edge{Gates: "db-01", Gated: "canary-01"}, proto.Edge{Gates: "web-02", Gated: "db-01"})(t, f)
+			},
+		},
+		{
+			name: "a cycle within an all-at-once channel",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.Waves["stable"] = []proto.Wave{}
+				withEdges(proto.Edge{Gates: "web-02", Gated: "web-01"})(t, f)
+			},
+			wantErrs: []string{"edges form a cycle: web-01 -> web-02 -> web-01"},
 		},
 		{
 			// Only the channel rule applies to an edge across channels.
@@ -1184,5 +1229,65 @@ func TestValidateNullCombinators(t *testing.T) {
 		if _, err := manifest.ValidateFleet(f); err != nil {
 			t.Errorf("%s: ValidateFleet: %v", tt.name, err)
 		}
+	}
+}
+
+// TestValidateWaveListAsWritten: the difference between an empty wave list
+// and a missing one is made by the decoder, from the JSON as written: []
+// is a channel rolled out all at once, null and an absent member are a
+// channel without waves.
+func TestValidateWaveListAsWritten(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		edge      string // waves.edge as written; "" drops the member
+		allAtOnce bool
+	}{
+		{name: "empty list", edge: `[]`, allAtOnce: true},
+		{name: "null", edge: `null`},
+		{name: "absent", edge: ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			data, err := readFixture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			var waves map[string]json.RawMessage
+			if err := json.Unmarshal(doc["waves"], &waves); err != nil {
+				t.Fatal(err)
+			}
+			if tt.edge == "" {
+				delete(waves, "edge")
+			} else {
+				waves["edge"] = json.RawMessage(tt.edge)
+			}
+			if doc["waves"], err = json.Marshal(waves); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := proto.DecodeFleetResolved(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := manifest.AllAtOnce(f, "edge"); got != tt.allAtOnce {
+				t.Errorf("AllAtOnce = %v, want %v", got, tt.allAtOnce)
+			}
+			_, err = manifest.ValidateFleet(f)
+			switch {
+			case tt.allAtOnce && err != nil:
+				t.Errorf("ValidateFleet: %v, want a valid fleet", err)
+			case !tt.allAtOnce && (err == nil || !strings.Contains(err.Error(), `host "edge-01": no wave of channel "edge" lists it`)):
+				t.Errorf("ValidateFleet: %v, want edge-01 reported in no wave", err)
+			}
+		})
 	}
 }

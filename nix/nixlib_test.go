@@ -429,7 +429,8 @@ func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 
 // checkManifests: one manifest per channel, whose host set is exactly the
 // channel's built hosts, each in the wave of waves.<channel> that lists it
-// and with its closure, and whose health gate is the channel policy's.
+// (wave 0 when the list is empty: the channel rolls out all at once) and
+// with its closure, and whose health gate is the channel policy's.
 func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *release.Bundle) {
 	t.Helper()
 	if len(b.Rollouts) != len(f.Channels) {
@@ -446,6 +447,9 @@ func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *rel
 				continue
 			}
 			idx := slices.IndexFunc(f.Waves[m.Channel], func(w proto.Wave) bool { return slices.Contains(w.Hosts, h) })
+			if manifest.AllAtOnce(f, m.Channel) {
+				idx = 0 // an empty wave list: one wave, every host in it
+			}
 			want = append(want, proto.HostWave{Hostname: h, WaveIndex: idx, TargetClosure: fakeClosure(h)})
 		}
 		if diff := cmp.Diff(want, m.HostSet, cmpopts.EquateEmpty()); diff != "" {

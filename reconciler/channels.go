@@ -215,14 +215,21 @@ func (t *tick) open(c *Channel) *work {
 	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok {
 		r.OnHealthFailure = p.OnHealthFailure
 	}
-	maxWave := -1
+	// The waves: those of waves.<channel> with their soaks, as many as the
+	// manifest's wave indexes need, and at least one. A channel rolled out
+	// all at once has an empty waves.<channel> (0001 §4.1): one wave,
+	// holding all its hosts (waveIndex 0), with no soak, since no wave
+	// waits for it; each host's health is still judged once after its
+	// confirm (rule 8), and the budgets pace the wave (rule 5).
+	waves := f.Waves[c.Name]
+	n := len(waves)
 	for _, hw := range m.HostSet {
-		maxWave = max(maxWave, hw.WaveIndex)
+		n = max(n, hw.WaveIndex+1)
 	}
-	for i := 0; i <= maxWave || i < len(f.Waves[c.Name]); i++ {
+	for i := range max(n, 1) {
 		soak := 0
-		if i < len(f.Waves[c.Name]) {
-			soak = f.Waves[c.Name][i].SoakMinutes
+		if i < len(waves) {
+			soak = waves[i].SoakMinutes
 		}
 		r.Waves = append(r.Waves, WaveSpec{SoakMinutes: soak})
 	}

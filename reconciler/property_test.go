@@ -322,6 +322,11 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 	for range npol {
 		var p modelPolicy
 		nw := rapid.IntRange(1, 4).Draw(t, "waveCount")
+		if rapid.IntRange(0, 5).Draw(t, "allAtOnce") == 0 {
+			// No waves: the channel is rolled out all at once (0001
+			// §4.1), every host in wave 0.
+			nw = 0
+		}
 		for w := range nw {
 			// The last wave takes everyone, so every host with a closure
 			// is in some wave of its channel.
@@ -526,7 +531,7 @@ func (m *fleetModel) firstWaves() []int {
 	out := make([]int, len(m.hosts))
 	for i, h := range m.hosts {
 		p := m.policies[m.chPolicy[h.channel]]
-		out[i] = len(p.waves) - 1
+		out[i] = max(len(p.waves)-1, 0)
 		for w, pw := range p.waves {
 			if pw.Selector.Matches(h.name, m.protoHost(h)) {
 				out[i] = w
@@ -567,11 +572,16 @@ func (m *fleetModel) build(commit string) *proto.FleetResolved {
 		f.DisruptionBudgets = append(f.DisruptionBudgets, cloneDisruptionBudget(b))
 	}
 	for i, p := range m.policies {
-		f.RolloutPolicies[simPolicyName(i)] = proto.RolloutPolicy{Strategy: "staged", Waves: slices.Clone(p.waves),
+		strategy := "staged"
+		if len(p.waves) == 0 {
+			strategy = "all-at-once"
+		}
+		f.RolloutPolicies[simPolicyName(i)] = proto.RolloutPolicy{Strategy: strategy, Waves: append([]proto.PolicyWave{}, p.waves...),
 			HealthGate: p.gate, OnHealthFailure: p.onFailure}
 	}
 	for _, ch := range m.channels {
 		f.Channels[ch] = m.chCfg[ch]
+		f.Waves[ch] = []proto.Wave{} // an empty list when the policy has no waves: all at once
 		for _, pw := range m.policies[m.chPolicy[ch]].waves {
 			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes})
 		}

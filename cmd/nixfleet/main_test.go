@@ -24,9 +24,11 @@ var update = flag.Bool("update", false, "rewrite the golden sections of testdata
 // records its exit code, for the status command to check.
 const statusEnv = "NIXFLEET_TEST_STATUS_FILE"
 
-// sampleFleet is the unsigned sample fleet every script finds in its work
-// directory as two-channels.json.
-var sampleFleet = filepath.Join("..", "..", "testdata", "fleets", "two-channels.json")
+// sampleFleets are the unsigned sample fleets every script finds in its
+// work directory, each under its own name: two-channels.json (channels
+// edge and stable) and field-and-core.json (field, rolled out all at once,
+// next to core's canary).
+var sampleFleets = filepath.Join("..", "..", "testdata", "fleets", "*.json")
 
 // sampleTick is a reconciler input every script finds as tick-input.json:
 // a golden case in which a disruption budget holds a host.
@@ -66,9 +68,15 @@ func TestMain(m *testing.M) {
 // DEAD_CP_URL is an https URL on which nothing listens.
 func TestScripts(t *testing.T) {
 	t.Parallel()
-	fleet, err := os.ReadFile(sampleFleet)
-	if err != nil {
-		t.Fatal(err)
+	fleetFiles, err := filepath.Glob(sampleFleets)
+	if err != nil || len(fleetFiles) < 2 {
+		t.Fatalf("sample fleets %s: %v, %d found", sampleFleets, err, len(fleetFiles))
+	}
+	fleets := map[string][]byte{}
+	for _, file := range fleetFiles {
+		if fleets[filepath.Base(file)], err = os.ReadFile(file); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tickInput, err := os.ReadFile(sampleTick)
 	if err != nil {
@@ -91,15 +99,20 @@ func TestScripts(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(env.WorkDir, "tick-input.json"), tickInput, 0o644); err != nil {
 				return err
 			}
-			f, err := os.OpenFile(filepath.Join(env.WorkDir, "two-channels.json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-			if err != nil {
-				return err
+			for name, fleet := range fleets {
+				f, err := os.OpenFile(filepath.Join(env.WorkDir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				if err != nil {
+					return err
+				}
+				if _, err := f.Write(fleet); err != nil {
+					f.Close()
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
 			}
-			if _, err := f.Write(fleet); err != nil {
-				f.Close()
-				return err
-			}
-			return f.Close()
+			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"status":     cmdStatus,

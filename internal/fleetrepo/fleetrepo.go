@@ -133,7 +133,10 @@ func Closure(host, version string) string {
 // Spec describes a small test fleet: channels with their wave soak
 // minutes, hosts, and optional budgets and policies.
 type Spec struct {
-	// Channels maps a channel to its waves' soak minutes.
+	// Channels maps a channel to its waves' soak minutes. A channel with
+	// none is rolled out all at once: its policy has strategy
+	// "all-at-once" and no waves, waves.<channel> is an empty list, and
+	// its hosts are all in wave 0 (rfcs/0001 §4.1).
 	Channels map[string][]int
 	Hosts    []Host
 	// Budgets are added as they are.
@@ -168,7 +171,11 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 	for ch, soaks := range s.Channels {
 		f.Channels[ch] = proto.Channel{RolloutPolicy: ch, FreshnessWindow: window, SigningIntervalMinutes: window / 2,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
-		p := proto.RolloutPolicy{Strategy: "staged", OnHealthFailure: onFail}
+		p := proto.RolloutPolicy{Strategy: "staged", Waves: []proto.PolicyWave{}, OnHealthFailure: onFail}
+		f.Waves[ch] = []proto.Wave{}
+		if len(soaks) == 0 {
+			p.Strategy = "all-at-once"
+		}
 		for _, soak := range soaks {
 			p.Waves = append(p.Waves, proto.PolicyWave{Selector: proto.Selector{All: true}, SoakMinutes: soak})
 			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: []string{}, SoakMinutes: soak})
@@ -182,6 +189,9 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 		}
 		f.Hosts[h.Name] = proto.Host{System: "x86_64-linux", Tags: append([]string{}, h.Tags...), Channel: h.Channel, ClosureHash: &c, Pubkey: &k}
 		w := f.Waves[h.Channel]
+		if soaks, ok := s.Channels[h.Channel]; ok && len(soaks) == 0 && h.Wave == 0 {
+			continue // all at once: no wave lists it
+		}
 		if h.Wave >= len(w) {
 			return nil, fmt.Errorf("fleetrepo: host %s: channel %s has %d waves", h.Name, h.Channel, len(w))
 		}

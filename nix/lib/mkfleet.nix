@@ -8,6 +8,8 @@
 #     channels.stable = { rolloutPolicy = "canary"; freshnessWindow = 180; };
 #     rolloutPolicies.canary.waves = [ { selector.tags = [ "canary" ]; soakMinutes = 15; }
 #                                      { selector.all = true; } ];
+#     # or every host of the channel at once, under the budgets:
+#     # rolloutPolicies.now.strategy = "all-at-once";
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -40,6 +42,15 @@ let
     onHealthFailure = "halt";
     soakMinutes = 0;
   };
+
+  filterAttrs =
+    pred: set:
+    listToAttrs (
+      map (name: {
+        inherit name;
+        value = set.${name};
+      }) (filter (name: pred name set.${name}) (attrNames set))
+    );
 
   stringOr = d: v: if isString v then v else d;
   intOr = d: v: if isInt v then v else d;
@@ -191,14 +202,18 @@ let
       where = "rollout policy ${u.q name}";
       gate = pp.healthGate or null;
       gg = attrsOr gate;
+      # A policy of strategy "all-at-once" may leave out its waves: none
+      # is one wave holding every host of the channel.
+      allAtOnce = (pp.strategy or null) == "all-at-once";
     in
     u.shapeProblems where {
-      required = [ "waves" ];
+      required = if allAtOnce then [ ] else [ "waves" ];
       optional = [
         "strategy"
         "healthGate"
         "onHealthFailure"
-      ];
+      ]
+      ++ (if allAtOnce then [ "waves" ] else [ ]);
     } p
     ++ requiredTyped where pp "waves" isList "a list of { selector; soakMinutes; }"
     ++ optionalTyped where pp "strategy" isString "a string"
@@ -442,12 +457,15 @@ let
 
   # waves.<channel>: the channel's policy waves, each resolved to the
   # channel's hosts its selector matches that no earlier wave took. Wave
-  # numbers are the policy's: a wave that takes nobody stays, empty.
+  # numbers are the policy's: a wave that takes nobody stays, empty. A
+  # policy without waves (strategy "all-at-once") gives an empty list: one
+  # wave holding every host of the channel (rfcs/0001 §4.1). A channel
+  # whose policy does not exist has no entry.
   waves = mapAttrs (
     chName: c:
     let
       members = filter (n: hosts.${n}.channel == chName) (attrNames hosts);
-      pw = if isString c.rolloutPolicy then policyWaves.${c.rolloutPolicy} or [ ] else [ ];
+      pw = policyWaves.${c.rolloutPolicy};
       step =
         acc: w:
         let
@@ -467,7 +485,7 @@ let
       taken = { };
       waves = [ ];
     } pw).waves
-  ) channels;
+  ) (filterAttrs (_: c: isString c.rolloutPolicy && policyWaves ? ${c.rolloutPolicy}) channels);
 
   edges = map (
     e:

@@ -313,17 +313,24 @@ let
   # firstWave.<channel>.<host>: the index of the first wave of
   # waves.<channel> that lists the host (manifest.firstWaves); a host no
   # wave of the channel lists is absent. listToAttrs keeps the first of
-  # duplicate names.
+  # duplicate names. An empty list (not null: manifest.AllAtOnce) is a
+  # channel rolled out all at once: every host of the channel is in wave 0.
   firstWave = mapAttrs (
-    _: ws:
+    ch: ws:
     builtins.listToAttrs (
-      u.concatImap (
-        i: w:
+      if ws == [ ] then
         map (h: {
           name = h;
-          value = i;
-        }) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
-      ) (listOr ws)
+          value = 0;
+        }) (filter (h: channelOf h == ch) (attrNames hosts))
+      else
+        u.concatImap (
+          i: w:
+          map (h: {
+            name = h;
+            value = i;
+          }) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
+        ) (listOr ws)
     )
   ) waves;
 
