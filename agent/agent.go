@@ -71,6 +71,14 @@ type Agent struct {
 	obs   Observation
 	tag   string
 	known *proto.TargetRef
+	// notBefore is when the control plane, answering 429, asked the agent
+	// to send its next request (rfcs/0008 §Rate limits); pending are the
+	// reports it refused so, sent again before the next check-in.
+	notBefore time.Time
+	pending   []proto.ReportRequest
+
+	// after is time.After; tests drive it with their clock.
+	after func(time.Duration) <-chan time.Time
 }
 
 // New loads the state directory and returns an agent.
@@ -94,7 +102,7 @@ func New(c Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{c: c, st: st}, nil
+	return &Agent{c: c, st: st, after: time.After}, nil
 }
 
 // State returns the agent's current state.
@@ -106,50 +114,148 @@ func (a *Agent) State() State {
 
 // Run resumes whatever an earlier run left (rfcs/0008 §Restarts), then
 // checks in until ctx ends: long-polls, acts on each target, and backs off
-// with jitter after errors (1s doubling to 60s; never a tight loop).
+// with jitter after errors (1s doubling to 60s; never a tight loop). A
+// rate-limited answer (429) holds the next request back for its
+// Retry-After (at most maxHoldOff), except what an activation under way
+// needs: the confirm before its deadline, and the rollback at it, happen
+// whether or not the control plane answers (rfcs/0008 §Rate limits).
 func (a *Agent) Run(ctx context.Context) error {
 	a.act(ctx, nil)
 	backoff := time.Duration(0)
+	var pause time.Duration
+	unanswered := false
 	for ctx.Err() == nil {
-		resp, err := a.Checkin(ctx)
-		var pause time.Duration
-		if err != nil {
-			backoff = min(max(2*backoff, time.Second), time.Minute)
-			pause = backoff/2 + rand.N(backoff/2+1)
-			a.c.Log.Warn("check-in failed", "err", err, "retryIn", pause.Round(time.Millisecond))
-		} else {
-			backoff = 0
-			a.act(ctx, resp.Target)
-			// The long-poll paces the loop; an answer that came at once
-			// with nothing to do waits a little, within the server's hint.
-			if resp.Target == nil || a.State().Done == resp.Target.Token {
-				pause = time.Second
-				if hint := time.Duration(resp.NextCheckinSeconds) * time.Second; hint > 0 && hint < pause {
-					pause = hint
-				}
+		if p := a.pace(pause); p > 0 && !a.sleep(ctx, p) {
+			break
+		}
+		pause = 0
+		if unanswered || a.heldFor() > 0 {
+			// After a failed check-in, or woken for the activation under
+			// way while the control plane still holds the agent off: the
+			// activation goes on without an answer.
+			a.act(ctx, nil)
+			unanswered = false
+			if a.heldFor() > 0 {
+				continue
 			}
 		}
-		if !a.sleep(ctx, pause) {
-			break
+		if a.flushReports(ctx); a.heldFor() > 0 {
+			continue
+		}
+		resp, err := a.Checkin(ctx)
+		if err != nil {
+			backoff = min(max(2*backoff, time.Second), time.Minute)
+			pause, unanswered = backoff/2+rand.N(backoff/2+1), true
+			a.c.Log.Warn("check-in failed", "err", err, "retryIn", a.pace(pause).Round(time.Millisecond))
+			continue
+		}
+		backoff = 0
+		a.act(ctx, resp.Target)
+		// The long-poll paces the loop; an answer that came at once
+		// with nothing to do waits a little, within the server's hint.
+		if resp.Target == nil || a.State().Done == resp.Target.Token {
+			pause = time.Second
+			if hint := time.Duration(resp.NextCheckinSeconds) * time.Second; hint > 0 && hint < pause {
+				pause = hint
+			}
 		}
 	}
 	return nil
 }
 
+// Honouring the control plane's Retry-After (rfcs/0008 §Rate limits).
+const (
+	// maxHoldOff bounds a Retry-After the agent honours: well under the
+	// control plane's offline threshold (5 min by default), so that
+	// honouring one never makes the host look offline, and so that a
+	// control plane cannot silence its agents for long.
+	maxHoldOff = 2 * time.Minute
+	// minHoldOff is the least a 429 holds the agent back, whatever its
+	// header says: never a tight loop.
+	minHoldOff = time.Second
+	// confirmMargin: a rate-limited confirm is sent again at the latest
+	// this long before its deadline, even when Retry-After asks for
+	// longer. The server would refuse a later confirm, and the host would
+	// roll back a switch that worked.
+	confirmMargin = 5 * time.Second
+	// maxPending bounds the rate-limited reports kept to send again.
+	maxPending = 16
+)
+
+// heard notes how the control plane answered a request: a rate-limited
+// answer holds the next request back until its Retry-After (between
+// minHoldOff and maxHoldOff), any other answer ends the hold-off. It
+// returns that wait, and whether err was a rate limit.
+func (a *Agent) heard(err error) (time.Duration, bool) {
+	d, limited := apiclient.RetryAfter(err)
+	var apiErr *apiclient.Error
+	if !limited && err != nil && !errors.As(err, &apiErr) {
+		return 0, false // no answer
+	}
+	now := a.c.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !limited {
+		a.notBefore = time.Time{}
+		return 0, false
+	}
+	d = min(max(d, minHoldOff), maxHoldOff)
+	if until := now.Add(d); until.After(a.notBefore) {
+		a.notBefore = until
+	}
+	return d, true
+}
+
+// heldFor is how long the control plane asked the agent to wait still.
+func (a *Agent) heldFor() time.Duration {
+	now := a.c.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return max(a.notBefore.Sub(now), 0)
+}
+
+// pace stretches a pause before the next check-in to the control plane's
+// Retry-After, and shortens it to wake in time for an activation under
+// way: confirmMargin before its confirm deadline, or at the deadline, when
+// the host rolls back unconfirmed.
+func (a *Agent) pace(pause time.Duration) time.Duration {
+	pause = max(pause, a.heldFor())
+	now := a.c.Now()
+	st := a.State()
+	if st.Phase == PhaseConfirming || st.Phase == PhaseActivating {
+		deadline, _ := confirmBy(st.Target)
+		wake := deadline.Add(-confirmMargin)
+		if !wake.After(now) {
+			wake = deadline
+		}
+		pause = min(pause, max(wake.Sub(now), 0))
+	}
+	return pause
+}
+
 // sleep waits d, sending probe results that change meanwhile; false when
 // ctx ended.
 func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	t := a.after(d)
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-t:
 			return true
 		case <-a.c.HealthChanged:
 			a.reportHealth(ctx)
 		}
+	}
+}
+
+// wait waits d; false when ctx ended.
+func (a *Agent) wait(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-a.after(d):
+		return true
 	}
 }
 
@@ -168,16 +274,24 @@ func (a *Agent) health() (proto.ProbeSummary, []string) {
 	return s, units
 }
 
-// reportHealth sends the probe results as a probe_results report.
+// reportHealth sends the probe results as a probe_results report, unless
+// the control plane asked for no request yet (429): the next check-in
+// carries them then.
 func (a *Agent) reportHealth(ctx context.Context) {
+	if a.heldFor() > 0 {
+		return
+	}
 	s, units := a.health()
 	resp, err := a.c.API.ReportProbes(ctx, proto.ReportRequest{Hostname: a.c.Hostname, Kind: proto.ReportProbeResults,
 		Probes: &s, FailedUnits: units, At: a.c.Now().UTC().Format(time.RFC3339)})
+	a.heard(err)
+	if err != nil {
+		a.c.Log.Warn("sending probe results", "err", err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
 		a.tag = ""
-		a.c.Log.Warn("sending probe results", "err", err)
 		return
 	}
 	a.tag = resp.StatusTag
@@ -201,6 +315,7 @@ func (a *Agent) Checkin(ctx context.Context) (proto.CheckinResponse, error) {
 		req.Booted = ""
 	}
 	resp, err := a.c.API.Checkin(ctx, req)
+	a.heard(err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
@@ -288,6 +403,7 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 		return Result{} // Apply saves
 	case StepVerify:
 		body, sig, err := a.c.API.Manifest(ctx, t.RolloutID)
+		a.heard(err)
 		if err != nil {
 			return Result{Err: fmt.Errorf("fetching the manifest of %s: %w", t.RolloutID, err), Code: "manifest_unavailable", Retry: true}
 		}
@@ -318,17 +434,44 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 		deadline, _ := confirmBy(st.Target)
 		return a.c.Exec.Wait(ctx, step.Path, deadline)
 	case StepConfirm:
-		err := a.c.API.Confirm(ctx, proto.ConfirmRequest{Hostname: a.c.Hostname, RolloutID: st.Target.RolloutID,
-			Closure: st.Target.Closure, Token: st.Target.Token})
-		if err != nil {
-			rejected := apiclient.IsCode(err, "confirm_rejected")
-			return Result{Err: err, Code: "confirm_failed", Rejected: rejected, Retry: !rejected}
-		}
-		return Result{}
+		return a.confirm(ctx, st)
 	case StepRollBack:
 		return a.c.Exec.SwitchTo(ctx, step.Path, a.c.Now().Add(rollbackWait))
 	}
 	return Result{Err: fmt.Errorf("agent: unknown step %q", step.Kind)}
+}
+
+// confirm sends the confirm of st's activation. The agent does not wait
+// for the next check-in when the control plane asks it to hold off (429):
+// it sends the confirm again after the Retry-After, and at the latest
+// confirmMargin before the deadline, even earlier than Retry-After asks,
+// because a confirm that waited longer would come too late and the host
+// would roll back a switch that worked. Any other failure is retried at
+// the next check-in, until the deadline.
+func (a *Agent) confirm(ctx context.Context, st State) Result {
+	latest := func() time.Duration {
+		deadline, _ := confirmBy(st.Target)
+		return deadline.Add(-confirmMargin).Sub(a.c.Now())
+	}
+	req := proto.ConfirmRequest{Hostname: a.c.Hostname, RolloutID: st.Target.RolloutID, Closure: st.Target.Closure, Token: st.Target.Token}
+	for {
+		if d := min(a.heldFor(), latest()); d > 0 {
+			a.c.Log.Warn("confirm held back by the control plane's rate limit", "retryIn", d, "confirmBy", st.Target.ConfirmBy)
+			if !a.wait(ctx, d) {
+				return Result{Err: ctx.Err(), Code: "confirm_failed", Retry: true}
+			}
+		}
+		err := a.c.API.Confirm(ctx, req)
+		_, limited := a.heard(err)
+		switch {
+		case err == nil:
+			return Result{}
+		case apiclient.IsCode(err, "confirm_rejected"):
+			return Result{Err: err, Code: "confirm_failed", Rejected: true}
+		case !limited || latest() <= 0:
+			return Result{Err: err, Code: "confirm_failed", Retry: true}
+		}
+	}
 }
 
 // rollbackWait bounds the wait for the previous system to come back.
@@ -343,12 +486,45 @@ func (a *Agent) verify(t *proto.Target, body, sig []byte) error {
 	return err
 }
 
-// report sends a report (signed by the API client with the host key). A
+// report sends a report (signed by the API client with the host key).
+// While the control plane holds the agent off (429), the report waits in
+// pending, and goes before the next check-in: a report says what
+// check-ins do not (a failure's code, why the host rolled back). Any other
 // failure is logged: the check-ins carry the host's state anyway.
 func (a *Agent) report(ctx context.Context, r *proto.ReportRequest) {
-	if _, err := a.c.API.ReportProbes(ctx, *r); err != nil {
-		a.c.Log.Warn("sending a report", "kind", r.Kind, "code", r.Code, "err", err)
-		return
+	a.mu.Lock()
+	a.pending = append(a.pending, *r)
+	if n := len(a.pending); n > maxPending {
+		a.c.Log.Warn("dropping a report held back by the rate limit", "kind", a.pending[0].Kind, "code", a.pending[0].Code)
+		a.pending = a.pending[n-maxPending:]
 	}
-	a.c.Log.Info("reported", "kind", r.Kind, "rollout", r.RolloutID, "closure", r.Closure, "code", r.Code)
+	a.mu.Unlock()
+	a.flushReports(ctx)
+}
+
+// flushReports sends the pending reports, in order, unless the control
+// plane holds the agent off.
+func (a *Agent) flushReports(ctx context.Context) {
+	for a.heldFor() == 0 {
+		a.mu.Lock()
+		if len(a.pending) == 0 {
+			a.mu.Unlock()
+			return
+		}
+		r := a.pending[0]
+		a.mu.Unlock()
+		_, err := a.c.API.ReportProbes(ctx, r)
+		if _, limited := a.heard(err); limited {
+			a.c.Log.Warn("report rate limited; sent again before the next check-in", "kind", r.Kind, "code", r.Code, "err", err)
+			return
+		}
+		a.mu.Lock()
+		a.pending = a.pending[1:]
+		a.mu.Unlock()
+		if err != nil {
+			a.c.Log.Warn("sending a report", "kind", r.Kind, "code", r.Code, "err", err)
+			continue
+		}
+		a.c.Log.Info("reported", "kind", r.Kind, "rollout", r.RolloutID, "closure", r.Closure, "code", r.Code)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,14 +38,56 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the wait the answer's Retry-After header asks for (a
+	// 429 rate_limited always has one), at most a day; 0 when it has none.
+	RetryAfter time.Duration
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message) }
+func (e *Error) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%s (HTTP %d, retry after %s): %s", e.Code, e.Status, e.RetryAfter, e.Message)
+	}
+	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
+}
+
+// CodeRateLimited is the code of a 429 answer: the caller sent more than
+// its rate limit allows and must wait Error.RetryAfter (rfcs/0007
+// §Transport 8).
+const CodeRateLimited = "rate_limited"
 
 // IsCode reports whether err is an API error with the code.
 func IsCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
+}
+
+// RetryAfter reports whether err is a rate-limited answer (HTTP 429, from
+// the control plane or a proxy before it) and how long the server asked
+// the caller to wait before its next request: 0 when it did not say.
+func RetryAfter(err error) (time.Duration, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests {
+		return 0, false
+	}
+	return e.RetryAfter, true
+}
+
+// maxRetryAfter bounds Error.RetryAfter.
+const maxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After header: seconds, or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		d = time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
 }
 
 // SelfSignedCert makes a TLS client certificate for an ed25519 key, valid
@@ -139,7 +182,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		return apiError(resp.StatusCode, data)
+		return apiError(resp, data)
 	}
 	if out == nil {
 		return nil
@@ -172,12 +215,17 @@ func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path str
 	return hc.Do(req)
 }
 
-func apiError(status int, data []byte) error {
+// apiError is the error of an answer with status >= 300: its code and
+// message, or for a body that is not an API error, http_<status>.
+func apiError(resp *http.Response, data []byte) error {
+	out := &Error{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	var e proto.Error
 	if json.Unmarshal(data, &e) != nil || e.Code == "" {
-		return &Error{Status: status, Code: "http_" + fmt.Sprint(status), Message: strings.TrimSpace(string(data))}
+		out.Code, out.Message = "http_"+fmt.Sprint(resp.StatusCode), strings.TrimSpace(string(data))
+	} else {
+		out.Code, out.Message = e.Code, e.Message
 	}
-	return &Error{Status: status, Code: e.Code, Message: e.Message}
+	return out
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
@@ -247,7 +295,7 @@ func (c *Client) raw(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		return nil, apiError(resp.StatusCode, data)
+		return nil, apiError(resp, data)
 	}
 	return data, nil
 }
@@ -281,7 +329,7 @@ func (c *Client) Act(ctx context.Context, rolloutID, action, comment string, out
 		return err
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
-		return apiError(resp.StatusCode, data)
+		return apiError(resp, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -289,14 +337,14 @@ func (c *Client) Act(ctx context.Context, rolloutID, action, comment string, out
 		}
 	}
 	if resp.StatusCode == http.StatusConflict {
-		return refusal(data)
+		return refusal(resp, data)
 	}
 	return nil
 }
 
 // refusal is the error of a 409 answer to an intent: the code the server
 // gave for the refusal, or its error body's code.
-func refusal(data []byte) error {
+func refusal(resp *http.Response, data []byte) error {
 	var answer struct {
 		Result *struct {
 			Reason struct {
@@ -308,7 +356,7 @@ func refusal(data []byte) error {
 	if json.Unmarshal(data, &answer) == nil && answer.Result != nil && answer.Result.Reason.Code != "" {
 		return &Error{Status: http.StatusConflict, Code: answer.Result.Reason.Code, Message: answer.Result.Reason.Message}
 	}
-	return apiError(http.StatusConflict, data)
+	return apiError(resp, data)
 }
 
 // Follow streams a rollout's events after the event id after, one JSON
@@ -326,7 +374,7 @@ func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn f
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return apiError(resp.StatusCode, data)
+		return apiError(resp, data)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)

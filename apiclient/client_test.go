@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/proto"
 )
 
 func newClient(t *testing.T, h http.Handler, timeout time.Duration) *apiclient.Client {
@@ -142,5 +143,69 @@ func TestAct(t *testing.T) {
 				t.Fatalf("answer decoded: %v, want %v", got, tc.wantOut)
 			}
 		})
+	}
+}
+
+// TestRetryAfter: a 429 is an error with its code and the wait the
+// server asked for, in seconds or as a date; other answers are not rate
+// limits, whatever their headers.
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	inAMinute := time.Now().Add(time.Minute + 30*time.Second).UTC().Format(http.TimeFormat)
+	tests := []struct {
+		name       string
+		status     int
+		retryAfter string
+		body       string
+		wantCode   string
+		wantLimit  bool
+		wantWait   time.Duration // with wantMin: at least, else exactly
+		wantMin    bool
+	}{
+		{name: "seconds", status: 429, retryAfter: "7", body: `{"code":"rate_limited","message":"slow down"}`,
+			wantCode: apiclient.CodeRateLimited, wantLimit: true, wantWait: 7 * time.Second},
+		{name: "a date", status: 429, retryAfter: inAMinute, body: `{"code":"rate_limited","message":"slow down"}`,
+			wantCode: apiclient.CodeRateLimited, wantLimit: true, wantWait: time.Minute, wantMin: true},
+		{name: "a date in the past", status: 429, retryAfter: "Sun, 06 Nov 1994 08:49:37 GMT", body: `{"code":"rate_limited","message":"x"}`,
+			wantCode: apiclient.CodeRateLimited, wantLimit: true},
+		{name: "no header", status: 429, body: `{"code":"rate_limited","message":"x"}`,
+			wantCode: apiclient.CodeRateLimited, wantLimit: true},
+		{name: "garbage", status: 429, retryAfter: "soon", body: `{"code":"rate_limited","message":"x"}`,
+			wantCode: apiclient.CodeRateLimited, wantLimit: true},
+		{name: "huge", status: 429, retryAfter: "99999999999999999999", body: `{"code":"rate_limited","message":"x"}`,
+			wantCode: apiclient.CodeRateLimited, wantLimit: true, wantWait: 24 * time.Hour},
+		{name: "a proxy's 429", status: 429, retryAfter: "3", body: `Too Many Requests`,
+			wantCode: "http_429", wantLimit: true, wantWait: 3 * time.Second},
+		{name: "503 with Retry-After is no rate limit", status: 503, retryAfter: "5", body: `{"code":"unavailable","message":"x"}`,
+			wantCode: "unavailable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.WriteHeader(tc.status)
+				fmt.Fprintln(w, tc.body)
+			}), time.Second)
+			_, err := c.Checkin(context.Background(), proto.CheckinRequest{Hostname: "web-1"})
+			if !apiclient.IsCode(err, tc.wantCode) {
+				t.Fatalf("Checkin: %v, want code %s", err, tc.wantCode)
+			}
+			wait, limited := apiclient.RetryAfter(err)
+			if limited != tc.wantLimit {
+				t.Fatalf("RetryAfter(%v) limited %v, want %v", err, limited, tc.wantLimit)
+			}
+			switch {
+			case tc.wantMin && (wait < tc.wantWait || wait > tc.wantWait+time.Minute):
+				t.Errorf("wait %s, want about %s", wait, tc.wantWait+30*time.Second)
+			case !tc.wantMin && wait != tc.wantWait:
+				t.Errorf("wait %s, want %s", wait, tc.wantWait)
+			}
+		})
+	}
+	if _, limited := apiclient.RetryAfter(errors.New("connection refused")); limited {
+		t.Error("a network error is a rate limit")
 	}
 }

@@ -322,9 +322,13 @@ func (s *Server) manifestFile(sig bool) handler {
 		if c.host == "" && c.operator == nil && !c.dev {
 			return errorf(http.StatusForbidden, CodeForbidden, "manifests are for hosts and operators")
 		}
-		m, err := s.st.Manifest(r.Context(), r.PathValue("id"))
+		id := r.PathValue("id")
+		if !nameable(id) {
+			return errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
+		}
+		m, err := s.st.Manifest(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
-			return errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", r.PathValue("id"))
+			return errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
 		}
 		if err != nil {
 			return s.internal("reading a manifest", err)

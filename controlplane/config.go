@@ -47,6 +47,10 @@ type Config struct {
 	EventRetention time.Duration
 	// Tunables go to the reconciler.
 	Tunables reconciler.Tunables
+	// RateLimit bounds how fast each client may call the API (rfcs/0006
+	// §Rate limits). The zero value serves without limits; cmd/nixfleet-cp
+	// sets the Default… values. --insecure-dev has none.
+	RateLimit RateLimit
 
 	// Now is the clock (time.Now when nil); tests drive it.
 	Now func() time.Time
@@ -82,6 +86,9 @@ func (c *Config) check() error {
 	}
 	if c.TrustFile == "" {
 		return fmt.Errorf("controlplane: no trust roots (--trust)")
+	}
+	if err := c.RateLimit.Check(); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
 	}
 	if c.InsecureDev {
 		host, _, err := net.SplitHostPort(c.Listen)

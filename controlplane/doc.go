@@ -19,7 +19,8 @@
 //     manifests as signed) and operators (rollouts, events, intents, hosts,
 //     status) over HTTPS with client certificates whose keys are the
 //     identities: a host's CI-signed SSH host key, or an operator's key
-//     with a role;
+//     with a role; each identity, and each address without one, has a
+//     rate limit (429 with Retry-After past it; probes are never limited);
 //  4. exports Prometheus metrics and structured JSON logs.
 //
 // All state lives in the store (package store): a replica can be killed

@@ -12,10 +12,16 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane"
@@ -331,6 +337,34 @@ func testHostileInput(t *testing.T, backend string) {
 			return stranger.do(http.MethodGet, "/v1/rollouts/"+rollout+"/manifest", nil, nil)
 		}, 401, controlplane.CodeUnknownClient},
 
+		// Names no fleet can hold (rfcs/0007 §Error codes): a control
+		// character or a byte that is not UTF-8 in a rollout id or host
+		// name is no such rollout or host, on both stores (PostgreSQL
+		// refuses NUL and invalid UTF-8 in text); in an event filter it
+		// is a bad request.
+		{"rollout id with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/rollouts/"+rollout+"%00", nil, nil) }, 404, controlplane.CodeNotFound},
+		{"rollout id not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/rollouts/stable@%ff", nil, nil) }, 404, controlplane.CodeNotFound},
+		{"events of a rollout id with NUL", func() answer {
+			return viewer.do(http.MethodGet, "/v1/rollouts/%00/events", nil, nil)
+		}, 404, controlplane.CodeNotFound},
+		{"manifest of a rollout id with an escape", func() answer {
+			return canary.do(http.MethodGet, "/v1/rollouts/stable@%1b%5b2J/manifest", nil, nil)
+		}, 404, controlplane.CodeNotFound},
+		{"manifest signature of a rollout id with NUL", func() answer {
+			return canary.do(http.MethodGet, "/v1/rollouts/"+rollout+"%00/manifest.sig", nil, nil)
+		}, 404, controlplane.CodeNotFound},
+		{"intent on a rollout id with NUL", func() answer {
+			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"%00/pause", nil)
+		}, 404, controlplane.CodeNotFound},
+		{"host name with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/canary%00", nil, nil) }, 404, controlplane.CodeNotFound},
+		{"host name with DEL", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/canary%7f", nil, nil) }, 404, controlplane.CodeNotFound},
+		{"host name not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/%c3%28", nil, nil) }, 404, controlplane.CodeNotFound},
+		{"event host filter with NUL", func() answer {
+			return viewer.do(http.MethodGet, "/v1/rollouts/"+rollout+"/events?host=canary%00", nil, nil)
+		}, 400, controlplane.CodeBadRequest},
+		{"event rollout filter with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/events?rollout=%00", nil, nil) }, 400, controlplane.CodeBadRequest},
+		{"event channel filter not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/events?channel=%ff", nil, nil) }, 400, controlplane.CodeBadRequest},
+
 		// The webhook and the rest.
 		{"webhook with a wrong secret", func() answer {
 			body := []byte(`{}`)
@@ -397,35 +431,9 @@ func TestTamperedRelease(t *testing.T) {
 			e := newEnv(t, backend, smallSpec(), nil)
 			ctx := context.Background()
 			op := e.client(e.viewKey.priv, "victor")
-			// rejected waits for a refusal with code and checks that the channel
-			// stayed on its last verified release, with no new rollout.
-			rejected := func(code string, ref int, rollouts int) {
+			rejected := func(code string, commit plumbing.Hash, ref int, rollouts int) {
 				t.Helper()
-				eventually(t, 10*time.Second, "a refused release with code "+code, func() bool {
-					var st controlplane.Status
-					if err := op.Get(ctx, "/v1/status", &st); err != nil {
-						t.Fatal(err)
-					}
-					return len(st.Channels) == 1 && st.Channels[0].LastFailure != nil && st.Channels[0].LastFailure.Code == code
-				})
-				var st controlplane.Status
-				if err := op.Get(ctx, "/v1/status", &st); err != nil {
-					t.Fatal(err)
-				}
-				if ch := st.Channels[0]; ch.Ref != commitID(ref) {
-					t.Errorf("after a refused release the channel is at %s, want the last verified %s", ch.Ref, commitID(ref))
-				}
-				var rs struct{ Rollouts []reconciler.Rollout }
-				if err := op.Get(ctx, "/v1/rollouts", &rs); err != nil {
-					t.Fatal(err)
-				}
-				if len(rs.Rollouts) != rollouts {
-					t.Errorf("%d rollouts after a refused release, want %d", len(rs.Rollouts), rollouts)
-				}
-				metric := fmt.Sprintf(`nixfleet_verification_failures_total{code=%q}`, code)
-				if m := e.metricsText(); !strings.Contains(m, metric) {
-					t.Errorf("/metrics lacks %s", metric)
-				}
+				e.rejected(code, commit, ref, rollouts)
 			}
 			first, err := e.repo.Ref("stable")
 			if err != nil {
@@ -470,11 +478,7 @@ func TestTamperedRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.hook()
-			rejected("bad_signature", 1, 1)
-			events := e.events("")
-			if !strings.Contains(events, `"kind":"release_rejected"`) || !strings.Contains(events, commit.String()[:12]) {
-				t.Errorf("no release_rejected event naming commit %s in:\n%s", commit.String()[:12], events)
-			}
+			rejected("bad_signature", commit, 1, 1)
 
 			// The same release, signed as it should be, is taken.
 			e.release("v1", 2)
@@ -491,7 +495,7 @@ func TestTamperedRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.hook()
-			rejected("replayed_release", 2, 2)
+			rejected("replayed_release", first, 2, 2)
 
 			// A fleet CI signed without stamping its commit (meta.ciCommit
 			// null): there is no rollout id to read a manifest for.
@@ -533,9 +537,395 @@ func TestTamperedRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.hook()
-			rejected("malformed", 2, 2)
+			rejected("malformed", commit, 2, 2)
 		})
 	}
+}
+
+// rejected waits until the channel's last refusal is the one of the ref's
+// object commit, with code, and checks that nothing else moved: the
+// channel is still on its last verified release (ciCommit ref) in GET
+// /v1/status, there are still rollouts rollouts, and the refusal is a
+// release_rejected event with the code naming the commit, and a metric.
+func (e *env) rejected(code string, commit plumbing.Hash, ref int, rollouts int) {
+	e.t.Helper()
+	ctx := context.Background()
+	op := e.client(e.viewKey.priv, "victor")
+	var st controlplane.Status
+	eventually(e.t, 10*time.Second, fmt.Sprintf("commit %s refused with code %s", commit.String()[:12], code), func() bool {
+		if err := op.Get(ctx, "/v1/status", &st); err != nil {
+			e.t.Fatal(err)
+		}
+		return len(st.Channels) == 1 && st.Channels[0].LastFailure != nil && st.Channels[0].LastFailure.Commit == commit.String()
+	})
+	if f := st.Channels[0].LastFailure; f.Code != code {
+		e.t.Errorf("commit %s refused with %s (%s), want %s", commit.String()[:12], f.Code, f.Message, code)
+	}
+	if ch := st.Channels[0]; ch.Ref != commitID(ref) {
+		e.t.Errorf("after a refused release the channel is at %s, want the last verified %s", ch.Ref, commitID(ref))
+	}
+	var rs struct{ Rollouts []reconciler.Rollout }
+	if err := op.Get(ctx, "/v1/rollouts", &rs); err != nil {
+		e.t.Fatal(err)
+	}
+	if len(rs.Rollouts) != rollouts {
+		e.t.Errorf("%d rollouts after a refused release, want %d", len(rs.Rollouts), rollouts)
+	}
+	var evs struct{ Events []store.EventRecord }
+	if err := op.Get(ctx, "/v1/events?channel=stable", &evs); err != nil {
+		e.t.Fatal(err)
+	}
+	found := false
+	for _, ev := range evs.Events {
+		found = found || (ev.Kind == controlplane.EventReleaseRejected && ev.Reason.Code == code && strings.Contains(ev.Reason.Message, commit.String()[:12]))
+	}
+	if !found {
+		e.t.Errorf("no release_rejected event with code %s naming commit %s in %+v", code, commit.String()[:12], evs.Events)
+	}
+	metric := fmt.Sprintf(`nixfleet_verification_failures_total{code=%q}`, code)
+	if m := e.metricsText(); !strings.Contains(m, metric) {
+		e.t.Errorf("/metrics lacks %s", metric)
+	}
+}
+
+// TestHostileRepository: what a channel ref or an artifact path names in
+// the fleet repository that CI never writes. A symlink, a directory or a
+// submodule where an artifact should be is not_a_file (a symlink is never
+// followed: its target is not read as the artifact); a ref naming a blob
+// or a tree, directly or through an annotated tag, is not_a_commit; each
+// is refused with a release_rejected event and the last verified release
+// stays. A ref naming an annotated tag of a release commit (or a tag of
+// that tag) is peeled to the commit and taken.
+func TestHostileRepository(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testHostileRepository(t, backend)
+		})
+	}
+}
+
+func testHostileRepository(t *testing.T, backend string) {
+	e := newEnv(t, backend, smallSpec(), nil)
+	ctx := context.Background()
+	op := e.client(e.viewKey.priv, "victor")
+	eventually(t, 10*time.Second, "the first release opens its rollout", func() bool {
+		return rolloutState(t, e, rolloutID("stable", 1)) != ""
+	})
+	// No agent checks in: an operator cancels the first rollout so that a
+	// release taken later opens its own at once.
+	if err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", 1), reconciler.IntentCancel, "no agents in this test", nil); err != nil {
+		t.Fatal(err)
+	}
+	base, err := e.repo.Ref("stable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(h plumbing.Hash, err error) plumbing.Hash {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	const fleetPath = "releases/fleet.resolved.json"
+	manifestPath := "releases/rollouts/" + rolloutID("stable", 1) + ".json"
+	// A symlink's blob is its target path; one to a file holding the very
+	// signed fleet would verify if it were followed, or read as the
+	// artifact ("malformed: unexpected character '/'" before).
+	link := must(e.repo.WriteBlob([]byte("../fleet.resolved.json")))
+	rootTree := must(e.repo.TreeOf(base))
+	signed, err := os.ReadFile(filepath.Join(e.repo.Dir, "releases", "fleet.resolved.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetBlob := must(e.repo.WriteBlob(signed))
+	entry := func(path string, mode filemode.FileMode, h plumbing.Hash) func() plumbing.Hash {
+		return func() plumbing.Hash {
+			return must(e.repo.CommitEntry(base, path, mode, h, "hostile "+path, e.clock.Now()))
+		}
+	}
+	direct := func(h plumbing.Hash) func() plumbing.Hash { return func() plumbing.Hash { return h } }
+	tagged := func(name string, target plumbing.Hash, typ plumbing.ObjectType) func() plumbing.Hash {
+		return func() plumbing.Hash { return must(e.repo.Tag(name, target, typ, e.clock.Now())) }
+	}
+	cases := []struct {
+		name string
+		ref  func() plumbing.Hash // the object the channel ref is moved to
+		code string
+	}{
+		{"fleet.resolved.json is a symlink", entry(fleetPath, filemode.Symlink, link), "not_a_file"},
+		{"the manifest is a symlink", entry(manifestPath, filemode.Symlink, link), "not_a_file"},
+		{"the signature is a symlink", entry(fleetPath+".sig", filemode.Symlink, link), "not_a_file"},
+		{"releases/ is a symlink", entry("releases", filemode.Symlink, link), "not_a_file"},
+		{"fleet.resolved.json is a directory", entry(fleetPath, filemode.Dir, rootTree), "not_a_file"},
+		{"the signature is a submodule", entry(fleetPath+".sig", filemode.Submodule, base), "not_a_file"},
+		{"a file entry naming a tree", entry(fleetPath, filemode.Regular, rootTree), "not_a_file"},
+		{"the ref names a blob", direct(fleetBlob), "not_a_commit"},
+		{"the ref names a tree", direct(rootTree), "not_a_commit"},
+		{"the ref names a tag of a tree", tagged("tree", rootTree, plumbing.TreeObject), "not_a_commit"},
+		{"the ref names a tag of a blob", tagged("blob", fleetBlob, plumbing.BlobObject), "not_a_commit"},
+		{"the ref names a missing object", direct(plumbing.NewHash("00000000000000000000000000000000000000aa")), "missing_artifact"},
+	}
+	for _, c := range cases {
+		h := c.ref()
+		if err := e.repo.Promote("stable", h); err != nil {
+			t.Fatal(err)
+		}
+		e.hook()
+		t.Logf("%s: %s", c.name, h)
+		e.rejected(c.code, h, 1, 1)
+	}
+
+	// An annotated tag of a release commit is peeled to it, and a tag of
+	// that tag too: the release is taken, its rollout opens, and the
+	// channel's source commit is the commit, not the tag.
+	for i, depth := range []int{1, 2} {
+		n := 2 + i
+		e.clock.Advance(time.Minute)
+		unsigned, err := e.spec.Fleet(fmt.Sprintf("v%d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit := must(e.repo.Release(unsigned, commitID(n), e.clock.Now()))
+		ref, typ := commit, plumbing.CommitObject
+		for d := range depth {
+			ref, typ = must(e.repo.Tag(fmt.Sprintf("release-%d-%d", n, d), ref, typ, e.clock.Now())), plumbing.TagObject
+		}
+		if err := e.repo.Promote("stable", ref); err != nil {
+			t.Fatal(err)
+		}
+		e.hook()
+		eventually(t, 10*time.Second, fmt.Sprintf("the release behind %d tags is taken and opens its rollout", depth), func() bool {
+			var st controlplane.Status
+			return op.Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 &&
+				st.Channels[0].Ref == commitID(n) && st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == commitID(n)
+		})
+		var st controlplane.Status
+		if err := op.Get(ctx, "/v1/status", &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Channels[0].SourceCommit; got != commit.String() {
+			t.Errorf("source commit %s, want the tagged commit %s", got, commit)
+		}
+		if f := st.Channels[0].LastFailure; f != nil {
+			t.Errorf("a taken release left the failure %+v", f)
+		}
+		if err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", n), reconciler.IntentCancel, "the next release opens its own", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Environment of a TestHugeArtifact child process: the backend it runs
+// on, the blobs it links in (JSON), and the file it writes its figures to.
+const (
+	hugeChildEnv = "NIXFLEET_TEST_HUGE_CHILD"
+	hugeBlobsEnv = "NIXFLEET_TEST_HUGE_BLOBS"
+	hugeOutEnv   = "NIXFLEET_TEST_HUGE_OUT"
+)
+
+// hugeSlack is how far above its resident memory before a promotion the
+// control plane's peak may go while it refuses a huge artifact. Reading
+// the 100 MB one would take it over 100 MiB.
+const hugeSlack = 8 << 10 // KiB
+
+// hugeCase is one huge blob a child refuses: loose, or packed by git.
+type hugeCase struct {
+	Blob   fleetrepo.ZeroBlob `json:"blob"`
+	Packed bool               `json:"packed"`
+}
+
+// hugeFigure is what a child measured for one case, in KiB.
+type hugeFigure struct {
+	hugeCase
+	Idle int64 `json:"idleKiB"` // VmRSS just before the ref moved
+	Peak int64 `json:"peakKiB"` // VmHWM after the refusal, the peak reset to Idle before
+}
+
+func (c hugeCase) String() string {
+	how := "loose"
+	if c.Packed {
+		how = "packed"
+	}
+	return fmt.Sprintf("a %d-byte fleet.resolved.json (%s)", c.Blob.Size, how)
+}
+
+// TestHugeArtifact: a releases/fleet.resolved.json of 100 MB, or of
+// 1 GiB, is refused as malformed from its object header, unread (rfcs/0006
+// §Channel source 3): the control plane's peak resident memory while it
+// refuses one stays within hugeSlack of its resident memory before, a
+// release_rejected event names the commit, and the channel stays on its
+// last verified release with no new rollout.
+//
+// How it is measured. The blobs (zeros) are streamed once into valid
+// loose object files (fleetrepo.WriteZeroBlob: the GiB takes about 1 MB on
+// disk and a second) and hard-linked into each run's repository; the
+// 100 MB one is refused a second time after git repack moved it into a
+// pack. Each backend runs in a child process (this test binary again,
+// selected by NIXFLEET_TEST_HUGE_CHILD) that starts a whole control plane
+// in process (the harness's env: store, tick, API and the git source on
+// the repository) and does nothing else. For each blob the child commits
+// it at releases/fleet.resolved.json, first refuses a small bad release
+// the same way (so the API and TLS paths are warm), collects garbage,
+// reads its VmRSS in /proc/self/status, resets its peak to it (writing 5
+// to /proc/self/clear_refs), moves the ref and calls the webhook, waits
+// for the refusal through the API, then reads its VmHWM: the kernel's
+// peak resident set of the process over the whole poll, not Go heap
+// statistics. The parent asserts on the figures and logs them. Before
+// the fix, the 100 MB blob took the process from 32 MB to a 450 MB peak.
+func TestHugeArtifact(t *testing.T) {
+	if backend := os.Getenv(hugeChildEnv); backend != "" {
+		hugeChild(t, backend)
+		return
+	}
+	dir := t.TempDir()
+	var cases []hugeCase
+	for _, size := range []int64{100_000_000, 1 << 30} {
+		b, err := fleetrepo.WriteZeroBlob(dir, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, hugeCase{Blob: b})
+	}
+	// The 100 MB one in a pack too, as a git push or gc leaves it
+	// (packing the GiB would take seconds more).
+	cases = append(cases, hugeCase{Blob: cases[0].Blob, Packed: true})
+	spec := mustJSON(t, cases)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			tmp := filepath.Join(dir, backend)
+			if err := os.Mkdir(tmp, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(tmp, "figures.json")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHugeArtifact$", "-test.count=1", "-test.v")
+			// The child's temporary files live in the parent's, removed
+			// with it even if the child is killed.
+			cmd.Env = append(os.Environ(), hugeChildEnv+"="+backend, hugeBlobsEnv+"="+string(spec), hugeOutEnv+"="+out, "TMPDIR="+tmp)
+			log, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the child control plane: %v\n%s", err, log)
+			}
+			raw, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			var figs []hugeFigure
+			if err := json.Unmarshal(raw, &figs); err != nil || len(figs) != len(cases) {
+				t.Fatalf("figures %s (%v), want %d", raw, err, len(cases))
+			}
+			for _, f := range figs {
+				t.Logf("%s, %s: resident %d KiB before, peak %d KiB while refusing it (%+d KiB)",
+					backend, f.hugeCase, f.Idle, f.Peak, f.Peak-f.Idle)
+				if f.Peak-f.Idle > hugeSlack {
+					t.Errorf("refusing %s took the control plane from %d KiB to a peak of %d KiB, over %d KiB more",
+						f.hugeCase, f.Idle, f.Peak, hugeSlack)
+				}
+			}
+		})
+	}
+}
+
+// hugeChild is the child process of TestHugeArtifact.
+func hugeChild(t *testing.T, backend string) {
+	var cases []hugeCase
+	if err := json.Unmarshal([]byte(os.Getenv(hugeBlobsEnv)), &cases); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, backend, smallSpec(), nil)
+	eventually(t, 10*time.Second, "the first release opens its rollout", func() bool {
+		return rolloutState(t, e, rolloutID("stable", 1)) != ""
+	})
+	base, err := e.repo.Ref("stable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(h plumbing.Hash, mode filemode.FileMode) plumbing.Hash {
+		t.Helper()
+		c, err := e.repo.CommitEntry(base, "releases/fleet.resolved.json", mode, h, "huge", e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	promote := func(c plumbing.Hash) {
+		t.Helper()
+		if err := e.repo.Promote("stable", c); err != nil {
+			t.Fatal(err)
+		}
+		e.hook()
+	}
+	empty, err := e.repo.WriteBlob(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var figs []hugeFigure
+	for i, c := range cases {
+		if err := e.repo.AddLooseObject(c.Blob); err != nil {
+			t.Fatal(err)
+		}
+		huge := commit(c.Blob.Hash, filemode.Regular)
+		// Warm up: a small bad release, refused the same way.
+		warm := commit(empty, filemode.Executable)
+		if c.Packed {
+			// Everything into one pack, the loose copies gone, as git
+			// push or gc leaves a repository. Only last: the fleetrepo
+			// writer does not see packs made behind its back.
+			if i != len(cases)-1 {
+				t.Fatal("a packed case must come last")
+			}
+			for n, h := range []plumbing.Hash{huge, warm} {
+				if err := e.repo.Promote(fmt.Sprintf("keep-%d", n), h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, args := range [][]string{{"-c", "pack.compression=1", "repack", "-a", "-d", "-q"}, {"prune-packed"}} {
+				if out, err := exec.Command("git", append([]string{"-C", e.repo.Dir}, args...)...).CombinedOutput(); err != nil {
+					t.Fatalf("git %s: %v\n%s", args, err, out)
+				}
+			}
+			id := c.Blob.Hash.String()
+			if _, err := os.Stat(filepath.Join(e.repo.Dir, ".git", "objects", id[:2], id[2:])); !os.IsNotExist(err) {
+				t.Fatalf("the blob is still loose after git repack (%v)", err)
+			}
+		}
+		promote(warm)
+		e.rejected("malformed", warm, 1, 1)
+		runtime.GC()
+		idle := procStatus(t, "VmRSS")
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			t.Fatalf("resetting the peak resident set: %v", err)
+		}
+		promote(huge)
+		e.rejected("malformed", huge, 1, 1)
+		figs = append(figs, hugeFigure{hugeCase: c, Idle: idle, Peak: procStatus(t, "VmHWM")})
+	}
+	if err := os.WriteFile(os.Getenv(hugeOutEnv), mustJSON(t, figs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// procStatus reads a "kB" line of /proc/self/status.
+func procStatus(t *testing.T, key string) int64 {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", key)
+	return 0
 }
 
 // metrics returns the /metrics text.

@@ -15,6 +15,7 @@ import (
 const (
 	CodeBadRequest       = "bad_request"
 	CodeBodyTooLarge     = "body_too_large"
+	CodeRateLimited      = "rate_limited"
 	CodeMalformedJSON    = "malformed_json"
 	CodeUnauthenticated  = "unauthenticated"
 	CodeUnknownClient    = "unknown_client"

@@ -25,6 +25,7 @@ type metrics struct {
 	watching      prometheus.Gauge
 	partial       *prometheus.GaugeVec
 	silent        *prometheus.GaugeVec
+	rateLimited   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -70,11 +71,17 @@ func newMetrics() *metrics {
 	m.silent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nixfleet_partial_visibility_silent_hosts", Help: "Silent hosts of a channel in partial visibility (the leader's last tick).",
 	}, []string{"channel"})
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_rate_limited_total", Help: "Requests refused with 429 rate_limited, by the bucket they found empty (host, operator, address).",
+	}, []string{"kind"})
 	m.reg.MustRegister(m.tickDuration, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
-		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent,
+		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))
+	}
+	for _, k := range []string{limitHost, limitOperator, limitAddress} {
+		m.rateLimited.WithLabelValues(k)
 	}
 	return m
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
@@ -70,9 +72,13 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 }
 
 func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
-	ro, err := s.st.Rollout(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	if !nameable(id) {
+		return reconciler.Rollout{}, errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
+	}
+	ro, err := s.st.Rollout(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return ro, errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", r.PathValue("id"))
+		return ro, errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
 	}
 	if err != nil {
 		return ro, s.internal("reading a rollout", err)
@@ -118,9 +124,31 @@ func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request, c client) *
 	return s.serveEvents(w, r, q, func() bool { return false })
 }
 
+// nameable reports whether s can be a rollout id, host or channel name at
+// all. Every name comes from a validated fleet (rfcs/0001): valid UTF-8
+// without control characters. Other text names nothing, so the store is
+// not asked (PostgreSQL refuses NUL and invalid UTF-8 in text, which
+// would be a 500).
+func nameable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return false
+		}
+	}
+	return true
+}
+
 // eventQuery reads the query parameters both event endpoints share.
 func eventQuery(r *http.Request) (store.EventQuery, *apiError) {
 	q := store.EventQuery{Host: r.URL.Query().Get("host")}
+	for _, k := range []string{"host", "rollout", "channel"} {
+		if v := r.URL.Query().Get(k); !nameable(v) {
+			return q, errorf(http.StatusBadRequest, CodeBadRequest, "%s %q has a control character or is not UTF-8", k, v)
+		}
+	}
 	if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -343,9 +371,13 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	if e := may(c, false); e != nil {
 		return e
 	}
-	rec, err := s.st.Host(r.Context(), r.PathValue("name"))
+	name := r.PathValue("name")
+	if !nameable(name) {
+		return errorf(http.StatusNotFound, CodeNotFound, "no host %q has checked in or is in a rollout", name)
+	}
+	rec, err := s.st.Host(r.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, CodeNotFound, "no host %q has checked in or is in a rollout", r.PathValue("name"))
+		return errorf(http.StatusNotFound, CodeNotFound, "no host %q has checked in or is in a rollout", name)
 	}
 	if err != nil {
 		return s.internal("reading a host", err)

@@ -36,6 +36,7 @@ type Server struct {
 	ticker  *ticker
 	hub     *hub
 	m       *metrics
+	limits  *rateLimits
 	log     *slog.Logger
 	replica string
 	mux     *http.ServeMux
@@ -83,6 +84,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica, ready: make(chan struct{})}
+	s.limits = newRateLimits(cfg, m, log.Warn)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Now, log, m)
 	s.ticker = newTicker(st, &s.cfg, replica, log, m)
 	s.hub = newHub(st, log, m)
@@ -245,24 +247,47 @@ func (s *Server) routes() {
 		"GET /v1/status":                     s.status,
 	}
 	for pattern, h := range api {
-		s.mux.Handle(pattern, s.wrap(pattern, h, true))
+		s.mux.Handle(pattern, s.wrap(pattern, h, authenticated))
 	}
-	s.mux.Handle("POST /v1/hooks/git", s.wrap("POST /v1/hooks/git", s.webhook, false))
-	s.mux.Handle("GET /healthz", s.wrap("GET /healthz", s.healthz, false))
-	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", s.readyz, false))
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
-	s.mux.Handle("/", s.wrap("other", s.notFound, false))
+	s.mux.Handle("POST /v1/hooks/git", s.wrap("POST /v1/hooks/git", s.webhook, anonymous))
+	s.mux.Handle("GET /healthz", s.wrap("GET /healthz", s.healthz, probe))
+	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", s.readyz, probe))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})) // a probe: not limited
+	s.mux.Handle("/", s.wrap("other", s.notFound, anonymous))
 }
 
-// wrap authenticates (when asked), runs the handler, writes its error and
-// counts the request.
-func (s *Server) wrap(route string, h handler, auth bool) http.Handler {
+// access is how wrap lets a request in.
+type access int
+
+const (
+	// authenticated: the client's key must be a host's or an operator's
+	// (rfcs/0007 §Authentication); rate limited.
+	authenticated access = iota
+	// anonymous: no authentication; rate limited, by the client's key when
+	// it presents a known one, else by its address.
+	anonymous
+	// probe: no authentication and no rate limit, so that a flood never
+	// makes a load balancer or Prometheus see a replica as down. Probes
+	// read no body and at most one row.
+	probe
+)
+
+// wrap rate-limits and authenticates (as acc says), runs the handler,
+// writes its error and counts the request. The client is identified once,
+// for both: an identified client is limited by its own bucket, anyone else
+// by its address's, so a known host can only drain its own.
+func (s *Server) wrap(route string, h handler, acc access) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		var c client
 		var e *apiError
-		if auth {
+		if acc != probe {
 			c, e = s.ids.identify(r, s.cfg.InsecureDev)
+			if le := s.limits.admit(rec, r, c); le != nil {
+				e = le
+			} else if acc == anonymous {
+				c, e = client{}, nil
+			}
 		}
 		if e == nil {
 			e = h(rec, r, c)

@@ -16,7 +16,10 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/manifest"
@@ -29,19 +32,44 @@ import (
 const channelRefPrefix = "refs/heads/channels/"
 
 // Paths of the signed artifacts in a release commit's tree.
+const releaseDir = "releases"
+
+// Limits on what is read from the repository.
 const (
-	releaseDir   = "releases"
-	maxArtifact  = proto.MaxBytes
-	codeMissing  = "missing_artifact"
-	codeMismatch = "fleet_hash_mismatch"
-	codeReplay   = "replayed_release"
-	codeChannel  = "unknown_channel"
+	// maxArtifact caps every object read: artifacts, and the trees, tags
+	// and commit on the way to them. The size comes from the object's
+	// header; an object over it is refused unread.
+	maxArtifact = proto.MaxBytes
+	// lazyObject: loose objects larger than this are not read when they
+	// are looked up, only when their content is (go-git reads a loose
+	// object whole to learn its type otherwise).
+	lazyObject = 1 << 20
+	// maxPeel is how many annotated tags a channel ref may go through to
+	// its commit.
+	maxPeel = 8
+)
+
+// Release refusal codes of the channel source (rfcs/0007 §Release refusal
+// codes), besides the trust codes (trust.Code); and store_unavailable,
+// which is none.
+const (
+	codeMissing     = "missing_artifact"    // the commit, an artifact or its .sig cannot be read
+	codeMalformed   = "malformed"           // an object over maxArtifact, or no meta.ciCommit
+	codeNotAFile    = "not_a_file"          // an artifact path is a symlink, directory or submodule
+	codeNotACommit  = "not_a_commit"        // the ref names a tree or a blob, not a commit or tag
+	codeMismatch    = "fleet_hash_mismatch" // the manifest was projected from another fleet
+	codeReplay      = "replayed_release"    // not signed after the channel's current release
+	codeChannel     = "unknown_channel"     // the signed fleet lacks the channel
+	codeInvalid     = "invalid_fleet"       // the fleet fails validation (rfcs/0001)
+	codeStoreFailed = "store_unavailable"   // not a verdict: the store failed, the ref is read again
 )
 
 // source watches the fleet repository's channel refs and turns every new
 // release into a verified store.Release (rfcs/0006 §Channel source):
 //
 //  1. list refs/heads/channels/*; skip refs whose commit was processed;
+//     peel an annotated tag to its commit; a tree or a blob is
+//     not_a_commit;
 //  2. read releases/fleet.resolved.json(.sig) at the commit and verify it
 //     against the trust roots (every channel's freshness window);
 //  3. read releases/rollouts/<channel>@<ciCommit>.json(.sig) and verify it
@@ -50,6 +78,13 @@ const (
 //  4. store it, unless it is not newer than the channel's current release
 //     (a replay or a ref moved back): a failure at any step is an event and
 //     a metric, and the last verified release stays.
+//
+// Every object is looked up by its header before any of it is read (see
+// lazy and object): nothing over maxArtifact is read, and an artifact
+// path must lead through trees to a regular file's blob (not_a_file). A
+// store error is no verdict: it is returned, the ref is not marked seen,
+// and the channel's failure says store_unavailable until a poll gets
+// through.
 type source struct {
 	spec     string
 	stateDir string
@@ -100,6 +135,9 @@ func (s *source) open(ctx context.Context) error {
 		if errors.Is(err, git.ErrRepositoryNotExists) {
 			repo, err = git.PlainOpenWithOptions(s.spec, &git.PlainOpenOptions{DetectDotGit: true})
 		}
+		if err == nil {
+			repo, err = lazy(repo)
+		}
 		if err != nil {
 			return fmt.Errorf("opening the fleet repository %s: %w", s.spec, err)
 		}
@@ -118,11 +156,28 @@ func (s *source) open(ctx context.Context) error {
 				Fetch: []config.RefSpec{"+" + channelRefPrefix + "*:" + channelRefPrefix + "*"}})
 		}
 	}
+	if err == nil {
+		repo, err = lazy(repo)
+	}
 	if err != nil {
 		return fmt.Errorf("mirroring the fleet repository %s: %w", s.spec, err)
 	}
 	s.repo, s.remote = repo, true
 	return nil
+}
+
+// lazy reopens a repository on the same files with a storage that looks
+// objects up from their headers alone: a loose object over lazyObject is
+// read only when its content is (a packed one already is), so that the
+// type and size of any object are known before any of it is read.
+func lazy(repo *git.Repository) (*git.Repository, error) {
+	fs, ok := repo.Storer.(*filesystem.Storage)
+	if !ok {
+		return nil, fmt.Errorf("the repository storage is a %T, not a directory", repo.Storer)
+	}
+	st := filesystem.NewStorageWithOptions(fs.Filesystem(), cache.NewObjectLRUDefault(),
+		filesystem.Options{LargeObjectThreshold: lazyObject})
+	return git.Open(st, nil)
 }
 
 // kick asks for a poll now (the webhook).
@@ -219,6 +274,9 @@ func (s *source) poll(ctx context.Context) error {
 	}
 	errs, err := s.st.PutReleases(ctx, rels)
 	if err != nil {
+		for _, v := range batch {
+			s.unavailable(v.channel, v.hash, err)
+		}
 		return err // a store error: retry on the next poll
 	}
 	stored := false
@@ -227,13 +285,24 @@ func (s *source) poll(ctx context.Context) error {
 			s.changed()
 		}
 	}()
+	var failed []error
 	for i, v := range batch {
 		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, v.fleet, errs[i])
-		if err != nil {
-			return err
-		}
 		stored = stored || ok
+		if err != nil {
+			// No verdict: the ref is not marked seen, and the next poll
+			// reads it again.
+			s.unavailable(v.channel, v.hash, err)
+			failed = append(failed, fmt.Errorf("channel %s: %w", v.channel, err))
+			continue
+		}
 		s.seen[v.channel] = v.hash
+		if f, ok := s.failures[v.channel]; ok && f.Code == codeStoreFailed {
+			delete(s.failures, v.channel)
+		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
 	}
 	s.polled = true
 	return nil
@@ -249,11 +318,17 @@ func (e *verifyError) Error() string { return e.err.Error() }
 
 // stored finishes a verified release after the store was asked to keep
 // it (putErr is its answer), and reports whether it is new. A replay is
-// recorded as a failure; only store errors are returned.
+// recorded as a failure; only store errors are returned, and they are no
+// verdict on the release: a store that cannot say which release is
+// current does not make this one a replay.
 func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, fleet *proto.FleetResolved, putErr error) (bool, error) {
 	switch {
 	case errors.Is(putErr, store.ErrStaleRelease):
-		if cur := s.current(ctx, channel); cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
+		cur, err := s.current(ctx, channel)
+		if err != nil {
+			return false, err
+		}
+		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
 			return false, nil // the release we already have (a restart, a re-poll)
 		}
 		s.fail(ctx, channel, hash, &verifyError{codeReplay, fmt.Errorf(
@@ -272,17 +347,18 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 	return true, nil
 }
 
-func (s *source) current(ctx context.Context, channel string) *store.Release {
+// current is the channel's current release (nil if it has none).
+func (s *source) current(ctx context.Context, channel string) (*store.Release, error) {
 	rels, err := s.st.Releases(ctx)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("reading the current releases: %w", err)
 	}
 	for i := range rels {
 		if rels[i].Channel == channel {
-			return &rels[i]
+			return &rels[i], nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // refreshManifest lets a live rollout serve a re-signed manifest of the
@@ -329,22 +405,33 @@ func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, v
 	}
 }
 
+// unavailable records that the store failed while a channel's new ref was
+// being kept: the channel's lastFailure says store_unavailable, with a log
+// line, and nothing else. It is no verdict on the release, so neither an
+// event (the journal is in that store) nor a verification metric; the ref
+// is not marked seen, and the next poll reads it again.
+func (s *source) unavailable(channel string, hash plumbing.Hash, err error) {
+	s.failures[channel] = SourceFailure{Commit: hash.String(), Code: codeStoreFailed,
+		Message: fmt.Sprintf("the store failed; the ref is read again on the next poll: %v", err), At: s.now()}
+	s.log.Error("keeping a verified release", "channel", channel, "commit", hash.String(), "code", codeStoreFailed, "err", err)
+}
+
 // EventReleaseRejected is the event kind of a release that failed
 // verification; the last verified release stays.
 const EventReleaseRejected = "release_rejected"
 
-// verify reads and checks the artifacts at a commit.
+// verify reads and checks the artifacts at what a channel ref names.
 func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *proto.FleetResolved, error) {
 	now := s.now()
-	commit, err := s.repo.CommitObject(hash)
+	commit, err := s.commitAt(hash)
 	if err != nil {
-		return store.Release{}, nil, &verifyError{codeMissing, fmt.Errorf("reading commit %s: %w", hash, err)}
+		return store.Release{}, nil, err
 	}
-	tree, err := commit.Tree()
+	tree, err := s.tree(commit.TreeHash, "the commit's tree")
 	if err != nil {
-		return store.Release{}, nil, &verifyError{codeMissing, err}
+		return store.Release{}, nil, err
 	}
-	fleetBody, fleetSig, err := readPair(tree, releaseDir+"/fleet.resolved.json")
+	fleetBody, fleetSig, err := s.readPair(tree, releaseDir+"/fleet.resolved.json")
 	if err != nil {
 		return store.Release{}, nil, err
 	}
@@ -357,14 +444,14 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 		return store.Release{}, nil, &verifyError{codeChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
 	}
 	if _, err := manifest.ValidateFleet(fleet); err != nil {
-		return store.Release{}, nil, &verifyError{"invalid_fleet", err}
+		return store.Release{}, nil, &verifyError{codeInvalid, err}
 	}
 	if fleet.Meta.CICommit == nil || *fleet.Meta.CICommit == "" {
-		return store.Release{}, nil, &verifyError{"malformed", errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
+		return store.Release{}, nil, &verifyError{codeMalformed, errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
 	}
 	ref := *fleet.Meta.CICommit
 	id := proto.RolloutID(channel, ref)
-	mBody, mSig, err := readPair(tree, releaseDir+"/rollouts/"+id+".json")
+	mBody, mSig, err := s.readPair(tree, releaseDir+"/rollouts/"+id+".json")
 	if err != nil {
 		return store.Release{}, nil, err
 	}
@@ -377,39 +464,159 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 			id, mres.Manifest.FleetResolvedHash, res.SHA256)}
 	}
 	return store.Release{
-		Channel: channel, Ref: ref, SourceCommit: hash.String(), SignedAt: res.SignedAt,
+		Channel: channel, Ref: ref, SourceCommit: commit.Hash.String(), SignedAt: res.SignedAt,
 		FleetBody: fleetBody, FleetSig: fleetSig, FleetHash: res.SHA256,
 		ManifestBody: mBody, ManifestSig: mSig, ManifestHash: mres.SHA256, VerifiedAt: now,
 	}, fleet, nil
 }
 
+// object looks an object up by the header alone (see lazy): its type
+// and size are known, none of its content is read. An object over
+// maxArtifact is refused: nothing bigger is ever read. what names it in
+// errors.
+func (s *source) object(h plumbing.Hash, what string) (plumbing.EncodedObject, error) {
+	o, err := s.repo.Storer.EncodedObject(plumbing.AnyObject, h)
+	if err != nil {
+		return nil, &verifyError{codeMissing, fmt.Errorf("%s: object %s: %w", what, h, err)}
+	}
+	if o.Size() > maxArtifact {
+		return nil, &verifyError{codeMalformed, fmt.Errorf("%s is %d bytes, over the %d-byte limit: refused unread", what, o.Size(), maxArtifact)}
+	}
+	return o, nil
+}
+
+// commitAt is the commit a channel ref names: the commit itself, or the
+// commit an annotated tag (or a tag of tags, up to maxPeel) points at, as
+// git's <ref>^{commit}. A ref naming a tree or a blob, directly or through
+// tags, names no release: not_a_commit.
+func (s *source) commitAt(h plumbing.Hash) (*object.Commit, error) {
+	what := "the ref's object"
+	for range maxPeel + 1 {
+		o, err := s.object(h, what)
+		if err != nil {
+			return nil, err
+		}
+		switch o.Type() {
+		case plumbing.CommitObject:
+			c, err := object.DecodeCommit(s.repo.Storer, o)
+			if err != nil {
+				return nil, &verifyError{codeMissing, fmt.Errorf("reading commit %s: %w", h, err)}
+			}
+			return c, nil
+		case plumbing.TagObject:
+			t, err := object.DecodeTag(s.repo.Storer, o)
+			if err != nil {
+				return nil, &verifyError{codeMissing, fmt.Errorf("reading tag %s: %w", h, err)}
+			}
+			h, what = t.Target, fmt.Sprintf("the target of tag %q", t.Name)
+		default:
+			return nil, &verifyError{codeNotACommit, fmt.Errorf("%s %s is a %s, not a commit or an annotated tag of one", what, h, o.Type())}
+		}
+	}
+	return nil, &verifyError{codeNotACommit, fmt.Errorf("the ref goes through more than %d annotated tags", maxPeel)}
+}
+
+// tree reads a tree object.
+func (s *source) tree(h plumbing.Hash, what string) (*object.Tree, error) {
+	o, err := s.object(h, what)
+	if err != nil {
+		return nil, err
+	}
+	if o.Type() != plumbing.TreeObject {
+		return nil, &verifyError{codeNotAFile, fmt.Errorf("%s is a %s, not a directory", what, o.Type())}
+	}
+	t, err := object.DecodeTree(s.repo.Storer, o)
+	if err != nil {
+		return nil, &verifyError{codeMissing, fmt.Errorf("reading %s: %w", what, err)}
+	}
+	return t, nil
+}
+
 // readPair reads a file and its .sig from a tree.
-func readPair(tree *object.Tree, path string) ([]byte, []byte, error) {
-	body, err := readFile(tree, path)
+func (s *source) readPair(tree *object.Tree, path string) ([]byte, []byte, error) {
+	body, err := s.readFile(tree, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	sig, err := readFile(tree, path+".sig")
+	sig, err := s.readFile(tree, path+".sig")
 	if err != nil {
 		return nil, nil, err
 	}
 	return body, sig, nil
 }
 
-func readFile(tree *object.Tree, path string) ([]byte, error) {
-	f, err := tree.File(path)
-	if err != nil {
-		return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", path, err)}
+// readFile reads a regular file from a tree. Every step is checked before
+// anything is read: each directory on the path must be a tree entry, the
+// file a regular (or executable) file whose object is a blob (a symlink,
+// a directory or a submodule is not_a_file), and its size, from the
+// object header, at most maxArtifact.
+func (s *source) readFile(tree *object.Tree, path string) ([]byte, error) {
+	parts := strings.Split(path, "/")
+	for i, name := range parts {
+		at := strings.Join(parts[:i+1], "/")
+		e, err := entry(tree, name)
+		if err != nil {
+			return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", at, err)}
+		}
+		if i < len(parts)-1 {
+			if e.Mode != filemode.Dir {
+				return nil, &verifyError{codeNotAFile, fmt.Errorf("%s is %s, not a directory", at, describeMode(e.Mode))}
+			}
+			if tree, err = s.tree(e.Hash, at); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !e.Mode.IsRegular() && e.Mode != filemode.Executable {
+			return nil, &verifyError{codeNotAFile, fmt.Errorf("%s is %s, not a file", at, describeMode(e.Mode))}
+		}
+		o, err := s.object(e.Hash, path)
+		if err != nil {
+			return nil, err
+		}
+		if o.Type() != plumbing.BlobObject {
+			return nil, &verifyError{codeNotAFile, fmt.Errorf("%s names a %s, not a file's content", path, o.Type())}
+		}
+		r, err := o.Reader()
+		if err != nil {
+			return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", path, err)}
+		}
+		defer r.Close()
+		data, err := io.ReadAll(io.LimitReader(r, maxArtifact+1))
+		switch {
+		case err != nil:
+			return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", path, err)}
+		case int64(len(data)) > maxArtifact:
+			return nil, &verifyError{codeMalformed, fmt.Errorf("%s is over the %d-byte limit", path, maxArtifact)}
+		}
+		return data, nil
 	}
-	if f.Size > maxArtifact {
-		return nil, &verifyError{"malformed", fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, f.Size, maxArtifact)}
+	return nil, &verifyError{codeMissing, fmt.Errorf("%s: empty path", path)}
+}
+
+// entry finds a name in a tree, without reading the object it names.
+func entry(tree *object.Tree, name string) (*object.TreeEntry, error) {
+	for i := range tree.Entries {
+		if tree.Entries[i].Name == name {
+			return &tree.Entries[i], nil
+		}
 	}
-	r, err := f.Reader()
-	if err != nil {
-		return nil, &verifyError{codeMissing, err}
+	return nil, object.ErrEntryNotFound
+}
+
+// describeMode names a tree entry's kind for an error.
+func describeMode(m filemode.FileMode) string {
+	switch m {
+	case filemode.Dir:
+		return "a directory"
+	case filemode.Symlink:
+		return "a symbolic link"
+	case filemode.Submodule:
+		return "a submodule (gitlink)"
+	case filemode.Regular, filemode.Deprecated, filemode.Executable:
+		return "a file"
 	}
-	defer r.Close()
-	return io.ReadAll(io.LimitReader(r, maxArtifact+1))
+	return fmt.Sprintf("an entry of mode %o", uint32(m))
 }
 
 // status returns the latest failure of each channel, for /v1/status.

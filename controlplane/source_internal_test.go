@@ -2,12 +2,22 @@ package controlplane
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
@@ -80,4 +90,276 @@ func TestPollSignalsOnce(t *testing.T) {
 	if len(signals) != 1 {
 		t.Errorf("a poll with nothing new signalled: %q", signals)
 	}
+}
+
+// TestRemoteMirror: a --repo URL is mirrored into the state directory and
+// read through the same header-first storage as a local repository: a
+// release pushed there, behind an annotated tag, is fetched and stored.
+func TestRemoteMirror(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
+	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := trust.ParseRoots(repo.TrustJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	src := newSource("file://"+repo.Dir, filepath.Join(dir, "state"), roots, st, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	if err := src.open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !src.remote {
+		t.Fatal("a file:// URL was opened in place, not mirrored")
+	}
+	unsigned, err := spec.Fleet("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := repo.Release(unsigned, "0000001000000000000000000000000000000000", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := repo.Tag("v1", commit, plumbing.CommitObject, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Promote("prod", tag); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rels, err := st.Releases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rels) != 1 || rels[0].SourceCommit != commit.String() {
+		t.Errorf("releases %+v, want one from commit %s", rels, commit)
+	}
+	if _, fails := src.status(); len(fails) != 0 {
+		t.Errorf("failures %+v", fails)
+	}
+}
+
+// failingReleases is a real store whose Releases fails while failures
+// are left: the store going away between PutReleases and the read of the
+// channel's current release.
+type failingReleases struct {
+	store.Store
+	failures atomic.Int32
+}
+
+var errStoreDown = errors.New("test: the store is down")
+
+func (f *failingReleases) Releases(ctx context.Context) ([]store.Release, error) {
+	if f.failures.Add(-1) >= 0 {
+		return nil, errStoreDown
+	}
+	return f.Store.Releases(ctx)
+}
+
+// TestCurrentReleaseStoreError: when the store cannot say which release
+// is current, a release it refused as not newer is neither a replay nor
+// the same one: the poll fails with the store error, the channel's last
+// failure is store_unavailable, no event is written, the ref is not
+// marked seen, and the next poll reads it again and reaches the verdict.
+// Two cases: a restarted control plane meeting the channel's current
+// release again (which must not be refused), and a ref moved back to an
+// older release (a replay, refused once the store answers).
+func TestCurrentReleaseStoreError(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testCurrentReleaseStoreError(t, backend)
+		})
+	}
+}
+
+func testCurrentReleaseStoreError(t *testing.T, backend string) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
+	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := trust.ParseRoots(repo.TrustJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "sqlite://" + filepath.Join(dir, "cp.db")
+	if backend == "postgres" {
+		url = postgresURL(t)
+	}
+	real, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	st := &failingReleases{Store: real}
+	now := time.Now().UTC().Truncate(time.Second)
+	release := func(n int) plumbing.Hash {
+		t.Helper()
+		unsigned, err := spec.Fleet(fmt.Sprintf("v%d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := repo.Release(unsigned, fmt.Sprintf("%07x%033d", n, 0), now.Add(time.Duration(n)*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	newSrc := func() *source {
+		t.Helper()
+		src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, func() time.Time { return now.Add(time.Hour) },
+			slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+		if err := src.open(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	promote := func(c plumbing.Hash) {
+		t.Helper()
+		if err := repo.Promote("prod", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// current is the channel's stored release's source commit.
+	current := func() string {
+		t.Helper()
+		rels, err := real.Releases(ctx)
+		if err != nil || len(rels) != 1 {
+			t.Fatalf("releases %v, %v; want one", rels, err)
+		}
+		return rels[0].SourceCommit
+	}
+	// rejections are the release_rejected events written so far.
+	rejections := func() []string {
+		t.Helper()
+		evs, err := real.Events(ctx, store.EventQuery{Channel: "prod"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, ev := range evs {
+			if ev.Kind == EventReleaseRejected {
+				out = append(out, ev.Reason.Code)
+			}
+		}
+		return out
+	}
+	// unavailable checks a poll that met the store error.
+	unavailable := func(src *source, err error, ref plumbing.Hash, want string) {
+		t.Helper()
+		if !errors.Is(err, errStoreDown) {
+			t.Errorf("the poll returned %v, want the store error", err)
+		}
+		_, fails := src.status()
+		if f := fails["prod"]; f.Code != codeStoreFailed || f.Commit != ref.String() {
+			t.Errorf("last failure %+v, want %s for %s", f, codeStoreFailed, ref)
+		}
+		if src.seen["prod"] == ref {
+			t.Error("the ref is marked seen after a store error: it would never be read again")
+		}
+		if got := current(); got != want {
+			t.Errorf("the channel's release is %s, want %s", got, want)
+		}
+		if r := rejections(); len(r) != 0 {
+			t.Errorf("release_rejected events %q after a store error, want none", r)
+		}
+	}
+
+	c1, c2 := release(1), release(2)
+	promote(c2)
+	src := newSrc()
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := current(); got != c2.String() {
+		t.Fatalf("the channel's release is %s, want %s", got, c2)
+	}
+
+	// A restart: the new source meets the current release again.
+	src = newSrc()
+	st.failures.Store(1)
+	unavailable(src, src.poll(ctx), c2, c2.String())
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, fails := src.status(); len(fails) != 0 {
+		t.Errorf("failures %+v after the retry found the current release, want none", fails)
+	}
+	if src.seen["prod"] != c2 {
+		t.Error("the retry did not mark the ref seen")
+	}
+	if r := rejections(); len(r) != 0 {
+		t.Errorf("the current release met again was refused: %q", r)
+	}
+
+	// A replay: the ref moves back to the older release.
+	promote(c1)
+	st.failures.Store(1)
+	unavailable(src, src.poll(ctx), c1, c2.String())
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := rejections(); !slices.Equal(r, []string{codeReplay}) {
+		t.Errorf("release_rejected events %q once the store answers, want one %s", r, codeReplay)
+	}
+	if _, fails := src.status(); fails["prod"].Code != codeReplay {
+		t.Errorf("last failure %+v, want %s", fails["prod"], codeReplay)
+	}
+	if src.seen["prod"] != c1 {
+		t.Error("the refused ref is not marked seen")
+	}
+	if got := current(); got != c2.String() {
+		t.Errorf("the channel's release is %s after a replay, want %s", got, c2)
+	}
+}
+
+// postgresURL is realfleet.PostgresURL, which this package's internal
+// tests cannot import (realfleet imports controlplane): a fresh database
+// on the server NIXFLEET_TEST_PG names, dropped when the test ends.
+// Without NIXFLEET_TEST_PG the test fails: it is never skipped.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	admin := os.Getenv("NIXFLEET_TEST_PG")
+	if admin == "" {
+		t.Fatal("NIXFLEET_TEST_PG is not set: run .ci/run, which starts a throwaway PostgreSQL, or point it at a server (postgres://…)")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "nf_test_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", admin, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -10,6 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/cliapp"
 )
 
 // cancelOn is a log writer that cancels a context once a line contains
@@ -128,6 +133,71 @@ func TestConfigSources(t *testing.T) {
 	} {
 		if code, log := serve(append([]string{"--config", withFile("127.0.0.1:0")}, args...)...); code != 2 || !strings.Contains(log, args[0]) {
 			t.Errorf("%v: exit %d (want 2), output:\n%s", args, code, log)
+		}
+	}
+}
+
+// TestRateLimitSettings: the rate limits default to controlplane's
+// Default… values, come from the flag, the environment or the --config
+// file like every setting, 0 turns one off, and nonsense is a usage error.
+func TestRateLimitSettings(t *testing.T) {
+	dir := t.TempDir()
+	settings := func(args ...string) (controlplane.RateLimit, int, string) {
+		t.Helper()
+		cmd := serveCommand()
+		var got controlplane.RateLimit
+		cmd.Action = func(c *cli.Context) error {
+			cfg, _, err := configure(c)
+			got = cfg.RateLimit
+			return err
+		}
+		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
+		var stdout, stderr bytes.Buffer
+		code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
+		return got, code, stderr.String()
+	}
+	file := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(file, []byte(`{"rate-limit-per-host": 0.5, "rate-limit-burst": 7, "rate-limit-per-address": 0}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want controlplane.RateLimit
+	}{
+		{name: "defaults", want: controlplane.RateLimit{PerHost: controlplane.DefaultRatePerHost, HostBurst: controlplane.DefaultRateHostBurst,
+			PerAddress: controlplane.DefaultRatePerAddress, AddressBurst: controlplane.DefaultRateAddressBurst}},
+		{name: "flags", args: []string{"--rate-limit-per-host", "2.5", "--rate-limit-burst", "30", "--rate-limit-per-address", "1", "--rate-limit-address-burst", "4"},
+			want: controlplane.RateLimit{PerHost: 2.5, HostBurst: 30, PerAddress: 1, AddressBurst: 4}},
+		{name: "off", args: []string{"--rate-limit-per-host", "0", "--rate-limit-per-address", "0"},
+			want: controlplane.RateLimit{HostBurst: controlplane.DefaultRateHostBurst, AddressBurst: controlplane.DefaultRateAddressBurst}},
+		{name: "the file", args: []string{"--config", file},
+			want: controlplane.RateLimit{PerHost: 0.5, HostBurst: 7, AddressBurst: controlplane.DefaultRateAddressBurst}},
+		{name: "the environment over the file", env: map[string]string{"NIXFLEET_CP_RATE_LIMIT_BURST": "9", "NIXFLEET_CP_RATE_LIMIT_ADDRESS_BURST": "3"},
+			args: []string{"--config", file}, want: controlplane.RateLimit{PerHost: 0.5, HostBurst: 9, AddressBurst: 3}},
+		{name: "the flag over the environment", env: map[string]string{"NIXFLEET_CP_RATE_LIMIT_PER_HOST": "3"},
+			args: []string{"--config", file, "--rate-limit-per-host", "4"}, want: controlplane.RateLimit{PerHost: 4, HostBurst: 7, AddressBurst: controlplane.DefaultRateAddressBurst}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			got, code, out := settings(tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, out)
+			}
+			if got != tc.want {
+				t.Errorf("rate limits %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"--rate-limit-per-host", "-1"}, {"--rate-limit-burst", "0"}, {"--rate-limit-address-burst", "0"}, {"--rate-limit-per-host", "NaN"},
+	} {
+		if _, code, out := settings(args...); code != 2 || !strings.Contains(out, "rate") {
+			t.Errorf("%v: exit %d (want 2), output: %s", args, code, out)
 		}
 	}
 }

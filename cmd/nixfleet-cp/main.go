@@ -69,6 +69,14 @@ func serveCommand() *cli.Command {
 				Usage: "a channel with more than this `PERCENT` of its hosts silent at once is in partial visibility (1-100; 100 turns it off)"},
 			&cli.IntFlag{Name: "partial-visibility-min-hosts", Value: reconciler.DefaultPartialVisibilityMinHosts, EnvVars: env("partial-visibility-min-hosts"),
 				Usage: "and at least this `NUMBER` of them (fewer silent hosts are judged one by one)"},
+			&cli.Float64Flag{Name: "rate-limit-per-host", Value: controlplane.DefaultRatePerHost, EnvVars: env("rate-limit-per-host"),
+				Usage: "requests per second (`RATE`) each host, and each operator, may send in the long run; 0 turns the limit off"},
+			&cli.IntFlag{Name: "rate-limit-burst", Value: controlplane.DefaultRateHostBurst, EnvVars: env("rate-limit-burst"),
+				Usage: "requests (`NUMBER`) each host, and each operator, may send at once"},
+			&cli.Float64Flag{Name: "rate-limit-per-address", Value: controlplane.DefaultRatePerAddress, EnvVars: env("rate-limit-per-address"),
+				Usage: "requests per second (`RATE`) from one address (IPv4, IPv6 /64) without a known client key; 0 turns the limit off"},
+			&cli.IntFlag{Name: "rate-limit-address-burst", Value: controlplane.DefaultRateAddressBurst, EnvVars: env("rate-limit-address-burst"),
+				Usage: "requests (`NUMBER`) one address may send at once without a known client key"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		},
 		Action: serve,
@@ -76,15 +84,30 @@ func serveCommand() *cli.Command {
 }
 
 func serve(c *cli.Context) error {
+	cfg, log, err := configure(c)
+	if err != nil {
+		return err
+	}
+	srv, err := controlplane.New(c.Context, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(c.Context)
+}
+
+// configure builds the replica's configuration and log from the flags,
+// the environment and the --config file.
+func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
+	var cfg controlplane.Config
 	if err := applyConfigFile(c); err != nil {
-		return cliapp.Usage(err)
+		return cfg, nil, cliapp.Usage(err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return cliapp.Usage(fmt.Errorf("--log-level: %w", err))
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--log-level: %w", err))
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	cfg := controlplane.Config{
+	cfg = controlplane.Config{
 		Listen: c.String("listen"), DB: c.String("db"), Repo: c.String("repo"), StateDir: c.String("state-dir"),
 		TrustFile: c.String("trust"), OperatorsFile: c.String("operators"),
 		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"), InsecureDev: c.Bool("insecure-dev"),
@@ -97,25 +120,28 @@ func serve(c *cli.Context) error {
 			PartialVisibilityPct:      c.Int("partial-visibility-pct"),
 			PartialVisibilityMinHosts: c.Int("partial-visibility-min-hosts"),
 		},
+		RateLimit: controlplane.RateLimit{
+			PerHost: c.Float64("rate-limit-per-host"), HostBurst: c.Int("rate-limit-burst"),
+			PerAddress: c.Float64("rate-limit-per-address"), AddressBurst: c.Int("rate-limit-address-burst"),
+		},
 	}
 	if p := cfg.Tunables.PartialVisibilityPct; p < 1 || p > 100 {
-		return cliapp.Usage(fmt.Errorf("--partial-visibility-pct %d: want 1 to 100", p))
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--partial-visibility-pct %d: want 1 to 100", p))
 	}
 	if n := cfg.Tunables.PartialVisibilityMinHosts; n < 1 {
-		return cliapp.Usage(fmt.Errorf("--partial-visibility-min-hosts %d: want at least 1", n))
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--partial-visibility-min-hosts %d: want at least 1", n))
+	}
+	if err := cfg.RateLimit.Check(); err != nil {
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--rate-limit-*: %w", err))
 	}
 	if f := c.String("webhook-secret-file"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return cfg, nil, err
 		}
 		cfg.WebhookSecret = strings.TrimSpace(string(b))
 	}
-	srv, err := controlplane.New(c.Context, cfg, log)
-	if err != nil {
-		return err
-	}
-	return srv.Run(c.Context)
+	return cfg, log, nil
 }
 
 // applyConfigFile sets, from the --config file, every flag that neither the

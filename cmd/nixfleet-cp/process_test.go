@@ -82,7 +82,10 @@ type replica struct {
 
 // startReplica starts nixfleet-cp serve with args (plus the site's TLS,
 // operators and webhook flags) and waits until it is ready. listen is an
-// address, or "" for a free port on 127.0.0.1.
+// address, or "" for a free port on 127.0.0.1. The per-host rate limit is
+// off: the simulated hosts and the operator of these tests poll every
+// 20 ms, far more often than agents do (the limits have their own tests,
+// in package controlplane and TestRateLimitSettings).
 func startReplica(t *testing.T, s *site, name, listen string, args ...string) *replica {
 	t.Helper()
 	if listen == "" {
@@ -90,7 +93,8 @@ func startReplica(t *testing.T, s *site, name, listen string, args ...string) *r
 	}
 	r := &replica{t: t, name: name, site: s, out: &logBuffer{}, exited: make(chan struct{}),
 		args: append([]string{"serve", "--listen", listen, "--tls-cert", s.Cert.CertFile, "--tls-key", s.Cert.KeyFile,
-			"--operators", s.Operators, "--webhook-secret-file", s.SecretFile, "--log-level", "debug"}, args...)}
+			"--operators", s.Operators, "--webhook-secret-file", s.SecretFile, "--log-level", "debug",
+			"--rate-limit-per-host", "0"}, args...)}
 	r.start()
 	return r
 }

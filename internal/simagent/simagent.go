@@ -191,13 +191,18 @@ func (h *Host) verify(ctx context.Context, t *proto.Target) error {
 }
 
 // Run checks in in a loop (long-polling up to wait) until ctx ends. Errors
-// are retried after a pause.
+// are retried after a pause: 200 ms, or the Retry-After of a rate-limited
+// answer (429), as the agent does.
 func (h *Host) Run(ctx context.Context, wait time.Duration) {
 	for ctx.Err() == nil {
 		if err := h.Step(ctx, wait); err != nil && !errors.Is(err, context.Canceled) {
+			pause := 200 * time.Millisecond
+			if d, limited := apiclient.RetryAfter(err); limited {
+				pause = max(pause, d)
+			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(pause):
 			}
 		}
 	}
