@@ -204,10 +204,18 @@ func TestFloodKeepsOthersServed(t *testing.T) {
 		others     = 20
 		every      = 250 * time.Millisecond // 4 check-ins a second per host: under the limit, busier than agents
 		floodMax   = 20_000
-		floodFor   = 3 * time.Second
+		floodFor   = 30 * time.Second // at most; the flood ends once floodRefused were refused
 		floodConns = 4
+		// floodRefused: enough refusals to show the limit at work, reached
+		// within seconds even on a loaded machine (a flooder slowed to 20
+		// requests a second is still four times over the limit below).
+		floodRefused = 100
+		floodAtLeast = 2 * time.Second // and long enough for the others to check in a few times
 	)
-	rl := controlplane.RateLimit{PerHost: controlplane.DefaultRatePerHost, HostBurst: controlplane.DefaultRateHostBurst,
+	// Limits below the defaults (TestRateLimitSettings checks those), so
+	// that the flood is over them however slowly the machine serves it;
+	// the others, at 4 a second, stay under.
+	rl := controlplane.RateLimit{PerHost: 5, HostBurst: 20,
 		PerAddress: controlplane.DefaultRatePerAddress, AddressBurst: controlplane.DefaultRateAddressBurst}
 	e := newEnv(t, "sqlite", rateSpec(others), func(c *controlplane.Config) {
 		c.Now = time.Now
@@ -300,7 +308,7 @@ func TestFloodKeepsOthersServed(t *testing.T) {
 		fw.Add(1)
 		go func() {
 			defer fw.Done()
-			for floodCtx.Err() == nil && sent.Add(1) <= floodMax {
+			for floodCtx.Err() == nil && (limited.Load() < floodRefused || time.Since(floodStart) < floodAtLeast) && sent.Add(1) <= floodMax {
 				req := freq
 				req.Probes.Total = int(sent.Load()) // another status every time
 				_, err := fc.Checkin(floodCtx, req)
