@@ -141,32 +141,31 @@ func (s sight) heard(host string) bool {
 	return !o.LastSeen.IsZero() && s.in.Now.Sub(o.LastSeen) <= s.in.Tunables.OfflineThreshold()
 }
 
-// partial: more than 50% of the channel's hosts, and at least two, silent.
+// partial: more than 50% of the channel's hosts (those of its release and
+// of its latest rollout), and at least two, silent.
 func (s sight) partial(channel string) bool {
-	var hosts []string
+	hosts := map[string]bool{}
 	for _, c := range s.in.Channels {
 		if c.Name == channel && c.Manifest != nil {
 			for _, h := range c.Manifest.HostSet {
-				hosts = append(hosts, h.Hostname)
+				hosts[h.Hostname] = true
 			}
 		}
 	}
-	if hosts == nil {
-		latest := -1
-		for i, r := range s.in.Rollouts {
-			if r.Channel == channel && (latest < 0 || r.OpenedAt.After(s.in.Rollouts[latest].OpenedAt) ||
-				(r.OpenedAt.Equal(s.in.Rollouts[latest].OpenedAt) && r.ID > s.in.Rollouts[latest].ID)) {
-				latest = i
-			}
+	latest := -1
+	for i, r := range s.in.Rollouts {
+		if r.Channel == channel && (latest < 0 || r.OpenedAt.After(s.in.Rollouts[latest].OpenedAt) ||
+			(r.OpenedAt.Equal(s.in.Rollouts[latest].OpenedAt) && r.ID > s.in.Rollouts[latest].ID)) {
+			latest = i
 		}
-		if latest >= 0 {
-			for _, h := range s.in.Rollouts[latest].Hosts {
-				hosts = append(hosts, h.Hostname)
-			}
+	}
+	if latest >= 0 {
+		for _, h := range s.in.Rollouts[latest].Hosts {
+			hosts[h.Hostname] = true
 		}
 	}
 	silent := 0
-	for _, h := range hosts {
+	for h := range hosts {
 		if !s.heard(h) {
 			silent++
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
 )
 
 // What the control plane can see (rfcs/0003 rule 6). Silence is not
@@ -87,25 +89,39 @@ func (t *tick) visibilityBlock(channel string) Reason {
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 
 // silence counts the silent hosts of a channel, and its hosts: those of
-// its verified release, or of its latest rollout when it has no release.
+// its verified release and of its latest rollout (a host the new release
+// moved elsewhere is still driven by that rollout until it opens another).
+// Both lists are sorted by hostname: one merge walk, no set.
 func (t *tick) silence(name string) (silent, total int) {
+	var a []proto.HostWave
 	if c := t.channels[name]; c != nil && c.Manifest != nil {
-		for _, h := range c.Manifest.HostSet {
-			if !t.heard(t.obs[h.Hostname]) {
-				silent++
-			}
-		}
-		return silent, len(c.Manifest.HostSet)
+		a = c.Manifest.HostSet
 	}
+	var b []RolloutHost
 	if w := t.latestOf(name); w != nil {
-		for _, h := range w.r.Hosts {
-			if !t.heard(t.obs[h.Hostname]) {
-				silent++
-			}
-		}
-		return silent, len(w.r.Hosts)
+		b = w.r.Hosts
 	}
-	return 0, 0
+	count := func(host string) {
+		total++
+		if !t.heard(t.obs[host]) {
+			silent++
+		}
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i].Hostname < b[j].Hostname):
+			count(a[i].Hostname)
+			i++
+		case i == len(a) || b[j].Hostname < a[i].Hostname:
+			count(b[j].Hostname)
+			j++
+		default:
+			count(a[i].Hostname)
+			i, j = i+1, j+1
+		}
+	}
+	return silent, total
 }
 
 // see decides which channels are in partial visibility, and reports those

@@ -1,0 +1,125 @@
+package reconciler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Step 4b of a tick (rfcs/0003 §The tick, rule 11): readiness deadlines.
+
+// deadline halts a rollout that made no progress for the readiness
+// deadline (rule 11). The time runs from the last progress, the start of
+// the wave, or the start of the control plane's watch, whichever is
+// latest: a control plane that was down did not see the fleet move.
+func (t *tick) deadline(w *work) {
+	limit := t.in.Tunables.readiness()
+	start := w.r.ProgressAt
+	if t.in.WatchingSince.After(start) {
+		start = t.in.WatchingSince
+	}
+	switch w.r.State {
+	case RolloutActive:
+		if w.r.WaveStartedAt.After(start) {
+			start = w.r.WaveStartedAt
+		}
+		limit += w.soak(w.r.Wave)
+		if t.now.Sub(start) <= limit {
+			return
+		}
+		wave := min(max(w.r.Wave, 0), len(w.waves)-1)
+		counts := map[string]int{}
+		stuck, busy := false, false
+		seen := map[int]bool{}
+		for _, i := range w.waves[wave] {
+			h := w.r.Hosts[i]
+			switch {
+			case h.State == HostPending:
+				counts["held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
+				stuck = stuck || w.stuck(i, seen)
+				busy = true
+			case h.State.InFlight() && h.Blocked.Gate == GateVisibility:
+				// Silent in flight, held by partial visibility: it moves
+				// only when the channel is heard again.
+				counts[strings.ToLower(string(h.State))+" and silent"]++
+				stuck = true
+			case h.State.InFlight():
+				counts[strings.ToLower(string(h.State))]++
+				busy = true
+			case h.State == HostConverged:
+			default:
+				counts[strings.ToLower(string(h.State))]++
+			}
+		}
+		converged, need := w.evidence(wave)
+		// A wave with nothing left to dispatch or watch that still lacks
+		// evidence (its hosts are away, deferred or failed), or that
+		// partial visibility keeps from promotion, waits for something
+		// that may never come.
+		stuck = stuck || (!busy && (converged < need || t.partial[w.r.Channel]))
+		if !stuck {
+			// Hosts held by a predecessor channel, by budget slots that
+			// hosts in flight hold, or by a predecessor host that can
+			// still converge are waiting for the fleet to move.
+			return
+		}
+		msg := fmt.Sprintf("wave %d made no progress for %s: %s; %d of the %d host(s) it needs converged on a new closure to be promoted",
+			w.r.Wave, limit, summarize(counts), converged, need)
+		if t.partial[w.r.Channel] {
+			msg += fmt.Sprintf("; channel %s is in partial visibility", w.r.Channel)
+		}
+		t.setRollout(w, EvStalled, Reason{Code: CodeWaveStalled, Message: msg})
+	case RolloutReverting:
+		if t.now.Sub(start) > limit {
+			t.setRollout(w, EvStalled, Reason{Code: CodeRevertStalled,
+				Message: fmt.Sprintf("the revert made no progress for %s", limit)})
+		}
+	}
+}
+
+// stuck reports whether a Pending host is held by something that will not
+// clear by itself: a quarantine, failing compliance of an earlier wave,
+// partial visibility that outlasted the deadline, a predecessor host that
+// cannot converge any more (Failed, Reverted, Skipped, or Deferred until a
+// reboot nobody schedules) or cannot be dispatched before this host's wave
+// (an edge against wave order), or nothing at all. seen holds the hosts
+// already looked at in this walk, so shared predecessors are walked once.
+func (w *work) stuck(i int, seen map[int]bool) bool {
+	if seen[i] {
+		return false // walked already: if it were stuck, the walk would have ended
+	}
+	seen[i] = true
+	switch w.r.Hosts[i].Blocked.Gate {
+	case GateQuarantine, GateCompliance, GateVisibility, "":
+		return true
+	case GateHostEdge:
+		for _, p := range w.preds[i] {
+			switch pred := w.r.Hosts[p]; pred.State {
+			case HostFailed, HostReverted, HostSkipped, HostDeferred:
+				return true
+			case HostPending:
+				if pred.Wave > w.r.Hosts[i].Wave || w.stuck(p, seen) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func summarize(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "no host is waiting or away"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	return strings.Join(parts, ", ")
+}

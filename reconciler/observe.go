@@ -1,0 +1,267 @@
+package reconciler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// Steps 2 and 3 of a tick (rfcs/0003 §The tick): what hosts report moves
+// them (rules 7 and 8), and health failures past the limit trigger
+// onHealthFailure (rule 9).
+
+// observing reports whether a rollout's hosts still move on observations:
+// in-flight hosts of halted and cancelled rollouts finish; a converged
+// rollout keeps catching up skipped hosts while it is the latest; and a
+// host in flight is watched until it lands in any rollout, whatever
+// became of the rollout (superseded, reverted, an older converged one).
+func (w *work) observing() bool {
+	switch w.r.State {
+	case RolloutActive, RolloutHalted, RolloutReverting, RolloutCancelled:
+		return true
+	case RolloutConverged:
+		return w.latest || w.anyInFlight()
+	}
+	return w.anyInFlight()
+}
+
+func (w *work) anyInFlight() bool {
+	for _, h := range w.r.Hosts {
+		if h.State.InFlight() {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *tick) observe(w *work) {
+	if !w.observing() {
+		return
+	}
+	for i := range w.r.Hosts {
+		t.observeHost(w, i)
+	}
+}
+
+// observeHost applies what a host reports, repeatedly, until its state
+// stops moving (a confirmed host with no soak converges in the same tick).
+func (t *tick) observeHost(w *work, i int) {
+	for range len(HostStates) {
+		before := w.r.Hosts[i].State
+		t.observeOnce(w, i)
+		if w.r.Hosts[i].State == before {
+			return
+		}
+	}
+}
+
+func (t *tick) observeOnce(w *work, i int) {
+	confirm := t.in.Tunables.confirm()
+	h := &w.r.Hosts[i]
+	switch h.State {
+	case HostActivating, HostSoaking, HostDeferred, HostRollingBack:
+	default:
+		return
+	}
+	o := t.obs[h.Hostname]
+	act := o.Activation
+	// An outcome counts for the host's current state only: not older than
+	// it, and not about a state entered in this very tick (the agent has
+	// not been told yet). One stamped after now was recorded while the tick
+	// loaded its input, and waits for the next tick (rfcs/0006 §Tick loop 3).
+	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since) &&
+		!act.At.After(t.now) && h.Since.Before(t.now)
+	switch h.State {
+	case HostActivating:
+		switch {
+		case matches && act.Outcome == OutcomeConfirmed:
+			t.setHost(w, i, EvConfirm, Reason{Code: CodeConfirmed, Message: "the agent confirmed the switch"})
+		case matches && act.Outcome == OutcomeFailed:
+			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the activation failed", act.Detail)})
+		case matches && act.Outcome == OutcomeManifestRejected:
+			t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
+		case matches && act.Outcome == OutcomeRolledBack && act.Code == CodeConfirmTimeout && t.blindWindow(w, h):
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: CodeConfirmUnheard,
+				Message: detail("the agent rolled back when its confirm window closed while the control plane could not hear it; not a failure: it catches up", act.Detail)})
+		case matches && act.Outcome == OutcomeRolledBack:
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+		case matches && act.Outcome == OutcomeDeferred:
+			t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
+		case t.now.Sub(h.Since) <= confirm:
+		case o.LastSeen.After(h.Since.Add(confirm)) && t.blindWindow(w, h):
+			// Heard again after a window the control plane could not hear:
+			// its confirm may have been lost, and its agent rolled back (its
+			// own safety). Not a failure; it catches up like a skipped host.
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: CodeConfirmUnheard,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not a failure: it catches up", confirm)})
+		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
+			// Not heard since the window closed, and silence is not judged:
+			// what the host says when it is heard again decides.
+			t.block(w, i, t.silenceHold(w.r.Channel, CodeConfirmUnheard, "the confirm window closed without a word from the host"))
+		default:
+			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
+		}
+	case HostSoaking:
+		soak := w.soak(h.Wave)
+		if (h.Blocked.Gate == GateUnheard || h.Blocked.Gate == GateVisibility) && t.heard(o) {
+			t.block(w, i, Reason{}) // heard again: the silence hold is over
+		}
+		switch {
+		case matches && act.Outcome == OutcomeRolledBack:
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+		case !t.heard(o) && !t.judges(w.r.Channel):
+			// Silent, but the control plane cannot tell: the soak waits.
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "silent while soaking"))
+		case !t.heard(o):
+			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
+		case o.LastSeen.Before(h.Since):
+			// Health is judged from check-ins since the confirm: the status
+			// stored before it describes the closure the host left.
+		case unhealthy(o, w.r.HealthGate, h.Target) != "":
+			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeUnhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
+		case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):
+			t.setHost(w, i, EvSoaked, Reason{Code: CodeSoaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
+		}
+	case HostDeferred:
+		switch {
+		case matches && act.Outcome == OutcomeRolledBack:
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+		case matches && act.Outcome == OutcomeFailed:
+			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the boot into the target failed", act.Detail)})
+		}
+	case HostRollingBack:
+		switch {
+		case o.Current == h.Previous && o.LastSeen.After(h.Since):
+			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
+		case t.now.Sub(h.Since) <= confirm:
+		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and not heard since"))
+		default:
+			t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
+				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
+		}
+	}
+}
+
+func detail(msg, d string) string {
+	if d == "" {
+		return msg
+	}
+	return msg + ": " + d
+}
+
+// unhealthy returns why o fails the health gate for target, or "".
+func unhealthy(o ObservedHost, g proto.HealthGate, target string) string {
+	var why []string
+	if o.Current != target {
+		why = append(why, fmt.Sprintf("runs %s, not the target", orNone(o.Current)))
+	}
+	if g.SystemdFailedUnits != nil && len(o.FailedUnits) > g.SystemdFailedUnits.Max {
+		why = append(why, fmt.Sprintf("%d failed systemd unit(s) (%s), at most %d allowed",
+			len(o.FailedUnits), strings.Join(sortedCopy(o.FailedUnits), ", "), g.SystemdFailedUnits.Max))
+	}
+	if len(o.Probes.Failed) > 0 {
+		why = append(why, fmt.Sprintf("health probe(s) failing: %s", strings.Join(sortedCopy(o.Probes.Failed), ", ")))
+	}
+	if g.ComplianceProbes != nil && g.ComplianceProbes.Required {
+		if f := failingControls(o, target, ControlRuntime, nil); len(f) > 0 {
+			why = append(why, "compliance control(s) failing: "+strings.Join(f, ", "))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// failingControls lists the failing compliance controls of a kind
+// (static or runtime; "both" counts as either) for a closure, restricted
+// to frameworks when given.
+func failingControls(o ObservedHost, closure, kind string, frameworks []string) []string {
+	var out []string
+	for _, c := range o.Compliance {
+		if c.Passed || c.Closure != closure || (c.Type != kind && c.Type != ControlBoth) {
+			continue
+		}
+		if len(frameworks) > 0 && c.Framework != "" && !slices.Contains(frameworks, c.Framework) {
+			continue
+		}
+		name := c.Control
+		if c.Framework != "" {
+			name += " (" + c.Framework + ")"
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedCopy(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing known"
+	}
+	return s
+}
+
+func (w *work) soak(wave int) time.Duration {
+	if wave < 0 || wave >= len(w.r.Waves) {
+		return 0
+	}
+	return time.Duration(w.r.Waves[wave].SoakMinutes) * time.Minute
+}
+
+// failures counts the hosts that failed the rollout: Failed (except a
+// rollback that timed out during a revert), and Reverted by their own
+// agent.
+func (w *work) failures() int {
+	n := 0
+	for _, h := range w.r.Hosts {
+		switch {
+		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout:
+			n++
+		case h.State == HostReverted && h.Reason.Code == CodeAgentRolledBack:
+			n++
+		}
+	}
+	return n
+}
+
+func (w *work) maxFailures() int {
+	if m := w.r.HealthGate.MaxFailures; m != nil && *m > 0 {
+		return *m
+	}
+	return 0
+}
+
+func (t *tick) healthPolicy(w *work) {
+	rollback := w.r.OnHealthFailure == proto.OnHealthFailureRollbackAndHalt
+	// A rollout paused or stalled still reverts when its hosts fail; one
+	// whose revert stalled stays halted for an operator. A converged one
+	// still catches up skipped hosts while it is the channel's latest:
+	// their failures count too (rule 9), when one happens (a failure
+	// recorded before is not judged again).
+	haltedMayRevert := w.r.State == RolloutHalted && rollback && w.r.Reason.Code != CodeRevertStalled
+	catchingUp := w.r.State == RolloutConverged && w.latest && w.failures() > w.failed0
+	if w.r.State != RolloutActive && !haltedMayRevert && !catchingUp {
+		return
+	}
+	failed := w.failures() - w.r.FailuresForgiven
+	if failed <= w.maxFailures() {
+		return
+	}
+	reason := Reason{Code: CodeHealthFailure, Message: fmt.Sprintf("%d host(s) failed, healthGate.maxFailures is %d; onHealthFailure is %s",
+		failed, w.maxFailures(), cmp.Or(w.r.OnHealthFailure, proto.OnHealthFailureHalt))}
+	if rollback {
+		t.setRollout(w, EvRollback, reason)
+	} else {
+		t.setRollout(w, EvHealthHalt, reason)
+	}
+}

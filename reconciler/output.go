@@ -1,0 +1,64 @@
+package reconciler
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// The Output of a tick: what changed, in a deterministic order.
+
+// output assembles the tick's Output from what changed.
+func (t *tick) output() Output {
+	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Intents: t.hostIntents, Events: t.events,
+		IntentResults: t.results, Deferrals: t.deferrals, Channels: t.chUpdates, Visibility: t.visibility}
+	for _, w := range t.rollouts {
+		if w.isNew {
+			out.Rollouts = append(out.Rollouts, RolloutUpdate{New: true, Rollout: w.r})
+			continue
+		}
+		if w.changed {
+			head := w.r
+			head.Hosts = nil
+			out.Rollouts = append(out.Rollouts, RolloutUpdate{From: w.from, Rollout: head})
+		}
+		touched := make([]int, 0, len(w.orig))
+		for i := range w.orig {
+			touched = append(touched, i)
+		}
+		slices.Sort(touched)
+		for _, i := range touched {
+			if !sameHost(w.orig[i], w.r.Hosts[i]) {
+				out.Hosts = append(out.Hosts, HostUpdate{RolloutID: w.r.ID, From: w.orig[i].State, Host: w.r.Hosts[i]})
+			}
+		}
+	}
+	slices.SortFunc(out.Deferrals, func(a, b Deferral) int {
+		return cmp.Or(strings.Compare(a.Channel, b.Channel), strings.Compare(a.Ref, b.Ref), strings.Compare(a.BlockedBy, b.BlockedBy))
+	})
+	if out.Intents == nil {
+		out.Intents = []HostIntent{}
+	}
+	if out.Events == nil {
+		out.Events = []Event{}
+	}
+	if out.IntentResults == nil {
+		out.IntentResults = []IntentResult{}
+	}
+	if out.Deferrals == nil {
+		out.Deferrals = []Deferral{}
+	}
+	if out.Channels == nil {
+		out.Channels = []ChannelUpdate{}
+	}
+	if out.Visibility == nil {
+		out.Visibility = []Visibility{}
+	}
+	return out
+}
+
+func sameHost(a, b RolloutHost) bool {
+	return a.Hostname == b.Hostname && a.Wave == b.Wave && a.Target == b.Target && a.State == b.State &&
+		a.Since.Equal(b.Since) && a.Previous == b.Previous && a.Reason == b.Reason && a.Blocked == b.Blocked &&
+		slices.Equal(a.Budgets, b.Budgets)
+}
