@@ -10,8 +10,12 @@ import (
 
 // output assembles the tick's Output from what changed.
 func (t *tick) output() Output {
-	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Intents: t.hostIntents, Events: t.events,
-		IntentResults: t.results, Deferrals: t.deferrals, Channels: t.chUpdates, Visibility: t.visibility}
+	vis, visEvents := t.visibilityOutput()
+	// Visibility is judged first in a tick; its events lead, though a
+	// verdict may have been judged again once a rollout opened.
+	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Intents: t.hostIntents,
+		Events: append(visEvents, t.events...), IntentResults: t.results, Deferrals: t.deferrals,
+		Channels: t.chUpdates, Visibility: vis}
 	for _, w := range t.rollouts {
 		if w.isNew {
 			out.Rollouts = append(out.Rollouts, RolloutUpdate{New: true, Rollout: w.r})

@@ -142,8 +142,11 @@ func (s sight) heard(host string) bool {
 }
 
 // partial: more than 50% of the channel's hosts (those of its release and
-// of its latest rollout), and at least two, silent.
-func (s sight) partial(channel string) bool {
+// of its latest rollout among rollouts), and at least two, silent. A tick
+// that opens a rollout judges the channel again over the new rollout's
+// hosts, so both the input's rollouts and the tick's result are views the
+// tick may have acted on.
+func (s sight) partial(channel string, rollouts []reconciler.Rollout) bool {
 	hosts := map[string]bool{}
 	for _, c := range s.in.Channels {
 		if c.Name == channel && c.Manifest != nil {
@@ -153,14 +156,14 @@ func (s sight) partial(channel string) bool {
 		}
 	}
 	latest := -1
-	for i, r := range s.in.Rollouts {
-		if r.Channel == channel && (latest < 0 || r.OpenedAt.After(s.in.Rollouts[latest].OpenedAt) ||
-			(r.OpenedAt.Equal(s.in.Rollouts[latest].OpenedAt) && r.ID > s.in.Rollouts[latest].ID)) {
+	for i, r := range rollouts {
+		if r.Channel == channel && (latest < 0 || r.OpenedAt.After(rollouts[latest].OpenedAt) ||
+			(r.OpenedAt.Equal(rollouts[latest].OpenedAt) && r.ID > rollouts[latest].ID)) {
 			latest = i
 		}
 	}
 	if latest >= 0 {
-		for _, h := range s.in.Rollouts[latest].Hosts {
+		for _, h := range rollouts[latest].Hosts {
 			hosts[h.Hostname] = true
 		}
 	}
@@ -193,12 +196,16 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 	offline := c.in.Tunables.OfflineThreshold()
 	// held says why silence is not judged on a channel: the control plane
 	// warms up, the channel is in partial visibility (now, or at the last
-	// tick), or it left it less than an offline threshold ago.
-	held := func(channel string) string {
+	// tick), or it left it less than an offline threshold ago. A channel
+	// the tick opened a rollout on is in partial visibility if it is over
+	// the hosts before the opening and over those after (judged: held
+	// under both views) or over either (blind: may be forgiven).
+	held := func(channel string, either bool) string {
+		before, after := s.partial(channel, c.in.Rollouts), s.partial(channel, c.next.Rollouts)
 		switch {
 		case !s.warm:
 			return fmt.Sprintf("the control plane watches only since %s", c.in.WatchingSince.Format(time.RFC3339))
-		case s.partial(channel):
+		case (before && after) || (either && (before || after)):
 			return fmt.Sprintf("channel %s is in partial visibility", channel)
 		}
 		for _, v := range c.in.Visibility {
@@ -213,7 +220,7 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 		if e.Kind != reconciler.EventHostTransition {
 			continue
 		}
-		why := held(e.Channel)
+		why, blindWhy := held(e.Channel, false), held(e.Channel, true)
 		switch {
 		case e.Reason.Code == reconciler.CodeOffline || e.Reason.Code == reconciler.CodeOfflineSoaking:
 			if why != "" {
@@ -226,7 +233,7 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 				continue
 			}
 			heardAfter := c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(confirm))
-			blind := c.in.WatchingSince.After(h.Since) || why != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard
+			blind := c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard
 			switch {
 			case heardAfter && blind:
 				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although it was heard after a confirm window the control plane could not hear: that is confirm_unheard",
@@ -239,7 +246,7 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 			if !ok {
 				continue
 			}
-			if !(c.in.WatchingSince.After(h.Since) || why != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard) {
+			if !(c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard) {
 				problems = append(problems, fmt.Sprintf("%s in %s forgiven as confirm_unheard although the control plane heard its whole confirm window", e.Host, e.RolloutID))
 			}
 			act := c.in.Hosts[e.Host].Activation
@@ -362,6 +369,10 @@ func checkDeadline(_ *rapid.T, c tickCase) []string {
 				waiting = true
 			case h.State == reconciler.HostPending && slices.Contains([]string{reconciler.GateBudget, reconciler.GateBusy,
 				reconciler.GateChannelEdge, reconciler.GateHostEdge}, h.Blocked.Gate):
+				waiting = true
+			case h.State == reconciler.HostPending && h.Blocked.Gate == reconciler.GateUnheard:
+				// held while the control plane warms up or the channel
+				// recovers: judged within one offline threshold
 				waiting = true
 			}
 		}

@@ -73,6 +73,12 @@ func (t *tick) pass() {
 		step(name)
 		if w := t.openChannel(name); w != nil {
 			done[w] = true
+			// The channel's hosts are now the new rollout's: judge its
+			// visibility again, so that this tick decides as the next
+			// one at the same time would (rfcs/0003 rule 6).
+			if t.rejudge(name) {
+				t.moved = true
+			}
 			t.addBudgets(w)
 			t.dispatch(w)
 		}
@@ -92,7 +98,8 @@ type tick struct {
 
 	partial      map[string]bool         // channels in partial visibility
 	recovering   map[string]time.Time    // channels that left it, and when
-	visibility   []Visibility            // their records, for the output
+	verdicts     map[string]verdict      // visibility, per channel
+	prevVis      map[string]Visibility   // the previous tick's records
 	visMsg       map[string]Reason       // their gate, per channel
 	pendingLists []groupList             // budgets of the releases about to open
 	moved        bool                    // something changed in the current pass

@@ -3,8 +3,8 @@ package reconciler
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/proto"
@@ -124,31 +124,22 @@ func (t *tick) silence(name string) (silent, total int) {
 	return silent, total
 }
 
-// see decides which channels are in partial visibility, and reports those
-// that entered or left it since the previous tick. A channel that left it
-// stays recovering for one offline threshold, its record kept with the
-// time it ended. While the control plane warms up, the previous tick's
-// verdicts stand unchanged: every silent host is held anyway, and most
-// hosts have not checked in again yet.
+// see decides which channels are in partial visibility at the start of
+// the tick. A channel that left it stays recovering for one offline
+// threshold, its record kept with the time it ended. While the control
+// plane warms up, the previous tick's verdicts stand unchanged: every
+// silent host is held anyway, and most hosts have not checked in again
+// yet.
 func (t *tick) see() {
 	t.partial, t.recovering, t.visMsg = map[string]bool{}, map[string]time.Time{}, map[string]Reason{}
-	prev := map[string]Visibility{}
+	t.prevVis, t.verdicts = map[string]Visibility{}, map[string]verdict{}
 	for _, v := range t.in.Visibility {
-		prev[v.Channel] = v
-	}
-	keep := func(v Visibility) {
-		if v.Ended.IsZero() {
-			t.partial[v.Channel] = true
-		} else {
-			t.recovering[v.Channel] = v.Ended
-		}
-		t.visibility = append(t.visibility, v)
+		t.prevVis[v.Channel] = v
 	}
 	if !t.warm() {
 		for _, v := range t.in.Visibility {
-			keep(v)
+			t.setVerdict(v.Channel, verdict{rec: v, kept: true})
 		}
-		slices.SortFunc(t.visibility, func(a, b Visibility) int { return strings.Compare(a.Channel, b.Channel) })
 		return
 	}
 	names := map[string]bool{}
@@ -158,36 +149,94 @@ func (t *tick) see() {
 	for _, w := range t.rollouts {
 		names[w.r.Channel] = true
 	}
-	for _, n := range prev {
-		names[n.Channel] = true
+	for n := range t.prevVis {
+		names[n] = true
 	}
-	pct, floor := t.in.Tunables.visibilityPct(), t.in.Tunables.visibilityFloor()
 	for _, name := range sortedNames(names) {
-		silent, total := t.silence(name)
-		was, known := prev[name]
-		wasPartial := known && was.Ended.IsZero()
-		if silent*100 > pct*total && silent >= floor {
-			v := Visibility{Channel: name, Since: t.now, Silent: silent, Total: total}
-			if wasPartial {
-				v.Since = was.Since
-			} else {
-				t.emit(Event{Kind: EventPartialVisibility, Channel: name, Wave: -1, Reason: Reason{Code: CodePartialVisibility,
-					Message: fmt.Sprintf("%d of %d hosts silent for more than %s (more than %d%%): the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
-						silent, total, t.in.Tunables.offline(), pct)}})
-			}
-			keep(v)
-			continue
+		t.judge(name)
+	}
+}
+
+// rejudge judges a channel again after the tick opened a rollout on it:
+// its hosts are now those of the new rollout, and the rest of the tick
+// (and the next one) sees the channel as the tick leaves it. It reports
+// whether the verdict changed.
+func (t *tick) rejudge(name string) bool {
+	if !t.warm() {
+		return false
+	}
+	before := t.verdicts[name]
+	t.judge(name)
+	return t.verdicts[name].rec.Ended.IsZero() != before.rec.Ended.IsZero() || t.verdicts[name].kept != before.kept
+}
+
+// verdict is what a tick concluded about one channel's visibility: the
+// record it keeps (kept false: none, the channel is simply seen), and the
+// event that reports a change since the previous tick.
+type verdict struct {
+	rec   Visibility
+	kept  bool
+	event *Event
+}
+
+// judge decides one channel's visibility from its silent share and the
+// previous tick's record.
+func (t *tick) judge(name string) {
+	pct, floor := t.in.Tunables.visibilityPct(), t.in.Tunables.visibilityFloor()
+	silent, total := t.silence(name)
+	was, known := t.prevVis[name]
+	wasPartial := known && was.Ended.IsZero()
+	var v verdict
+	switch {
+	case silent*100 > pct*total && silent >= floor:
+		v = verdict{rec: Visibility{Channel: name, Since: t.now, Silent: silent, Total: total}, kept: true}
+		if wasPartial {
+			v.rec.Since = was.Since
+		} else {
+			v.event = &Event{Kind: EventPartialVisibility, Channel: name, Wave: -1, Reason: Reason{Code: CodePartialVisibility,
+				Message: fmt.Sprintf("%d of %d hosts silent for more than %s (more than %d%%): the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
+					silent, total, t.in.Tunables.offline(), pct)}}
 		}
-		switch {
-		case wasPartial:
-			t.emit(Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: CodeVisibilityBack,
+	case wasPartial:
+		v = verdict{rec: Visibility{Channel: name, Since: was.Since, Ended: t.now, Silent: silent, Total: total}, kept: true,
+			event: &Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: CodeVisibilityBack,
 				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again (silence is judged from %s)",
-					silent, total, stamp(was.Since), stamp(t.now.Add(t.in.Tunables.offline())))}})
-			keep(Visibility{Channel: name, Since: was.Since, Ended: t.now, Silent: silent, Total: total})
-		case known && t.now.Before(was.Ended.Add(t.in.Tunables.offline())):
-			keep(was) // recovering
+					silent, total, stamp(was.Since), stamp(t.now.Add(t.in.Tunables.offline())))}}}
+	case known && t.now.Before(was.Ended.Add(t.in.Tunables.offline())):
+		v = verdict{rec: was, kept: true} // recovering
+	}
+	t.setVerdict(name, v)
+}
+
+func (t *tick) setVerdict(name string, v verdict) {
+	t.verdicts[name] = v
+	delete(t.partial, name)
+	delete(t.recovering, name)
+	delete(t.visMsg, name)
+	switch {
+	case !v.kept:
+	case v.rec.Ended.IsZero():
+		t.partial[name] = true
+	default:
+		t.recovering[name] = v.rec.Ended
+	}
+}
+
+// visibilityOutput returns the records the tick keeps and the events that
+// report changes, by channel name.
+func (t *tick) visibilityOutput() ([]Visibility, []Event) {
+	var recs []Visibility
+	var events []Event
+	for _, name := range slices.Sorted(maps.Keys(t.verdicts)) {
+		v := t.verdicts[name]
+		if v.event != nil {
+			events = append(events, *v.event)
+		}
+		if v.kept {
+			recs = append(recs, v.rec)
 		}
 	}
+	return recs, events
 }
 
 func sortedNames(set map[string]bool) []string {
