@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nixfleet/nixfleet/apiclient"
@@ -55,11 +54,6 @@ type Config struct {
 	Now func() time.Time
 	// Log receives the agent's structured log.
 	Log *slog.Logger
-	// CrashAt, for fault-injection tests only, kills the process with
-	// SIGKILL at a point of an activation: "before-switch" (after the
-	// breadcrumb, before the profile is set) or "after-switch" (the host
-	// runs the target, nothing recorded yet).
-	CrashAt string
 }
 
 // Agent is one host's agent.
@@ -112,7 +106,7 @@ func (a *Agent) State() State {
 	return a.st
 }
 
-// Run resumes whatever an earlier run left (rfcs/0008 §Restarts), then
+// Run resumes whatever an earlier run left (rfcs/0008 §State, rule 2), then
 // checks in until ctx ends: long-polls, acts on each target, and backs off
 // with jitter after errors (1s doubling to 60s; never a tight loop). A
 // rate-limited answer (429) holds the next request back for its
@@ -346,7 +340,13 @@ func (a *Agent) act(ctx context.Context, t *proto.Target) {
 		a.mu.Unlock()
 		obs := a.observe()
 		now := a.c.Now()
-		step := Decide(st, obs, t, now, a.c.Policy)
+		step, err := Decide(st, obs, t, now, a.c.Policy)
+		if err != nil {
+			// A move the phase table refuses: a bug; do nothing rather
+			// than something the table does not hold.
+			a.c.Log.Error("deciding", "phase", st.Phase, "err", err)
+			return
+		}
 		if step.Kind == StepNone {
 			return
 		}
@@ -355,7 +355,11 @@ func (a *Agent) act(ctx context.Context, t *proto.Target) {
 		if res.Err != nil {
 			a.c.Log.Warn("step failed", "step", step.Kind, "code", res.Code, "err", res.Err)
 		}
-		next, rep := Apply(st, t, step, res, a.c.Now(), a.c.Policy)
+		next, rep, err := Apply(st, t, step, res, a.c.Now(), a.c.Policy)
+		if err != nil {
+			a.c.Log.Error("folding in a step's result", "step", step.Kind, "phase", st.Phase, "err", err)
+			return
+		}
 		if !reflect.DeepEqual(next, st) {
 			if err := SaveState(a.c.StateDir, next); err != nil {
 				// Without its breadcrumbs the agent must not go on.
@@ -386,14 +390,6 @@ func (a *Agent) observe() Observation {
 	a.mu.Unlock()
 	obs.Current, obs.Booted, obs.Profile = a.c.Exec.Current(), a.c.Exec.Booted(), a.c.Exec.Profile()
 	return obs
-}
-
-func (a *Agent) crash(at string) {
-	if a.c.CrashAt == at {
-		a.c.Log.Warn("fault injection: killing the agent", "at", at)
-		_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way
-	}
 }
 
 // exec runs one step.

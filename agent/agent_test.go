@@ -17,7 +17,7 @@ import (
 	"github.com/nixfleet/nixfleet/trust"
 )
 
-// world is a fake control plane, host and clock for the Runner: every
+// world is a fake control plane, host and clock for the Agent: every
 // call is recorded at the clock's time, and the agent's pauses move the
 // clock instead of sleeping.
 type world struct {
@@ -193,7 +193,7 @@ func TestCheckinHonoursRetryAfter(t *testing.T) {
 func confirming(window time.Duration) State {
 	target := dispatch(v2, "tok-2")
 	target.ConfirmBy = t0.Add(window).Format(time.RFC3339)
-	return idle().activation(PhaseConfirming, target, v1, t0)
+	return must(idle().begin(EvAlreadyRunning, target, v1, t0))
 }
 
 // TestConfirmRateLimited: a rate-limited confirm is retried after its
@@ -277,7 +277,7 @@ func TestConfirmRateLimited(t *testing.T) {
 // Retry-After; a long one drops it and holds the next check-in back.
 func TestReportRateLimited(t *testing.T) {
 	t.Parallel()
-	rolledBack := confirming(time.Minute).rollingBack("confirm_timeout", t0)
+	rolledBack := must(confirming(time.Minute).rollingBack(EvDeadline, "confirm_timeout", t0))
 	for _, tc := range []struct {
 		name    string
 		reports []error

@@ -49,7 +49,7 @@ const (
 	StepRollBack StepKind = "roll_back"
 )
 
-// Step is one thing the Runner does.
+// Step is one thing the Agent does.
 type Step struct {
 	Kind StepKind
 	// Path is the full store path the step is about.
@@ -66,7 +66,7 @@ type Step struct {
 type Result struct {
 	// Err is nil on success.
 	Err error
-	// Code is a stable code for a failure (rfcs/0008 §Codes).
+	// Code is a stable code for a failure (rfcs/0008 §Decisions).
 	Code string
 	// Deferred: an activation staged the target for the next boot.
 	Deferred bool
@@ -121,153 +121,152 @@ func confirmBy(t *proto.Target) (time.Time, bool) {
 
 // Decide returns the next step: from the agent's state, what it observes,
 // the target of the last check-in (nil when none) and the time. It is
-// pure; the Runner executes the step, folds its Result in with Apply, and
-// asks again until StepNone.
-func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy) Step {
+// pure; the Agent executes the step, folds its Result in with Apply, and
+// asks again until StepNone. Every phase a step saves is a move of the
+// phase table (Phase.Next); Decide returns ErrIllegalTransition rather
+// than a step whose move the table refuses.
+func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy) (Step, error) {
 	switch st.Phase {
 	case PhaseActivating:
 		target := p.storePath(st.Target.Closure)
 		deadline, _ := confirmBy(st.Target)
 		switch {
 		case obs.Current == target:
-			return saveStep(st.with(PhaseConfirming, now), "the host runs the target", nil)
+			next, err := st.move(EvRunning, now)
+			return saveStep(next, err, "the host runs the target", nil)
 		case obs.Profile != target:
 			// The breadcrumb was written and the profile not set: the
 			// switch never started. Start it, once.
-			return Step{Kind: StepActivate, Path: target, Why: "activate the target"}
+			return Step{Kind: StepActivate, Path: target, Why: "activate the target"}, nil
 		case now.Before(deadline):
-			return Step{Kind: StepWait, Path: target, Why: "a switch started before a restart may still run"}
+			return Step{Kind: StepWait, Path: target, Why: "a switch started before a restart may still run"}, nil
 		default:
-			return saveStep(st.rollingBack("switch_incomplete", now), "the host does not run the target by the confirm deadline", nil)
+			next, err := st.rollingBack(EvDeadline, "switch_incomplete", now)
+			return saveStep(next, err, "the host does not run the target by the confirm deadline", nil)
 		}
 	case PhaseConfirming:
 		if deadline, _ := confirmBy(st.Target); !now.Before(deadline) {
-			return saveStep(st.rollingBack("confirm_timeout", now), "no confirm before the deadline", nil)
+			next, err := st.rollingBack(EvDeadline, "confirm_timeout", now)
+			return saveStep(next, err, "no confirm before the deadline", nil)
 		}
-		return Step{Kind: StepConfirm, Path: p.storePath(st.Target.Closure), Why: "confirm the switch"}
+		return Step{Kind: StepConfirm, Path: p.storePath(st.Target.Closure), Why: "confirm the switch"}, nil
 	case PhaseRollingBack:
 		if st.Previous == "" {
 			// Nothing to return to (the first system this agent saw).
-			next := st.idle(now, st.Target.Token)
-			return saveStep(next, "no previous system to roll back to",
+			next, err := st.finish(EvNoPrevious, st.Target, now)
+			return saveStep(next, err, "no previous system to roll back to",
 				p.report(st.Target, proto.ReportActivationFailed, "no_previous_system",
 					fmt.Sprintf("%s: and no previous system to roll back to", st.Why), now))
 		}
 		if obs.Current == st.Previous && obs.Profile == st.Previous {
-			next := st.idle(now, st.Target.Token)
+			next, err := st.finish(EvRolledBack, st.Target, now)
 			if st.Target.Kind == proto.TargetDispatch {
 				next.quarantine(st.Target.Closure, now.Add(p.quarantineFor()), now)
 			}
-			return saveStep(next, "rolled back", p.report(st.Target, proto.ReportRolledBack, st.Why,
+			return saveStep(next, err, "rolled back", p.report(st.Target, proto.ReportRolledBack, st.Why,
 				fmt.Sprintf("back on %s", path.Base(st.Previous)), now))
 		}
-		return Step{Kind: StepRollBack, Path: st.Previous, Why: "roll back: " + st.Why}
+		return Step{Kind: StepRollBack, Path: st.Previous, Why: "roll back: " + st.Why}, nil
 	case PhaseDeferred:
 		target := p.storePath(st.Target.Closure)
 		switch {
 		case obs.Booted == target:
-			return saveStep(st.idle(now, st.Target.Token), "booted into the staged target", nil)
+			next, err := st.finish(EvBooted, st.Target, now)
+			return saveStep(next, err, "booted into the staged target", nil)
 		case t != nil && t.Token != st.Target.Token:
 			// The control plane moved on: the staged entry stays until
 			// the next activation replaces it.
-			return saveStep(st.idle(now, st.Target.Token), "a new target replaces the staged one", nil)
+			next, err := st.finish(EvReplaced, st.Target, now)
+			return saveStep(next, err, "a new target replaces the staged one", nil)
 		}
-		return Step{Kind: StepNone, Why: "waiting for a reboot into the staged target"}
+		return Step{Kind: StepNone, Why: "waiting for a reboot into the staged target"}, nil
 	}
 	return decideIdle(st, obs, t, now, p)
 }
 
 // decideIdle: a new target, or nothing.
-func decideIdle(st State, obs Observation, t *proto.Target, now time.Time, p Policy) Step {
+func decideIdle(st State, obs Observation, t *proto.Target, now time.Time, p Policy) (Step, error) {
 	if t == nil || t.Token == st.Done {
-		return Step{Kind: StepNone, Why: "no new target"}
+		return Step{Kind: StepNone, Why: "no new target"}, nil
 	}
 	target := p.storePath(t.Closure)
 	deadline, ok := confirmBy(t)
 	if !ok || !now.Before(deadline) {
-		return Step{Kind: StepNone, Why: "the target's confirm window has passed; waiting for a fresh one"}
+		return Step{Kind: StepNone, Why: "the target's confirm window has passed; waiting for a fresh one"}, nil
 	}
 	if t.Kind == proto.TargetRollback {
 		switch {
 		case obs.Current == target:
-			return saveStep(st.idle(now, t.Token), "already on the rollback target", nil)
+			next, err := st.finish(EvDone, t, now)
+			return saveStep(next, err, "already on the rollback target", nil)
 		case !st.knows(target):
-			return saveStep(st.idle(now, t.Token), "refused a rollback to a system this host never ran",
+			next, err := st.finish(EvDone, t, now)
+			return saveStep(next, err, "refused a rollback to a system this host never ran",
 				p.report(t, proto.ReportActivationFailed, "unknown_rollback_target",
 					fmt.Sprintf("%s is not a system this host ran", t.Closure), now))
 		case obs.Realised != t.Token:
-			return Step{Kind: StepRealise, Path: target, Why: "realise the rollback target"}
+			return Step{Kind: StepRealise, Path: target, Why: "realise the rollback target"}, nil
 		}
-		next := st
-		next.Phase, next.Target, next.Previous, next.Why, next.Since = PhaseRollingBack, t, target, "rollback_requested", now
-		return saveStep(next, "the control plane asks for a rollback", nil)
+		next, err := st.move(EvRollbackRequested, now)
+		next.Target, next.Previous, next.Why = t, target, "rollback_requested"
+		return saveStep(next, err, "the control plane asks for a rollback", nil)
 	}
 	if t.Kind != proto.TargetDispatch {
-		return saveStep(st.idle(now, t.Token), "unknown target kind",
+		next, err := st.finish(EvDone, t, now)
+		return saveStep(next, err, "unknown target kind",
 			p.report(t, proto.ReportActivationFailed, "unknown_target_kind", fmt.Sprintf("target kind %q", t.Kind), now))
 	}
 	if until, held := st.quarantined(t.Closure, now); held {
-		return saveStep(st.idle(now, t.Token), "the closure is quarantined",
+		next, err := st.finish(EvDone, t, now)
+		return saveStep(next, err, "the closure is quarantined",
 			p.report(t, proto.ReportActivationFailed, "quarantined",
 				fmt.Sprintf("%s failed here; held back until %s", t.Closure, until.UTC().Format(time.RFC3339)), now))
 	}
 	switch {
 	case obs.Verified != t.Token:
-		return Step{Kind: StepVerify, Path: target, Why: "verify the manifest"}
+		return Step{Kind: StepVerify, Path: target, Why: "verify the manifest"}, nil
 	case obs.Current == target:
 		// Already running it (a catch-up to what the host runs): only
 		// the confirm is missing.
-		next := st.activation(PhaseConfirming, t, obs.Current, now)
-		return saveStep(next, "the host already runs the target", nil)
+		next, err := st.begin(EvAlreadyRunning, t, obs.Current, now)
+		return saveStep(next, err, "the host already runs the target", nil)
 	case obs.Realised != t.Token:
-		return Step{Kind: StepRealise, Path: target, Why: "realise the target"}
+		return Step{Kind: StepRealise, Path: target, Why: "realise the target"}, nil
 	}
-	next := st.activation(PhaseActivating, t, obs.Current, now)
-	return saveStep(next, "activation starts", p.report(t, proto.ReportActivationStarted, "", "", now))
+	next, err := st.begin(EvActivate, t, obs.Current, now)
+	return saveStep(next, err, "activation starts", p.report(t, proto.ReportActivationStarted, "", "", now))
 }
 
-func saveStep(next State, why string, r *proto.ReportRequest) Step {
-	return Step{Kind: StepSave, Next: &next, Report: r, Why: why}
-}
-
-// activation starts an activation of t from the system previous.
-func (s State) activation(ph Phase, t *proto.Target, previous string, now time.Time) State {
-	s.Phase, s.Target, s.Previous, s.Why, s.Since = ph, t, previous, "", now
-	s.remember(previous)
-	return s
-}
-
-// with moves to another phase of the same activation.
-func (s State) with(ph Phase, now time.Time) State {
-	s.Phase, s.Since = ph, now
-	return s
-}
-
-// rollingBack starts the rollback of the current activation.
-func (s State) rollingBack(why string, now time.Time) State {
-	s.Phase, s.Why, s.Since = PhaseRollingBack, why, now
-	return s
+// saveStep is the step that writes next, a state that a move of the phase
+// table made; or err, when the table refused the move.
+func saveStep(next State, err error, why string, r *proto.ReportRequest) (Step, error) {
+	if err != nil {
+		return Step{}, err
+	}
+	return Step{Kind: StepSave, Next: &next, Report: r, Why: why}, nil
 }
 
 // Apply folds a step's result into the state: the state to save next, and
 // a report to send, if any. Steps that need no state change return st;
-// t is the target of the check-in the step was decided on.
-func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Policy) (State, *proto.ReportRequest) {
+// t is the target of the check-in the step was decided on. A result whose
+// move the phase table refuses in st's phase (a step that was not decided
+// on st) is refused with ErrIllegalTransition: st, and no report.
+func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Policy) (State, *proto.ReportRequest, error) {
 	if res.Retry {
-		return st, nil
+		return st, nil, nil
 	}
 	switch step.Kind {
 	case StepSave:
-		return *step.Next, nil
+		return *step.Next, nil, nil
 	case StepVerify:
 		if res.Err == nil {
-			return st, nil
+			return st, nil, nil
 		}
 		// Refused: the target is done, and the host keeps its system.
 		return refusal(st, t, proto.ReportManifestRejected, res.Code, res.Err, now, p)
 	case StepRealise:
 		if res.Err == nil {
-			return st, nil
+			return st, nil, nil
 		}
 		return refusal(st, t, proto.ReportActivationFailed, res.Code, res.Err, now, p)
 	case StepActivate, StepWait:
@@ -277,31 +276,53 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 			if code == "" {
 				code = "switch_failed"
 			}
-			return st.rollingBack(code, now), p.report(st.Target, proto.ReportActivationFailed, code, res.Err.Error(), now)
+			next, err := st.rollingBack(EvSwitchFailed, code, now)
+			if err != nil {
+				return st, nil, err
+			}
+			return next, p.report(st.Target, proto.ReportActivationFailed, code, res.Err.Error(), now), nil
 		case res.Deferred:
-			return st.with(PhaseDeferred, now), p.report(st.Target, proto.ReportDeferred, "",
-				"a switch inhibitor changes: staged for the next boot", now)
+			next, err := st.move(EvStaged, now)
+			if err != nil {
+				return st, nil, err
+			}
+			return next, p.report(st.Target, proto.ReportDeferred, "", "a switch inhibitor changes: staged for the next boot", now), nil
 		}
-		return st.with(PhaseConfirming, now), nil
+		next, err := st.move(EvRunning, now)
+		if err != nil {
+			return st, nil, err
+		}
+		return next, nil, nil
 	case StepConfirm:
 		switch {
 		case res.Err == nil:
-			next := st.idle(now, st.Target.Token)
+			next, err := st.finish(EvConfirmed, st.Target, now)
+			if err != nil {
+				return st, nil, err
+			}
 			next.remember(p.storePath(st.Target.Closure))
-			return next, nil
+			return next, nil, nil
 		case res.Rejected:
-			return st.rollingBack("confirm_rejected", now), nil
+			next, err := st.rollingBack(EvConfirmRejected, "confirm_rejected", now)
+			if err != nil {
+				return st, nil, err
+			}
+			return next, nil, nil
 		}
-		return st, nil // retried until the deadline
+		return st, nil, nil // retried until the deadline
 	}
 	// StepRollBack changes no state: Decide sees the host back on the
 	// previous system, or, when the rollback failed too, tries again at
 	// the next check-in (the control plane sees the host on neither).
-	return st, nil
+	return st, nil, nil
 }
 
 // refusal is the report and state after a target failed verification or
 // realisation: the host keeps its system and the target is done.
-func refusal(st State, t *proto.Target, kind, code string, err error, now time.Time, p Policy) (State, *proto.ReportRequest) {
-	return st.idle(now, t.Token), p.report(t, kind, code, err.Error(), now)
+func refusal(st State, t *proto.Target, kind, code string, err error, now time.Time, p Policy) (State, *proto.ReportRequest, error) {
+	next, merr := st.finish(EvDone, t, now)
+	if merr != nil {
+		return st, nil, merr
+	}
+	return next, p.report(t, kind, code, err.Error(), now), nil
 }

@@ -29,7 +29,26 @@ func idle() State {
 	return State{Phase: PhaseIdle, Quarantine: []proto.Quarantine{}, Known: []string{}}
 }
 
-// run drives Decide and Apply the way the Runner does, with results from
+// decide is Decide, failing the test when it refuses a move.
+func decide(t *testing.T, st State, obs Observation, target *proto.Target, now time.Time) Step {
+	t.Helper()
+	step, err := Decide(st, obs, target, now, policy)
+	if err != nil {
+		t.Fatalf("Decide in phase %s: %v", st.Phase, err)
+	}
+	return step
+}
+
+// must is a state a move made, for building test cases; it panics when the
+// phase table refuses the move.
+func must(st State, err error) State {
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// run drives Decide and Apply the way the Agent does, with results from
 // results (by step kind; success when absent) and a host that runs what
 // activations and rollbacks switch to. It returns the steps and reports.
 func run(t *testing.T, st State, obs Observation, target *proto.Target, now time.Time, results map[StepKind]Result) (State, []StepKind, []proto.ReportRequest) {
@@ -37,7 +56,7 @@ func run(t *testing.T, st State, obs Observation, target *proto.Target, now time
 	var kinds []StepKind
 	var reports []proto.ReportRequest
 	for range maxSteps {
-		step := Decide(st, obs, target, now, policy)
+		step := decide(t, st, obs, target, now)
 		if step.Kind == StepNone {
 			return st, kinds, reports
 		}
@@ -56,7 +75,10 @@ func run(t *testing.T, st State, obs Observation, target *proto.Target, now time
 				obs.Current = step.Path
 			}
 		}
-		next, rep := Apply(st, target, step, res, now, policy)
+		next, rep, err := Apply(st, target, step, res, now, policy)
+		if err != nil {
+			t.Fatalf("Apply(%s) in phase %s: %v", step.Kind, st.Phase, err)
+		}
 		if step.Report != nil {
 			reports = append(reports, *step.Report)
 		}
@@ -136,7 +158,7 @@ func TestDecideActivation(t *testing.T) {
 			}
 			// The same target again is not acted on.
 			if st.Phase == PhaseIdle && st.Done == "tok-2" {
-				if s := Decide(st, host, target, t0, policy); s.Kind != StepNone {
+				if s := decide(t, st, host, target, t0); s.Kind != StepNone {
 					t.Errorf("the finished target is acted on again: %s", s.Kind)
 				}
 			}
@@ -148,10 +170,10 @@ func TestDecideGuards(t *testing.T) {
 	host := Observation{Current: v1, Booted: v1, Profile: v1}
 	stale := dispatch(v2, "tok-s")
 	stale.ConfirmBy = t0.Add(-time.Second).Format(time.RFC3339)
-	if s := Decide(idle(), host, stale, t0, policy); s.Kind != StepNone {
+	if s := decide(t, idle(), host, stale, t0); s.Kind != StepNone {
 		t.Errorf("a target past its confirm window: %s, want none", s.Kind)
 	}
-	if s := Decide(idle(), host, nil, t0, policy); s.Kind != StepNone {
+	if s := decide(t, idle(), host, nil, t0); s.Kind != StepNone {
 		t.Errorf("no target: %s", s.Kind)
 	}
 
@@ -164,13 +186,13 @@ func TestDecideGuards(t *testing.T) {
 		t.Errorf("quarantined closure: steps %v, reports %v", steps, reportKinds(reports))
 	}
 	v3 := "/nix/store/cccccccccccccccccccccccccccccccc-nixos-system-web-1-v3"
-	if s := Decide(st, host, dispatch(v3, "tok-4"), t0, policy); s.Kind != StepVerify {
+	if s := decide(t, st, host, dispatch(v3, "tok-4"), t0); s.Kind != StepVerify {
 		t.Errorf("another closure: %s, want verify", s.Kind)
 	}
 	late := t0.Add(2 * time.Hour)
 	late2 := dispatch(v2, "tok-5")
 	late2.ConfirmBy = late.Add(5 * time.Minute).Format(time.RFC3339)
-	if s := Decide(st, host, late2, late, policy); s.Kind != StepVerify {
+	if s := decide(t, st, host, late2, late); s.Kind != StepVerify {
 		t.Errorf("after the quarantine: %s, want verify", s.Kind)
 	}
 
@@ -206,7 +228,10 @@ func TestDecideGuards(t *testing.T) {
 // breadcrumbs, without activating twice.
 func TestDecideRestarts(t *testing.T) {
 	target := dispatch(v2, "tok-2")
-	activating := idle().activation(PhaseActivating, target, v1, t0)
+	activating := must(idle().begin(EvActivate, target, v1, t0))
+	toConfirm := must(activating.move(EvRunning, t0))
+	rejected := must(toConfirm.rollingBack(EvConfirmRejected, "confirm_rejected", t0))
+	deferred := must(activating.move(EvStaged, t0))
 	for _, tc := range []struct {
 		name string
 		st   State
@@ -219,15 +244,15 @@ func TestDecideRestarts(t *testing.T) {
 		{"killed after the switch, before the confirm", activating, Observation{Current: v2, Profile: v2}, t0, StepSave, PhaseConfirming},
 		{"killed while a detached switch runs", activating, Observation{Current: v1, Profile: v2}, t0, StepWait, ""},
 		{"the switch never finished", activating, Observation{Current: v1, Profile: v2}, t0.Add(6 * time.Minute), StepSave, PhaseRollingBack},
-		{"confirming, in time", activating.with(PhaseConfirming, t0), Observation{Current: v2, Profile: v2}, t0, StepConfirm, ""},
-		{"confirming, too late", activating.with(PhaseConfirming, t0), Observation{Current: v2, Profile: v2}, t0.Add(6 * time.Minute), StepSave, PhaseRollingBack},
-		{"killed mid-rollback", activating.rollingBack("confirm_rejected", t0), Observation{Current: v2, Profile: v1}, t0, StepRollBack, ""},
-		{"rolled back, not yet recorded", activating.rollingBack("confirm_rejected", t0), Observation{Current: v1, Profile: v1}, t0, StepSave, PhaseIdle},
-		{"deferred, not rebooted", activating.with(PhaseDeferred, t0), Observation{Current: v1, Booted: v1, Profile: v2}, t0, StepNone, ""},
-		{"deferred, rebooted", activating.with(PhaseDeferred, t0), Observation{Current: v2, Booted: v2, Profile: v2}, t0, StepSave, PhaseIdle},
+		{"confirming, in time", toConfirm, Observation{Current: v2, Profile: v2}, t0, StepConfirm, ""},
+		{"confirming, too late", toConfirm, Observation{Current: v2, Profile: v2}, t0.Add(6 * time.Minute), StepSave, PhaseRollingBack},
+		{"killed mid-rollback", rejected, Observation{Current: v2, Profile: v1}, t0, StepRollBack, ""},
+		{"rolled back, not yet recorded", rejected, Observation{Current: v1, Profile: v1}, t0, StepSave, PhaseIdle},
+		{"deferred, not rebooted", deferred, Observation{Current: v1, Booted: v1, Profile: v2}, t0, StepNone, ""},
+		{"deferred, rebooted", deferred, Observation{Current: v2, Booted: v2, Profile: v2}, t0, StepSave, PhaseIdle},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Decide(tc.st, tc.obs, nil, tc.now, policy)
+			s := decide(t, tc.st, tc.obs, nil, tc.now)
 			if s.Kind != tc.want {
 				t.Fatalf("step %s (%s), want %s", s.Kind, s.Why, tc.want)
 			}
@@ -244,7 +269,7 @@ func TestStateFile(t *testing.T) {
 	if err != nil || st.Phase != PhaseIdle {
 		t.Fatalf("empty state dir: %+v, %v", st, err)
 	}
-	want := idle().activation(PhaseConfirming, dispatch(v2, "tok"), v1, t0)
+	want := must(idle().begin(EvAlreadyRunning, dispatch(v2, "tok"), v1, t0))
 	want.quarantine("x", t0.Add(time.Hour), t0)
 	if err := SaveState(dir, want); err != nil {
 		t.Fatal(err)

@@ -1,13 +1,3 @@
-// Package agent is the nixfleet agent (rfcs/0008-agent.md): it checks in
-// with the control plane, verifies every target against its own trust
-// roots, realises and activates Nix closures, confirms them, and rolls the
-// host back when it cannot.
-//
-// The decisions are a pure function (Decide, Recover, OnFailure) from the
-// agent's State, what it observes of the host, and the control plane's
-// answer, to Steps; the Runner executes the steps with an Executor (the
-// real one runs nix) and writes the State atomically before every step
-// that cannot be undone, so an agent killed anywhere resumes correctly.
 package agent
 
 import (
@@ -20,25 +10,6 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/proto"
-)
-
-// Phase is where the agent is in an activation.
-type Phase string
-
-// The phases. Every phase but PhaseIdle names an activation (State.Target).
-const (
-	// PhaseIdle: nothing in progress.
-	PhaseIdle Phase = "idle"
-	// PhaseActivating: the profile is about to be set, or set, and the
-	// switch started; written before either.
-	PhaseActivating Phase = "activating"
-	// PhaseConfirming: the host runs the target; the confirm is due.
-	PhaseConfirming Phase = "confirming"
-	// PhaseRollingBack: returning to State.Previous; written before the
-	// profile is set back.
-	PhaseRollingBack Phase = "rolling_back"
-	// PhaseDeferred: the target is the boot entry; it runs after a reboot.
-	PhaseDeferred Phase = "deferred"
 )
 
 // State is what the agent keeps in its state directory (state.json).
@@ -69,13 +40,54 @@ type State struct {
 // knownMax bounds State.Known.
 const knownMax = 16
 
-// idle returns the state with no activation in progress, done with token.
-func (s State) idle(now time.Time, token string) State {
-	s.Phase, s.Target, s.Previous, s.Why, s.Since = PhaseIdle, nil, "", "", now
-	if token != "" {
-		s.Done = token
+// move is the one way a State changes phase: to the phase the table
+// gives for ev (Phase.Next), since now. It refuses a move the table does
+// not hold with ErrIllegalTransition, and returns s unchanged then. The
+// helpers below move and set what the new phase needs.
+func (s State) move(ev Event, now time.Time) (State, error) {
+	ph, err := s.Phase.Next(ev)
+	if err != nil {
+		return s, err
 	}
-	return s
+	s.Phase, s.Since = ph, now
+	return s, nil
+}
+
+// finish moves on ev to idle: no activation in progress, done with t's
+// token (t is the activation that ends, or the target dismissed).
+func (s State) finish(ev Event, t *proto.Target, now time.Time) (State, error) {
+	next, err := s.move(ev, now)
+	if err != nil {
+		return s, err
+	}
+	next.Target, next.Previous, next.Why = nil, "", ""
+	if t != nil && t.Token != "" {
+		next.Done = t.Token
+	}
+	return next, nil
+}
+
+// begin moves on ev from idle to an activation of t from the system
+// previous, which the host ran.
+func (s State) begin(ev Event, t *proto.Target, previous string, now time.Time) (State, error) {
+	next, err := s.move(ev, now)
+	if err != nil {
+		return s, err
+	}
+	next.Target, next.Previous, next.Why = t, previous, ""
+	next.remember(previous)
+	return next, nil
+}
+
+// rollingBack moves on ev to the rollback of the current activation, for
+// why (a stable code).
+func (s State) rollingBack(ev Event, why string, now time.Time) (State, error) {
+	next, err := s.move(ev, now)
+	if err != nil {
+		return s, err
+	}
+	next.Why = why
+	return next, nil
 }
 
 // remember adds a system to Known.

@@ -302,56 +302,164 @@ func (c *Client) raw(ctx context.Context, path string) ([]byte, error) {
 
 // ---- operators ----
 
-// Get decodes GET path into out (a typed answer of the operator API).
+// Get decodes the answer of GET path into out: for the endpoints without a
+// call of their own (/healthz, /readyz).
 func (c *Client) Get(ctx context.Context, path string, out any) error {
 	return c.do(ctx, http.MethodGet, path, nil, nil, out)
 }
 
+// The operator calls return the answer decoded and, for callers that pass
+// documents on (the CLI's --json, rfcs/0009 rule 4), as the server sent it:
+// members this client does not know are kept there.
+
+// getDoc decodes the answer of GET path, and returns it as sent too.
+func getDoc[T any](ctx context.Context, c *Client, path string) (T, json.RawMessage, error) {
+	var (
+		out T
+		raw json.RawMessage
+	)
+	if err := c.do(ctx, http.MethodGet, path, nil, nil, &raw); err != nil {
+		return out, nil, err
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, raw, fmt.Errorf("apiclient: GET %s: decoding the answer: %w", path, err)
+	}
+	return out, raw, nil
+}
+
+// withQuery is path?query, or path when the query is empty.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// eventValues is the query string of q: each parameter only when set.
+func eventValues(q proto.EventQuery) url.Values {
+	v := url.Values{}
+	for _, p := range []struct{ name, value string }{{"rollout", q.RolloutID}, {"channel", q.Channel}, {"host", q.Host}} {
+		if p.value != "" {
+			v.Set(p.name, p.value)
+		}
+	}
+	if q.AfterID != 0 {
+		v.Set("after", strconv.FormatInt(q.AfterID, 10))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// hostValues is the query string of q: each parameter only when set.
+func hostValues(q proto.HostQuery) url.Values {
+	v := url.Values{}
+	if q.Channel != "" {
+		v.Set("channel", q.Channel)
+	}
+	if q.State != "" {
+		v.Set("state", q.State)
+	}
+	return v
+}
+
+// Status is GET /v1/status: every channel, its release and latest rollout.
+func (c *Client) Status(ctx context.Context) (proto.Status, json.RawMessage, error) {
+	return getDoc[proto.Status](ctx, c, "/v1/status")
+}
+
+// Rollouts is GET /v1/rollouts: every rollout, newest first, without hosts.
+func (c *Client) Rollouts(ctx context.Context) ([]proto.Rollout, json.RawMessage, error) {
+	l, raw, err := getDoc[proto.RolloutList](ctx, c, "/v1/rollouts")
+	return l.Rollouts, raw, err
+}
+
+// Rollout is GET /v1/rollouts/{id}: a rollout with its hosts and counts.
+// An unknown id is an *Error with code not_found.
+func (c *Client) Rollout(ctx context.Context, id string) (proto.Rollout, json.RawMessage, error) {
+	return getDoc[proto.Rollout](ctx, c, "/v1/rollouts/"+url.PathEscape(id))
+}
+
+// RolloutEvents is one page of GET /v1/rollouts/{id}/events: the events of
+// a rollout after q.AfterID, at most q.Limit, of host q.Host if set. The
+// path names the rollout: q.RolloutID and q.Channel are not sent. An
+// unknown rollout is an *Error with code not_found.
+func (c *Client) RolloutEvents(ctx context.Context, id string, q proto.EventQuery) ([]proto.Event, json.RawMessage, error) {
+	q.RolloutID, q.Channel = "", ""
+	l, raw, err := getDoc[proto.EventList](ctx, c, withQuery("/v1/rollouts/"+url.PathEscape(id)+"/events", eventValues(q)))
+	return l.Events, raw, err
+}
+
+// Events is one page of GET /v1/events: the whole journal, including what
+// belongs to no rollout, filtered by q.
+func (c *Client) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, json.RawMessage, error) {
+	l, raw, err := getDoc[proto.EventList](ctx, c, withQuery("/v1/events", eventValues(q)))
+	return l.Events, raw, err
+}
+
+// Hosts is GET /v1/hosts: every host that checked in or is in a rollout,
+// by name, filtered by q. A State that is not a host state is an *Error
+// with code bad_request.
+func (c *Client) Hosts(ctx context.Context, q proto.HostQuery) ([]proto.HostView, json.RawMessage, error) {
+	l, raw, err := getDoc[proto.HostList](ctx, c, withQuery("/v1/hosts", hostValues(q)))
+	return l.Hosts, raw, err
+}
+
+// Host is GET /v1/hosts/{name}. A host that neither checked in nor is in a
+// rollout is an *Error with code not_found.
+func (c *Client) Host(ctx context.Context, name string) (proto.HostView, json.RawMessage, error) {
+	return getDoc[proto.HostView](ctx, c, "/v1/hosts/"+url.PathEscape(name))
+}
+
 // Act files an operator intent (pause, resume, cancel, rollback) and
-// decodes the answer, {"intent": …, "result": …}, into out (unless nil).
-// A result of null (HTTP 202) means no tick decided the intent within the
-// server's wait; it stays queued. A refused intent (HTTP 409) is decoded
-// into out too, and returned as an *Error whose Code is the server's reason
-// for the refusal (result.reason.code: illegal_transition,
-// unknown_rollout); other failures are the server's error codes.
-func (c *Client) Act(ctx context.Context, rolloutID, action, comment string, out any) error {
+// returns the answer, {"intent": …, "result": …}. A result of null (HTTP
+// 202) means no tick decided the intent within the server's wait; it stays
+// queued. A refused intent (HTTP 409) is returned decoded too, with an
+// *Error whose Code is the server's reason for the refusal
+// (result.reason.code: illegal_transition, unknown_rollout); other failures
+// are the server's error codes, with no answer.
+func (c *Client) Act(ctx context.Context, rolloutID, action, comment string) (proto.IntentResponse, json.RawMessage, error) {
+	var out proto.IntentResponse
 	body, err := json.Marshal(proto.IntentRequest{Comment: comment})
 	if err != nil {
-		return err
+		return out, nil, err
 	}
 	resp, err := c.send(ctx, http.MethodPost, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/"+url.PathEscape(action), body, nil)
 	if err != nil {
-		return err
+		return out, nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
 	if err != nil {
-		return err
+		return out, nil, err
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
-		return apiError(resp, data)
+		return out, nil, apiError(resp, data)
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("apiclient: POST %s: decoding the answer: %w", action, err)
-		}
-	}
+	var raw json.RawMessage
 	if resp.StatusCode == http.StatusConflict {
-		return refusal(resp, data)
+		// A refusal's body is the answer, or an error body: either way the
+		// error says which.
+		if json.Unmarshal(data, &raw) == nil && json.Unmarshal(raw, &out) == nil {
+			return out, raw, refusal(resp, data)
+		}
+		return proto.IntentResponse{}, nil, refusal(resp, data)
 	}
-	return nil
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return out, nil, fmt.Errorf("apiclient: POST %s: decoding the answer: %w", action, err)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, raw, fmt.Errorf("apiclient: POST %s: decoding the answer: %w", action, err)
+	}
+	return out, raw, nil
 }
 
 // refusal is the error of a 409 answer to an intent: the code the server
 // gave for the refusal, or its error body's code.
 func refusal(resp *http.Response, data []byte) error {
 	var answer struct {
-		Result *struct {
-			Reason struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"reason"`
-		} `json:"result"`
+		Result *proto.IntentResult `json:"result"`
 	}
 	if json.Unmarshal(data, &answer) == nil && answer.Result != nil && answer.Result.Reason.Code != "" {
 		return &Error{Status: http.StatusConflict, Code: answer.Result.Reason.Code, Message: answer.Result.Reason.Message}
@@ -359,13 +467,14 @@ func refusal(resp *http.Response, data []byte) error {
 	return apiError(resp, data)
 }
 
-// Follow streams a rollout's events after the event id after, one JSON
-// object per call of fn, until the server ends the stream (the rollout is
-// terminal), ctx ends, or fn returns an error. The stream has no overall
-// timeout (Options.Timeout bounds only the wait for its headers); a
-// connection lost mid-stream is an error, and the caller resumes with
-// after set to the last id it got.
-func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn func(json.RawMessage) error) error {
+// Follow streams a rollout's events after the event id after, calling fn
+// with each event decoded and as the server sent it (one JSON line), until
+// the server ends the stream (the rollout is terminal), ctx ends, or fn
+// returns an error. The stream has no overall timeout (Options.Timeout
+// bounds only the wait for its headers); a connection lost mid-stream is
+// an error, and the caller resumes with after set to the last id it got.
+// A line that is not an event is an error.
+func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn func(ev proto.Event, raw json.RawMessage) error) error {
 	path := fmt.Sprintf("/v1/rollouts/%s/events?follow=1&after=%d", url.PathEscape(rolloutID), after)
 	resp, err := c.sendWith(ctx, c.stream, http.MethodGet, path, nil, nil)
 	if err != nil {
@@ -382,7 +491,12 @@ func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn f
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		if err := fn(json.RawMessage(bytes.Clone(sc.Bytes()))); err != nil {
+		raw := json.RawMessage(bytes.Clone(sc.Bytes()))
+		var ev proto.Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return fmt.Errorf("apiclient: following %s: decoding an event: %w", rolloutID, err)
+		}
+		if err := fn(ev, raw); err != nil {
 			return err
 		}
 	}

@@ -52,8 +52,10 @@ func TestFollowOutlivesTimeout(t *testing.T) {
 		}
 	}), timeout)
 	var got []string
-	err := c.Follow(context.Background(), "stable@1", 7, func(m json.RawMessage) error {
+	var ids []int64
+	err := c.Follow(context.Background(), "stable@1", 7, func(ev proto.Event, m json.RawMessage) error {
 		got = append(got, string(m))
+		ids = append(ids, ev.ID)
 		return nil
 	})
 	if err != nil {
@@ -61,6 +63,9 @@ func TestFollowOutlivesTimeout(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{`{"id":8}`, `{"id":9}`, `{"id":10}`}, got); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int64{8, 9, 10}, ids); diff != "" {
+		t.Fatalf("decoded event ids (-want +got):\n%s", diff)
 	}
 }
 
@@ -71,7 +76,7 @@ func TestFollowHeaderTimeout(t *testing.T) {
 	c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	}), 50*time.Millisecond)
-	err := c.Follow(context.Background(), "stable@1", 0, func(json.RawMessage) error { return nil })
+	err := c.Follow(context.Background(), "stable@1", 0, func(proto.Event, json.RawMessage) error { return nil })
 	if err == nil {
 		t.Fatal("Follow returned without an error")
 	}
@@ -83,7 +88,7 @@ func TestFollowErrorAnswer(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprintln(w, `{"code":"not_found","message":"no rollout \"x\""}`)
 	}), time.Second)
-	err := c.Follow(context.Background(), "x", 0, func(json.RawMessage) error { return nil })
+	err := c.Follow(context.Background(), "x", 0, func(proto.Event, json.RawMessage) error { return nil })
 	if !apiclient.IsCode(err, "not_found") {
 		t.Fatalf("Follow: %v, want not_found", err)
 	}
@@ -123,12 +128,7 @@ func TestAct(t *testing.T) {
 				w.WriteHeader(tc.status)
 				fmt.Fprintln(w, tc.body)
 			}), time.Second)
-			var out struct {
-				Intent struct {
-					ID string `json:"id"`
-				} `json:"intent"`
-			}
-			err := c.Act(context.Background(), "stable@1", "pause", "why", &out)
+			out, raw, err := c.Act(context.Background(), "stable@1", "pause", "why")
 			if tc.wantCode == "" {
 				if err != nil {
 					t.Fatalf("Act: %v", err)
@@ -141,6 +141,9 @@ func TestAct(t *testing.T) {
 			}
 			if got := out.Intent.ID == "i1"; got != tc.wantOut {
 				t.Fatalf("answer decoded: %v, want %v", got, tc.wantOut)
+			}
+			if tc.wantOut && string(raw) != tc.body {
+				t.Fatalf("answer as sent: %q, want %q", raw, tc.body)
 			}
 		})
 	}
@@ -207,5 +210,102 @@ func TestRetryAfter(t *testing.T) {
 	}
 	if _, limited := apiclient.RetryAfter(errors.New("connection refused")); limited {
 		t.Error("a network error is a rate limit")
+	}
+}
+
+// TestOperatorCalls: each typed call asks its endpoint, with the query it
+// was given, and returns the answer decoded and exactly as sent.
+func TestOperatorCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func(c *apiclient.Client) (got any, raw json.RawMessage, err error)
+		// wantURI is the request's path and query.
+		wantURI string
+		body    string
+		want    any
+	}{
+		{name: "status", wantURI: "/v1/status",
+			body: `{"replica":"r1","leader":true,"insecureDev":false,"channels":[{"name":"stable","ref":"abc","pending":true}],"future":1}`,
+			want: proto.Status{Replica: "r1", Leader: true, Channels: []proto.ChannelStatus{{Name: "stable", Ref: "abc", Pending: true}}},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) { return c.Status(ctx) }},
+		{name: "rollouts", wantURI: "/v1/rollouts",
+			body: `{"rollouts":[{"id":"stable@2","state":"Active","hosts":null},{"id":"stable@1","state":"Converged","hosts":null}]}`,
+			want: []proto.Rollout{{ID: "stable@2", State: "Active"}, {ID: "stable@1", State: "Converged"}},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) { return c.Rollouts(ctx) }},
+		{name: "rollout", wantURI: "/v1/rollouts/stable@1",
+			body: `{"id":"stable@1","hosts":[{"hostname":"web-1","state":"Pending","blocked":{"code":"budget","gate":"budget"}}],"counts":{"Pending":1}}`,
+			want: proto.Rollout{ID: "stable@1", Hosts: []proto.RolloutHost{{Hostname: "web-1", State: "Pending",
+				Blocked: proto.DecisionReason{Code: "budget", Gate: "budget"}}}, Counts: map[string]int{"Pending": 1}},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) { return c.Rollout(ctx, "stable@1") }},
+		{name: "a rollout's events", wantURI: "/v1/rollouts/stable@1/events?after=7&host=web-1&limit=100",
+			body: `{"events":[{"id":8,"kind":"host_transition","wave":0,"host":"web-1","reason":{"code":"dispatched"}}]}`,
+			want: []proto.Event{{ID: 8, Kind: "host_transition", Host: "web-1", Reason: proto.DecisionReason{Code: "dispatched"}}},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) {
+				// The path names the rollout: the query's rollout and channel are not sent.
+				return c.RolloutEvents(ctx, "stable@1", proto.EventQuery{RolloutID: "other@1", Channel: "other", Host: "web-1", AfterID: 7, Limit: 100})
+			}},
+		{name: "the journal", wantURI: "/v1/events?channel=edge&rollout=edge%401",
+			body: `{"events":[]}`, want: []proto.Event{},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) {
+				return c.Events(ctx, proto.EventQuery{RolloutID: "edge@1", Channel: "edge"})
+			}},
+		{name: "the whole journal", wantURI: "/v1/events", body: `{"events":[]}`, want: []proto.Event{},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) { return c.Events(ctx, proto.EventQuery{}) }},
+		{name: "hosts", wantURI: "/v1/hosts?channel=stable&state=Failed",
+			body: `{"hosts":[{"hostname":"web-1","online":true,"seen":true,"observed":{"current":"c1"},"explain":{"code":"converged","message":"ok"}}]}`,
+			want: []proto.HostView{{Hostname: "web-1", Online: true, Seen: true, Observed: proto.ObservedHost{Current: "c1"},
+				Explain: proto.Reason{Code: "converged", Message: "ok"}}},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) {
+				return c.Hosts(ctx, proto.HostQuery{Channel: "stable", State: "Failed"})
+			}},
+		{name: "a host", wantURI: "/v1/hosts/web%201",
+			body: `{"hostname":"web 1","rollout":"stable@1","rolloutState":"Active","host":{"hostname":"web 1","state":"Soaking"}}`,
+			want: proto.HostView{Hostname: "web 1", Rollout: "stable@1", RolloutState: "Active", Host: &proto.RolloutHost{Hostname: "web 1", State: "Soaking"}},
+			call: func(c *apiclient.Client) (any, json.RawMessage, error) { return c.Host(ctx, "web 1") }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodGet || r.URL.RequestURI() != tc.wantURI {
+					t.Errorf("%s %s, want GET %s", r.Method, r.URL.RequestURI(), tc.wantURI)
+				}
+				fmt.Fprintln(w, tc.body)
+			}), time.Second)
+			got, raw, err := tc.call(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("decoded (-want +got):\n%s", diff)
+			}
+			if string(raw) != tc.body {
+				t.Errorf("as sent: %s, want %s", raw, tc.body)
+			}
+		})
+	}
+}
+
+// TestOperatorCallErrors: an error answer keeps the server's code, and an
+// answer of the wrong shape is a decoding error that says which call.
+func TestOperatorCallErrors(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/rollouts/nope" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintln(w, `{"code":"not_found","message":"no rollout \"nope\""}`)
+			return
+		}
+		fmt.Fprintln(w, `{"rollouts":{"not":"a list"}}`)
+	}), time.Second)
+	if _, raw, err := c.Rollout(context.Background(), "nope"); !apiclient.IsCode(err, "not_found") || raw != nil {
+		t.Errorf("Rollout: %v (%s), want not_found", err, raw)
+	}
+	_, _, err := c.Rollouts(context.Background())
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		t.Errorf("Rollouts: %v, want a *json.UnmarshalTypeError", err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -63,9 +61,9 @@ func TestAllAtOnceNextToCanary(t *testing.T) {
 			ctx := context.Background()
 			viewer := e.client(e.viewKey.priv, "victor")
 			converged := func(id string, n int) bool {
-				var r controlplane.RolloutSummary
-				return viewer.Get(ctx, "/v1/rollouts/"+id, &r) == nil && r.State == reconciler.RolloutConverged &&
-					r.Counts[reconciler.HostConverged] == n
+				var r proto.Rollout
+				return viewer.Get(ctx, "/v1/rollouts/"+id, &r) == nil && r.State == string(reconciler.RolloutConverged) &&
+					r.Counts[string(reconciler.HostConverged)] == n
 			}
 			step := func() {
 				for _, h := range hosts {
@@ -106,7 +104,7 @@ func TestAllAtOnceNextToCanary(t *testing.T) {
 			}
 
 			// The lab rollout: one wave, every host in it.
-			var lab controlplane.RolloutSummary
+			var lab proto.Rollout
 			if err := viewer.Get(ctx, "/v1/rollouts/"+rolloutID("lab", 2), &lab); err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +118,7 @@ func TestAllAtOnceNextToCanary(t *testing.T) {
 			}
 
 			var evs struct {
-				Events []store.EventRecord `json:"events"`
+				Events []proto.Event `json:"events"`
 			}
 			if err := viewer.Get(ctx, "/v1/events?limit=10000", &evs); err != nil {
 				t.Fatal(err)
@@ -134,7 +132,7 @@ func TestAllAtOnceNextToCanary(t *testing.T) {
 // one tick share its time), and checks the budget of the lab channel,
 // counting its hosts in flight in every rollout, and the order in which
 // each channel dispatched the second release.
-func checkAllAtOnceJournal(t *testing.T, spec fleetrepo.Spec, evs []store.EventRecord) {
+func checkAllAtOnceJournal(t *testing.T, spec fleetrepo.Spec, evs []proto.Event) {
 	t.Helper()
 	channelOf := map[string]string{}
 	for _, h := range spec.Hosts {

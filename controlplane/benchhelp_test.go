@@ -39,6 +39,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -449,11 +450,15 @@ func (cb *checkinBench) drive(tb testing.TB) {
 
 // counts returns the current rollout's hosts by state.
 func (cb *checkinBench) counts() map[reconciler.HostState]int {
-	var r controlplane.RolloutSummary
+	var r proto.Rollout
 	if err := cb.e.client(cb.e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+cb.rollout, &r); err != nil {
 		return nil
 	}
-	return r.Counts
+	out := map[reconciler.HostState]int{}
+	for s, n := range r.Counts {
+		out[reconciler.HostState(s)] = n
+	}
+	return out
 }
 
 // watermark returns the store's watermark: steady-state check-ins must not

@@ -22,7 +22,7 @@ type Config struct {
 	StateDir string
 	// TrustFile is trust.json.
 	TrustFile string
-	// OperatorsFile lists operators (rfcs/0006 §Auth); empty means none.
+	// OperatorsFile lists operators (rfcs/0007 §Authentication 2); empty means none.
 	OperatorsFile string
 	// TLSCert and TLSKey are the server's certificate and key (PEM).
 	TLSCert, TLSKey string

@@ -25,6 +25,7 @@ import (
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -144,11 +145,11 @@ func (e *env) onboard(hosts map[string]*simagent.Host) {
 		for _, h := range hosts {
 			_ = h.Step(ctx, 0)
 		}
-		var r controlplane.RolloutSummary
+		var r proto.Rollout
 		if err := e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+rolloutID("stable", 1), &r); err != nil {
 			return false
 		}
-		return r.Counts[reconciler.HostConverged] == len(hosts)
+		return r.Counts[string(reconciler.HostConverged)] == len(hosts)
 	})
 }
 

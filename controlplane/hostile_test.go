@@ -445,7 +445,7 @@ func TestTamperedRelease(t *testing.T) {
 			// No agent checks in here, so the first rollout would wait for
 			// its hosts; an operator cancels it, and later releases open
 			// rollouts at once.
-			if err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", 1), reconciler.IntentCancel, "no agents in this test", nil); err != nil {
+			if _, _, err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", 1), reconciler.IntentCancel, "no agents in this test"); err != nil {
 				t.Fatal(err)
 			}
 
@@ -483,7 +483,7 @@ func TestTamperedRelease(t *testing.T) {
 			// The same release, signed as it should be, is taken.
 			e.release("v1", 2)
 			eventually(t, 10*time.Second, "the good release is verified", func() bool {
-				var st controlplane.Status
+				var st proto.Status
 				return op.Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 &&
 					st.Channels[0].Ref == commitID(2) && st.Channels[0].LastFailure == nil &&
 					st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == commitID(2)
@@ -551,7 +551,7 @@ func (e *env) rejected(code string, commit plumbing.Hash, ref int, rollouts int)
 	e.t.Helper()
 	ctx := context.Background()
 	op := e.client(e.viewKey.priv, "victor")
-	var st controlplane.Status
+	var st proto.Status
 	eventually(e.t, 10*time.Second, fmt.Sprintf("commit %s refused with code %s", commit.String()[:12], code), func() bool {
 		if err := op.Get(ctx, "/v1/status", &st); err != nil {
 			e.t.Fatal(err)
@@ -571,7 +571,7 @@ func (e *env) rejected(code string, commit plumbing.Hash, ref int, rollouts int)
 	if len(rs.Rollouts) != rollouts {
 		e.t.Errorf("%d rollouts after a refused release, want %d", len(rs.Rollouts), rollouts)
 	}
-	var evs struct{ Events []store.EventRecord }
+	var evs struct{ Events []proto.Event }
 	if err := op.Get(ctx, "/v1/events?channel=stable", &evs); err != nil {
 		e.t.Fatal(err)
 	}
@@ -614,7 +614,7 @@ func testHostileRepository(t *testing.T, backend string) {
 	})
 	// No agent checks in: an operator cancels the first rollout so that a
 	// release taken later opens its own at once.
-	if err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", 1), reconciler.IntentCancel, "no agents in this test", nil); err != nil {
+	if _, _, err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", 1), reconciler.IntentCancel, "no agents in this test"); err != nil {
 		t.Fatal(err)
 	}
 	base, err := e.repo.Ref("stable")
@@ -697,11 +697,11 @@ func testHostileRepository(t *testing.T, backend string) {
 		}
 		e.hook()
 		eventually(t, 10*time.Second, fmt.Sprintf("the release behind %d tags is taken and opens its rollout", depth), func() bool {
-			var st controlplane.Status
+			var st proto.Status
 			return op.Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 &&
 				st.Channels[0].Ref == commitID(n) && st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == commitID(n)
 		})
-		var st controlplane.Status
+		var st proto.Status
 		if err := op.Get(ctx, "/v1/status", &st); err != nil {
 			t.Fatal(err)
 		}
@@ -711,7 +711,7 @@ func testHostileRepository(t *testing.T, backend string) {
 		if f := st.Channels[0].LastFailure; f != nil {
 			t.Errorf("a taken release left the failure %+v", f)
 		}
-		if err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", n), reconciler.IntentCancel, "the next release opens its own", nil); err != nil {
+		if _, _, err := e.client(e.opKey.priv, "alice").Act(ctx, rolloutID("stable", n), reconciler.IntentCancel, "the next release opens its own"); err != nil {
 			t.Fatal(err)
 		}
 	}

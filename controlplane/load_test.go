@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/proto"
@@ -105,9 +104,9 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 			viewer := e.client(e.viewKey.priv, "victor")
 			converged := func(id string) func() bool {
 				return func() bool {
-					var r controlplane.RolloutSummary
-					return viewer.Get(ctx, "/v1/rollouts/"+id, &r) == nil && r.State == reconciler.RolloutConverged &&
-						r.Counts[reconciler.HostConverged] == n
+					var r proto.Rollout
+					return viewer.Get(ctx, "/v1/rollouts/"+id, &r) == nil && r.State == string(reconciler.RolloutConverged) &&
+						r.Counts[string(reconciler.HostConverged)] == n
 				}
 			}
 			eventually(t, 2*time.Minute, "the hosts converge on the first release", converged(rolloutID("stable", 1)))
@@ -116,7 +115,7 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 			stop()
 
 			var evs struct {
-				Events []store.EventRecord `json:"events"`
+				Events []proto.Event `json:"events"`
 			}
 			if err := viewer.Get(ctx, "/v1/events?limit=10000", &evs); err != nil {
 				t.Fatal(err)

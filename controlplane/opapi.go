@@ -18,21 +18,14 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// RolloutSummary is a rollout as GET /v1/rollouts/{id} and /v1/status show
-// it.
-type RolloutSummary struct {
-	reconciler.Rollout
-	// Counts are the rollout's hosts by state (on GET /v1/rollouts/{id}
-	// and /v1/status).
-	Counts map[reconciler.HostState]int `json:"counts,omitempty"`
-	// Waiting counts Pending hosts of active waves by the gate holding them.
-	Waiting map[string]int `json:"waiting,omitempty"`
-}
-
-func summarize(r reconciler.Rollout) RolloutSummary {
-	s := RolloutSummary{Rollout: r, Counts: map[reconciler.HostState]int{}, Waiting: map[string]int{}}
+// summarize is a rollout as GET /v1/rollouts/{id} (with its hosts) and
+// /v1/status (without) show it: with its hosts counted by state, and its
+// Pending hosts of waves up to the current one by the gate holding them.
+func summarize(r reconciler.Rollout, withHosts bool) proto.Rollout {
+	s := wireRollout(r, withHosts)
+	s.Counts, s.Waiting = map[string]int{}, map[string]int{}
 	for _, h := range r.Hosts {
-		s.Counts[h.State]++
+		s.Counts[string(h.State)]++
 		if h.State == reconciler.HostPending && h.Wave <= r.Wave && h.Blocked.Gate != "" {
 			s.Waiting[h.Blocked.Gate]++
 		}
@@ -50,10 +43,11 @@ func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, c client) 
 	if err != nil {
 		return s.internal("listing rollouts", err)
 	}
-	if rs == nil {
-		rs = []reconciler.Rollout{}
+	out := proto.RolloutList{Rollouts: make([]proto.Rollout, len(rs))}
+	for i, r := range rs {
+		out.Rollouts[i] = wireRollout(r, true)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rollouts": rs})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -67,7 +61,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, summarize(ro))
+	writeJSON(w, http.StatusOK, summarize(ro, true))
 	return nil
 }
 
@@ -142,8 +136,8 @@ func nameable(s string) bool {
 }
 
 // eventQuery reads the query parameters both event endpoints share.
-func eventQuery(r *http.Request) (store.EventQuery, *apiError) {
-	q := store.EventQuery{Host: r.URL.Query().Get("host")}
+func eventQuery(r *http.Request) (proto.EventQuery, *apiError) {
+	q := proto.EventQuery{Host: r.URL.Query().Get("host")}
 	for _, k := range []string{"host", "rollout", "channel"} {
 		if v := r.URL.Query().Get(k); !nameable(v) {
 			return q, errorf(http.StatusBadRequest, CodeBadRequest, "%s %q has a control character or is not UTF-8", k, v)
@@ -173,16 +167,16 @@ func eventQuery(r *http.Request) (store.EventQuery, *apiError) {
 // follow=1, streams them as JSON lines: new events are sent as they are
 // written (by any replica), and the stream ends when over() says so after
 // a quiet second, or when the client goes away.
-func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q store.EventQuery, over func() bool) *apiError {
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.EventQuery, over func() bool) *apiError {
 	if r.URL.Query().Get("follow") != "1" {
 		evs, err := s.st.Events(r.Context(), q)
 		if err != nil {
 			return s.internal("reading events", err)
 		}
 		if evs == nil {
-			evs = []store.EventRecord{}
+			evs = []proto.Event{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+		writeJSON(w, http.StatusOK, proto.EventList{Events: evs})
 		return nil
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -221,13 +215,6 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q store.Eve
 		}
 	}
 	return nil
-}
-
-// IntentResponse answers an operator action.
-type IntentResponse struct {
-	Intent reconciler.Intent `json:"intent"`
-	// Result is null while no tick has consumed the intent yet.
-	Result *reconciler.IntentResult `json:"result"`
 }
 
 // act is POST /v1/rollouts/{id}/{action}: an operator intent, recorded with
@@ -276,7 +263,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 			if !rec.Result.Accepted {
 				status = http.StatusConflict
 			}
-			writeJSON(w, status, IntentResponse{Intent: in, Result: rec.Result})
+			writeJSON(w, status, proto.IntentResponse{Intent: proto.Intent(in), Result: wireIntentResult(rec.Result)})
 			return nil
 		}
 		select {
@@ -285,40 +272,24 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	writeJSON(w, http.StatusAccepted, IntentResponse{Intent: in})
+	writeJSON(w, http.StatusAccepted, proto.IntentResponse{Intent: proto.Intent(in)})
 	return nil
 }
 
 // intentWait is how long an operator action waits for its tick.
 const intentWait = 5 * time.Second
 
-// HostView is a host as the operator API shows it.
-type HostView struct {
-	Hostname string `json:"hostname"`
-	Online   bool   `json:"online"`
-	// Seen is false for a host that never checked in.
-	Seen     bool                    `json:"seen"`
-	Observed reconciler.ObservedHost `json:"observed"`
-	// Rollout, Channel and Host are its place in the rollout that drives
-	// it; empty when none.
-	Rollout      string                  `json:"rollout,omitempty"`
-	Channel      string                  `json:"channel,omitempty"`
-	RolloutState reconciler.RolloutState `json:"rolloutState,omitempty"`
-	Host         *reconciler.RolloutHost `json:"host,omitempty"`
-	// Explain answers "why is this host not on its target?".
-	Explain proto.Reason `json:"explain"`
-}
-
-func (s *Server) hostView(rec store.HostRecord, now time.Time) HostView {
-	v := HostView{Hostname: rec.Hostname, Seen: rec.Seen, Observed: rec.Observed}
+// hostView is a host as the operator API shows it.
+func (s *Server) hostView(rec store.HostRecord, now time.Time) proto.HostView {
+	v := proto.HostView{Hostname: rec.Hostname, Seen: rec.Seen, Observed: wireObserved(rec.Observed)}
 	v.Online = rec.Seen && now.Sub(rec.Observed.LastSeen) <= s.cfg.Tunables.OfflineThreshold()
 	a := rec.Assignment
 	if a == nil {
 		v.Explain = proto.Reason{Code: "not_in_rollout", Message: "no rollout includes this host"}
 		return v
 	}
-	h := a.Host
-	v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, a.RolloutState, &h
+	h := wireRolloutHost(a.Host)
+	v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, string(a.RolloutState), &h
 	v.Explain = explain(*a, v.Online)
 	return v
 }
@@ -354,15 +325,15 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *ap
 		return errorf(http.StatusBadRequest, CodeBadRequest, "state %q is not one of %v", state, reconciler.HostStates)
 	}
 	now := s.cfg.Now()
-	out := []HostView{}
+	out := []proto.HostView{}
 	for _, rec := range recs {
 		v := s.hostView(rec, now)
-		if (ch != "" && v.Channel != ch) || (state != "" && (v.Host == nil || string(v.Host.State) != state)) {
+		if (ch != "" && v.Channel != ch) || (state != "" && (v.Host == nil || v.Host.State != state)) {
 			continue
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hosts": out})
+	writeJSON(w, http.StatusOK, proto.HostList{Hosts: out})
 	return nil
 }
 
@@ -386,49 +357,6 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	return nil
 }
 
-// ChannelStatus is one channel in GET /v1/status.
-type ChannelStatus struct {
-	Name string `json:"name"`
-	// Ref and SignedAt describe the channel's current verified release.
-	Ref          string    `json:"ref"`
-	SourceCommit string    `json:"sourceCommit"`
-	SignedAt     time.Time `json:"signedAt"`
-	// Rollout is the channel's latest rollout, with counts.
-	Rollout *RolloutSummary `json:"rollout,omitempty"`
-	// Pending is set while the channel's ref waits to open a rollout.
-	Pending bool `json:"pending"`
-	// LastFailure is the latest release from git that failed verification.
-	LastFailure *SourceFailure `json:"lastFailure,omitempty"`
-	// Visibility is set while the channel is in partial visibility
-	// (rfcs/0003 rule 6): too many of its hosts are silent at once for
-	// the control plane to judge any; and, with Ended, for an offline
-	// threshold after it ended, while silence is not judged yet.
-	Visibility *reconciler.Visibility `json:"partialVisibility,omitempty"`
-}
-
-// Watch is the control plane's watch over its hosts, as of its last tick.
-type Watch struct {
-	// Since is when its current unbroken watch began.
-	Since time.Time `json:"since"`
-	// JudgesSilenceFrom is Since plus the offline threshold: before it, a
-	// host it has not heard from is not judged offline.
-	JudgesSilenceFrom time.Time `json:"judgesSilenceFrom"`
-	// WarmingUp is set while that time has not come.
-	WarmingUp bool `json:"warmingUp"`
-	// LastTick is its last committed tick.
-	LastTick time.Time `json:"lastTick"`
-}
-
-// Status is GET /v1/status.
-type Status struct {
-	Replica     string `json:"replica"`
-	Leader      bool   `json:"leader"`
-	InsecureDev bool   `json:"insecureDev"`
-	// Watch is absent before the first tick.
-	Watch    *Watch          `json:"watch,omitempty"`
-	Channels []ChannelStatus `json:"channels"`
-}
-
 // status is GET /v1/status: every channel, its release and its latest
 // rollout.
 func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiError {
@@ -449,17 +377,18 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	}
 	_, fails := s.src.status()
 	_, leader := s.ticker.isLeader()
-	st := Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []ChannelStatus{}}
+	st := proto.Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []proto.ChannelStatus{}}
 	if !sight.WatchingSince.IsZero() {
 		from := sight.WatchingSince.Add(s.cfg.Tunables.OfflineThreshold())
-		st.Watch = &Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Now().Before(from), LastTick: sight.LastTick}
+		st.Watch = &proto.Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Now().Before(from), LastTick: sight.LastTick}
 	}
-	partial := map[string]*reconciler.Visibility{}
-	for i := range sight.Visibility {
-		partial[sight.Visibility[i].Channel] = &sight.Visibility[i]
+	partial := map[string]*proto.Visibility{}
+	for _, v := range sight.Visibility {
+		pv := proto.Visibility(v)
+		partial[v.Channel] = &pv
 	}
 	for _, rel := range rels {
-		cs := ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt,
+		cs := proto.ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt,
 			Visibility: partial[rel.Channel]}
 		for _, ro := range rs { // newest first
 			if ro.Channel != rel.Channel {
@@ -469,8 +398,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 			if err != nil {
 				return s.internal("reading a rollout", err)
 			}
-			sum := summarize(full)
-			sum.Hosts = nil
+			sum := summarize(full, false)
 			cs.Rollout = &sum
 			break
 		}

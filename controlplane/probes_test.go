@@ -7,24 +7,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
 // hostIn returns a host's entry in a rollout (zero when it is not there).
-func hostIn(t *testing.T, e *env, id, host string) reconciler.RolloutHost {
+func hostIn(t *testing.T, e *env, id, host string) proto.RolloutHost {
 	t.Helper()
-	var r controlplane.RolloutSummary
+	var r proto.Rollout
 	if err := e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r); err != nil {
-		return reconciler.RolloutHost{}
+		return proto.RolloutHost{}
 	}
 	for _, h := range r.Hosts {
 		if h.Hostname == host {
 			return h
 		}
 	}
-	return reconciler.RolloutHost{}
+	return proto.RolloutHost{}
 }
 
 // TestProbeReport: a soaking canary's health comes from what the host
@@ -56,7 +56,7 @@ func TestProbeReport(t *testing.T) {
 			id := rolloutID("stable", 2)
 			eventually(t, 10*time.Second, "the canary soaks in the new rollout", func() bool {
 				_ = canary.Step(ctx, 0)
-				return hostIn(t, e, id, "canary").State == reconciler.HostSoaking
+				return hostIn(t, e, id, "canary").State == string(reconciler.HostSoaking)
 			})
 			if err := canary.Step(ctx, 0); err != nil { // its first check-in of the soak
 				t.Fatal(err)
@@ -75,7 +75,7 @@ func TestProbeReport(t *testing.T) {
 			if w := e.watermark(); w != w0 {
 				t.Errorf("unchanged check-ins moved the watermark from %+v to %+v", w0, w)
 			}
-			if got := hostIn(t, e, id, "canary").State; got != reconciler.HostSoaking {
+			if got := hostIn(t, e, id, "canary").State; got != string(reconciler.HostSoaking) {
 				t.Fatalf("the canary is %s after healthy check-ins, want Soaking", got)
 			}
 
@@ -88,7 +88,7 @@ func TestProbeReport(t *testing.T) {
 				return rolloutState(t, e, id) == reconciler.RolloutHalted
 			})
 			h := hostIn(t, e, id, "canary")
-			if h.State != reconciler.HostFailed || !strings.Contains(h.Reason.Message, "http-ok") {
+			if h.State != string(reconciler.HostFailed) || !strings.Contains(h.Reason.Message, "http-ok") {
 				t.Errorf("the canary is %s (%s: %s), want Failed naming the probe http-ok", h.State, h.Reason.Code, h.Reason.Message)
 			}
 			if got := canary.Current(); got != fleetrepo.Closure("canary", "v1") {

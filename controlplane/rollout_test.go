@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -38,11 +37,11 @@ func smallSpec() fleetrepo.Spec {
 
 func rolloutState(t *testing.T, e *env, id string) reconciler.RolloutState {
 	t.Helper()
-	var r controlplane.RolloutSummary
+	var r proto.Rollout
 	if err := e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r); err != nil {
 		return ""
 	}
-	return r.State
+	return reconciler.RolloutState(r.State)
 }
 
 // TestRolloutConverges: a release promoted on a channel opens a rollout;
@@ -115,8 +114,8 @@ func TestChannelsPushedTogether(t *testing.T) {
 				for _, h := range hosts {
 					_ = h.Step(ctx, 0)
 				}
-				return hostIn(t, e, rolloutID("prod", 1), "prod-1").State == reconciler.HostConverged &&
-					hostIn(t, e, rolloutID("staging", 1), "stg-1").State == reconciler.HostConverged
+				return hostIn(t, e, rolloutID("prod", 1), "prod-1").State == string(reconciler.HostConverged) &&
+					hostIn(t, e, rolloutID("staging", 1), "stg-1").State == string(reconciler.HostConverged)
 			})
 			e.release("v1", 2)
 			defer func() {
@@ -129,13 +128,13 @@ func TestChannelsPushedTogether(t *testing.T) {
 				}
 			}()
 			eventually(t, 10*time.Second, "the staging canary is dispatched", func() bool {
-				return hostIn(t, e, rolloutID("staging", 2), "stg-1").State == reconciler.HostActivating
+				return hostIn(t, e, rolloutID("staging", 2), "stg-1").State == string(reconciler.HostActivating)
 			})
 			// prod's release waits for staging's rollout: not opened yet,
 			// or opened with its canary held by the edge.
 			if rolloutState(t, e, rolloutID("prod", 2)) != "" {
 				h := hostIn(t, e, rolloutID("prod", 2), "prod-1")
-				if h.State != reconciler.HostPending || h.Blocked.Gate != reconciler.GateChannelEdge {
+				if h.State != string(reconciler.HostPending) || h.Blocked.Gate != reconciler.GateChannelEdge {
 					t.Errorf("prod-1 is %s (blocked by %q) while staging's rollout runs, want Pending behind the channel edge", h.State, h.Blocked.Gate)
 				}
 			}

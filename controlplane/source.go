@@ -101,20 +101,12 @@ type source struct {
 	remote   bool
 	seen     map[string]plumbing.Hash
 	polled   bool
-	failures map[string]SourceFailure // by channel, the latest
-}
-
-// SourceFailure is the latest verification failure of a channel.
-type SourceFailure struct {
-	Commit  string    `json:"commit"`
-	Code    string    `json:"code"`
-	Message string    `json:"message"`
-	At      time.Time `json:"at"`
+	failures map[string]proto.SourceFailure // by channel, the latest
 }
 
 func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, now func() time.Time, log *slog.Logger, m *metrics) *source {
 	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, now: now, log: log, m: m,
-		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]SourceFailure{},
+		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]proto.SourceFailure{},
 		changed: func() {}, onFleet: func(*proto.FleetResolved, time.Time) {}}
 }
 
@@ -395,7 +387,7 @@ func samePlan(a, b []byte) bool {
 // fail records a verification failure: a metric, a log line, an event.
 func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, ve *verifyError) {
 	now := s.now()
-	s.failures[channel] = SourceFailure{Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
+	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
 	s.m.verifyFailure.WithLabelValues(ve.code).Inc()
 	s.log.Warn("release refused", "channel", channel, "commit", hash.String(), "code", ve.code, "err", ve.err)
 	ev := reconciler.Event{Kind: EventReleaseRejected, Channel: channel, Wave: -1,
@@ -411,7 +403,7 @@ func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, v
 // event (the journal is in that store) nor a verification metric; the ref
 // is not marked seen, and the next poll reads it again.
 func (s *source) unavailable(channel string, hash plumbing.Hash, err error) {
-	s.failures[channel] = SourceFailure{Commit: hash.String(), Code: codeStoreFailed,
+	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: codeStoreFailed,
 		Message: fmt.Sprintf("the store failed; the ref is read again on the next poll: %v", err), At: s.now()}
 	s.log.Error("keeping a verified release", "channel", channel, "commit", hash.String(), "code", codeStoreFailed, "err", err)
 }
@@ -620,10 +612,10 @@ func describeMode(m filemode.FileMode) string {
 }
 
 // status returns the latest failure of each channel, for /v1/status.
-func (s *source) status() (polled bool, failures map[string]SourceFailure) {
+func (s *source) status() (polled bool, failures map[string]proto.SourceFailure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]SourceFailure, len(s.failures))
+	out := make(map[string]proto.SourceFailure, len(s.failures))
 	for k, v := range s.failures {
 		out[k] = v
 	}

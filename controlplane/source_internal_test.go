@@ -21,6 +21,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -245,7 +246,7 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	// rejections are the release_rejected events written so far.
 	rejections := func() []string {
 		t.Helper()
-		evs, err := real.Events(ctx, store.EventQuery{Channel: "prod"})
+		evs, err := real.Events(ctx, proto.EventQuery{Channel: "prod"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
 	"github.com/nixfleet/nixfleet/internal/realfleet"
@@ -76,20 +75,20 @@ func TestEndToEnd(t *testing.T) {
 	}
 	realfleet.Eventually(t, 60*time.Second, "every host confirms v0", func() bool {
 		r, ok := f.Rollout(first)
-		return ok && r.Counts[reconciler.HostConverged] == len(names)
+		return ok && r.Counts[string(reconciler.HostConverged)] == len(names)
 	})
 
 	// 2. An offline host is skipped and catches up.
 	network.SetOnline(t, f.Host("web-3"), false)
 	realfleet.Eventually(t, 60*time.Second, "the control plane sees web-3 offline", func() bool {
-		var h controlplane.HostView
+		var h proto.HostView
 		return f.Op.Get(context.Background(), "/v1/hosts/web-3", &h) == nil && !h.Online
 	})
 	second := "stable@" + f.Release("v1", 2, "stable")
 	f.LogOnFailure(second)
 	realfleet.Eventually(t, 90*time.Second, "v1 converges without web-3", func() bool {
 		r, ok := f.Rollout(second)
-		return ok && r.State == reconciler.RolloutConverged
+		return ok && r.State == string(reconciler.RolloutConverged)
 	})
 	states := f.States(second)
 	for _, n := range names {
@@ -128,7 +127,7 @@ func TestEndToEnd(t *testing.T) {
 	f.LogOnFailure(third)
 	realfleet.Eventually(t, 90*time.Second, "v2 is reverted after the canary's failure", func() bool {
 		r, ok := f.Rollout(third)
-		return ok && r.State == reconciler.RolloutReverted
+		return ok && r.State == string(reconciler.RolloutReverted)
 	})
 	canary := f.Host("canary")
 	if log := canary.SwitchLog(t); len(log) < 2 || !realfleet.Equal(log[len(log)-2:], []string{"switch " + path("v2", "canary"), "switch " + path("v1", "canary")}) {
@@ -165,7 +164,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		realfleet.Eventually(t, 30*time.Second, fourth+" is "+string(step.want), func() bool {
 			r, ok := f.Rollout(fourth)
-			return ok && r.State == step.want
+			return ok && r.State == string(step.want)
 		})
 	}
 	evs := f.Events(fourth)

@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/nixfleet/nixfleet/agent"
+	"github.com/nixfleet/nixfleet/agent/probe"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/testbin"
@@ -443,7 +443,7 @@ func TestAgentModule(t *testing.T) {
 	if diff := cmp.Diff(settings["trust"].(map[string]any)["cacheKeys"], roots.CacheKeys()); diff != "" {
 		t.Errorf("cache keys (-options +trust.json):\n%s", diff)
 	}
-	probes, err := agent.ParseProbes([]byte(e.Files["probes"]))
+	probes, err := probe.Parse([]byte(e.Files["probes"]))
 	if err != nil {
 		t.Fatalf("the probes file the module writes: %v\n%s", err, e.Files["probes"])
 	}
@@ -517,7 +517,7 @@ func TestAgentModuleDefaults(t *testing.T) {
 		t.Errorf("failed assertions %q, want the missing CI key", e.FailedAssertions)
 	}
 	// Default probes: the failed-units check alone.
-	p, err := agent.ParseProbes([]byte(e.Files["probes"]))
+	p, err := probe.Parse([]byte(e.Files["probes"]))
 	if err != nil || !p.FailedUnits.Enabled || len(p.Probes) != 0 {
 		t.Errorf("default probes file %s: %+v, %v", e.Files["probes"], p, err)
 	}

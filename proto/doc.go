@@ -1,6 +1,8 @@
 // Package proto holds nixfleet's wire types: the signed artifacts
-// (fleet.resolved.json and rollout manifests) and the trust.json that pins
-// the keys allowed to sign them. It depends on the standard library only.
+// (fleet.resolved.json and rollout manifests), the trust.json that pins
+// the keys allowed to sign them, and the bodies of the control plane's
+// HTTP API (rfcs/0007): the agents' in api.go, the operators' answers in
+// operator.go. It depends on the standard library only.
 //
 // Wire rules shared by every type here:
 //

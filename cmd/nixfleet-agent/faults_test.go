@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
 	"github.com/nixfleet/nixfleet/internal/realfleet"
+	"github.com/nixfleet/nixfleet/internal/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -203,7 +205,7 @@ func TestAgentFaults(t *testing.T) {
 	w.LogOnFailure("stable@" + first)
 	realfleet.Eventually(t, 60*time.Second, "the stable hosts converge on v0", func() bool {
 		r, ok := w.Rollout("stable@" + first)
-		return ok && r.Counts[reconciler.HostConverged] == len(stable)
+		return ok && r.Counts[string(reconciler.HostConverged)] == len(stable)
 	})
 
 	second := w.Release("v1", 2, "stable", "edge")
@@ -302,5 +304,33 @@ func TestAgentFaults(t *testing.T) {
 	}
 	if st := w.States("edge@" + second)["impostor"]; st == reconciler.HostConverged || st == reconciler.HostSoaking {
 		t.Errorf("the impostor's host is %s", st)
+	}
+}
+
+// TestFaultInjectionNotShipped: the fault injection TestAgentFaults uses
+// is in the agent the tests build (-tags faultinject), and not in the
+// agent built as it ships.
+func TestFaultInjectionNotShipped(t *testing.T) {
+	t.Parallel()
+	paths, err := testbin.Build(t.TempDir(), "github.com/nixfleet/nixfleet/cmd/nixfleet-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       bool
+	}{
+		{"the shipped agent", paths[0], false},
+		{"the tests' agent", bin.Agent, true},
+	} {
+		b, err := os.ReadFile(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"NIXFLEET_AGENT_TEST_CRASH_AT", "fault injection", "before-switch"} {
+			if got := bytes.Contains(b, []byte(s)); got != tc.want {
+				t.Errorf("%s holds %q: %v, want %v", tc.name, s, got, tc.want)
+			}
+		}
 	}
 }

@@ -48,7 +48,7 @@ func TestAgentWithRealNix(t *testing.T) {
 	// what they run.
 	realfleet.Eventually(t, 60*time.Second, "the hosts converge on v0", func() bool {
 		r, ok := w.Rollout(first)
-		return ok && r.Counts[reconciler.HostConverged] == len(names)
+		return ok && r.Counts[string(reconciler.HostConverged)] == len(names)
 	})
 
 	id := "stable@" + w.Release("v1", 2, "stable")

@@ -43,11 +43,15 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "check in with the control plane and apply what it says, verified",
-		Description: "Every flag has an environment variable NIXFLEET_AGENT_<FLAG>.\n" +
+		Description: "Every flag has an environment variable (NIXFLEET_AGENT_<FLAG>, like\n" +
+			"NIXFLEET_AGENT_CP) and a key in the --config file, a TOML file whose keys are\n" +
+			"the flag names (cp = \"https://…\", wait = \"30s\", substituter = [\"…\"]).\n" +
+			"Flags win over the environment, which wins over the file.\n" +
 			"The host key is the SSH ed25519 host key: the mutual-TLS identity and the\n" +
 			"key that signs reports; the control plane admits it only if CI signed it\n" +
 			"as this host's pubkey.",
 		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "TOML config `FILE`: keys are flag names (rfcs/0008)"},
 			&cli.StringFlag{Name: "cp", EnvVars: env("cp"), Usage: "control plane `URL` (https://…)"},
 			&cli.StringFlag{Name: "hostname", EnvVars: env("hostname"), Usage: "this host's `NAME` in the fleet (default: the kernel's)"},
 			&cli.StringFlag{Name: "host-key", Value: "/etc/ssh/ssh_host_ed25519_key", EnvVars: env("host-key"), Usage: "SSH ed25519 host key `FILE`"},
@@ -71,6 +75,9 @@ func runCommand() *cli.Command {
 }
 
 func runAgent(c *cli.Context) error {
+	if _, err := cliapp.Configure(c, cliapp.ConfigFile{Path: c.String("config")}); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return cliapp.Usage(fmt.Errorf("--log-level: %w", err))
@@ -122,8 +129,7 @@ func runAgent(c *cli.Context) error {
 		Substituters: c.StringSlice("substituter"), TrustedKeys: roots.CacheKeys(),
 		Detach: strings.Fields(c.String("detach")), DetachSet: true})
 	cfg := agent.Config{Policy: agent.Policy{Hostname: hostname, StoreDir: c.String("store-dir"), QuarantineFor: c.Duration("quarantine")},
-		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Wait: c.Duration("wait"), Log: log,
-		CrashAt: os.Getenv("NIXFLEET_AGENT_TEST_CRASH_AT")}
+		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Wait: c.Duration("wait"), Log: log}
 	if err := addProbes(c.Context, &cfg, c.String("probes")); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/controlplane"
@@ -43,8 +44,9 @@ func (w *cancelOn) String() string {
 }
 
 // TestConfigSources: a setting comes from the flag, else the environment
-// (NIXFLEET_CP_<FLAG>), else the --config file; an unknown key in the file
-// is a usage error. Shown with --insecure-dev, which refuses any address
+// (NIXFLEET_CP_<FLAG>), else the --config file (TOML; a file in the former
+// JSON format is still read, with a deprecation warning); an unknown key,
+// a malformed file or a value of the wrong type is a usage error. Shown with --insecure-dev, which refuses any address
 // but loopback, and the address the replica logs when it serves.
 func TestConfigSources(t *testing.T) {
 	f := newGitFleet(t, twoWaveSpec())
@@ -52,12 +54,12 @@ func TestConfigSources(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig := func(settings map[string]any) string {
 		t.Helper()
-		b, err := json.Marshal(settings)
-		if err != nil {
+		var b bytes.Buffer
+		if err := toml.NewEncoder(&b).Encode(settings); err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join(dir, "config.json")
-		if err := os.WriteFile(path, b, 0o600); err != nil {
+		path := filepath.Join(dir, "config.toml")
+		if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -113,18 +115,45 @@ func TestConfigSources(t *testing.T) {
 		t.Fatalf("listen from the flag over the environment: exit %d, serving on %q, log:\n%s", code, l, log)
 	}
 
-	// An unknown key is a usage error, and so is a malformed file.
-	for name, body := range map[string]string{
-		"unknown key": `{"listen":"127.0.0.1:0","lissen":"127.0.0.1:1"}`,
-		"malformed":   `{"listen":`,
+	// An unknown key is a usage error naming the file and the line, and so
+	// are a malformed file and a value of the wrong type.
+	for name, tc := range map[string]struct{ file, body, msg string }{
+		"unknown key":     {"bad.toml", "listen = \"127.0.0.1:0\"\nlissen = \"127.0.0.1:1\"\n", `:2: unknown key "lissen"`},
+		"malformed":       {"bad.toml", "listen =\n", `:1: `},
+		"not a duration":  {"bad.toml", "\ntick-interval = 30\n", `:2: "tick-interval" is an integer; want a duration string like "30s"`},
+		"not an integer":  {"bad.toml", "partial-visibility-pct = \"50\"\n", `:1: "partial-visibility-pct" is a string; want an integer`},
+		"not a boolean":   {"bad.toml", "insecure-dev = \"yes\"\n", `:1: "insecure-dev" is a string; want a boolean`},
+		"JSON, unknown":   {"bad.json", `{"listen":"127.0.0.1:0","lissen":"127.0.0.1:1"}`, `: unknown key "lissen"`},
+		"JSON, malformed": {"bad.json", `{"listen":`, `: `},
 	} {
-		path := filepath.Join(dir, "bad.json")
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		path := filepath.Join(dir, tc.file)
+		if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if code, log := serve("--config", path); code != 2 || !strings.Contains(log, path) {
+		if code, log := serve("--config", path); code != 2 || !strings.HasPrefix(log, "nixfleet-cp: bad config file: "+path+tc.msg) {
 			t.Errorf("%s config: exit %d (want 2), output:\n%s", name, code, log)
 		}
+	}
+
+	// The former JSON format (keys are flag names, values as text) is still
+	// read, by its first character, and the replica warns that it is
+	// deprecated.
+	legacy := map[string]any{"listen": "127.0.0.1:0", "tick-interval": "1m", "partial-visibility-min-hosts": 3}
+	for k, v := range base {
+		legacy[k] = v
+	}
+	b, err := json.Marshal(legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "cp.conf")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv("NIXFLEET_CP_LISTEN") // t.Setenv restores it
+	code, log = serve("--config", path)
+	if code != 0 || !strings.HasPrefix(listening(log), "127.0.0.1:") || !strings.Contains(log, "a JSON config file is deprecated") {
+		t.Errorf("legacy JSON: exit %d, serving on %q, log:\n%s", code, listening(log), log)
 	}
 
 	// Partial visibility needs a percentage and a floor that mean something.
@@ -156,8 +185,8 @@ func TestRateLimitSettings(t *testing.T) {
 		code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
 		return got, code, stderr.String()
 	}
-	file := filepath.Join(dir, "config.json")
-	if err := os.WriteFile(file, []byte(`{"rate-limit-per-host": 0.5, "rate-limit-burst": 7, "rate-limit-per-address": 0}`), 0o600); err != nil {
+	file := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(file, []byte("rate-limit-per-host = 0.5\nrate-limit-burst = 7\nrate-limit-per-address = 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 

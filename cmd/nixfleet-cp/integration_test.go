@@ -10,11 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -66,8 +65,8 @@ func stepAll(t *testing.T, hosts map[string]*simagent.Host, names ...string) {
 
 // getRollout reads a rollout with its hosts; ok is false when it does not
 // exist (yet) or the replica did not answer.
-func getRollout(r *replica, id string) (controlplane.RolloutSummary, bool) {
-	var out controlplane.RolloutSummary
+func getRollout(r *replica, id string) (proto.Rollout, bool) {
+	var out proto.Rollout
 	err := r.Operator().Get(ctx, "/v1/rollouts/"+url.PathEscape(id), &out)
 	return out, err == nil
 }
@@ -85,10 +84,10 @@ func listRollouts(t *testing.T, r *replica) []reconciler.Rollout {
 }
 
 // rolloutEvents is GET /v1/rollouts/{id}/events.
-func rolloutEvents(t *testing.T, r *replica, id string) []store.EventRecord {
+func rolloutEvents(t *testing.T, r *replica, id string) []proto.Event {
 	t.Helper()
 	var out struct {
-		Events []store.EventRecord `json:"events"`
+		Events []proto.Event `json:"events"`
 	}
 	if err := r.Operator().Get(ctx, "/v1/rollouts/"+url.PathEscape(id)+"/events?limit=10000", &out); err != nil {
 		t.Fatalf("GET events of %s on %s: %v", id, r.name, err)
@@ -98,16 +97,16 @@ func rolloutEvents(t *testing.T, r *replica, id string) []store.EventRecord {
 
 // converge checks the hosts in until the rollout is Converged with every
 // host Converged, within d.
-func converge(t *testing.T, r *replica, hosts map[string]*simagent.Host, id string, d time.Duration) controlplane.RolloutSummary {
+func converge(t *testing.T, r *replica, hosts map[string]*simagent.Host, id string, d time.Duration) proto.Rollout {
 	t.Helper()
-	var last controlplane.RolloutSummary
+	var last proto.Rollout
 	err := poll(d, func() bool {
 		stepAll(t, hosts)
 		ro, ok := getRollout(r, id)
 		if ok {
 			last = ro
 		}
-		return ok && ro.State == reconciler.RolloutConverged && ro.Counts[reconciler.HostConverged] == len(hosts)
+		return ok && ro.State == string(reconciler.RolloutConverged) && ro.Counts[string(reconciler.HostConverged)] == len(hosts)
 	})
 	if err != nil {
 		t.Fatalf("%s does not converge: %v; last seen: %+v", id, err, last)
@@ -128,10 +127,10 @@ func onboard(t *testing.T, r *replica, hosts map[string]*simagent.Host, id strin
 }
 
 // hostState returns a host's state in a rollout summary.
-func hostState(ro controlplane.RolloutSummary, host string) reconciler.HostState {
+func hostState(ro proto.Rollout, host string) reconciler.HostState {
 	for _, h := range ro.Hosts {
 		if h.Hostname == host {
-			return h.State
+			return reconciler.HostState(h.State)
 		}
 	}
 	return ""
@@ -144,7 +143,7 @@ func hostState(ro controlplane.RolloutSummary, host string) reconciler.HostState
 // hosts converged and before the next wave's dispatches; the rollout
 // converged last. Every event carries a reason code and message, and no
 // event reports a failure.
-func checkStory(t *testing.T, evs []store.EventRecord, spec fleetrepo.Spec, id string) {
+func checkStory(t *testing.T, evs []proto.Event, spec fleetrepo.Spec, id string) {
 	t.Helper()
 	dump := func() {
 		for _, e := range evs {
@@ -160,7 +159,7 @@ func checkStory(t *testing.T, evs []store.EventRecord, spec fleetrepo.Spec, id s
 		t.Fatalf("%s: no events", id)
 	}
 	// find returns the positions of the events that match.
-	find := func(match func(e store.EventRecord) bool) []int {
+	find := func(match func(e proto.Event) bool) []int {
 		var at []int
 		for i, e := range evs {
 			if match(e) {
@@ -189,7 +188,7 @@ func checkStory(t *testing.T, evs []store.EventRecord, spec fleetrepo.Spec, id s
 	if first.Kind != reconciler.EventRolloutOpened || first.To != string(reconciler.RolloutOpening) || first.Reason.Code != reconciler.CodeRefMoved {
 		fail("the first event is %s %s (%s), want rollout_opened Opening (ref_moved)", first.Kind, first.To, first.Reason.Code)
 	}
-	if at := find(func(e store.EventRecord) bool {
+	if at := find(func(e proto.Event) bool {
 		return e.Kind == reconciler.EventRolloutTransition && e.From == string(reconciler.RolloutOpening) && e.To == string(reconciler.RolloutActive)
 	}); len(at) != 1 {
 		fail("%d Opening->Active transitions, want 1", len(at))
@@ -199,7 +198,7 @@ func checkStory(t *testing.T, evs []store.EventRecord, spec fleetrepo.Spec, id s
 	}
 
 	hostStep := func(host, from, to, code string) []int {
-		return find(func(e store.EventRecord) bool {
+		return find(func(e proto.Event) bool {
 			return e.Kind == reconciler.EventHostTransition && e.Host == host && e.From == from && e.To == to && e.Reason.Code == code
 		})
 	}
@@ -227,7 +226,7 @@ func checkStory(t *testing.T, evs []store.EventRecord, spec fleetrepo.Spec, id s
 		converged[h.Wave] = append(converged[h.Wave], steps[2][0])
 	}
 	for w := range waves - 1 {
-		at := find(func(e store.EventRecord) bool { return e.Kind == reconciler.EventWavePromoted && e.Wave == w })
+		at := find(func(e proto.Event) bool { return e.Kind == reconciler.EventWavePromoted && e.Wave == w })
 		if len(at) != 1 {
 			fail("wave %d: %d wave_promoted events, want 1", w, len(at))
 			continue
@@ -355,7 +354,7 @@ func TestReleaseByGitPush(t *testing.T) {
 			}
 			t.Logf("%s opened %s after the push", v2, time.Since(pushed).Round(time.Millisecond))
 			converge(t, cp, hosts, v2, 20*time.Second)
-			if ro, _ := getRollout(cp, v1); ro.State != reconciler.RolloutConverged {
+			if ro, _ := getRollout(cp, v1); ro.State != string(reconciler.RolloutConverged) {
 				t.Errorf("%s is %s after %s converged", v1, ro.State, v2)
 			}
 			for name, h := range hosts {
@@ -392,7 +391,7 @@ func TestKillAndRestart(t *testing.T) {
 			// of zero minutes, ends only once the host was seen after it
 			// began). web-2 has not checked in since its dispatch.
 			switchOnce(t, hosts["web-1"])
-			var before controlplane.RolloutSummary
+			var before proto.Rollout
 			eventually(t, 10*time.Second, "web-1 soaks", func() bool {
 				ro, ok := getRollout(cp, v1)
 				before = ro
@@ -405,7 +404,7 @@ func TestKillAndRestart(t *testing.T) {
 					t.Fatalf("before the kill, %s is %s, want %s", h, got, st)
 				}
 			}
-			if before.State != reconciler.RolloutActive || before.Wave != 1 {
+			if before.State != string(reconciler.RolloutActive) || before.Wave != 1 {
 				t.Fatalf("before the kill, the rollout is %s in wave %d, want Active in wave 1", before.State, before.Wave)
 			}
 			eventsBefore := rolloutEvents(t, cp, v1)

@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,10 +41,12 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "run a control plane replica",
 		Description: "Every flag has an environment variable (NIXFLEET_CP_<FLAG>, like\n" +
-			"NIXFLEET_CP_LISTEN) and a key in the --config file, a JSON object whose keys\n" +
-			"are the flag names. Flags win over the environment, which wins over the file.",
+			"NIXFLEET_CP_LISTEN) and a key in the --config file, a TOML file whose keys\n" +
+			"are the flag names (listen = \"127.0.0.1:8443\", tick-interval = \"30s\",\n" +
+			"insecure-dev = false). Flags win over the environment, which wins over the\n" +
+			"file. A file that starts with { is read as the former JSON format, deprecated.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "JSON config `FILE`"},
+			&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "TOML config `FILE`: keys are flag names (rfcs/0006)"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8443", EnvVars: env("listen"), Usage: "listen `ADDRESS`"},
 			&cli.StringFlag{Name: "db", EnvVars: env("db"), Usage: "store `URL`: sqlite:///path or postgres://… (default: SQLite in the state directory)"},
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/nixfleet-cp", EnvVars: env("state-dir"), Usage: "state `DIR`"},
@@ -99,14 +100,18 @@ func serve(c *cli.Context) error {
 // the environment and the --config file.
 func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	var cfg controlplane.Config
-	if err := applyConfigFile(c); err != nil {
-		return cfg, nil, cliapp.Usage(err)
+	src, err := cliapp.Configure(c, cliapp.ConfigFile{Path: c.String("config"), LegacyJSON: checkJSON})
+	if err != nil {
+		return cfg, nil, err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--log-level: %w", err))
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	for _, w := range src.Warnings {
+		log.Warn(w)
+	}
 	cfg = controlplane.Config{
 		Listen: c.String("listen"), DB: c.String("db"), Repo: c.String("repo"), StateDir: c.String("state-dir"),
 		TrustFile: c.String("trust"), OperatorsFile: c.String("operators"),
@@ -144,40 +149,10 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	return cfg, log, nil
 }
 
-// applyConfigFile sets, from the --config file, every flag that neither the
-// command line nor the environment set.
-func applyConfigFile(c *cli.Context) error {
-	path := c.String("config")
-	if path == "" {
-		return nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if _, err := proto.CheckSyntax(data, ""); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	var file map[string]any
-	if err := json.Unmarshal(data, &file); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	known := map[string]bool{}
-	for _, f := range c.Command.Flags {
-		for _, n := range f.Names() {
-			known[n] = true
-		}
-	}
-	for key, v := range file {
-		if !known[key] || key == "config" {
-			return fmt.Errorf("%s: unknown setting %q", path, key)
-		}
-		if c.IsSet(key) {
-			continue
-		}
-		if err := c.Set(key, fmt.Sprint(v)); err != nil {
-			return fmt.Errorf("%s: %s: %w", path, key, err)
-		}
-	}
-	return nil
+// checkJSON applies the strict JSON syntax rules (proto.CheckSyntax:
+// duplicate members, size, depth) to a --config file in the deprecated
+// JSON format, as nixfleet-cp always has.
+func checkJSON(data []byte) error {
+	_, err := proto.CheckSyntax(data, "")
+	return err
 }

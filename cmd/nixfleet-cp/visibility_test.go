@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -47,7 +45,7 @@ func runHosts(hosts ...*simagent.Host) (stop func()) {
 var silenceCodes = []string{reconciler.CodeOffline, reconciler.CodeOfflineSoaking, reconciler.CodeConfirmTimeout}
 
 // hostMoves lists a journal's host transitions as "host from→to (code)".
-func hostMoves(evs []store.EventRecord) []string {
+func hostMoves(evs []proto.Event) []string {
 	var out []string
 	for _, e := range evs {
 		if e.Kind == reconciler.EventHostTransition {
@@ -87,7 +85,7 @@ func TestLateAgentsCanaryFirst(t *testing.T) {
 			// Nobody is heard: past the control plane's warm-up the channel
 			// is in partial visibility, and the rollout still waits.
 			eventually(t, 20*time.Second, "the channel is in partial visibility", func() bool {
-				var st controlplane.Status
+				var st proto.Status
 				if err := cp.Operator().Get(ctx, "/v1/status", &st); err != nil || len(st.Channels) != 1 {
 					return false
 				}
@@ -95,7 +93,7 @@ func TestLateAgentsCanaryFirst(t *testing.T) {
 				return v != nil && v.Silent == 3 && v.Total == 3 && st.Watch != nil && !st.Watch.WarmingUp
 			})
 			ro, ok := getRollout(cp, v1)
-			if !ok || ro.State != reconciler.RolloutActive || ro.Wave != 0 || ro.Counts[reconciler.HostSkipped] != 0 || ro.Counts[reconciler.HostPending] != 3 {
+			if !ok || ro.State != string(reconciler.RolloutActive) || ro.Wave != 0 || ro.Counts[string(reconciler.HostSkipped)] != 0 || ro.Counts[string(reconciler.HostPending)] != 3 {
 				t.Fatalf("with no host heard, %s is %s at wave %d with %v; want Active at wave 0, every host Pending", v1, ro.State, ro.Wave, ro.Counts)
 			}
 
@@ -103,14 +101,14 @@ func TestLateAgentsCanaryFirst(t *testing.T) {
 			stopWeb := runHosts(hosts["web-1"], hosts["web-2"])
 			defer stopWeb()
 			eventually(t, 10*time.Second, "the web hosts are heard", func() bool {
-				var st controlplane.Status
+				var st proto.Status
 				return cp.Operator().Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 && st.Channels[0].Visibility == nil
 			})
 			stopCanary := runHosts(hosts["canary"])
 			defer stopCanary()
 			eventually(t, 20*time.Second, "the canary's failure halts the rollout", func() bool {
 				ro, ok := getRollout(cp, v1)
-				return ok && ro.State == reconciler.RolloutHalted
+				return ok && ro.State == string(reconciler.RolloutHalted)
 			})
 			stopWeb()
 			stopCanary()
@@ -158,13 +156,13 @@ func TestOutageLongerThanOfflineThreshold(t *testing.T) {
 				return ok && hostState(ro, "canary") == reconciler.HostConverged && hostState(ro, "web-1") == reconciler.HostActivating
 			})
 			switchOnce(t, hosts["web-1"])
-			var before controlplane.RolloutSummary
+			var before proto.Rollout
 			eventually(t, 10*time.Second, "web-1 soaks", func() bool {
 				ro, ok := getRollout(cp, v1)
 				before = ro
 				return ok && hostState(ro, "web-1") == reconciler.HostSoaking
 			})
-			if before.State != reconciler.RolloutActive || before.Wave != 1 || hostState(before, "db-1") != reconciler.HostPending {
+			if before.State != string(reconciler.RolloutActive) || before.Wave != 1 || hostState(before, "db-1") != reconciler.HostPending {
 				t.Fatalf("before the kill %s is %s at wave %d, db-1 %s; want Active at wave 1, db-1 Pending", v1, before.State, before.Wave, hostState(before, "db-1"))
 			}
 
@@ -176,16 +174,16 @@ func TestOutageLongerThanOfflineThreshold(t *testing.T) {
 			// for longer than the threshold. For one threshold after its
 			// restart the control plane judges none of them.
 			eventually(t, 10*time.Second, "a new watch starts", func() bool {
-				var st controlplane.Status
+				var st proto.Status
 				return cp.Operator().Get(ctx, "/v1/status", &st) == nil && st.Watch != nil && st.Watch.WarmingUp
 			})
 			time.Sleep(2 * tickInterval) // ticks happen, and decide nothing about the silent hosts
 			after, ok := getRollout(cp, v1)
-			if !ok || after.State != reconciler.RolloutActive || after.Wave != 1 {
+			if !ok || after.State != string(reconciler.RolloutActive) || after.Wave != 1 {
 				t.Fatalf("after the restart %s is %s at wave %d, want Active at wave 1", v1, after.State, after.Wave)
 			}
 			for _, h := range before.Hosts {
-				if got := hostState(after, h.Hostname); got != h.State {
+				if got := hostState(after, h.Hostname); got != reconciler.HostState(h.State) {
 					t.Errorf("%s was %s before the outage and is %s after it", h.Hostname, h.State, got)
 				}
 			}
@@ -198,12 +196,12 @@ func TestOutageLongerThanOfflineThreshold(t *testing.T) {
 				}
 			}
 			var all struct {
-				Events []store.EventRecord `json:"events"`
+				Events []proto.Event `json:"events"`
 			}
 			if err := cp.Operator().Get(ctx, "/v1/events?limit=10000", &all); err != nil {
 				t.Fatal(err)
 			}
-			if n := len(slices.DeleteFunc(all.Events, func(e store.EventRecord) bool { return e.Kind != reconciler.EventWatchStarted })); n != 2 {
+			if n := len(slices.DeleteFunc(all.Events, func(e proto.Event) bool { return e.Kind != reconciler.EventWatchStarted })); n != 2 {
 				t.Errorf("%d watch_started events, want 2 (the first start, the restart)", n)
 			}
 			checkDispatchedOnce(t, hosts, v1)

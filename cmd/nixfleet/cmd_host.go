@@ -2,14 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/nixfleet/nixfleet/controlplane"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -53,37 +52,23 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
 		return usage(c, "--state %q is not a host state (%s)", state, hostStateNames())
 	}
-	q := url.Values{}
-	if ch := c.String("channel"); ch != "" {
-		q.Set("channel", ch)
-	}
-	if state != "" {
-		q.Set("state", state)
-	}
-	path := "/v1/hosts"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var list struct {
-		Hosts []controlplane.HostView `json:"hosts"`
-	}
-	raw, err := o.get(c.Context, path, &list)
+	hosts, raw, err := o.api.Hosts(c.Context, proto.HostQuery{Channel: c.String("channel"), State: state})
 	if err != nil {
 		return o.fail(c, err, "")
 	}
 	if c.Bool("json") {
 		return writeRaw(c.App.Writer, raw)
 	}
-	if len(list.Hosts) == 0 {
+	if len(hosts) == 0 {
 		fmt.Fprintln(c.App.Writer, "no hosts")
 		return nil
 	}
 	t := newTable("HOST", "CHANNEL", "STATE", "SEEN", "ROLLOUT", "REASON")
 	t.paint[2], t.paint[3] = o.st.state, o.st.state
-	for _, h := range list.Hosts {
+	for _, h := range hosts {
 		state := "-"
 		if h.Host != nil {
-			state = string(h.Host.State)
+			state = h.Host.State
 		}
 		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), dash(h.Rollout), dash(h.Explain.Code))
 	}
@@ -91,7 +76,7 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 	return nil
 }
 
-func onlineWord(h controlplane.HostView) string {
+func onlineWord(h proto.HostView) string {
 	switch {
 	case !h.Seen:
 		return "never seen"
@@ -102,8 +87,7 @@ func onlineWord(h controlplane.HostView) string {
 }
 
 func runHostShow(c *cli.Context, o *operator, args []string) error {
-	var h controlplane.HostView
-	raw, err := o.get(c.Context, "/v1/hosts/"+url.PathEscape(args[0]), &h)
+	h, raw, err := o.api.Host(c.Context, args[0])
 	if err != nil {
 		return o.fail(c, err, notFoundHint(err, hostNotFoundHint))
 	}
@@ -140,9 +124,9 @@ func runHostShow(c *cli.Context, o *operator, args []string) error {
 	}
 	if h.Host != nil {
 		r := h.Host
-		f.add("rollout", fmt.Sprintf("%s (%s)", h.Rollout, st.state(string(h.RolloutState))))
+		f.add("rollout", fmt.Sprintf("%s (%s)", h.Rollout, st.state(h.RolloutState)))
 		f.add("channel", h.Channel)
-		f.add("state", fmt.Sprintf("%s since %s", st.state(string(r.State)), when(r.Since)))
+		f.add("state", fmt.Sprintf("%s since %s", st.state(r.State), when(r.Since)))
 		f.add("wave", fmt.Sprint(r.Wave))
 		f.add("target", r.Target)
 		if r.Previous != "" {
@@ -162,7 +146,7 @@ func runHostShow(c *cli.Context, o *operator, args []string) error {
 
 // gateText is "gate G: message", with the code when it is not the gate's
 // name.
-func gateText(b reconciler.Reason) string {
+func gateText(b proto.DecisionReason) string {
 	gate := cmpOr(b.Gate, b.Code)
 	if b.Code == "" || b.Code == gate {
 		return fmt.Sprintf("gate %s: %s", gate, dash(b.Message))
@@ -170,7 +154,7 @@ func gateText(b reconciler.Reason) string {
 	return fmt.Sprintf("gate %s: %s", gate, reasonLine(b.Code, b.Message))
 }
 
-func activationText(a *reconciler.Activation) string {
+func activationText(a *proto.Activation) string {
 	s := fmt.Sprintf("%s %s (%s) at %s", a.Outcome, a.Closure, a.RolloutID, when(a.At))
 	if a.Detail != "" {
 		s += ": " + a.Detail
@@ -190,20 +174,20 @@ type explainView struct {
 	Online  bool   `json:"online"`
 	Seen    bool   `json:"seen"`
 	// The host's place in the rollout that drives it; absent when none.
-	Rollout      string                  `json:"rollout,omitempty"`
-	Channel      string                  `json:"channel,omitempty"`
-	RolloutState reconciler.RolloutState `json:"rolloutState,omitempty"`
-	State        reconciler.HostState    `json:"state,omitempty"`
-	Wave         *int                    `json:"wave,omitempty"`
-	Target       string                  `json:"target,omitempty"`
-	Current      string                  `json:"current,omitempty"`
+	Rollout      string `json:"rollout,omitempty"`
+	Channel      string `json:"channel,omitempty"`
+	RolloutState string `json:"rolloutState,omitempty"`
+	State        string `json:"state,omitempty"`
+	Wave         *int   `json:"wave,omitempty"`
+	Target       string `json:"target,omitempty"`
+	Current      string `json:"current,omitempty"`
 	// Blocked is the gate holding a Pending or Skipped host.
-	Blocked *reconciler.Reason `json:"blocked,omitempty"`
+	Blocked *proto.DecisionReason `json:"blocked,omitempty"`
 	// Activation is the latest activation the host reported.
-	Activation *reconciler.Activation `json:"activation,omitempty"`
+	Activation *proto.Activation `json:"activation,omitempty"`
 }
 
-func explainOf(h controlplane.HostView) explainView {
+func explainOf(h proto.HostView) explainView {
 	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Online: h.Online, Seen: h.Seen,
 		Current: h.Observed.Current, Activation: h.Observed.Activation}
 	if r := h.Host; r != nil {
@@ -219,8 +203,8 @@ func explainOf(h controlplane.HostView) explainView {
 }
 
 func runHostExplain(c *cli.Context, o *operator, args []string) error {
-	var h controlplane.HostView
-	if _, err := o.get(c.Context, "/v1/hosts/"+url.PathEscape(args[0]), &h); err != nil {
+	h, _, err := o.api.Host(c.Context, args[0])
+	if err != nil {
 		return o.fail(c, err, notFoundHint(err, hostNotFoundHint))
 	}
 	e := explainOf(h)
@@ -236,7 +220,7 @@ func printExplain(w io.Writer, st style, e explainView) {
 	switch {
 	case e.Rollout == "":
 		verdict = "is in no rollout"
-	case e.OnTarget && e.State == reconciler.HostConverged:
+	case e.OnTarget && e.State == string(reconciler.HostConverged):
 		verdict = "is on its target"
 	case e.OnTarget:
 		verdict = "runs its target, not converged yet"
@@ -244,7 +228,7 @@ func printExplain(w io.Writer, st style, e explainView) {
 	fmt.Fprintf(w, "%s %s: %s\n", e.Hostname, verdict, reasonLine(e.Code, e.Message))
 	f := &fields{}
 	if e.Rollout != "" {
-		f.add("state", fmt.Sprintf("%s in %s (%s), wave %d", st.state(string(e.State)), e.Rollout, st.state(string(e.RolloutState)), *e.Wave))
+		f.add("state", fmt.Sprintf("%s in %s (%s), wave %d", st.state(e.State), e.Rollout, st.state(e.RolloutState), *e.Wave))
 	}
 	if b := e.Blocked; b != nil {
 		f.add("held by", gateText(*b))

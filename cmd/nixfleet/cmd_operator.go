@@ -3,15 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/nixfleet/nixfleet/controlplane"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -62,8 +61,7 @@ func statusCommand() *cli.Command {
 }
 
 func runStatus(c *cli.Context, o *operator, _ []string) error {
-	var st controlplane.Status
-	raw, err := o.get(c.Context, "/v1/status", &st)
+	st, raw, err := o.api.Status(c.Context)
 	if err != nil {
 		return o.fail(c, err, "")
 	}
@@ -87,10 +85,9 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 		fmt.Fprintln(w, "\nno channel has a verified release yet")
 	}
 	for _, ch := range st.Channels {
-		var full *controlplane.RolloutSummary
+		var full *proto.Rollout
 		if ch.Rollout != nil {
-			var r controlplane.RolloutSummary
-			if _, err := o.get(c.Context, "/v1/rollouts/"+url.PathEscape(ch.Rollout.ID), &r); err == nil {
+			if r, _, err := o.api.Rollout(c.Context, ch.Rollout.ID); err == nil {
 				full = &r
 			} else if !isNotFound(err) { // pruned since: show the summary
 				return o.fail(c, err, "")
@@ -101,7 +98,7 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 	return nil
 }
 
-func printChannelStatus(w io.Writer, st style, ch controlplane.ChannelStatus, full *controlplane.RolloutSummary) {
+func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *proto.Rollout) {
 	fmt.Fprintf(w, "\nchannel %s  ref %s  signed %s\n", ch.Name, dash(ch.Ref), when(ch.SignedAt))
 	f := &fields{}
 	r := ch.Rollout
@@ -111,16 +108,16 @@ func printChannelStatus(w io.Writer, st style, ch controlplane.ChannelStatus, fu
 	if r == nil {
 		f.add("rollout", "none yet")
 	} else {
-		f.add("rollout", fmt.Sprintf("%s  %s  wave %d of %d (%s)", r.ID, st.state(string(r.State)), r.Wave, len(r.Waves), r.WavePhase))
-		switch r.State {
+		f.add("rollout", fmt.Sprintf("%s  %s  wave %d of %d (%s)", r.ID, st.state(r.State), r.Wave, len(r.Waves), r.WavePhase))
+		switch reconciler.RolloutState(r.State) {
 		case reconciler.RolloutActive, reconciler.RolloutOpening, reconciler.RolloutConverged:
 		default:
 			f.add(strings.ToLower(string(r.State)), reasonLine(r.Reason.Code, r.Reason.Message))
 		}
 		if full != nil {
-			for _, wp := range waveProgressOf(full.Rollout) {
+			for _, wp := range waveProgressOf(*full) {
 				line := wp.text(st)
-				if wp.index == full.Wave && !full.State.Terminal() {
+				if wp.index == full.Wave && !terminal(*full) {
 					line += "  <- current"
 				}
 				f.add(fmt.Sprintf("wave %d", wp.index), line)
@@ -128,7 +125,7 @@ func printChannelStatus(w io.Writer, st style, ch controlplane.ChannelStatus, fu
 		}
 		f.add("hosts", countsText(st, r.Counts))
 		if full != nil {
-			blocked := blockedHosts(full.Rollout)
+			blocked := blockedHosts(*full)
 			for i, h := range blocked {
 				if i == 10 {
 					f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(blocked)-i, r.ID))
@@ -172,16 +169,19 @@ func indent(w io.Writer, f *fields) {
 	}
 }
 
+// terminal reports whether a rollout is over (rfcs/0005).
+func terminal(r proto.Rollout) bool { return reconciler.RolloutState(r.State).Terminal() }
+
 // blockedHosts are the Pending hosts of waves up to the current one that
 // a gate holds (the server's "waiting"), by wave and name.
-func blockedHosts(r reconciler.Rollout) []reconciler.RolloutHost {
-	var out []reconciler.RolloutHost
+func blockedHosts(r proto.Rollout) []proto.RolloutHost {
+	var out []proto.RolloutHost
 	for _, h := range r.Hosts {
-		if h.State == reconciler.HostPending && h.Wave <= r.Wave && h.Blocked.Gate != "" {
+		if h.State == string(reconciler.HostPending) && h.Wave <= r.Wave && h.Blocked.Gate != "" {
 			out = append(out, h)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b reconciler.RolloutHost) int { return a.Wave - b.Wave })
+	slices.SortStableFunc(out, func(a, b proto.RolloutHost) int { return a.Wave - b.Wave })
 	return out
 }
 
@@ -199,10 +199,10 @@ func waitingText(m map[string]int) string {
 }
 
 // countsText is "Converged 2, Pending 1" in the states' diagram order.
-func countsText(st style, counts map[reconciler.HostState]int) string {
+func countsText(st style, counts map[string]int) string {
 	var parts []string
 	for _, s := range reconciler.HostStates {
-		if n := counts[s]; n > 0 {
+		if n := counts[string(s)]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", st.state(string(s)), n))
 		}
 	}
@@ -216,13 +216,13 @@ func countsText(st style, counts map[reconciler.HostState]int) string {
 // and the others by state.
 type waveProgress struct {
 	index, soakMinutes, total, converged int
-	others                               map[reconciler.HostState]int
+	others                               map[string]int
 }
 
-func waveProgressOf(r reconciler.Rollout) []waveProgress {
+func waveProgressOf(r proto.Rollout) []waveProgress {
 	out := make([]waveProgress, len(r.Waves))
 	for i, w := range r.Waves {
-		out[i] = waveProgress{index: i, soakMinutes: w.SoakMinutes, others: map[reconciler.HostState]int{}}
+		out[i] = waveProgress{index: i, soakMinutes: w.SoakMinutes, others: map[string]int{}}
 	}
 	for _, h := range r.Hosts {
 		if h.Wave < 0 || h.Wave >= len(out) {
@@ -230,7 +230,7 @@ func waveProgressOf(r reconciler.Rollout) []waveProgress {
 		}
 		wp := &out[h.Wave]
 		wp.total++
-		if h.State == reconciler.HostConverged {
+		if h.State == string(reconciler.HostConverged) {
 			wp.converged++
 		} else {
 			wp.others[h.State]++

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -46,32 +44,28 @@ func rolloutCommand() *cli.Command {
 }
 
 func runRolloutList(c *cli.Context, o *operator, _ []string) error {
-	var list struct {
-		Rollouts []controlplane.RolloutSummary `json:"rollouts"`
-	}
-	raw, err := o.get(c.Context, "/v1/rollouts", &list)
+	rollouts, raw, err := o.api.Rollouts(c.Context)
 	if err != nil {
 		return o.fail(c, err, "")
 	}
 	if c.Bool("json") {
 		return writeRaw(c.App.Writer, raw)
 	}
-	if len(list.Rollouts) == 0 {
+	if len(rollouts) == 0 {
 		fmt.Fprintln(c.App.Writer, "no rollouts")
 		return nil
 	}
 	t := newTable("ROLLOUT", "STATE", "WAVE", "WAVES", "OPENED", "REASON")
 	t.paint[1] = o.st.state
-	for _, r := range list.Rollouts {
-		t.add(r.ID, string(r.State), fmt.Sprint(r.Wave), fmt.Sprint(len(r.Waves)), when(r.OpenedAt), reasonLine(r.Reason.Code, r.Reason.Message))
+	for _, r := range rollouts {
+		t.add(r.ID, r.State, fmt.Sprint(r.Wave), fmt.Sprint(len(r.Waves)), when(r.OpenedAt), reasonLine(r.Reason.Code, r.Reason.Message))
 	}
 	t.write(c.App.Writer)
 	return nil
 }
 
 func runRolloutShow(c *cli.Context, o *operator, args []string) error {
-	var r controlplane.RolloutSummary
-	raw, err := o.get(c.Context, "/v1/rollouts/"+url.PathEscape(args[0]), &r)
+	r, raw, err := o.api.Rollout(c.Context, args[0])
 	if err != nil {
 		return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
 	}
@@ -83,7 +77,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	f.add("rollout", r.ID)
 	f.add("channel", r.Channel)
 	f.add("ref", r.Ref)
-	f.add("state", st.state(string(r.State)))
+	f.add("state", st.state(r.State))
 	f.add("reason", reasonLine(r.Reason.Code, r.Reason.Message))
 	f.add("wave", fmt.Sprintf("%d of %d (%s)", r.Wave, len(r.Waves), r.WavePhase))
 	f.add("opened", when(r.OpenedAt))
@@ -106,9 +100,9 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 
 	fmt.Fprintln(w)
 	wt := newTable("WAVE", "SOAK", "PROGRESS")
-	for _, wp := range waveProgressOf(r.Rollout) {
+	for _, wp := range waveProgressOf(r) {
 		line := wp.text(st)
-		if wp.index == r.Wave && !r.State.Terminal() {
+		if wp.index == r.Wave && !terminal(r) {
 			line += "  <- current"
 		}
 		wt.add(fmt.Sprint(wp.index), fmt.Sprintf("%dm", wp.soakMinutes), line)
@@ -120,7 +114,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 		ht := newTable("HOST", "WAVE", "STATE", "SINCE", "REASON")
 		ht.paint[2] = st.state
 		for _, h := range r.Hosts {
-			ht.add(h.Hostname, fmt.Sprint(h.Wave), string(h.State), when(h.Since), hostReason(h))
+			ht.add(h.Hostname, fmt.Sprint(h.Wave), h.State, when(h.Since), hostReason(h))
 		}
 		ht.write(w)
 	}
@@ -129,7 +123,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 
 // hostReason is why a host of a rollout is where it is: the gate holding
 // a Pending or Skipped host, else the reason of its state.
-func hostReason(h reconciler.RolloutHost) string {
+func hostReason(h proto.RolloutHost) string {
 	if h.Blocked.Gate != "" || h.Blocked.Code != "" {
 		return "held by " + gateText(h.Blocked)
 	}
@@ -153,42 +147,39 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 	if c.Bool("follow") {
 		return followEvents(c, o, id, after)
 	}
-	var all []json.RawMessage
+	// The events as the server sent them, for --json, and decoded.
+	raws := []json.RawMessage{}
+	var all []proto.Event
 	const page = 1000
 	for {
+		evs, raw, err := o.api.RolloutEvents(c.Context, id, proto.EventQuery{AfterID: after, Limit: page})
+		if err != nil {
+			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+		}
 		var p struct {
 			Events []json.RawMessage `json:"events"`
 		}
-		path := fmt.Sprintf("/v1/rollouts/%s/events?after=%d&limit=%d", url.PathEscape(id), after, page)
-		if _, err := o.get(c.Context, path, &p); err != nil {
-			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return o.fail(c, err, "")
 		}
-		for _, m := range p.Events {
-			var ev store.EventRecord
-			if err := json.Unmarshal(m, &ev); err != nil {
-				return o.fail(c, err, "")
-			}
-			after = ev.ID
+		raws = append(raws, p.Events...)
+		all = append(all, evs...)
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].ID
 		}
-		all = append(all, p.Events...)
-		if len(p.Events) < page {
+		if len(evs) < page {
 			break
 		}
 	}
 	if asJSON {
-		if all == nil {
-			all = []json.RawMessage{}
-		}
-		return writeJSON(c.App.Writer, map[string]any{"events": all})
+		return writeJSON(c.App.Writer, map[string]any{"events": raws})
 	}
 	if len(all) == 0 {
 		fmt.Fprintln(c.App.Writer, "no events")
 		return nil
 	}
 	fmt.Fprintln(c.App.Writer, eventHeader())
-	for _, m := range all {
-		var ev store.EventRecord
-		_ = json.Unmarshal(m, &ev) // decoded above
+	for _, ev := range all {
 		fmt.Fprintln(c.App.Writer, eventLine(o.st, ev))
 	}
 	return nil
@@ -204,11 +195,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		fmt.Fprintln(w, eventHeader())
 	}
 	for {
-		err := o.api.Follow(ctx, id, after, func(m json.RawMessage) error {
-			var ev store.EventRecord
-			if err := json.Unmarshal(m, &ev); err != nil {
-				return err
-			}
+		err := o.api.Follow(ctx, id, after, func(ev proto.Event, m json.RawMessage) error {
 			after = ev.ID
 			if asJSON {
 				_, err := fmt.Fprintf(w, "%s\n", m)
@@ -225,14 +212,14 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		}
 		// The server ends a stream when the rollout is terminal, or when
 		// it could not read the journal: look which.
-		var r controlplane.RolloutSummary
-		if _, err := o.get(ctx, "/v1/rollouts/"+url.PathEscape(id), &r); err != nil {
+		r, _, err := o.api.Rollout(ctx, id)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return o.fail(c, err, followHint(err, id, after))
 		}
-		if r.State.Terminal() {
+		if terminal(r) {
 			return nil
 		}
 		select {
@@ -267,7 +254,7 @@ func eventHeader() string {
 
 // eventLine is one event for people: id, time, wave, host, kind,
 // transition (from → to) and reason.
-func eventLine(st style, ev store.EventRecord) string {
+func eventLine(st style, ev proto.Event) string {
 	wave := "-"
 	if ev.Wave >= 0 {
 		wave = fmt.Sprint(ev.Wave)
@@ -322,13 +309,11 @@ func intentCommand(kind, use string) *cli.Command {
 }
 
 func runIntent(c *cli.Context, o *operator, kind, id string) error {
-	var raw json.RawMessage
-	err := o.api.Act(c.Context, id, kind, c.String("comment"), &raw)
+	iv, raw, err := o.api.Act(c.Context, id, kind, c.String("comment"))
 	var ae *apiclient.Error
-	var iv controlplane.IntentResponse
 	if err != nil {
 		// A refusal (409) carries the intent and the tick's verdict.
-		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || json.Unmarshal(raw, &iv) != nil || iv.Result == nil {
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || raw == nil || iv.Result == nil {
 			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
 		}
 		if c.Bool("json") {
@@ -339,9 +324,6 @@ func runIntent(c *cli.Context, o *operator, kind, id string) error {
 		return &cliError{exit: exitFailed, cmd: cmdName(c), code: ae.Code, err: remoteError{ae},
 			hint: cmpOr(apiHint(ae.Code), fmt.Sprintf("'nixfleet rollout show %s' shows its state", id))}
 	}
-	if uerr := json.Unmarshal(raw, &iv); uerr != nil {
-		return o.fail(c, uerr, "")
-	}
 	if c.Bool("json") {
 		return writeRaw(c.App.Writer, raw)
 	}
@@ -349,7 +331,7 @@ func runIntent(c *cli.Context, o *operator, kind, id string) error {
 	return nil
 }
 
-func printIntent(w io.Writer, st style, kind, id string, iv controlplane.IntentResponse) {
+func printIntent(w io.Writer, st style, kind, id string, iv proto.IntentResponse) {
 	if iv.Result == nil {
 		fmt.Fprintf(w, "%s %s: %s as intent %s; no tick decided it yet\n", kind, id, st.state("queued"), iv.Intent.ID)
 		fmt.Fprintf(w, "watch it with: nixfleet rollout events %s --follow\n", id)

@@ -40,7 +40,7 @@ func dial(c *cli.Context) (*operator, error) {
 	switch {
 	case errors.Is(err, errBadConfig):
 		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "bad_config", err: err,
-			hint: "the config file holds lines key = \"string\"; keys: cp_url, key, name, ca (rfcs/0009)"}
+			hint: "the config file is TOML, lines key = \"string\"; keys: cp_url, key, name, ca (rfcs/0009)"}
 	case err != nil:
 		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "io_error", err: fmt.Errorf("config file: %w", err)}
 	}
@@ -165,21 +165,6 @@ func apiHint(code string) string {
 		return "the rollout's state does not allow it: see 'nixfleet rollout show ID'"
 	}
 	return ""
-}
-
-// get fetches an operator endpoint: the raw answer and, when into is not
-// nil, its decoding.
-func (o *operator) get(ctx context.Context, path string, into any) (json.RawMessage, error) {
-	var raw json.RawMessage
-	if err := o.api.Get(ctx, path, &raw); err != nil {
-		return nil, err
-	}
-	if into != nil {
-		if err := json.Unmarshal(raw, into); err != nil {
-			return nil, err
-		}
-	}
-	return raw, nil
 }
 
 // writeRaw prints a JSON answer of the server as it is, indented.

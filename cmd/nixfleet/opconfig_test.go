@@ -2,162 +2,176 @@ package main
 
 import (
 	"errors"
-	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/internal/cliapp"
 )
 
-func TestParseConfig(t *testing.T) {
-	t.Parallel()
+// resolveIn runs "nixfleet ARGS…" with the connection flags before the
+// command and on it, and returns the connection resolveConnection makes.
+func resolveIn(t *testing.T, env map[string]string, args ...string) (connection, error) {
+	t.Helper()
+	var conn connection
+	var err error
+	app := &cli.App{Name: "nixfleet", Flags: connFlags(), Commands: []*cli.Command{{
+		Name: "status", Flags: connFlags(),
+		Action: func(c *cli.Context) error {
+			conn, err = resolveConnection(c, func(k string) string { return env[k] })
+			return nil
+		},
+	}}}
+	// Not in parallel: apps share urfave/cli's global help flag, which
+	// each run writes.
+	if e := app.Run(append([]string{"nixfleet"}, args...)); e != nil {
+		t.Fatal(e)
+	}
+	return conn, err
+}
+
+// TestOpConfigFile: the config file is TOML with four string keys. What the
+// hand-written subset parser accepted means the same; the rest of TOML is
+// accepted too; a bad file is a bad_config error naming the file and line.
+func TestOpConfigFile(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
-		want []configEntry
+		want connection // from is file line numbers by flag
+		line map[string]int
 	}{
-		{name: "empty", in: "", want: nil},
-		{name: "comments and blank lines", in: "# a comment\n\n   \t\n  # indented\n", want: nil},
-		{name: "basic", in: `cp_url = "https://cp:8443"`,
-			want: []configEntry{{key: "cp_url", value: "https://cp:8443", line: 1}}},
+		{name: "empty", in: "", want: connection{}},
+		{name: "comments and blank lines", in: "# a comment\n\n   \t\n  # indented\n", want: connection{}},
+		{name: "the example", in: "# ~/.config/nixfleet/config.toml\ncp_url = \"https://fleet.example.org:8443\"\nkey = \"~/.ssh/nixfleet_ed25519\"\nca = \"ca.pem\"            # next to this file\n",
+			want: connection{URL: "https://fleet.example.org:8443", Key: "/home/op/.ssh/nixfleet_ed25519", CA: "@DIR@/ca.pem"},
+			line: map[string]int{"cp": 2, "key": 3, "ca": 4}},
 		{name: "spacing", in: "\tkey=\"a\"\nname   =   \"b\"   \n",
-			want: []configEntry{{key: "key", value: "a", line: 1}, {key: "name", value: "b", line: 2}}},
-		{name: "trailing comment", in: `ca = "/etc/ca.pem" # the CA, "quoted"`,
-			want: []configEntry{{key: "ca", value: "/etc/ca.pem", line: 1}}},
-		{name: "hash inside a string", in: `name = "ops #1"`,
-			want: []configEntry{{key: "name", value: "ops #1", line: 1}}},
+			want: connection{Key: "@DIR@/a", Name: "b"}, line: map[string]int{"key": 1, "name": 2}},
+		{name: "hash inside a string", in: `name = "ops #1" # a "comment"`, want: connection{Name: "ops #1"}, line: map[string]int{"name": 1}},
 		{name: "escapes", in: `name = "a\"b\\c\td\ne\u00e9\U0001F600\b\f\r"`,
-			want: []configEntry{{key: "name", value: "a\"b\\c\td\neé😀\b\f\r", line: 1}}},
-		{name: "literal string", in: `key = 'C:\keys\op' # no escapes`,
-			want: []configEntry{{key: "key", value: `C:\keys\op`, line: 1}}},
-		{name: "empty string", in: `name = ""`, want: []configEntry{{key: "name", value: "", line: 1}}},
-		{name: "crlf and a byte order mark", in: "\uFEFF# x\r\ncp_url = \"u\"\r\n",
-			want: []configEntry{{key: "cp_url", value: "u", line: 2}}},
-		{name: "any bare key", in: "Some-key_2 = \"v\"", want: []configEntry{{key: "Some-key_2", value: "v", line: 1}}},
-		{name: "tab in a string and a comment", in: "name = \"a\tb\" #\tc", want: []configEntry{{key: "name", value: "a\tb", line: 1}}},
+			want: connection{Name: "a\"b\\c\td\neé😀\b\f\r"}, line: map[string]int{"name": 1}},
+		{name: "literal string", in: `key = 'C:\keys\op' # no escapes`, want: connection{Key: `@DIR@/C:\keys\op`}, line: map[string]int{"key": 1}},
+		{name: "an empty string is unset", in: `name = ""`, want: connection{}},
+		{name: "crlf and a byte order mark", in: "\uFEFF# x\r\ncp_url = \"u\"\r\n", want: connection{URL: "u"}, line: map[string]int{"cp": 2}},
+		{name: "a quoted key", in: `"cp_url" = "u"`, want: connection{URL: "u"}, line: map[string]int{"cp": 1}},
+		{name: "a multi-line string", in: "name = '''\nops'''", want: connection{Name: "ops"}, line: map[string]int{"name": 2}},
+		{name: "TOML 1.1's \\x escape", in: `name = "a\x41"`, want: connection{Name: "aA"}, line: map[string]int{"name": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := parseConfig([]byte(tc.in))
-			if err != nil {
-				t.Fatalf("parseConfig: %v", err)
+			dir := t.TempDir()
+			file := filepath.Join(dir, "config.toml")
+			if err := os.WriteFile(file, []byte(tc.in), 0o600); err != nil {
+				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(configEntry{})); diff != "" {
-				t.Fatalf("entries (-want +got):\n%s", diff)
+			got, err := resolveIn(t, map[string]string{"HOME": "/home/op"}, "status", "--config", file)
+			if err != nil {
+				t.Fatalf("resolveConnection: %v", err)
+			}
+			want := tc.want
+			want.Key = strings.ReplaceAll(want.Key, "@DIR@", dir)
+			want.CA = strings.ReplaceAll(want.CA, "@DIR@", dir)
+			want.from = map[string]string{}
+			for flag, line := range tc.line {
+				want.from[flag] = file + ":" + strconv.Itoa(line)
+			}
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(connection{})); diff != "" {
+				t.Fatalf("connection (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestParseConfigErrors(t *testing.T) {
-	t.Parallel()
+// TestOpConfigFileErrors: what the subset parser refused and TOML refuses
+// too, and what TOML accepts but the operator commands do not (another
+// key, another type), is a bad config file naming the file and the line.
+func TestOpConfigFileErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
-		line int
-		msg  string // a part of the message
+		msg  string // after "FILE:"
 	}{
-		{name: "table", in: "# x\n[server]\n", line: 2, msg: "tables are not supported"},
-		{name: "array table", in: "[[x]]", line: 1, msg: "tables are not supported"},
-		{name: "quoted key", in: `"cp_url" = "x"`, line: 1, msg: "quoted keys"},
-		{name: "dotted key", in: `cp.url = "x"`, line: 1, msg: "dotted keys"},
-		{name: "no equals", in: `cp_url "x"`, line: 1, msg: "expected = after key \"cp_url\""},
-		{name: "key alone", in: "\n\ncp_url", line: 3, msg: "expected = after key"},
-		{name: "no key", in: `= "x"`, line: 1, msg: "expected a key"},
-		{name: "no value", in: `cp_url =`, line: 1, msg: "has no value"},
-		{name: "number", in: `cp_url = 8443`, line: 1, msg: "must be a string"},
-		{name: "boolean", in: `cp_url = true`, line: 1, msg: "must be a string"},
-		{name: "array", in: `cp_url = ["a"]`, line: 1, msg: "must be a string"},
-		{name: "inline table", in: `cp_url = {a = "b"}`, line: 1, msg: "must be a string"},
-		{name: "bare word", in: `key = ~/.ssh/id`, line: 1, msg: "must be a string"},
-		{name: "multi-line basic", in: `name = """a"""`, line: 1, msg: "multi-line"},
-		{name: "multi-line literal", in: `name = '''a'''`, line: 1, msg: "multi-line"},
-		{name: "unterminated", in: `name = "abc`, line: 1, msg: "unterminated string"},
-		{name: "unterminated escape", in: `name = "abc\`, line: 1, msg: "unterminated string"},
-		{name: "unterminated literal", in: `name = 'abc`, line: 1, msg: "unterminated string"},
-		{name: "unknown escape", in: `name = "a\x41"`, line: 1, msg: `unknown escape \x`},
-		{name: "short unicode escape", in: `name = "\u00e"`, line: 1, msg: `\u00e"`},
-		{name: "surrogate", in: `name = "\uD800"`, line: 1, msg: "not a Unicode scalar value"},
-		{name: "out of range", in: `name = "\U00110000"`, line: 1, msg: "not a Unicode scalar value"},
-		{name: "garbage after", in: `name = "a" b`, line: 1, msg: `unexpected "b" after the value`},
-		{name: "two values", in: `name = "a" "b"`, line: 1, msg: "unexpected"},
-		{name: "duplicate", in: "name = \"a\"\n# x\nname = \"b\"\n", line: 3, msg: `key "name" is already set on line 1`},
-		{name: "control character", in: "name = \"a\x01b\"", line: 1, msg: "control character U+0001"},
-		{name: "control in a literal", in: "name = 'a\x7fb'", line: 1, msg: "control character U+007F"},
-		{name: "control in a comment", in: "# a\x00b", line: 1, msg: "control character U+0000"},
-		{name: "bad UTF-8", in: "name = \"a\"\nca = \"\xff\"", line: 2, msg: "not valid UTF-8"},
+		{name: "unknown key", in: "cp_url = \"x\"\n\ncp = \"y\"", msg: `3: unknown key "cp" (known: cp_url, key, name, ca)`},
+		{name: "table", in: "# x\n[server]\n", msg: `2: unknown key "server"`},
+		{name: "array table", in: "[[x]]", msg: `1: unknown key "x"`},
+		{name: "a known key as a table", in: "[cp_url]\nhost = \"x\"", msg: `1: "cp_url" is a table; want a string`},
+		{name: "dotted key", in: `cp.url = "x"`, msg: `1: unknown key "cp"`},
+		{name: "no equals", in: `cp_url "x"`, msg: `1: expected '.' or '=', but got '"' instead`},
+		{name: "no value", in: "\n\ncp_url =", msg: `3: unexpected EOF; expected value`},
+		{name: "number", in: `cp_url = 8443`, msg: `1: "cp_url" is an integer; want a string`},
+		{name: "boolean", in: `cp_url = true`, msg: `1: "cp_url" is a boolean; want a string`},
+		{name: "array", in: `cp_url = ["a"]`, msg: `1: "cp_url" is an array; want a string`},
+		{name: "inline table", in: `cp_url = {a = "b"}`, msg: `1: "cp_url" is a table; want a string`},
+		{name: "bare word", in: `key = ~/.ssh/id`, msg: `1: expected value but found '~' instead`},
+		{name: "unterminated", in: `name = "abc`, msg: `1: unexpected EOF; expected '"'`},
+		{name: "unknown escape", in: `name = "a\q"`, msg: `1: invalid escape in string '\q'`},
+		{name: "surrogate", in: `name = "\uD800"`, msg: `1: `},
+		{name: "garbage after", in: `name = "a" b`, msg: `1: expected a top-level item to end with a newline, comment, or EOF, but got 'b' instead`},
+		{name: "duplicate", in: "name = \"a\"\n# x\nname = \"b\"\n", msg: `3: Key 'name' has already been defined.`},
+		{name: "control character", in: "name = \"a\x01b\"", msg: `1: `},
+		{name: "control in a comment", in: "# a\x00b", msg: `1: `},
+		{name: "bad UTF-8", in: "name = \"a\"\nca = \"\xff\"", msg: `2: invalid UTF-8 byte: 0xff`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := parseConfig([]byte(tc.in))
-			var le *configLineError
-			if !errors.As(err, &le) {
-				t.Fatalf("parseConfig: %v, want a line error", err)
+			file := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(file, []byte(tc.in), 0o600); err != nil {
+				t.Fatal(err)
 			}
-			if le.line != tc.line || !strings.Contains(le.msg, tc.msg) {
-				t.Fatalf("error %q on line %d, want line %d with %q", le.msg, le.line, tc.line, tc.msg)
+			// The file is checked even when flags set every setting.
+			_, err := resolveIn(t, nil, "--cp", "https://x", "status", "--config", file, "--key", "k", "--name", "n", "--ca", "c")
+			want := "bad config file: " + file + ":" + tc.msg
+			if !errors.Is(err, errBadConfig) || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("error %v; want a bad config file error starting %q", err, want)
 			}
 		})
 	}
 }
 
-// canonicalConfig writes entries back as the parser reads them.
-func canonicalConfig(entries []configEntry) string {
-	var b strings.Builder
-	for _, e := range entries {
-		fmt.Fprintf(&b, "%s = \"", e.key)
-		for _, r := range e.value {
-			switch {
-			case r == '"' || r == '\\':
-				b.WriteString(`\` + string(r))
-			case isControl(r):
-				fmt.Fprintf(&b, `\u%04X`, r)
-			default:
-				b.WriteRune(r)
-			}
-		}
-		b.WriteString("\"\n")
+// TestOpConfigSources: flags (the innermost first) beat the environment,
+// which beats the file; the file is --config, else NIXFLEET_CONFIG, else
+// the default path, which need not exist.
+func TestOpConfigSources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(file, []byte("cp_url = \"https://file\"\nkey = \"k\"\nname = \"file\"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	return b.String()
+	env := map[string]string{"NIXFLEET_CONFIG": file, "NIXFLEET_CP_URL": "https://env", "NIXFLEET_NAME": ""}
+	got, err := resolveIn(t, env, "--key", "top-key", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := connection{URL: "https://env", Key: "top-key", Name: "file",
+		from: map[string]string{"cp": "NIXFLEET_CP_URL", "key": "--key", "name": file + ":3"}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(connection{})); diff != "" {
+		t.Errorf("connection (-want +got):\n%s", diff)
+	}
+
+	got, err = resolveIn(t, env, "--cp", "https://top", "status", "--cp", "https://leaf")
+	if err != nil || got.URL != "https://leaf" || got.from["cp"] != "--cp" {
+		t.Errorf("innermost flag: %+v, %v", got, err)
+	}
+
+	// The default path need not exist; a named file must.
+	none := map[string]string{"HOME": filepath.Join(dir, "nohome")}
+	if got, err := resolveIn(t, none, "status"); err != nil || got.URL != "" {
+		t.Errorf("no default file: %+v, %v", got, err)
+	}
+	none[configEnv] = filepath.Join(dir, "missing.toml")
+	_, err = resolveIn(t, none, "status")
+	var u cliapp.UsageError
+	if !errors.As(err, &u) || errors.Is(err, errBadConfig) || !os.IsNotExist(errors.Unwrap(err)) {
+		t.Errorf("a missing named file: %v", err)
+	}
 }
 
-// FuzzParseConfig: parsing never panics, and what parses has one meaning:
-// written back canonically it parses to the same keys and values.
-func FuzzParseConfig(f *testing.F) {
-	for _, s := range []string{
-		"", "# c\n", `cp_url = "https://x"`, "a = 'b' # c\r\n", `n = "\u00e9\U0001F600\"\\"`, "[t]", `a = "b" c`, "a = \"\x01\"",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, err := parseConfig(data)
-		if err != nil {
-			var le *configLineError
-			if !errors.As(err, &le) || le.line < 1 {
-				t.Fatalf("error without a line: %v", err)
-			}
-			return
-		}
-		again, err := parseConfig([]byte(canonicalConfig(entries)))
-		if err != nil {
-			t.Fatalf("the canonical form %q does not parse: %v", canonicalConfig(entries), err)
-		}
-		if len(again) != len(entries) {
-			t.Fatalf("%d entries, then %d", len(entries), len(again))
-		}
-		for i := range entries {
-			if again[i].key != entries[i].key || again[i].value != entries[i].value {
-				t.Fatalf("entry %d: %s=%s, then %s=%s", i, entries[i].key, strconv.Quote(entries[i].value),
-					again[i].key, strconv.Quote(again[i].value))
-			}
-		}
-	})
-}
-
-func TestDefaultConfigPath(t *testing.T) {
+func TestOpConfigDefaultPath(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -176,22 +190,5 @@ func TestDefaultConfigPath(t *testing.T) {
 				t.Fatalf("defaultConfigPath = %q, want %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestConfigResolvePath(t *testing.T) {
-	t.Parallel()
-	f := configFile{path: "/etc/nixfleet/config.toml"}
-	env := func(k string) string { return map[string]string{"HOME": "/home/op"}[k] }
-	for in, want := range map[string]string{
-		"op_ed25519":      "/etc/nixfleet/op_ed25519",
-		"keys/op":         "/etc/nixfleet/keys/op",
-		"/abs/op":         "/abs/op",
-		"~/.ssh/id":       "/home/op/.ssh/id",
-		"../shared/ca.pm": "/etc/shared/ca.pm",
-	} {
-		if got := f.resolvePath(in, env); got != want {
-			t.Errorf("resolvePath(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

@@ -2,15 +2,13 @@ package main
 
 import (
 	"bytes"
-	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/proto"
 )
 
 func TestStyleFor(t *testing.T) {
@@ -54,20 +52,21 @@ func TestProgressBar(t *testing.T) {
 
 // statusFixture is a channel with a blocked host, a ref waiting for a
 // rollout, and a refused release.
-func statusFixture() (controlplane.ChannelStatus, *controlplane.RolloutSummary) {
+func statusFixture() (proto.ChannelStatus, *proto.Rollout) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	r := &controlplane.RolloutSummary{Rollout: reconciler.Rollout{
-		ID: "stable@1", Channel: "stable", Ref: "1", State: reconciler.RolloutActive, Wave: 1, WavePhase: reconciler.PhaseDispatching,
-		Waves: []reconciler.WaveSpec{{SoakMinutes: 0}, {SoakMinutes: 5}},
-		Hosts: []reconciler.RolloutHost{
-			{Hostname: "a", Wave: 0, State: reconciler.HostConverged},
-			{Hostname: "b", Wave: 1, State: reconciler.HostSoaking},
-			{Hostname: "c", Wave: 1, State: reconciler.HostPending, Blocked: reconciler.Reason{Gate: "budget", Code: "budget", Message: "budget web is full"}},
-			{Hostname: "d", Wave: 1, State: reconciler.HostConverged},
+	r := &proto.Rollout{
+		ID: "stable@1", Channel: "stable", Ref: "1", State: "Active", Wave: 1, WavePhase: "dispatching",
+		Waves: []proto.RolloutWave{{SoakMinutes: 0}, {SoakMinutes: 5}},
+		Hosts: []proto.RolloutHost{
+			{Hostname: "a", Wave: 0, State: "Converged"},
+			{Hostname: "b", Wave: 1, State: "Soaking"},
+			{Hostname: "c", Wave: 1, State: "Pending", Blocked: proto.DecisionReason{Gate: "budget", Code: "budget", Message: "budget web is full"}},
+			{Hostname: "d", Wave: 1, State: "Converged"},
 		},
-	}, Counts: map[reconciler.HostState]int{reconciler.HostConverged: 2, reconciler.HostSoaking: 1, reconciler.HostPending: 1}}
-	ch := controlplane.ChannelStatus{Name: "stable", Ref: "2", SignedAt: at, Rollout: r, Pending: true}
-	ch.LastFailure = &controlplane.SourceFailure{Commit: "abc", Code: "stale", Message: "signed too long ago", At: at}
+		Counts: map[string]int{"Converged": 2, "Soaking": 1, "Pending": 1},
+	}
+	ch := proto.ChannelStatus{Name: "stable", Ref: "2", SignedAt: at, Rollout: r, Pending: true}
+	ch.LastFailure = &proto.SourceFailure{Commit: "abc", Code: "stale", Message: "signed too long ago", At: at}
 	return ch, r
 }
 
@@ -107,9 +106,9 @@ func TestChannelStatusInColour(t *testing.T) {
 
 func TestEventLine(t *testing.T) {
 	t.Parallel()
-	ev := store.EventRecord{ID: 7, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Event: reconciler.Event{
+	ev := proto.Event{ID: 7, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
 		Kind: "host_transition", RolloutID: "stable@1", Wave: 1, Host: "web-1", From: "Pending", To: "Activating",
-		Reason: reconciler.Reason{Code: "dispatched", Message: "dispatched to x"}}}
+		Reason: proto.DecisionReason{Code: "dispatched", Message: "dispatched to x"}}
 	plain := eventLine(style{}, ev)
 	want := "7      2026-03-01T12:00:00Z  1     web-1       host_transition     Pending → Activating      [dispatched] dispatched to x"
 	if plain != want {

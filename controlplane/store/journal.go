@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -163,7 +164,7 @@ const (
 // Events returns journal entries matching q, in ID order: after AfterID,
 // at most Limit (DefaultEventLimit when zero or negative, at most
 // MaxEventLimit).
-func (s *db) Events(ctx context.Context, q EventQuery) ([]EventRecord, error) {
+func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error) {
 	where := []string{"id > ?"}
 	args := []any{q.AfterID}
 	for _, f := range []struct{ col, v string }{{"rollout_id", q.RolloutID}, {"host", q.Host}, {"channel", q.Channel}} {
@@ -178,7 +179,7 @@ func (s *db) Events(ctx context.Context, q EventQuery) ([]EventRecord, error) {
 	}
 	limit = min(limit, MaxEventLimit)
 	args = append(args, limit)
-	out := []EventRecord{}
+	out := []proto.Event{}
 	err := s.read(ctx, func(tx *txn) error {
 		rs, err := tx.query(ctx, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+
 			" ORDER BY id LIMIT ?", args...)
@@ -189,7 +190,7 @@ func (s *db) Events(ctx context.Context, q EventQuery) ([]EventRecord, error) {
 		reasons := reasonDecoder{}
 		for rs.Next() {
 			var (
-				e      EventRecord
+				e      proto.Event
 				at     int64
 				reason string
 			)
@@ -197,9 +198,11 @@ func (s *db) Events(ctx context.Context, q EventQuery) ([]EventRecord, error) {
 				return err
 			}
 			e.At = fromMicros(at)
-			if e.Reason, err = reasons.decode(reason); err != nil {
+			r, err := reasons.decode(reason)
+			if err != nil {
 				return err
 			}
+			e.Reason = proto.DecisionReason(r)
 			out = append(out, e)
 		}
 		return rs.Err()

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -106,24 +107,6 @@ type Assignment struct {
 	RolloutState reconciler.RolloutState
 	ManifestHash string
 	Host         reconciler.RolloutHost
-}
-
-// EventRecord is a journal entry with its position and time.
-type EventRecord struct {
-	// ID increases with every event written; use it to page and follow.
-	ID int64     `json:"id"`
-	At time.Time `json:"at"`
-	reconciler.Event
-}
-
-// EventQuery selects events; zero fields do not filter. Results are in ID
-// order, at most Limit (default 1000, at most 10000).
-type EventQuery struct {
-	RolloutID string
-	Host      string
-	Channel   string
-	AfterID   int64
-	Limit     int
 }
 
 // Lease is a held lease. Epoch increases each time the lease changes
@@ -250,8 +233,11 @@ type Store interface {
 	// verification), stamped at.
 	AppendEvents(ctx context.Context, at time.Time, events []reconciler.Event) error
 
-	// Events returns journal entries.
-	Events(ctx context.Context, q EventQuery) ([]EventRecord, error)
+	// Events returns the journal entries q selects, as the operator API
+	// shows them (rfcs/0007 §Events), in id order: after q.AfterID, at
+	// most q.Limit (DefaultEventLimit when zero or negative, at most
+	// MaxEventLimit).
+	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
 	// Prune deletes events older than before, and terminal rollouts (with
 	// their hosts and manifests) last updated before it that are not the
 	// latest of their channel. It returns how many events and rollouts went.

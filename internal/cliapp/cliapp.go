@@ -1,6 +1,3 @@
-// Package cliapp is what the nixfleet daemons' commands share: running a
-// urfave/cli app with the project's exit codes (0 ok, 1 failed, 2 usage),
-// and the environment variables that mirror flags.
 package cliapp
 
 import (

@@ -18,8 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nixfleet/nixfleet/apiclient"
-	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
@@ -245,9 +243,8 @@ func (f *Fleet) StartAgent(name string, o AgentOptions) *Proc {
 }
 
 // Rollout reads a rollout from the control plane.
-func (f *Fleet) Rollout(id string) (controlplane.RolloutSummary, bool) {
-	var r controlplane.RolloutSummary
-	err := f.Op.Get(context.Background(), "/v1/rollouts/"+id, &r)
+func (f *Fleet) Rollout(id string) (proto.Rollout, bool) {
+	r, _, err := f.Op.Rollout(context.Background(), id)
 	return r, err == nil
 }
 
@@ -260,23 +257,23 @@ func (f *Fleet) States(id string) map[string]reconciler.HostState {
 	}
 	out := map[string]reconciler.HostState{}
 	for _, h := range r.Hosts {
-		out[h.Hostname] = h.State
+		out[h.Hostname] = reconciler.HostState(h.State)
 	}
 	return out
 }
 
 // Event is an entry of the control plane's journal.
-type Event = store.EventRecord
+type Event = proto.Event
 
 // Events is a rollout's journal, oldest first.
 func (f *Fleet) Events(id string) []Event {
 	f.T.Helper()
-	var evs struct{ Events []Event }
-	if err := f.Op.Get(context.Background(), "/v1/rollouts/"+id+"/events", &evs); err != nil {
+	evs, _, err := f.Op.RolloutEvents(context.Background(), id, proto.EventQuery{})
+	if err != nil {
 		f.T.Fatal(err)
 	}
-	slices.SortFunc(evs.Events, func(a, b Event) int { return int(a.ID - b.ID) })
-	return evs.Events
+	slices.SortFunc(evs, func(a, b Event) int { return int(a.ID - b.ID) })
+	return evs
 }
 
 // Journal is a rollout's host events, "<to> <code>: <message>" by host.

@@ -30,9 +30,10 @@ import (
 type Binaries struct{ CP, Agent, CLI string }
 
 // Build builds the three commands into dir, with the race detector when
-// the tests have it (internal/testbin). Call it once, from TestMain.
-func Build(dir string) (Binaries, error) {
-	paths, err := testbin.Build(dir, "github.com/nixfleet/nixfleet/cmd/nixfleet-cp",
+// the tests have it (internal/testbin) and with the build tags given (the
+// agent's faultinject). Call it once, from TestMain.
+func Build(dir string, tags ...string) (Binaries, error) {
+	paths, err := testbin.BuildTags(dir, tags, "github.com/nixfleet/nixfleet/cmd/nixfleet-cp",
 		"github.com/nixfleet/nixfleet/cmd/nixfleet-agent", "github.com/nixfleet/nixfleet/cmd/nixfleet")
 	if err != nil {
 		return Binaries{}, err
@@ -175,16 +176,17 @@ func Equal(a, b []string) bool {
 }
 
 // Main is the body of a TestMain that runs a fleet: it builds the
-// binaries into a temporary directory, sets *bin, runs the tests and
-// returns their exit code: os.Exit(realfleet.Main(m, &bin)).
-func Main(m *testing.M, bin *Binaries) int {
+// binaries into a temporary directory (with the build tags given), sets
+// *bin, runs the tests and returns their exit code:
+// os.Exit(realfleet.Main(m, &bin)).
+func Main(m *testing.M, bin *Binaries, tags ...string) int {
 	dir, err := os.MkdirTemp("", "nixfleet-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if *bin, err = Build(dir); err != nil {
+	if *bin, err = Build(dir, tags...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -14,9 +14,19 @@ import (
 // Build builds the packages into dir and returns each binary's path, in
 // the order given. It uses the go command go test put first on PATH.
 func Build(dir string, pkgs ...string) ([]string, error) {
+	return BuildTags(dir, nil, pkgs...)
+}
+
+// BuildTags is Build with build tags (go build -tags): test-only code that
+// shipped binaries lack, such as the agent's fault injection
+// (faultinject).
+func BuildTags(dir string, tags []string, pkgs ...string) ([]string, error) {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	if RaceEnabled {
 		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	args = append(args, pkgs...)
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {

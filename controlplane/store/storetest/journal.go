@@ -87,7 +87,7 @@ func testEvents(t *testing.T, s store.Store) {
 	must(t, s.AppendEvents(ctx, later, []rc.Event{{Kind: "release_refused", Channel: "a", Wave: -1, Reason: rc.Reason{Code: "bad_signature"}}}))
 	must(t, s.AppendEvents(ctx, later, nil))
 
-	all, err := s.Events(ctx, store.EventQuery{AfterID: start.Events})
+	all, err := s.Events(ctx, proto.EventQuery{AfterID: start.Events})
 	must(t, err)
 	if len(all) != 5 {
 		t.Fatalf("%d events, want 5", len(all))
@@ -104,13 +104,15 @@ func testEvents(t *testing.T, s store.Store) {
 			t.Errorf("event %d at %s, want %s in UTC", i, e.At, at)
 		}
 		if i < 4 {
-			diff(t, fmt.Sprintf("event %d", i), e.Event, evs[i])
+			w := evs[i]
+			diff(t, fmt.Sprintf("event %d", i), e, proto.Event{ID: e.ID, At: e.At, Kind: w.Kind, RolloutID: w.RolloutID,
+				Channel: w.Channel, Wave: w.Wave, Host: w.Host, From: w.From, To: w.To, Reason: proto.DecisionReason(w.Reason)})
 		}
 	}
 	if w, _ := s.Watermark(ctx); w.Events != all[4].ID {
 		t.Errorf("watermark events %d, want %d", w.Events, all[4].ID)
 	}
-	ids := func(q store.EventQuery) []int64 {
+	ids := func(q proto.EventQuery) []int64 {
 		t.Helper()
 		got, err := s.Events(ctx, q)
 		must(t, err)
@@ -129,17 +131,17 @@ func testEvents(t *testing.T, s store.Store) {
 	}
 	for _, tc := range []struct {
 		name string
-		q    store.EventQuery
+		q    proto.EventQuery
 		want []int64
 	}{
-		{"rollout", store.EventQuery{RolloutID: "a@1"}, id(0, 2)},
-		{"host", store.EventQuery{Host: "h2"}, id(2)},
-		{"channel", store.EventQuery{Channel: "b"}, id(3)},
-		{"channel and rollout", store.EventQuery{Channel: "a", RolloutID: "a@1"}, id(0, 2)},
-		{"after", store.EventQuery{AfterID: all[1].ID}, id(2, 3, 4)},
-		{"after, limit", store.EventQuery{AfterID: all[0].ID, Limit: 2}, id(1, 2)},
-		{"no match", store.EventQuery{Host: "nope"}, nil},
-		{"after the last", store.EventQuery{AfterID: all[4].ID}, nil},
+		{"rollout", proto.EventQuery{RolloutID: "a@1"}, id(0, 2)},
+		{"host", proto.EventQuery{Host: "h2"}, id(2)},
+		{"channel", proto.EventQuery{Channel: "b"}, id(3)},
+		{"channel and rollout", proto.EventQuery{Channel: "a", RolloutID: "a@1"}, id(0, 2)},
+		{"after", proto.EventQuery{AfterID: all[1].ID}, id(2, 3, 4)},
+		{"after, limit", proto.EventQuery{AfterID: all[0].ID, Limit: 2}, id(1, 2)},
+		{"no match", proto.EventQuery{Host: "nope"}, nil},
+		{"after the last", proto.EventQuery{AfterID: all[4].ID}, nil},
 	} {
 		if got := ids(tc.q); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: ids %v, want %v", tc.name, got, tc.want)
@@ -154,7 +156,7 @@ func testEvents(t *testing.T, s store.Store) {
 	m.now = m.now.Add(time.Minute)
 	m.tickWith(func(rc.Input) (rc.Output, error) { return rc.Output{Events: many}, nil })
 	for _, tc := range []struct{ limit, want int }{{0, 1000}, {-5, 1000}, {20000, 10000}, {10000, 10000}, {1, 1}} {
-		got, err := s.Events(ctx, store.EventQuery{Channel: "bulk", Limit: tc.limit})
+		got, err := s.Events(ctx, proto.EventQuery{Channel: "bulk", Limit: tc.limit})
 		must(t, err)
 		if len(got) != tc.want {
 			t.Errorf("limit %d: %d events, want %d", tc.limit, len(got), tc.want)
@@ -230,7 +232,7 @@ func testPrune(t *testing.T, s store.Store) {
 	if n, err := in.CountRows(ctx, "rollout_manifests"); err != nil || n != 5 {
 		t.Errorf("%d rollout manifests left (%v), want 5", n, err)
 	}
-	left, err := s.Events(ctx, store.EventQuery{})
+	left, err := s.Events(ctx, proto.EventQuery{})
 	must(t, err)
 	// The second tick's: its own, and the watch restarting after three
 	// hours without a tick.

@@ -73,7 +73,7 @@ func testWatch(t *testing.T, s store.Store) {
 	if !in.WatchingSince.Equal(later) || !watchStarts(out) || !strings.Contains(out.Events[0].Reason.Message, t0.Add(gap).Format(time.RFC3339)) {
 		t.Fatalf("a tick more than MaxGap later: watching since %s, events %+v; want a new watch naming the last tick", in.WatchingSince, out.Events)
 	}
-	evs, err := s.Events(m.ctx, store.EventQuery{})
+	evs, err := s.Events(m.ctx, proto.EventQuery{})
 	must(t, err)
 	if len(evs) != 2 || evs[1].Kind != rc.EventWatchStarted || !evs[1].At.Equal(later) {
 		t.Fatalf("journal %+v: want two watch_started events, the second at %s", evs, later)

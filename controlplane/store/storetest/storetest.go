@@ -393,7 +393,7 @@ type snapshot struct {
 	Input     rc.Input
 	Rollouts  []rc.Rollout
 	Manifests map[string]store.Manifest
-	Events    []store.EventRecord
+	Events    []proto.Event
 	Hosts     []store.HostRecord
 	Releases  []store.Release
 	Intents   map[string]store.IntentRecord
@@ -413,7 +413,7 @@ func (m *sim) snapshot(intentIDs ...string) snapshot {
 		must(m.t, err)
 		sn.Manifests[r.ID] = mf
 	}
-	sn.Events, err = m.s.Events(m.ctx, store.EventQuery{Limit: 10000})
+	sn.Events, err = m.s.Events(m.ctx, proto.EventQuery{Limit: 10000})
 	must(m.t, err)
 	sn.Hosts, err = m.s.Hosts(m.ctx)
 	must(m.t, err)

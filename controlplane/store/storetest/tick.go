@@ -83,7 +83,7 @@ func testTickMatchesApply(t *testing.T, s store.Store) {
 			t.Errorf("%s in %s is %s, want Converged", h, edge1, st)
 		}
 	}
-	evs, err := s.Events(m.ctx, store.EventQuery{Host: "e4"})
+	evs, err := s.Events(m.ctx, proto.EventQuery{Host: "e4"})
 	must(t, err)
 	var e4 []string
 	for _, ev := range evs {
@@ -324,7 +324,7 @@ func testTicksSerialize(t *testing.T, s store.Store) {
 	if got := m.rollout(id).FailuresForgiven; got != total {
 		t.Fatalf("after %d serialized increments the counter is %d: an update was lost", total, got)
 	}
-	evs, err := s.Events(m.ctx, store.EventQuery{RolloutID: id})
+	evs, err := s.Events(m.ctx, proto.EventQuery{RolloutID: id})
 	must(t, err)
 	var seen []int
 	for _, e := range evs {
@@ -408,7 +408,7 @@ func testTick10000(t *testing.T, s store.Store) {
 	kinds := map[string]int{}
 	var last int64
 	for {
-		page, err := s.Events(m.ctx, store.EventQuery{RolloutID: id, AfterID: last, Limit: store.MaxEventLimit})
+		page, err := s.Events(m.ctx, proto.EventQuery{RolloutID: id, AfterID: last, Limit: store.MaxEventLimit})
 		must(t, err)
 		if len(page) == 0 {
 			break

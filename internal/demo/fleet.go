@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"crypto/ed25519"
@@ -16,19 +16,19 @@ import (
 
 // The demo fleet's channels, in rollout order: prod follows staging.
 const (
-	demoStaging = "staging"
-	demoProd    = "prod"
+	stagingChannel = "staging"
+	prodChannel    = "prod"
 )
 
 // Bounds of --hosts.
 const (
-	demoMinHosts     = 4
-	demoMaxHosts     = 500
-	demoDefaultHosts = 20
+	MinHosts     = 4
+	MaxHosts     = 500
+	DefaultHosts = 20
 )
 
-// demoHost is one simulated machine of the demo fleet.
-type demoHost struct {
+// fleetHost is one simulated machine of the demo fleet.
+type fleetHost struct {
 	name    string
 	channel string
 	tags    []string
@@ -36,24 +36,24 @@ type demoHost struct {
 	key     ed25519.PrivateKey
 }
 
-// demoWave is one wave of a channel's policy: a name for people, the
+// fleetWave is one wave of a channel's policy: a name for people, the
 // selector CI resolves, and the hosts it resolved to.
-type demoWave struct {
+type fleetWave struct {
 	name     string
 	selector proto.Selector
 	hosts    []string
 }
 
-// demoChannel is a channel of the demo fleet with its policy.
-type demoChannel struct {
+// fleetChannel is a channel of the demo fleet with its policy.
+type fleetChannel struct {
 	name            string
-	waves           []demoWave
+	waves           []fleetWave
 	onHealthFailure string
 	canary          string
 	hosts           []string
 }
 
-// demoFleet is the fleet the demo signs: two channels (prod follows
+// fleet is the fleet the demo signs: two channels (prod follows
 // staging), a canary wave on each, database hosts that go before the web
 // hosts of their region, and disruption budgets.
 //
@@ -65,30 +65,30 @@ type demoChannel struct {
 // first in the budgets. Every wave soaks 0 minutes: soak is counted in
 // whole minutes, and the health gate is judged anyway on the first
 // check-in after a host confirms (rfcs/0003 rule 8).
-type demoFleet struct {
-	hosts    []*demoHost // by channel, then as created
-	byName   map[string]*demoHost
-	channels []*demoChannel // staging, prod
+type fleet struct {
+	hosts    []*fleetHost // by channel, then as created
+	byName   map[string]*fleetHost
+	channels []*fleetChannel // staging, prod
 	edges    []proto.Edge
 	budgets  []proto.DisruptionBudget
 	// prodLimit is how many prod hosts may be in flight at once.
 	prodLimit int
 }
 
-func newDemoFleet(n int) (*demoFleet, error) {
-	f := &demoFleet{byName: map[string]*demoHost{}}
+func newFleet(n int) (*fleet, error) {
+	f := &fleet{byName: map[string]*fleetHost{}}
 	nStaging := max(2, n/5)
 	nProd := n - nStaging
 	width := 2
 	if n >= 100 {
 		width = 3
 	}
-	add := func(name, channel string, tags ...string) (*demoHost, error) {
+	add := func(name, channel string, tags ...string) (*fleetHost, error) {
 		_, key, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			return nil, err
 		}
-		h := &demoHost{name: name, channel: channel, tags: tags, key: key}
+		h := &fleetHost{name: name, channel: channel, tags: tags, key: key}
 		f.hosts = append(f.hosts, h)
 		f.byName[name] = h
 		return h, nil
@@ -100,7 +100,7 @@ func newDemoFleet(n int) (*demoFleet, error) {
 
 	// staging: a database and web servers; the first web server is the
 	// canary.
-	if _, err := add("stg-db-01", demoStaging, "db"); err != nil {
+	if _, err := add("stg-db-01", stagingChannel, "db"); err != nil {
 		return nil, err
 	}
 	for i := 1; i < nStaging; i++ {
@@ -108,7 +108,7 @@ func newDemoFleet(n int) (*demoFleet, error) {
 		if i == 1 {
 			tags = append(tags, "canary")
 		}
-		h, err := add(num("stg-web", i), demoStaging, tags...)
+		h, err := add(num("stg-web", i), stagingChannel, tags...)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +129,7 @@ func newDemoFleet(n int) (*demoFleet, error) {
 		if len(regions) > 1 {
 			name = "prod-db-" + r
 		}
-		if _, err := add(name, demoProd, "db", r); err != nil {
+		if _, err := add(name, prodChannel, "db", r); err != nil {
 			return nil, err
 		}
 		dbs[r] = name
@@ -140,7 +140,7 @@ func newDemoFleet(n int) (*demoFleet, error) {
 		if i == 1 {
 			tags = append(tags, "canary")
 		}
-		h, err := add(num("prod-web", i), demoProd, tags...)
+		h, err := add(num("prod-web", i), prodChannel, tags...)
 		if err != nil {
 			return nil, err
 		}
@@ -149,15 +149,15 @@ func newDemoFleet(n int) (*demoFleet, error) {
 		}
 	}
 
-	canaryWave := demoWave{name: "canary", selector: proto.Selector{Tags: []string{"canary"}}}
-	rest := demoWave{name: "rest", selector: proto.Selector{All: true}}
-	prodWaves := []demoWave{canaryWave, rest}
+	canaryWave := fleetWave{name: "canary", selector: proto.Selector{Tags: []string{"canary"}}}
+	rest := fleetWave{name: "rest", selector: proto.Selector{All: true}}
+	prodWaves := []fleetWave{canaryWave, rest}
 	if len(regions) > 1 {
-		prodWaves = []demoWave{canaryWave, {name: "eu", selector: proto.Selector{TagsAny: []string{"eu"}}}, rest}
+		prodWaves = []fleetWave{canaryWave, {name: "eu", selector: proto.Selector{TagsAny: []string{"eu"}}}, rest}
 	}
-	f.channels = []*demoChannel{
-		{name: demoStaging, waves: []demoWave{canaryWave, rest}, onHealthFailure: proto.OnHealthFailureRollbackAndHalt},
-		{name: demoProd, waves: prodWaves, onHealthFailure: proto.OnHealthFailureHalt},
+	f.channels = []*fleetChannel{
+		{name: stagingChannel, waves: []fleetWave{canaryWave, rest}, onHealthFailure: proto.OnHealthFailureRollbackAndHalt},
+		{name: prodChannel, waves: prodWaves, onHealthFailure: proto.OnHealthFailureHalt},
 	}
 	for _, c := range f.channels {
 		for _, h := range f.hosts {
@@ -184,23 +184,23 @@ func newDemoFleet(n int) (*demoFleet, error) {
 
 	// Budgets: at most 20% of prod in flight (one host when that rounds
 	// down to none), half of staging, one database at a time fleet-wide.
-	prodSel, stagingSel := demoProd, demoStaging
+	prodSel, stagingSel := prodChannel, stagingChannel
 	f.prodLimit = nProd * 20 / 100
 	if f.prodLimit >= 1 {
-		f.budgets = append(f.budgets, proto.DisruptionBudget{Selector: proto.Selector{Channel: &prodSel}, MaxInFlightPct: demoPtr(20)})
+		f.budgets = append(f.budgets, proto.DisruptionBudget{Selector: proto.Selector{Channel: &prodSel}, MaxInFlightPct: ptr(20)})
 	} else {
 		f.prodLimit = 1
-		f.budgets = append(f.budgets, proto.DisruptionBudget{Selector: proto.Selector{Channel: &prodSel}, MaxInFlight: demoPtr(1)})
+		f.budgets = append(f.budgets, proto.DisruptionBudget{Selector: proto.Selector{Channel: &prodSel}, MaxInFlight: ptr(1)})
 	}
 	f.budgets = append(f.budgets,
-		proto.DisruptionBudget{Selector: proto.Selector{Channel: &stagingSel}, MaxInFlightPct: demoPtr(50)},
-		proto.DisruptionBudget{Selector: proto.Selector{Tags: []string{"db"}}, MaxInFlight: demoPtr(1)})
+		proto.DisruptionBudget{Selector: proto.Selector{Channel: &stagingSel}, MaxInFlightPct: ptr(50)},
+		proto.DisruptionBudget{Selector: proto.Selector{Tags: []string{"db"}}, MaxInFlight: ptr(1)})
 	return f, nil
 }
 
-func demoPtr[T any](v T) *T { return &v }
+func ptr[T any](v T) *T { return &v }
 
-func (f *demoFleet) channel(name string) *demoChannel {
+func (f *fleet) channel(name string) *fleetChannel {
 	for _, c := range f.channels {
 		if c.name == name {
 			return c
@@ -210,18 +210,18 @@ func (f *demoFleet) channel(name string) *demoChannel {
 }
 
 // closure is a host's system closure at a release version.
-func (f *demoFleet) closure(host, version string) string { return fleetrepo.Closure(host, version) }
+func (f *fleet) closure(host, version string) string { return fleetrepo.Closure(host, version) }
 
 // ciCommit is the source commit CI builds a version from: a stable hex id,
 // so rollout ids are the same from one demo to the next.
-func demoCommit(version string) string {
+func commitOf(version string) string {
 	sum := sha256.Sum256([]byte("nixfleet demo release " + version))
 	return hex.EncodeToString(sum[:6])
 }
 
 // unsigned is the fleet.resolved CI would evaluate at a version: every
 // host's closure changes with the version.
-func (f *demoFleet) unsigned(version string) ([]byte, error) {
+func (f *fleet) unsigned(version string) ([]byte, error) {
 	fr := proto.FleetResolved{
 		SchemaVersion:   proto.SchemaVersion,
 		Hosts:           map[string]proto.Host{},
@@ -229,7 +229,7 @@ func (f *demoFleet) unsigned(version string) ([]byte, error) {
 		RolloutPolicies: map[string]proto.RolloutPolicy{},
 		Waves:           map[string][]proto.Wave{},
 		Edges:           slices.Clone(f.edges),
-		ChannelEdges: []proto.ChannelEdge{{Gates: demoStaging, Gated: demoProd,
+		ChannelEdges: []proto.ChannelEdge{{Gates: stagingChannel, Gated: prodChannel,
 			Reason: "a release reaches prod only after staging took it"}},
 		DisruptionBudgets: slices.Clone(f.budgets),
 	}
@@ -242,7 +242,7 @@ func (f *demoFleet) unsigned(version string) ([]byte, error) {
 		fr.Channels[c.name] = proto.Channel{RolloutPolicy: c.name, FreshnessWindow: 1440, SigningIntervalMinutes: 60,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
 		p := proto.RolloutPolicy{Strategy: "canary", OnHealthFailure: c.onHealthFailure,
-			HealthGate: proto.HealthGate{MaxFailures: demoPtr(0), SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0}}}
+			HealthGate: proto.HealthGate{MaxFailures: ptr(0), SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0}}}
 		for _, w := range c.waves {
 			p.Waves = append(p.Waves, proto.PolicyWave{Selector: w.selector, SoakMinutes: 0})
 			fr.Waves[c.name] = append(fr.Waves[c.name], proto.Wave{Hosts: slices.Clone(w.hosts), SoakMinutes: 0})

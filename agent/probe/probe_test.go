@@ -1,4 +1,4 @@
-package agent
+package probe
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 	"github.com/nixfleet/nixfleet/proto"
 )
 
-// probeBound is the generous upper bound for anything the tests wait for.
-const probeBound = 10 * time.Second
+// bound is the generous upper bound for anything the tests wait for.
+const bound = 10 * time.Second
 
-// probeNotified reports whether a change notification is pending,
+// notified reports whether a change notification is pending,
 // consuming it.
-func probeNotified(r *ProbeRunner) bool {
+func notified(r *Runner) bool {
 	select {
 	case <-r.Changed():
 		return true
@@ -35,17 +35,17 @@ func probeNotified(r *ProbeRunner) bool {
 	}
 }
 
-// probeFailed returns Summary's failed probe names.
-func probeFailed(r *ProbeRunner) []string {
+// failedNames returns Summary's failed probe names.
+func failedNames(r *Runner) []string {
 	s, _ := r.Summary()
 	return s.Failed
 }
 
-// probeNoUnits is a failed-units config that is off.
-var probeNoUnits = ProbeFailedUnits{Enabled: false}
+// noUnits is a failed-units config that is off.
+var noUnits = FailedUnits{Enabled: false}
 
-// probeHealthServer is an httptest server whose health toggles.
-func probeHealthServer(t *testing.T) (*httptest.Server, *atomic.Bool) {
+// healthServer is an httptest server whose health toggles.
+func healthServer(t *testing.T) (*httptest.Server, *atomic.Bool) {
 	t.Helper()
 	var healthy atomic.Bool
 	healthy.Store(true)
@@ -65,11 +65,11 @@ func probeHealthServer(t *testing.T) (*httptest.Server, *atomic.Bool) {
 	return srv, &healthy
 }
 
-func TestProbeHTTPFlipsAndNotifies(t *testing.T) {
+func TestHTTPFlipsAndNotifies(t *testing.T) {
 	t.Parallel()
-	srv, healthy := probeHealthServer(t)
-	r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
-		{Name: "web", Type: ProbeHTTP, URL: srv.URL + "/health", Interval: time.Second, Timeout: time.Second},
+	srv, healthy := healthServer(t)
+	r := NewRunner(Config{FailedUnits: noUnits, Probes: []Spec{
+		{Name: "web", Type: HTTP, URL: srv.URL + "/health", Interval: time.Second, Timeout: time.Second},
 	}})
 	ctx := t.Context()
 
@@ -82,10 +82,10 @@ func TestProbeHTTPFlipsAndNotifies(t *testing.T) {
 	}
 
 	r.RunOnce(ctx)
-	if got := probeFailed(r); len(got) != 0 {
+	if got := failedNames(r); len(got) != 0 {
 		t.Fatalf("healthy: Failed = %q", got)
 	}
-	if probeNotified(r) {
+	if notified(r) {
 		t.Error("healthy first run notified a change; the summary did not change")
 	}
 	if got := r.Details()["web"]; got != "ok" {
@@ -94,10 +94,10 @@ func TestProbeHTTPFlipsAndNotifies(t *testing.T) {
 
 	healthy.Store(false)
 	r.RunOnce(ctx)
-	if diff := cmp.Diff([]string{"web"}, probeFailed(r)); diff != "" {
+	if diff := cmp.Diff([]string{"web"}, failedNames(r)); diff != "" {
 		t.Fatalf("unhealthy: Failed (-want +got):\n%s", diff)
 	}
-	if !probeNotified(r) {
+	if !notified(r) {
 		t.Error("flip to failing did not notify")
 	}
 	if got := r.Details()["web"]; !strings.Contains(got, "503") {
@@ -105,16 +105,16 @@ func TestProbeHTTPFlipsAndNotifies(t *testing.T) {
 	}
 
 	r.RunOnce(ctx)
-	if probeNotified(r) {
+	if notified(r) {
 		t.Error("a second failing run notified; nothing changed")
 	}
 
 	healthy.Store(true)
 	r.RunOnce(ctx)
-	if got := probeFailed(r); len(got) != 0 {
+	if got := failedNames(r); len(got) != 0 {
 		t.Fatalf("recovered: Failed = %q", got)
 	}
-	if !probeNotified(r) {
+	if !notified(r) {
 		t.Error("flip to passing did not notify")
 	}
 	res := r.Results()
@@ -123,9 +123,9 @@ func TestProbeHTTPFlipsAndNotifies(t *testing.T) {
 	}
 }
 
-func TestProbeHTTPStatus(t *testing.T) {
+func TestHTTPStatus(t *testing.T) {
 	t.Parallel()
-	srv, _ := probeHealthServer(t)
+	srv, _ := healthServer(t)
 	tests := []struct {
 		name   string
 		path   string
@@ -143,8 +143,8 @@ func TestProbeHTTPStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
-				{Name: "p", Type: ProbeHTTP, URL: srv.URL + tt.path, ExpectStatus: tt.expect, Interval: time.Second, Timeout: time.Second},
+			r := NewRunner(Config{FailedUnits: noUnits, Probes: []Spec{
+				{Name: "p", Type: HTTP, URL: srv.URL + tt.path, ExpectStatus: tt.expect, Interval: time.Second, Timeout: time.Second},
 			}})
 			r.RunOnce(t.Context())
 			res := r.Results()[0]
@@ -155,7 +155,7 @@ func TestProbeHTTPStatus(t *testing.T) {
 	}
 }
 
-func TestProbeHTTPTimeout(t *testing.T) {
+func TestHTTPTimeout(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -166,11 +166,11 @@ func TestProbeHTTPTimeout(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
-		{Name: "slow", Type: ProbeHTTP, URL: srv.URL, Interval: time.Second, Timeout: 200 * time.Millisecond},
+	r := NewRunner(Config{FailedUnits: noUnits, Probes: []Spec{
+		{Name: "slow", Type: HTTP, URL: srv.URL, Interval: time.Second, Timeout: 200 * time.Millisecond},
 	}})
 	r.RunOnce(t.Context())
-	if diff := cmp.Diff([]string{"slow"}, probeFailed(r)); diff != "" {
+	if diff := cmp.Diff([]string{"slow"}, failedNames(r)); diff != "" {
 		t.Fatalf("Failed (-want +got):\n%s", diff)
 	}
 	if got := r.Details()["slow"]; got != "timed out after 200ms" {
@@ -178,7 +178,7 @@ func TestProbeHTTPTimeout(t *testing.T) {
 	}
 }
 
-func TestProbeTCP(t *testing.T) {
+func TestTCP(t *testing.T) {
 	t.Parallel()
 	// A socket this test holds on a privileged port: listening, then shut
 	// down (still bound, so connections are refused and nothing else can
@@ -188,11 +188,11 @@ func TestProbeTCP(t *testing.T) {
 	if err := syscall.Listen(fd, 16); err != nil {
 		t.Fatal(err)
 	}
-	r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
-		{Name: "db", Type: ProbeTCP, Address: addr, Interval: time.Second, Timeout: time.Second},
+	r := NewRunner(Config{FailedUnits: noUnits, Probes: []Spec{
+		{Name: "db", Type: TCP, Address: addr, Interval: time.Second, Timeout: time.Second},
 	}})
 	r.RunOnce(t.Context())
-	if got := probeFailed(r); len(got) != 0 {
+	if got := failedNames(r); len(got) != 0 {
 		t.Fatalf("open listener: Failed = %q (%v)", got, r.Details())
 	}
 
@@ -200,10 +200,10 @@ func TestProbeTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.RunOnce(t.Context())
-	if diff := cmp.Diff([]string{"db"}, probeFailed(r)); diff != "" {
+	if diff := cmp.Diff([]string{"db"}, failedNames(r)); diff != "" {
 		t.Fatalf("closed listener: Failed (-want +got):\n%s", diff)
 	}
-	if !probeNotified(r) {
+	if !notified(r) {
 		t.Error("flip to failing did not notify")
 	}
 	if got := r.Details()["db"]; !strings.Contains(got, "refused") {
@@ -211,7 +211,7 @@ func TestProbeTCP(t *testing.T) {
 	}
 }
 
-func TestProbeExec(t *testing.T) {
+func TestExec(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
@@ -230,8 +230,8 @@ func TestProbeExec(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
-				{Name: "x", Type: ProbeExec, Command: tt.command, Interval: time.Second, Timeout: 200 * time.Millisecond},
+			r := NewRunner(Config{FailedUnits: noUnits, Probes: []Spec{
+				{Name: "x", Type: Exec, Command: tt.command, Interval: time.Second, Timeout: 200 * time.Millisecond},
 			}})
 			start := time.Now()
 			r.RunOnce(t.Context())
@@ -247,9 +247,9 @@ func TestProbeExec(t *testing.T) {
 	}
 }
 
-// probeScript writes a shell script and returns the command that runs it
+// script writes a shell script and returns the command that runs it
 // (through /bin/sh, so it is never executed while still open for writing).
-func probeScript(t *testing.T, body string) []string {
+func script(t *testing.T, body string) []string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "probe.sh")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -258,7 +258,7 @@ func probeScript(t *testing.T, body string) []string {
 	return []string{"/bin/sh", p}
 }
 
-const probeSystemctlOutput = `cat <<'EOF'
+const systemctlOutput = `cat <<'EOF'
 ● nginx.service             loaded failed failed A high performance web server
   user@1000.service         loaded failed failed User Manager for UID 1000
 backup.timer                loaded failed failed Nightly backup.
@@ -268,47 +268,47 @@ nginx.service               loaded failed failed duplicate line
 EOF
 `
 
-func TestProbeFailedUnits(t *testing.T) {
+func TestFailedUnits(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		fu     ProbeFailedUnits
+		fu     FailedUnits
 		units  []string
-		reason string // substring of Details()[ProbeDetailFailedUnits]
+		reason string // substring of Details()[DetailFailedUnits]
 	}{
 		{
 			name:   "parsed and ignored",
-			fu:     ProbeFailedUnits{Enabled: true, Command: probeScript(t, probeSystemctlOutput), Ignore: []string{"user@*.service", "*.mount"}},
+			fu:     FailedUnits{Enabled: true, Command: script(t, systemctlOutput), Ignore: []string{"user@*.service", "*.mount"}},
 			units:  []string{"backup.timer", "nginx.service"},
 			reason: "ok: 2 failed units (2 more ignored)",
 		},
 		{
 			name:   "none failed",
-			fu:     ProbeFailedUnits{Enabled: true, Command: []string{"/bin/true"}},
+			fu:     FailedUnits{Enabled: true, Command: []string{"/bin/true"}},
 			units:  []string{},
 			reason: "ok: 0 failed units",
 		},
 		{
 			name:   "command fails",
-			fu:     ProbeFailedUnits{Enabled: true, Command: probeScript(t, "echo 'Failed to connect to bus' >&2; exit 1\n")},
-			units:  []string{ProbeErrorFailedUnits},
+			fu:     FailedUnits{Enabled: true, Command: script(t, "echo 'Failed to connect to bus' >&2; exit 1\n")},
+			units:  []string{ErrorFailedUnits},
 			reason: "Failed to connect to bus",
 		},
 		{
 			name:   "command missing",
-			fu:     ProbeFailedUnits{Enabled: true, Command: []string{"/nonexistent/systemctl"}},
-			units:  []string{ProbeErrorFailedUnits},
+			fu:     FailedUnits{Enabled: true, Command: []string{"/nonexistent/systemctl"}},
+			units:  []string{ErrorFailedUnits},
 			reason: "failed-units command",
 		},
 		{
 			name:   "command hangs",
-			fu:     ProbeFailedUnits{Enabled: true, Command: []string{"/bin/sleep", "5"}, Interval: time.Second, Timeout: 200 * time.Millisecond},
-			units:  []string{ProbeErrorFailedUnits},
+			fu:     FailedUnits{Enabled: true, Command: []string{"/bin/sleep", "5"}, Interval: time.Second, Timeout: 200 * time.Millisecond},
+			units:  []string{ErrorFailedUnits},
 			reason: "timed out after 200ms",
 		},
 		{
 			name:   "disabled",
-			fu:     ProbeFailedUnits{Enabled: false, Command: []string{"/nonexistent/systemctl"}},
+			fu:     FailedUnits{Enabled: false, Command: []string{"/nonexistent/systemctl"}},
 			units:  []string{},
 			reason: "disabled",
 		},
@@ -316,7 +316,7 @@ func TestProbeFailedUnits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := NewProbeRunner(ProbeConfig{FailedUnits: tt.fu})
+			r := NewRunner(Config{FailedUnits: tt.fu})
 			r.RunOnce(t.Context())
 			s, units := r.Summary()
 			if s.Total != 0 || len(s.Failed) != 0 {
@@ -325,17 +325,17 @@ func TestProbeFailedUnits(t *testing.T) {
 			if diff := cmp.Diff(tt.units, units); diff != "" {
 				t.Errorf("failed units (-want +got):\n%s", diff)
 			}
-			if got := r.Details()[ProbeDetailFailedUnits]; !strings.Contains(got, tt.reason) {
+			if got := r.Details()[DetailFailedUnits]; !strings.Contains(got, tt.reason) {
 				t.Errorf("reason = %q, want it to contain %q", got, tt.reason)
 			}
-			if want := len(tt.units) > 0; probeNotified(r) != want {
+			if want := len(tt.units) > 0; notified(r) != want {
 				t.Errorf("notified = %v, want %v", !want, want)
 			}
 		})
 	}
 }
 
-func TestProbeParseFailedUnits(t *testing.T) {
+func TestParseFailedUnits(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -367,7 +367,7 @@ func TestProbeParseFailedUnits(t *testing.T) {
 	}
 }
 
-func TestProbeParseConfig(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	data := `{
 	  "failedUnits": {"enabled": true, "command": ["/run/current-system/sw/bin/systemctl", "--failed"],
@@ -378,54 +378,54 @@ func TestProbeParseConfig(t *testing.T) {
 	    {"name": "disk", "type": "exec", "command": ["/usr/bin/test", "-w", "/var"], "futureMember": true}
 	  ]
 	}`
-	got, err := ParseProbes([]byte(data))
+	got, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ProbeConfig{
-		FailedUnits: ProbeFailedUnits{
+	want := Config{
+		FailedUnits: FailedUnits{
 			Enabled: true, Command: []string{"/run/current-system/sw/bin/systemctl", "--failed"},
-			Ignore: []string{"user@*.service"}, Interval: time.Minute, Timeout: DefaultProbeTimeout,
+			Ignore: []string{"user@*.service"}, Interval: time.Minute, Timeout: DefaultTimeout,
 		},
-		Probes: []ProbeSpec{
-			{Name: "web", Type: ProbeHTTP, URL: "http://127.0.0.1:8080/health", ExpectStatus: 200, Interval: 10 * time.Second, Timeout: 2 * time.Second},
-			{Name: "db", Type: ProbeTCP, Address: "127.0.0.1:5432", Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout},
-			{Name: "disk", Type: ProbeExec, Command: []string{"/usr/bin/test", "-w", "/var"}, Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout},
+		Probes: []Spec{
+			{Name: "web", Type: HTTP, URL: "http://127.0.0.1:8080/health", ExpectStatus: 200, Interval: 10 * time.Second, Timeout: 2 * time.Second},
+			{Name: "db", Type: TCP, Address: "127.0.0.1:5432", Interval: DefaultInterval, Timeout: DefaultTimeout},
+			{Name: "disk", Type: Exec, Command: []string{"/usr/bin/test", "-w", "/var"}, Interval: DefaultInterval, Timeout: DefaultTimeout},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ParseProbes (-want +got):\n%s", diff)
+		t.Errorf("Parse (-want +got):\n%s", diff)
 	}
 
 	for _, tt := range []struct {
 		name string
 		data string
-		want ProbeConfig
+		want Config
 	}{
-		{name: "empty object", data: `{}`, want: DefaultProbeConfig()},
-		{name: "failed units off", data: `{"failedUnits": {"enabled": false}}`, want: func() ProbeConfig {
-			c := DefaultProbeConfig()
+		{name: "empty object", data: `{}`, want: DefaultConfig()},
+		{name: "failed units off", data: `{"failedUnits": {"enabled": false}}`, want: func() Config {
+			c := DefaultConfig()
 			c.FailedUnits.Enabled = false
 			return c
 		}()},
-		{name: "failed units defaults", data: `{"failedUnits": {"ignore": ["a.service"]}, "probes": null}`, want: func() ProbeConfig {
-			c := DefaultProbeConfig()
+		{name: "failed units defaults", data: `{"failedUnits": {"ignore": ["a.service"]}, "probes": null}`, want: func() Config {
+			c := DefaultConfig()
 			c.FailedUnits.Ignore = []string{"a.service"}
 			return c
 		}()},
 	} {
-		got, err := ParseProbes([]byte(tt.data))
+		got, err := Parse([]byte(tt.data))
 		if err != nil {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("%s: ParseProbes (-want +got):\n%s", tt.name, diff)
+			t.Errorf("%s: Parse (-want +got):\n%s", tt.name, diff)
 		}
 	}
 }
 
-func TestProbeConfigErrors(t *testing.T) {
+func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -469,15 +469,15 @@ func TestProbeConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseProbes([]byte(tt.data))
+			_, err := Parse([]byte(tt.data))
 			if err == nil {
-				t.Fatal("ParseProbes succeeded, want an error")
+				t.Fatal("Parse succeeded, want an error")
 			}
 			if tt.malformed && !errors.Is(err, proto.ErrMalformed) {
 				t.Errorf("error %q does not wrap proto.ErrMalformed", err)
 			}
-			if !tt.malformed && !errors.Is(err, ErrProbeConfig) {
-				t.Errorf("error %q does not wrap ErrProbeConfig", err)
+			if !tt.malformed && !errors.Is(err, ErrConfig) {
+				t.Errorf("error %q does not wrap ErrConfig", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -488,21 +488,21 @@ func TestProbeConfigErrors(t *testing.T) {
 	}
 }
 
-func TestProbeLoad(t *testing.T) {
+func TestLoad(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadProbes("")
+	cfg, err := Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(DefaultProbeConfig(), cfg); diff != "" {
-		t.Errorf("LoadProbes(\"\") (-want +got):\n%s", diff)
+	if diff := cmp.Diff(DefaultConfig(), cfg); diff != "" {
+		t.Errorf("Load(\"\") (-want +got):\n%s", diff)
 	}
 	if !cfg.FailedUnits.Enabled || len(cfg.Probes) != 0 {
 		t.Errorf("default config = %+v", cfg)
 	}
 
 	dir := t.TempDir()
-	if _, err := LoadProbes(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Load(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: err = %v, want fs.ErrNotExist", err)
 	}
 
@@ -510,38 +510,38 @@ func TestProbeLoad(t *testing.T) {
 	if err := os.WriteFile(good, []byte(`{"probes": [{"name": "db", "type": "tcp", "address": "127.0.0.1:5432"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err = LoadProbes(good)
+	cfg, err = Load(good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.Probes) != 1 || cfg.Probes[0].Name != "db" || !cfg.FailedUnits.Enabled {
-		t.Errorf("LoadProbes = %+v", cfg)
+		t.Errorf("Load = %+v", cfg)
 	}
 
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"probes": [{"name": "db", "type": "tcp"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadProbes(bad); !errors.Is(err, ErrProbeConfig) || !strings.Contains(err.Error(), bad) {
-		t.Errorf("bad file: err = %v, want ErrProbeConfig naming the file", err)
+	if _, err := Load(bad); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("bad file: err = %v, want ErrConfig naming the file", err)
 	}
 }
 
-// TestProbeRunFollowsFlips runs probes on a short interval and waits
+// TestRunFollowsFlips runs probes on a short interval and waits
 // (bounded) for flips to show up, without asserting any timing.
-func TestProbeRunFollowsFlips(t *testing.T) {
+func TestRunFollowsFlips(t *testing.T) {
 	t.Parallel()
-	srv, healthy := probeHealthServer(t)
-	units := probeScript(t, `cat "$(dirname "$0")/units"`+"\n")
+	srv, healthy := healthServer(t)
+	units := script(t, `cat "$(dirname "$0")/units"`+"\n")
 	unitsFile := filepath.Join(filepath.Dir(units[1]), "units")
 	if err := os.WriteFile(unitsFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := NewProbeRunner(ProbeConfig{
-		FailedUnits: ProbeFailedUnits{Enabled: true, Command: units, Interval: 50 * time.Millisecond, Timeout: 2 * time.Second},
-		Probes: []ProbeSpec{
-			{Name: "web", Type: ProbeHTTP, URL: srv.URL, Interval: 50 * time.Millisecond, Timeout: 2 * time.Second},
-			{Name: "ok", Type: ProbeExec, Command: []string{"/bin/true"}, Interval: 50 * time.Millisecond, Timeout: 2 * time.Second},
+	r := NewRunner(Config{
+		FailedUnits: FailedUnits{Enabled: true, Command: units, Interval: 50 * time.Millisecond, Timeout: 2 * time.Second},
+		Probes: []Spec{
+			{Name: "web", Type: HTTP, URL: srv.URL, Interval: 50 * time.Millisecond, Timeout: 2 * time.Second},
+			{Name: "ok", Type: Exec, Command: []string{"/bin/true"}, Interval: 50 * time.Millisecond, Timeout: 2 * time.Second},
 		},
 	})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -554,7 +554,7 @@ func TestProbeRunFollowsFlips(t *testing.T) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(probeBound):
+		case <-time.After(bound):
 			t.Error("Run did not return after its context ended")
 		}
 	})
@@ -562,7 +562,7 @@ func TestProbeRunFollowsFlips(t *testing.T) {
 	// waitFor waits on Changed until the summary matches.
 	waitFor := func(failed, units []string) {
 		t.Helper()
-		deadline := time.After(probeBound)
+		deadline := time.After(bound)
 		for {
 			s, u := r.Summary()
 			if cmp.Equal(failed, s.Failed) && cmp.Equal(units, u) {
@@ -592,13 +592,13 @@ func TestProbeRunFollowsFlips(t *testing.T) {
 	}
 }
 
-// TestProbeStopDiscardsInterrupted checks that ending the context while a
+// TestStopDiscardsInterrupted checks that ending the context while a
 // probe runs neither records a failure nor notifies.
-func TestProbeStopDiscardsInterrupted(t *testing.T) {
+func TestStopDiscardsInterrupted(t *testing.T) {
 	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "started")
-	r := NewProbeRunner(ProbeConfig{FailedUnits: probeNoUnits, Probes: []ProbeSpec{
-		{Name: "slow", Type: ProbeExec, Command: []string{"/bin/sh", "-c", `: > "$0"; exec /bin/sleep 5`, marker}, Interval: 10 * time.Second, Timeout: 10 * time.Second},
+	r := NewRunner(Config{FailedUnits: noUnits, Probes: []Spec{
+		{Name: "slow", Type: Exec, Command: []string{"/bin/sh", "-c", `: > "$0"; exec /bin/sleep 5`, marker}, Interval: 10 * time.Second, Timeout: 10 * time.Second},
 	}})
 	for _, run := range []struct {
 		name string
@@ -611,7 +611,7 @@ func TestProbeStopDiscardsInterrupted(t *testing.T) {
 			defer close(done)
 			run.fn(ctx)
 		}()
-		deadline := time.Now().Add(probeBound)
+		deadline := time.Now().Add(bound)
 		for {
 			if _, err := os.Stat(marker); err == nil {
 				break
@@ -631,22 +631,22 @@ func TestProbeStopDiscardsInterrupted(t *testing.T) {
 		if res := r.Results()[0]; res.Ran || !res.Passed {
 			t.Errorf("%s: interrupted run recorded: %+v", run.name, res)
 		}
-		if probeNotified(r) {
+		if notified(r) {
 			t.Errorf("%s: interrupted run notified a change", run.name)
 		}
 	}
 }
 
-// TestProbeConcurrentReaders exercises the accessors against running
+// TestConcurrentReaders exercises the accessors against running
 // probes (Run and RunOnce overlapping), for the race detector.
-func TestProbeConcurrentReaders(t *testing.T) {
+func TestConcurrentReaders(t *testing.T) {
 	t.Parallel()
 	const every = 20 * time.Millisecond
-	r := NewProbeRunner(ProbeConfig{
-		FailedUnits: ProbeFailedUnits{Enabled: true, Command: []string{"/bin/false"}, Interval: every, Timeout: 2 * time.Second},
-		Probes: []ProbeSpec{
-			{Name: "a", Type: ProbeExec, Command: []string{"/bin/true"}, Interval: every, Timeout: 2 * time.Second},
-			{Name: "b", Type: ProbeExec, Command: []string{"/bin/false"}, Interval: every, Timeout: 2 * time.Second},
+	r := NewRunner(Config{
+		FailedUnits: FailedUnits{Enabled: true, Command: []string{"/bin/false"}, Interval: every, Timeout: 2 * time.Second},
+		Probes: []Spec{
+			{Name: "a", Type: Exec, Command: []string{"/bin/true"}, Interval: every, Timeout: 2 * time.Second},
+			{Name: "b", Type: Exec, Command: []string{"/bin/false"}, Interval: every, Timeout: 2 * time.Second},
 		},
 	})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -657,7 +657,7 @@ func TestProbeConcurrentReaders(t *testing.T) {
 	}()
 	r.RunOnce(ctx)
 	// Read while Run goes on, until it has recorded a few more runs of "a".
-	deadline := time.Now().Add(probeBound)
+	deadline := time.Now().Add(bound)
 	var last time.Time
 	for runs := 0; runs < 3 && time.Now().Before(deadline); {
 		_, _ = r.Summary()
@@ -673,10 +673,10 @@ func TestProbeConcurrentReaders(t *testing.T) {
 	if diff := cmp.Diff(proto.ProbeSummary{Total: 2, Failed: []string{"b"}}, s); diff != "" {
 		t.Errorf("Summary (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{ProbeErrorFailedUnits}, units); diff != "" {
+	if diff := cmp.Diff([]string{ErrorFailedUnits}, units); diff != "" {
 		t.Errorf("failed units (-want +got):\n%s", diff)
 	}
-	if !probeNotified(r) {
+	if !notified(r) {
 		t.Error("no change notified")
 	}
 }

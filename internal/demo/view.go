@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"cmp"
@@ -9,20 +9,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// demoView prints the demo's progress: the control plane's journal as it
+// view prints the demo's progress: the control plane's journal as it
 // grows, one line per event (host events of one tick that say the same
 // thing share a line), a progress line when a wave or a rollout finishes,
 // and the demo's own narration. It is safe for concurrent use.
-type demoView struct {
+type view struct {
 	mu    sync.Mutex
 	w     io.Writer
 	color bool
 	start time.Time
-	fleet *demoFleet
+	fleet *fleet
 	// quiet drops journal lines (the enrolment is summed up instead) but
 	// still follows host states.
 	quiet bool
@@ -31,30 +31,30 @@ type demoView struct {
 	// states follows every host's state per rollout, from the journal.
 	states map[string]map[string]reconciler.HostState
 	// rollouts follows every rollout's state, from the journal.
-	rollouts map[string]demoRolloutSeen
+	rollouts map[string]rolloutSeen
 	opened   map[string]time.Time
 	// notes wait to be printed in time order among the journal's events.
-	notes []demoNote
+	notes []pendingNote
 }
 
-type demoNote struct {
+type pendingNote struct {
 	at   time.Time
 	text string
 }
 
-type demoRolloutSeen struct {
+type rolloutSeen struct {
 	state  reconciler.RolloutState
-	reason reconciler.Reason
+	reason proto.DecisionReason
 }
 
-func newDemoView(w io.Writer, fleet *demoFleet, start time.Time) *demoView {
-	return &demoView{w: w, color: demoUseColor(w), start: start, fleet: fleet, release: map[string]string{},
-		states: map[string]map[string]reconciler.HostState{}, rollouts: map[string]demoRolloutSeen{}, opened: map[string]time.Time{}}
+func newView(w io.Writer, fleet *fleet, start time.Time) *view {
+	return &view{w: w, color: useColor(w), start: start, fleet: fleet, release: map[string]string{},
+		states: map[string]map[string]reconciler.HostState{}, rollouts: map[string]rolloutSeen{}, opened: map[string]time.Time{}}
 }
 
 // useColor is true when w is a terminal and NO_COLOR is unset or empty
 // (https://no-color.org).
-func demoUseColor(w io.Writer) bool {
+func useColor(w io.Writer) bool {
 	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
 		return false
 	}
@@ -67,44 +67,44 @@ func demoUseColor(w io.Writer) bool {
 }
 
 const (
-	demoAnsiReset  = "\x1b[0m"
-	demoAnsiBold   = "\x1b[1m"
-	demoAnsiDim    = "\x1b[2m"
-	demoAnsiRed    = "\x1b[31m"
-	demoAnsiGreen  = "\x1b[32m"
-	demoAnsiYellow = "\x1b[33m"
-	demoAnsiCyan   = "\x1b[36m"
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiDim    = "\x1b[2m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+	ansiCyan   = "\x1b[36m"
 )
 
-func (v *demoView) paint(style, s string) string {
+func (v *view) paint(style, s string) string {
 	if !v.color || style == "" || s == "" {
 		return s
 	}
-	return style + s + demoAnsiReset
+	return style + s + ansiReset
 }
 
-// demoStateStyle colours a host or rollout state, or a reason code.
-func demoStateStyle(s string) string {
+// stateStyle colours a host or rollout state, or a reason code.
+func stateStyle(s string) string {
 	switch s {
 	case "Converged", "converged", "soaked", "reverted", "Reverted", "rolled_back":
-		return demoAnsiGreen
+		return ansiGreen
 	case "Activating", "Soaking", "confirmed":
-		return demoAnsiCyan
+		return ansiCyan
 	case "Failed", "Reverting", "RollingBack", "health_failure", "unhealthy", "activation_failed",
 		"confirm_timeout", "agent_rolled_back", "rollback_dispatched", "wave_stalled", "revert_stalled", "Cancelled":
-		return demoAnsiRed
+		return ansiRed
 	case "Halted", "Skipped", "Deferred", "offline", "deferred", "rollout_deferred", "ref_waiting":
-		return demoAnsiYellow
+		return ansiYellow
 	}
 	return ""
 }
 
-func (v *demoView) elapsed(t time.Time) string {
+func (v *view) elapsed(t time.Time) string {
 	return fmt.Sprintf("%7.2fs", t.Sub(v.start).Seconds())
 }
 
 // printf prints at once, after the notes that wait.
-func (v *demoView) printf(format string, args ...any) {
+func (v *view) printf(format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.flushNotes(time.Time{})
@@ -112,7 +112,7 @@ func (v *demoView) printf(format string, args ...any) {
 }
 
 // flush prints the notes that wait.
-func (v *demoView) flush() {
+func (v *view) flush() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.flushNotes(time.Time{})
@@ -120,30 +120,30 @@ func (v *demoView) flush() {
 
 // flushNotes prints the notes taken before t (all when t is zero); v.mu
 // is held.
-func (v *demoView) flushNotes(t time.Time) {
+func (v *view) flushNotes(t time.Time) {
 	n := 0
 	for n < len(v.notes) && (t.IsZero() || v.notes[n].at.Before(t)) {
 		nt := v.notes[n]
-		fmt.Fprintf(v.w, "%s  %s %s\n", v.paint(demoAnsiDim, v.elapsed(nt.at)), v.paint(demoAnsiCyan, "»"), nt.text)
+		fmt.Fprintf(v.w, "%s  %s %s\n", v.paint(ansiDim, v.elapsed(nt.at)), v.paint(ansiCyan, "»"), nt.text)
 		n++
 	}
 	v.notes = v.notes[n:]
 }
 
 // section starts a part of the demo.
-func (v *demoView) section(format string, args ...any) {
-	v.printf("\n%s\n", v.paint(demoAnsiBold, fmt.Sprintf(format, args...)))
+func (v *view) section(format string, args ...any) {
+	v.printf("\n%s\n", v.paint(ansiBold, fmt.Sprintf(format, args...)))
 }
 
 // note is the demo's narration, taken now: it is printed with the next
 // page of the journal, among its events in time order.
-func (v *demoView) note(format string, args ...any) {
+func (v *view) note(format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.notes = append(v.notes, demoNote{at: time.Now(), text: fmt.Sprintf(format, args...)})
+	v.notes = append(v.notes, pendingNote{at: time.Now(), text: fmt.Sprintf(format, args...)})
 }
 
-func (v *demoView) setQuiet(q bool) {
+func (v *view) setQuiet(q bool) {
 	v.mu.Lock()
 	v.quiet = q
 	v.mu.Unlock()
@@ -151,7 +151,7 @@ func (v *demoView) setQuiet(q bool) {
 
 // rolloutState is a rollout's state as the journal told; ok is false
 // before it opened.
-func (v *demoView) rolloutState(id string) (reconciler.RolloutState, reconciler.Reason, bool) {
+func (v *view) rolloutState(id string) (reconciler.RolloutState, proto.DecisionReason, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	r, ok := v.rollouts[id]
@@ -159,7 +159,7 @@ func (v *demoView) rolloutState(id string) (reconciler.RolloutState, reconciler.
 }
 
 // hostCounts counts hosts of a rollout by state, as the journal told.
-func (v *demoView) hostCounts(id string, hosts []string) map[reconciler.HostState]int {
+func (v *view) hostCounts(id string, hosts []string) map[reconciler.HostState]int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	by := map[reconciler.HostState]int{}
@@ -170,21 +170,21 @@ func (v *demoView) hostCounts(id string, hosts []string) map[reconciler.HostStat
 }
 
 // releaseOf names the release of a rollout ("v1"), or "" if unknown.
-func (v *demoView) releaseOf(id string) string {
+func (v *view) releaseOf(id string) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.release[demoRef(id)]
+	return v.release[refOf(id)]
 }
 
 // events prints a page of the journal, in id order.
-func (v *demoView) events(evs []store.EventRecord) {
+func (v *view) events(evs []proto.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for i := 0; i < len(evs); {
 		ev := evs[i]
 		j := i + 1
 		if ev.Kind == reconciler.EventHostTransition || ev.Kind == reconciler.EventHostWaiting {
-			for j < len(evs) && demoSameLine(ev, evs[j]) {
+			for j < len(evs) && sameLine(ev, evs[j]) {
 				j++
 			}
 		}
@@ -197,17 +197,17 @@ func (v *demoView) events(evs []store.EventRecord) {
 	v.flushNotes(time.Time{})
 }
 
-// demoSameLine reports whether two host events say the same thing in the
+// sameLine reports whether two host events say the same thing in the
 // same tick: they then share a line.
-func demoSameLine(a, b store.EventRecord) bool {
+func sameLine(a, b proto.Event) bool {
 	return a.Kind == b.Kind && a.At.Equal(b.At) && a.RolloutID == b.RolloutID && a.Wave == b.Wave &&
 		a.From == b.From && a.To == b.To && a.Reason.Code == b.Reason.Code && a.Reason.Gate == b.Reason.Gate &&
-		(a.Reason.Message == b.Reason.Message || demoPlainCode(a.Reason.Code))
+		(a.Reason.Message == b.Reason.Message || plainCode(a.Reason.Code))
 }
 
-// demoPlainCode is true for the reason codes whose message says nothing
+// plainCode is true for the reason codes whose message says nothing
 // the code does not: they are shown alone.
-func demoPlainCode(code string) bool {
+func plainCode(code string) bool {
 	switch code {
 	case reconciler.CodeDispatched, reconciler.CodeConfirmed, reconciler.CodeSoaked, reconciler.CodeWavePromoted,
 		reconciler.CodeCompliancePassed, reconciler.CodeRefMoved, reconciler.CodeCatchUp:
@@ -216,8 +216,8 @@ func demoPlainCode(code string) bool {
 	return false
 }
 
-// event prints one line for a group of events that demoSameLine joined.
-func (v *demoView) event(group []store.EventRecord) {
+// event prints one line for a group of events that sameLine joined.
+func (v *view) event(group []proto.Event) {
 	ev := group[0]
 	if ev.Kind == reconciler.EventHostTransition {
 		st := v.states[ev.RolloutID]
@@ -232,9 +232,9 @@ func (v *demoView) event(group []store.EventRecord) {
 	switch ev.Kind {
 	case reconciler.EventRolloutOpened:
 		v.opened[ev.RolloutID] = ev.At
-		v.rollouts[ev.RolloutID] = demoRolloutSeen{state: reconciler.RolloutState(cmp.Or(ev.To, string(reconciler.RolloutOpening))), reason: ev.Reason}
+		v.rollouts[ev.RolloutID] = rolloutSeen{state: reconciler.RolloutState(cmp.Or(ev.To, string(reconciler.RolloutOpening))), reason: ev.Reason}
 	case reconciler.EventRolloutTransition:
-		v.rollouts[ev.RolloutID] = demoRolloutSeen{state: reconciler.RolloutState(ev.To), reason: ev.Reason}
+		v.rollouts[ev.RolloutID] = rolloutSeen{state: reconciler.RolloutState(ev.To), reason: ev.Reason}
 	}
 	if v.quiet {
 		return
@@ -250,25 +250,25 @@ func (v *demoView) event(group []store.EventRecord) {
 	subject, transition := "", ""
 	switch ev.Kind {
 	case reconciler.EventHostTransition:
-		subject = demoHostList(group)
-		transition = v.paint(demoStateStyle(ev.From), ev.From) + " → " + v.paint(demoStateStyle(ev.To), ev.To)
+		subject = hostList(group)
+		transition = v.paint(stateStyle(ev.From), ev.From) + " → " + v.paint(stateStyle(ev.To), ev.To)
 	case reconciler.EventHostWaiting:
-		subject = demoHostList(group)
-		transition = v.paint(demoAnsiYellow, "waits")
+		subject = hostList(group)
+		transition = v.paint(ansiYellow, "waits")
 	case reconciler.EventRolloutOpened:
 		subject, transition = ev.RolloutID, "opened"
 	case reconciler.EventRolloutTransition:
 		subject = ev.RolloutID
-		transition = v.paint(demoStateStyle(ev.From), ev.From) + " → " + v.paint(demoStateStyle(ev.To), ev.To)
+		transition = v.paint(stateStyle(ev.From), ev.From) + " → " + v.paint(stateStyle(ev.To), ev.To)
 	default:
-		subject, transition = cmp.Or(ev.RolloutID, ev.Host), v.paint(demoStateStyle(ev.Kind), strings.ReplaceAll(ev.Kind, "_", " "))
+		subject, transition = cmp.Or(ev.RolloutID, ev.Host), v.paint(stateStyle(ev.Kind), strings.ReplaceAll(ev.Kind, "_", " "))
 	}
 	channel := ev.Channel
-	if rel := v.release[demoRef(ev.RolloutID)]; rel != "" {
+	if rel := v.release[refOf(ev.RolloutID)]; rel != "" {
 		channel += " " + rel
 	}
-	fmt.Fprintf(v.w, "%s  %-10s %s  %-20s  %s  %s\n", v.paint(demoAnsiDim, v.elapsed(ev.At)), channel, wave,
-		subject, demoPad(transition, 22, v.color), v.reason(ev))
+	fmt.Fprintf(v.w, "%s  %-10s %s  %-20s  %s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), channel, wave,
+		subject, pad(transition, 22, v.color), v.reason(ev))
 	if ev.Kind == reconciler.EventRolloutTransition && ev.To == string(reconciler.RolloutConverged) {
 		v.rolloutDone(ev)
 	}
@@ -276,15 +276,15 @@ func (v *demoView) event(group []store.EventRecord) {
 
 // reason is the reason column: the code, and the message when it says
 // more than the code, with the demo's closures named by their release.
-func (v *demoView) reason(ev store.EventRecord) string {
+func (v *view) reason(ev proto.Event) string {
 	r := ev.Reason
-	code := v.paint(demoStateStyle(r.Code), r.Code)
-	if demoPlainCode(r.Code) || r.Message == "" {
+	code := v.paint(stateStyle(r.Code), r.Code)
+	if plainCode(r.Code) || r.Message == "" {
 		return code
 	}
 	msg := r.Message
 	if ev.Host != "" {
-		for _, rel := range []string{demoV0, demoV1, demoV2} {
+		for _, rel := range []string{v0, v1, v2} {
 			msg = strings.ReplaceAll(msg, v.fleet.closure(ev.Host, rel), rel)
 		}
 	}
@@ -292,24 +292,24 @@ func (v *demoView) reason(ev store.EventRecord) string {
 		msg += " (by " + r.Actor + ")"
 	}
 	if ev.Kind == reconciler.EventHostWaiting {
-		return v.paint(demoAnsiYellow, r.Gate) + ": " + msg
+		return v.paint(ansiYellow, r.Gate) + ": " + msg
 	}
 	return code + ": " + msg
 }
 
 // waveDone is the progress line of a promoted wave.
-func (v *demoView) waveDone(ev store.EventRecord) {
+func (v *view) waveDone(ev proto.Event) {
 	c := v.fleet.channel(ev.Channel)
 	if c == nil || ev.Wave < 0 || ev.Wave >= len(c.waves) {
 		return
 	}
 	w := c.waves[ev.Wave]
-	fmt.Fprintf(v.w, "%s  %s\n", v.paint(demoAnsiDim, v.elapsed(ev.At)), v.paint(demoAnsiGreen,
+	fmt.Fprintf(v.w, "%s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), v.paint(ansiGreen,
 		fmt.Sprintf("── %s wave %d (%s) promoted: %s", ev.RolloutID, ev.Wave, w.name, v.count(ev.RolloutID, w.hosts))))
 }
 
 // rolloutDone is the progress line of a converged rollout.
-func (v *demoView) rolloutDone(ev store.EventRecord) {
+func (v *view) rolloutDone(ev proto.Event) {
 	c := v.fleet.channel(ev.Channel)
 	if c == nil {
 		return
@@ -318,22 +318,22 @@ func (v *demoView) rolloutDone(ev store.EventRecord) {
 	if at, ok := v.opened[ev.RolloutID]; ok {
 		took = fmt.Sprintf(" in %.2fs", ev.At.Sub(at).Seconds())
 	}
-	fmt.Fprintf(v.w, "%s  %s\n", v.paint(demoAnsiDim, v.elapsed(ev.At)), v.paint(demoAnsiGreen+demoAnsiBold,
+	fmt.Fprintf(v.w, "%s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), v.paint(ansiGreen+ansiBold,
 		fmt.Sprintf("══ %s converged%s: %s", ev.RolloutID, took, v.count(ev.RolloutID, c.hosts))))
 }
 
 // count says how many of hosts are in which state in a rollout, as far as
 // the journal told.
-func (v *demoView) count(rollout string, hosts []string) string {
+func (v *view) count(rollout string, hosts []string) string {
 	by := map[reconciler.HostState]int{}
 	for _, h := range hosts {
 		by[cmp.Or(v.states[rollout][h], reconciler.HostPending)]++
 	}
-	return demoCounts(by, len(hosts))
+	return countsText(by, len(hosts))
 }
 
-// demoCounts renders host counts by state as "3/4 Converged, 1 Skipped".
-func demoCounts(by map[reconciler.HostState]int, total int) string {
+// countsText renders host counts by state as "3/4 Converged, 1 Skipped".
+func countsText(by map[reconciler.HostState]int, total int) string {
 	var parts []string
 	if n := by[reconciler.HostConverged]; n > 0 || len(by) == 0 {
 		parts = append(parts, fmt.Sprintf("%d/%d Converged", n, total))
@@ -346,8 +346,8 @@ func demoCounts(by map[reconciler.HostState]int, total int) string {
 	return strings.Join(parts, ", ")
 }
 
-// demoHostList names the hosts of a group: the first few, then how many more.
-func demoHostList(group []store.EventRecord) string {
+// hostList names the hosts of a group: the first few, then how many more.
+func hostList(group []proto.Event) string {
 	const shown = 1
 	var names []string
 	for i, e := range group {
@@ -360,11 +360,11 @@ func demoHostList(group []store.EventRecord) string {
 	return strings.Join(names, " ")
 }
 
-// demoPad pads s (which may hold colour codes) to n visible characters.
-func demoPad(s string, n int, colored bool) string {
+// pad pads s (which may hold colour codes) to n visible characters.
+func pad(s string, n int, colored bool) string {
 	visible := s
 	if colored {
-		visible = demoStripANSI(s)
+		visible = stripANSI(s)
 	}
 	if l := len([]rune(visible)); l < n {
 		return s + strings.Repeat(" ", n-l)
@@ -372,7 +372,7 @@ func demoPad(s string, n int, colored bool) string {
 	return s
 }
 
-func demoStripANSI(s string) string {
+func stripANSI(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == 0x1b {
@@ -386,8 +386,8 @@ func demoStripANSI(s string) string {
 	return b.String()
 }
 
-// demoRef is the ref part of a rollout id.
-func demoRef(rolloutID string) string {
+// refOf is the ref part of a rollout id.
+func refOf(rolloutID string) string {
 	_, ref, _ := strings.Cut(rolloutID, "@")
 	return ref
 }

@@ -1,24 +1,4 @@
-package agent
-
-// Health probes (SPEC §7): failed systemd units and http, tcp and exec
-// probes, run on their own intervals. Their latest results feed
-// proto.CheckinRequest.Probes and FailedUnits, and a probe_results report
-// whenever they change.
-//
-// The probes file (JSON, decoded with proto.Decode: duplicate members and
-// type errors refused, unknown members tolerated):
-//
-//	{
-//	  "failedUnits": {"enabled": true,
-//	                  "command": ["systemctl", "--failed", "--plain", "--no-legend", "--no-pager"],
-//	                  "ignore": ["user@*.service"], "interval": "30s", "timeout": "5s"},
-//	  "probes": [
-//	    {"name": "web", "type": "http", "url": "http://127.0.0.1:8080/health", "expectStatus": 200,
-//	     "interval": "10s", "timeout": "2s"},
-//	    {"name": "db", "type": "tcp", "address": "127.0.0.1:5432"},
-//	    {"name": "disk", "type": "exec", "command": ["/usr/bin/test", "-w", "/var"]}
-//	  ]
-//	}
+package probe
 
 import (
 	"bytes"
@@ -43,35 +23,35 @@ import (
 
 // Probe defaults and limits.
 const (
-	// DefaultProbeInterval is the interval of a probe (and of the
+	// DefaultInterval is the interval of a probe (and of the
 	// failed-units check) whose file entry gives none.
-	DefaultProbeInterval = 30 * time.Second
-	// DefaultProbeTimeout is the timeout of a probe whose file entry gives
+	DefaultInterval = 30 * time.Second
+	// DefaultTimeout is the timeout of a probe whose file entry gives
 	// none.
-	DefaultProbeTimeout = 5 * time.Second
-	// MinProbeInterval is the shortest interval a probes file may ask for.
-	MinProbeInterval = time.Second
+	DefaultTimeout = 5 * time.Second
+	// MinInterval is the shortest interval a probes file may ask for.
+	MinInterval = time.Second
 
-	// ProbeErrorFailedUnits is the pseudo-unit reported in place of the
+	// ErrorFailedUnits is the pseudo-unit reported in place of the
 	// failed units when the failed-units command itself fails (cannot
 	// start, exits non-zero, times out), so a broken check shows up as
 	// unhealthy rather than as a host without failed units.
-	ProbeErrorFailedUnits = "nixfleet-probe-error:failed-units"
-	// ProbeDetailFailedUnits is the key of the failed-units check in
-	// ProbeRunner.Details. Probe names cannot contain '@', so it never
+	ErrorFailedUnits = "nixfleet-probe-error:failed-units"
+	// DetailFailedUnits is the key of the failed-units check in
+	// Runner.Details. Probe names cannot contain '@', so it never
 	// collides with a probe.
-	ProbeDetailFailedUnits = "@failed-units"
+	DetailFailedUnits = "@failed-units"
 
-	// maxProbeBody caps how much of an http probe's response body is read.
-	maxProbeBody = 64 << 10
-	// maxProbeOutput caps how much output of an exec probe or of the
+	// maxBody caps how much of an http probe's response body is read.
+	maxBody = 64 << 10
+	// maxOutput caps how much output of an exec probe or of the
 	// failed-units command is kept.
-	maxProbeOutput = 1 << 20
-	// maxProbeReason caps the length of a result's reason.
-	maxProbeReason = 256
-	// probeWaitDelay bounds how long a killed command's leftover children
+	maxOutput = 1 << 20
+	// maxReason caps the length of a result's reason.
+	maxReason = 256
+	// waitDelay bounds how long a killed command's leftover children
 	// may hold its output open.
-	probeWaitDelay = time.Second
+	waitDelay = time.Second
 )
 
 // DefaultFailedUnitsCommand returns the command that lists failed systemd
@@ -80,30 +60,30 @@ func DefaultFailedUnitsCommand() []string {
 	return []string{"systemctl", "--failed", "--plain", "--no-legend", "--no-pager"}
 }
 
-// ErrProbeConfig is wrapped by every validation error of LoadProbes,
-// ParseProbes and ProbeConfig.Validate. Decoding errors wrap
-// proto.ErrMalformed instead; a missing file, fs.ErrNotExist.
-var ErrProbeConfig = errors.New("invalid probe config")
+// ErrConfig is wrapped by every validation error of Load, Parse and
+// Config.Validate. Decoding errors wrap proto.ErrMalformed instead; a
+// missing file, fs.ErrNotExist.
+var ErrConfig = errors.New("invalid probe config")
 
-// ProbeType is the kind of a probe.
-type ProbeType string
+// Type is the kind of a probe.
+type Type string
 
 // Probe types.
 const (
-	// ProbeHTTP passes when a GET of URL answers with the expected status.
-	ProbeHTTP ProbeType = "http"
-	// ProbeTCP passes when a TCP connection to Address opens.
-	ProbeTCP ProbeType = "tcp"
-	// ProbeExec passes when Command exits 0.
-	ProbeExec ProbeType = "exec"
+	// HTTP passes when a GET of URL answers with the expected status.
+	HTTP Type = "http"
+	// TCP passes when a TCP connection to Address opens.
+	TCP Type = "tcp"
+	// Exec passes when Command exits 0.
+	Exec Type = "exec"
 )
 
-// ProbeSpec is one configured probe.
-type ProbeSpec struct {
+// Spec is one configured probe.
+type Spec struct {
 	// Name identifies the probe in reports: non-empty, [A-Za-z0-9._-]+,
 	// unique within a config.
 	Name string
-	Type ProbeType
+	Type Type
 	// URL (http only) is an http or https URL.
 	URL string
 	// ExpectStatus (http only) is the status that passes; 0 accepts any
@@ -116,66 +96,66 @@ type ProbeSpec struct {
 	// PATH at each run.
 	Command []string
 	// Interval is the time between the starts of two runs; Timeout bounds
-	// each run. NewProbeRunner replaces zero values with the defaults.
+	// each run. NewRunner replaces zero values with the defaults.
 	Interval time.Duration
 	Timeout  time.Duration
 }
 
-// ProbeFailedUnits configures the failed-units check.
-type ProbeFailedUnits struct {
+// FailedUnits configures the failed-units check.
+type FailedUnits struct {
 	Enabled bool
 	// Command prints the failed units, one per line, as
 	// DefaultFailedUnitsCommand does. Empty means the default.
 	Command []string
 	// Ignore lists path.Match patterns; matching units are not reported.
 	Ignore []string
-	// Interval and Timeout work as in ProbeSpec.
+	// Interval and Timeout work as in Spec.
 	Interval time.Duration
 	Timeout  time.Duration
 }
 
-// ProbeConfig is the agent's probes configuration.
-type ProbeConfig struct {
-	FailedUnits ProbeFailedUnits
-	Probes      []ProbeSpec
+// Config is the agent's probes configuration.
+type Config struct {
+	FailedUnits FailedUnits
+	Probes      []Spec
 }
 
-// DefaultProbeConfig is the configuration without a probes file: no
-// probes, and the failed-units check enabled with the default command.
-func DefaultProbeConfig() ProbeConfig {
-	return ProbeConfig{FailedUnits: ProbeFailedUnits{
+// DefaultConfig is the configuration without a probes file: no probes,
+// and the failed-units check enabled with the default command.
+func DefaultConfig() Config {
+	return Config{FailedUnits: FailedUnits{
 		Enabled:  true,
 		Command:  DefaultFailedUnitsCommand(),
-		Interval: DefaultProbeInterval,
-		Timeout:  DefaultProbeTimeout,
+		Interval: DefaultInterval,
+		Timeout:  DefaultTimeout,
 	}}
 }
 
-// LoadProbes reads and validates the probes file at path. An empty path
-// means DefaultProbeConfig; a path that does not exist is an error
-// (wrapping fs.ErrNotExist).
-func LoadProbes(path string) (ProbeConfig, error) {
+// Load reads and validates the probes file at path. An empty path means
+// DefaultConfig; a path that does not exist is an error (wrapping
+// fs.ErrNotExist).
+func Load(path string) (Config, error) {
 	if path == "" {
-		return DefaultProbeConfig(), nil
+		return DefaultConfig(), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return ProbeConfig{}, fmt.Errorf("read probes file: %w", err)
+		return Config{}, fmt.Errorf("read probes file: %w", err)
 	}
-	cfg, err := ParseProbes(data)
+	cfg, err := Parse(data)
 	if err != nil {
-		return ProbeConfig{}, fmt.Errorf("probes file %s: %w", path, err)
+		return Config{}, fmt.Errorf("probes file %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// probeFile is the JSON form of a probes file.
-type probeFile struct {
-	FailedUnits *probeFileFailedUnits `json:"failedUnits"`
-	Probes      []probeFileSpec       `json:"probes"`
+// file is the JSON form of a probes file.
+type file struct {
+	FailedUnits *fileFailedUnits `json:"failedUnits"`
+	Probes      []fileSpec       `json:"probes"`
 }
 
-type probeFileFailedUnits struct {
+type fileFailedUnits struct {
 	// Enabled absent or null means true.
 	Enabled  *bool    `json:"enabled"`
 	Command  []string `json:"command"`
@@ -184,7 +164,7 @@ type probeFileFailedUnits struct {
 	Timeout  string   `json:"timeout"`
 }
 
-type probeFileSpec struct {
+type fileSpec struct {
 	Name         string   `json:"name"`
 	Type         string   `json:"type"`
 	URL          string   `json:"url"`
@@ -195,15 +175,15 @@ type probeFileSpec struct {
 	Timeout      string   `json:"timeout"`
 }
 
-// ParseProbes decodes and validates the bytes of a probes file. A missing
+// Parse decodes and validates the bytes of a probes file. A missing
 // failedUnits member means the default check; defaults fill absent
 // intervals and timeouts.
-func ParseProbes(data []byte) (ProbeConfig, error) {
-	var f probeFile
+func Parse(data []byte) (Config, error) {
+	var f file
 	if err := proto.Decode(data, &f); err != nil {
-		return ProbeConfig{}, err
+		return Config{}, err
 	}
-	cfg := DefaultProbeConfig()
+	cfg := DefaultConfig()
 	if fu := f.FailedUnits; fu != nil {
 		cfg.FailedUnits.Enabled = fu.Enabled == nil || *fu.Enabled
 		if len(fu.Command) > 0 {
@@ -211,29 +191,29 @@ func ParseProbes(data []byte) (ProbeConfig, error) {
 		}
 		cfg.FailedUnits.Ignore = fu.Ignore
 		var err error
-		if cfg.FailedUnits.Interval, cfg.FailedUnits.Timeout, err = parseProbeTimes(fu.Interval, fu.Timeout); err != nil {
-			return ProbeConfig{}, fmt.Errorf("%w: failedUnits: %w", ErrProbeConfig, err)
+		if cfg.FailedUnits.Interval, cfg.FailedUnits.Timeout, err = parseTimes(fu.Interval, fu.Timeout); err != nil {
+			return Config{}, fmt.Errorf("%w: failedUnits: %w", ErrConfig, err)
 		}
 	}
 	for i, p := range f.Probes {
-		s := ProbeSpec{
-			Name: p.Name, Type: ProbeType(p.Type), URL: p.URL, ExpectStatus: p.ExpectStatus,
+		s := Spec{
+			Name: p.Name, Type: Type(p.Type), URL: p.URL, ExpectStatus: p.ExpectStatus,
 			Address: p.Address, Command: p.Command,
 		}
 		var err error
-		if s.Interval, s.Timeout, err = parseProbeTimes(p.Interval, p.Timeout); err != nil {
-			return ProbeConfig{}, fmt.Errorf("%w: %s: %w", ErrProbeConfig, probeLabel(i, p.Name), err)
+		if s.Interval, s.Timeout, err = parseTimes(p.Interval, p.Timeout); err != nil {
+			return Config{}, fmt.Errorf("%w: %s: %w", ErrConfig, label(i, p.Name), err)
 		}
 		cfg.Probes = append(cfg.Probes, s)
 	}
 	if err := cfg.Validate(); err != nil {
-		return ProbeConfig{}, err
+		return Config{}, err
 	}
 	return cfg, nil
 }
 
-func parseProbeTimes(interval, timeout string) (time.Duration, time.Duration, error) {
-	i, t := DefaultProbeInterval, DefaultProbeTimeout
+func parseTimes(interval, timeout string) (time.Duration, time.Duration, error) {
+	i, t := DefaultInterval, DefaultTimeout
 	var err error
 	if interval != "" {
 		if i, err = time.ParseDuration(interval); err != nil {
@@ -248,46 +228,46 @@ func parseProbeTimes(interval, timeout string) (time.Duration, time.Duration, er
 	return i, t, nil
 }
 
-// probeLabel names a probe in errors, by position when it has no name.
-func probeLabel(i int, name string) string {
+// label names a probe in errors, by position when it has no name.
+func label(i int, name string) string {
 	if name == "" {
 		return fmt.Sprintf("probes[%d]", i)
 	}
 	return fmt.Sprintf("probe %q", name)
 }
 
-// Validate checks a configuration as LoadProbes does: every error wraps
-// ErrProbeConfig and names the probe (or probes[i] when it has no name)
-// and the field. NewProbeRunner does not call it, so tests may use
-// intervals below MinProbeInterval.
-func (c ProbeConfig) Validate() error {
+// Validate checks a configuration as Load does: every error wraps
+// ErrConfig and names the probe (or probes[i] when it has no name)
+// and the field. NewRunner does not call it, so tests may use
+// intervals below MinInterval.
+func (c Config) Validate() error {
 	if fu := c.FailedUnits; fu.Enabled {
-		if err := validateProbeTimes(fu.Interval, fu.Timeout); err != nil {
-			return fmt.Errorf("%w: failedUnits: %w", ErrProbeConfig, err)
+		if err := validateTimes(fu.Interval, fu.Timeout); err != nil {
+			return fmt.Errorf("%w: failedUnits: %w", ErrConfig, err)
 		}
 		if len(fu.Command) > 0 && fu.Command[0] == "" {
-			return fmt.Errorf("%w: failedUnits: command: empty program name", ErrProbeConfig)
+			return fmt.Errorf("%w: failedUnits: command: empty program name", ErrConfig)
 		}
 		for _, g := range fu.Ignore {
 			if _, err := path.Match(g, ""); err != nil {
-				return fmt.Errorf("%w: failedUnits: ignore pattern %q: %w", ErrProbeConfig, g, err)
+				return fmt.Errorf("%w: failedUnits: ignore pattern %q: %w", ErrConfig, g, err)
 			}
 		}
 	}
 	seen := make(map[string]bool, len(c.Probes))
 	for i, p := range c.Probes {
-		if err := validateProbe(p); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrProbeConfig, probeLabel(i, p.Name), err)
+		if err := validateSpec(p); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrConfig, label(i, p.Name), err)
 		}
 		if seen[p.Name] {
-			return fmt.Errorf("%w: %s: duplicate name", ErrProbeConfig, probeLabel(i, p.Name))
+			return fmt.Errorf("%w: %s: duplicate name", ErrConfig, label(i, p.Name))
 		}
 		seen[p.Name] = true
 	}
 	return nil
 }
 
-func validateProbe(p ProbeSpec) error {
+func validateSpec(p Spec) error {
 	if p.Name == "" {
 		return errors.New("name: empty")
 	}
@@ -296,11 +276,11 @@ func validateProbe(p ProbeSpec) error {
 			return fmt.Errorf("name: %q not allowed (want [A-Za-z0-9._-]+)", r)
 		}
 	}
-	if err := validateProbeTimes(p.Interval, p.Timeout); err != nil {
+	if err := validateTimes(p.Interval, p.Timeout); err != nil {
 		return err
 	}
 	switch p.Type {
-	case ProbeHTTP, ProbeTCP, ProbeExec:
+	case HTTP, TCP, Exec:
 	case "":
 		return errors.New("type: required (http, tcp or exec)")
 	default:
@@ -310,19 +290,19 @@ func validateProbe(p ProbeSpec) error {
 	for _, f := range []struct {
 		field string
 		set   bool
-		typ   ProbeType
+		typ   Type
 	}{
-		{"url", p.URL != "", ProbeHTTP},
-		{"expectStatus", p.ExpectStatus != 0, ProbeHTTP},
-		{"address", p.Address != "", ProbeTCP},
-		{"command", len(p.Command) > 0, ProbeExec},
+		{"url", p.URL != "", HTTP},
+		{"expectStatus", p.ExpectStatus != 0, HTTP},
+		{"address", p.Address != "", TCP},
+		{"command", len(p.Command) > 0, Exec},
 	} {
 		if f.set && p.Type != f.typ {
 			return fmt.Errorf("%s: only for %s probes, not %s", f.field, f.typ, p.Type)
 		}
 	}
 	switch p.Type {
-	case ProbeHTTP:
+	case HTTP:
 		if p.URL == "" {
 			return errors.New("url: required for http probes")
 		}
@@ -339,7 +319,7 @@ func validateProbe(p ProbeSpec) error {
 		if p.ExpectStatus != 0 && (p.ExpectStatus < 100 || p.ExpectStatus > 599) {
 			return fmt.Errorf("expectStatus: %d (want 100-599, or 0 for any 2xx)", p.ExpectStatus)
 		}
-	case ProbeTCP:
+	case TCP:
 		if p.Address == "" {
 			return errors.New("address: required for tcp probes")
 		}
@@ -350,7 +330,7 @@ func validateProbe(p ProbeSpec) error {
 		if host == "" || port == "" {
 			return fmt.Errorf("address: %q (want host:port)", p.Address)
 		}
-	case ProbeExec:
+	case Exec:
 		if len(p.Command) == 0 {
 			return errors.New("command: required for exec probes")
 		}
@@ -361,10 +341,10 @@ func validateProbe(p ProbeSpec) error {
 	return nil
 }
 
-func validateProbeTimes(interval, timeout time.Duration) error {
+func validateTimes(interval, timeout time.Duration) error {
 	switch {
-	case interval < MinProbeInterval:
-		return fmt.Errorf("interval: %s is below the minimum %s", interval, MinProbeInterval)
+	case interval < MinInterval:
+		return fmt.Errorf("interval: %s is below the minimum %s", interval, MinInterval)
 	case timeout <= 0:
 		return fmt.Errorf("timeout: %s (want > 0)", timeout)
 	case timeout > interval:
@@ -373,8 +353,8 @@ func validateProbeTimes(interval, timeout time.Duration) error {
 	return nil
 }
 
-// ProbeResult is the latest result of one probe.
-type ProbeResult struct {
+// Result is the latest result of one probe.
+type Result struct {
 	Name string
 	// Ran is false until a run has completed; such a probe counts as
 	// passing.
@@ -387,7 +367,7 @@ type ProbeResult struct {
 	Took     time.Duration
 }
 
-// ProbeRunner runs probes and keeps their latest results. Its methods are
+// Runner runs probes and keeps their latest results. Its methods are
 // safe for concurrent use.
 //
 //  1. RunOnce runs every probe and the failed-units check once,
@@ -406,36 +386,36 @@ type ProbeResult struct {
 // discarded, so stopping the runner never flips a probe to failing. When
 // two runs of one probe overlap (Run and RunOnce together), the result of
 // the one started later wins.
-type ProbeRunner struct {
-	cfg     ProbeConfig
+type Runner struct {
+	cfg     Config
 	client  *http.Client
 	changed chan struct{}
 
 	mu     sync.Mutex
-	probes []probeState // by index into cfg.Probes
-	units  probeState   // the failed-units check
+	probes []state // by index into cfg.Probes
+	units  state   // the failed-units check
 }
 
-type probeState struct {
+type state struct {
 	started uint64 // runs started
 	applied uint64 // the run whose result is held, numbered as started
-	result  ProbeResult
+	result  Result
 	units   []string // failed-units check only: sorted, ignored units removed
 }
 
-// NewProbeRunner returns a runner for cfg. It does not validate cfg (see
-// ProbeConfig.Validate); zero intervals and timeouts take the defaults, an
+// NewRunner returns a runner for cfg. It does not validate cfg (see
+// Config.Validate); zero intervals and timeouts take the defaults, an
 // empty failed-units command the default command.
-func NewProbeRunner(cfg ProbeConfig) *ProbeRunner {
+func NewRunner(cfg Config) *Runner {
 	fu := cfg.FailedUnits
 	fu.Command = slices.Clone(fu.Command)
 	if len(fu.Command) == 0 {
 		fu.Command = DefaultFailedUnitsCommand()
 	}
 	fu.Ignore = slices.Clone(fu.Ignore)
-	fu.Interval, fu.Timeout = probeTimesOrDefault(fu.Interval, fu.Timeout)
-	r := &ProbeRunner{
-		cfg: ProbeConfig{FailedUnits: fu, Probes: make([]ProbeSpec, len(cfg.Probes))},
+	fu.Interval, fu.Timeout = timesOrDefault(fu.Interval, fu.Timeout)
+	r := &Runner{
+		cfg: Config{FailedUnits: fu, Probes: make([]Spec, len(cfg.Probes))},
 		client: &http.Client{
 			Transport: &http.Transport{
 				// Health endpoints are local to the host: never through a
@@ -448,27 +428,27 @@ func NewProbeRunner(cfg ProbeConfig) *ProbeRunner {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		changed: make(chan struct{}, 1),
-		probes:  make([]probeState, len(cfg.Probes)),
+		probes:  make([]state, len(cfg.Probes)),
 	}
 	for i, p := range cfg.Probes {
 		p.Command = slices.Clone(p.Command)
-		p.Interval, p.Timeout = probeTimesOrDefault(p.Interval, p.Timeout)
+		p.Interval, p.Timeout = timesOrDefault(p.Interval, p.Timeout)
 		r.cfg.Probes[i] = p
-		r.probes[i].result = ProbeResult{Name: p.Name, Passed: true, Reason: "not run yet"}
+		r.probes[i].result = Result{Name: p.Name, Passed: true, Reason: "not run yet"}
 	}
-	r.units.result = ProbeResult{Name: ProbeDetailFailedUnits, Passed: true, Reason: "not run yet"}
+	r.units.result = Result{Name: DetailFailedUnits, Passed: true, Reason: "not run yet"}
 	if !fu.Enabled {
 		r.units.result.Reason = "disabled"
 	}
 	return r
 }
 
-func probeTimesOrDefault(interval, timeout time.Duration) (time.Duration, time.Duration) {
+func timesOrDefault(interval, timeout time.Duration) (time.Duration, time.Duration) {
 	if interval <= 0 {
-		interval = DefaultProbeInterval
+		interval = DefaultInterval
 	}
 	if timeout <= 0 {
-		timeout = min(DefaultProbeTimeout, interval)
+		timeout = min(DefaultTimeout, interval)
 	}
 	return interval, timeout
 }
@@ -478,19 +458,19 @@ func probeTimesOrDefault(interval, timeout time.Duration) (time.Duration, time.D
 // that falls behind gets one notification for several changes, so it
 // should read Summary after each receive. A notification is sent before
 // the run's RunOnce returns.
-func (r *ProbeRunner) Changed() <-chan struct{} { return r.changed }
+func (r *Runner) Changed() <-chan struct{} { return r.changed }
 
 // Summary returns the latest results: Total is the number of configured
 // probes, Failed the sorted names of the failing ones, and failedUnits the
 // sorted units of the last failed-units run without the ignored ones (or
-// ProbeErrorFailedUnits when that run failed). Both slices are non-nil.
-func (r *ProbeRunner) Summary() (summary proto.ProbeSummary, failedUnits []string) {
+// ErrorFailedUnits when that run failed). Both slices are non-nil.
+func (r *Runner) Summary() (summary proto.ProbeSummary, failedUnits []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.summaryLocked()
 }
 
-func (r *ProbeRunner) summaryLocked() (proto.ProbeSummary, []string) {
+func (r *Runner) summaryLocked() (proto.ProbeSummary, []string) {
 	s := proto.ProbeSummary{Total: len(r.probes), Failed: []string{}}
 	for _, p := range r.probes {
 		if !p.result.Passed {
@@ -503,11 +483,11 @@ func (r *ProbeRunner) summaryLocked() (proto.ProbeSummary, []string) {
 
 // Results returns the latest result of every probe, in configuration
 // order, followed by the failed-units check's (named
-// ProbeDetailFailedUnits) when it is enabled.
-func (r *ProbeRunner) Results() []ProbeResult {
+// DetailFailedUnits) when it is enabled.
+func (r *Runner) Results() []Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]ProbeResult, 0, len(r.probes)+1)
+	out := make([]Result, 0, len(r.probes)+1)
 	for _, p := range r.probes {
 		out = append(out, p.result)
 	}
@@ -517,23 +497,23 @@ func (r *ProbeRunner) Results() []ProbeResult {
 	return out
 }
 
-// Details maps each probe name, and ProbeDetailFailedUnits, to the reason
+// Details maps each probe name, and DetailFailedUnits, to the reason
 // of its latest result ("ok", "not run yet" or why it failed), for logs.
-func (r *ProbeRunner) Details() map[string]string {
+func (r *Runner) Details() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := make(map[string]string, len(r.probes)+1)
 	for _, p := range r.probes {
 		d[p.result.Name] = p.result.Reason
 	}
-	d[ProbeDetailFailedUnits] = r.units.result.Reason
+	d[DetailFailedUnits] = r.units.result.Reason
 	return d
 }
 
 // RunOnce runs every probe and the failed-units check once, concurrently,
 // and waits for them. If ctx ends first, the interrupted runs are
 // discarded.
-func (r *ProbeRunner) RunOnce(ctx context.Context) {
+func (r *Runner) RunOnce(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := range r.cfg.Probes {
 		wg.Go(func() { r.runProbe(ctx, i) })
@@ -547,7 +527,7 @@ func (r *ProbeRunner) RunOnce(ctx context.Context) {
 // Run runs each probe, and the failed-units check, on its own interval,
 // the first time at once, until ctx ends. It returns when all its runs
 // have stopped.
-func (r *ProbeRunner) Run(ctx context.Context) {
+func (r *Runner) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	loop := func(interval time.Duration, run func(context.Context)) {
 		t := time.NewTicker(interval)
@@ -571,7 +551,7 @@ func (r *ProbeRunner) Run(ctx context.Context) {
 }
 
 // begin numbers a new run of st.
-func (r *ProbeRunner) begin(st *probeState) uint64 {
+func (r *Runner) begin(st *state) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st.started++
@@ -580,7 +560,7 @@ func (r *ProbeRunner) begin(st *probeState) uint64 {
 
 // finish records the outcome of run number n of st, unless a later run's
 // is already held, and notifies Changed if Summary changed.
-func (r *ProbeRunner) finish(st *probeState, n uint64, passed bool, reason string, units []string, start time.Time) {
+func (r *Runner) finish(st *state, n uint64, passed bool, reason string, units []string, start time.Time) {
 	end := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -603,7 +583,7 @@ func (r *ProbeRunner) finish(st *probeState, n uint64, passed bool, reason strin
 	}
 }
 
-func (r *ProbeRunner) runProbe(ctx context.Context, i int) {
+func (r *Runner) runProbe(ctx context.Context, i int) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -615,12 +595,12 @@ func (r *ProbeRunner) runProbe(ctx context.Context, i int) {
 	defer cancel()
 	var err error
 	switch p.Type {
-	case ProbeHTTP:
+	case HTTP:
 		err = r.checkHTTP(runCtx, p)
-	case ProbeTCP:
-		err = probeCheckTCP(runCtx, p)
-	case ProbeExec:
-		_, err = runProbeCommand(runCtx, p.Command)
+	case TCP:
+		err = checkTCP(runCtx, p)
+	case Exec:
+		_, err = runCommand(runCtx, p.Command)
 	default:
 		err = fmt.Errorf("unknown probe type %q", p.Type)
 	}
@@ -631,13 +611,13 @@ func (r *ProbeRunner) runProbe(ctx context.Context, i int) {
 		err = fmt.Errorf("timed out after %s", p.Timeout)
 	}
 	if err != nil {
-		r.finish(st, n, false, probeReason(err), nil, start)
+		r.finish(st, n, false, shortReason(err), nil, start)
 		return
 	}
 	r.finish(st, n, true, "ok", nil, start)
 }
 
-func (r *ProbeRunner) checkHTTP(ctx context.Context, p ProbeSpec) error {
+func (r *Runner) checkHTTP(ctx context.Context, p Spec) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
 	if err != nil {
 		return err
@@ -648,7 +628,7 @@ func (r *ProbeRunner) checkHTTP(ctx context.Context, p ProbeSpec) error {
 		return err
 	}
 	// Drain a little so the server sees a complete exchange; never more.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 	_ = resp.Body.Close()
 	switch {
 	case p.ExpectStatus == 0 && (resp.StatusCode < 200 || resp.StatusCode > 299):
@@ -659,7 +639,7 @@ func (r *ProbeRunner) checkHTTP(ctx context.Context, p ProbeSpec) error {
 	return nil
 }
 
-func probeCheckTCP(ctx context.Context, p ProbeSpec) error {
+func checkTCP(ctx context.Context, p Spec) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", p.Address)
 	if err != nil {
@@ -668,27 +648,27 @@ func probeCheckTCP(ctx context.Context, p ProbeSpec) error {
 	return c.Close()
 }
 
-// runProbeCommand runs argv without a shell, in its own process group that
+// runCommand runs argv without a shell, in its own process group that
 // is killed when ctx ends, and returns its standard output (capped). A
 // non-zero exit is an error that ends with the last line of its standard
 // error, or of its output when standard error is empty.
-func runProbeCommand(ctx context.Context, argv []string) ([]byte, error) {
+func runCommand(ctx context.Context, argv []string) ([]byte, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("no command")
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	stdout := &probeOutput{max: maxProbeOutput}
-	stderr := &probeOutput{max: 4 << 10}
+	stdout := &output{max: maxOutput}
+	stderr := &output{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Kill the whole group, so a probe that forks cannot outlive its
 	// timeout, and stop waiting for output a leftover grandchild holds.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = probeWaitDelay
+	cmd.WaitDelay = waitDelay
 	if err := cmd.Run(); err != nil {
-		msg := lastProbeLine(stderr.buf)
+		msg := lastLine(stderr.buf)
 		if msg == "" {
-			msg = lastProbeLine(stdout.buf)
+			msg = lastLine(stdout.buf)
 		}
 		if msg != "" {
 			return nil, fmt.Errorf("%w: %s", err, msg)
@@ -698,22 +678,22 @@ func runProbeCommand(ctx context.Context, argv []string) ([]byte, error) {
 	return stdout.buf, nil
 }
 
-// probeOutput keeps the first max bytes written and drains the rest, so
+// output keeps the first max bytes written and drains the rest, so
 // the child never blocks on a full pipe. It has no ReadFrom, so os/exec's
 // copy goes through Write.
-type probeOutput struct {
+type output struct {
 	buf []byte
 	max int
 }
 
-func (o *probeOutput) Write(p []byte) (int, error) {
+func (o *output) Write(p []byte) (int, error) {
 	if room := o.max - len(o.buf); room > 0 {
 		o.buf = append(o.buf, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
 }
 
-func lastProbeLine(b []byte) string {
+func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = strings.TrimSpace(s[i+1:])
@@ -721,16 +701,16 @@ func lastProbeLine(b []byte) string {
 	return s
 }
 
-// probeReason turns an error into a short one-line reason.
-func probeReason(err error) string {
+// shortReason turns an error into a short one-line reason.
+func shortReason(err error) string {
 	s := strings.Join(strings.Fields(err.Error()), " ")
-	if len(s) > maxProbeReason {
-		s = strings.ToValidUTF8(s[:maxProbeReason], "") + "…"
+	if len(s) > maxReason {
+		s = strings.ToValidUTF8(s[:maxReason], "") + "…"
 	}
 	return s
 }
 
-func (r *ProbeRunner) runUnits(ctx context.Context) {
+func (r *Runner) runUnits(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -740,7 +720,7 @@ func (r *ProbeRunner) runUnits(ctx context.Context) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, fu.Timeout)
 	defer cancel()
-	out, err := runProbeCommand(runCtx, fu.Command)
+	out, err := runCommand(runCtx, fu.Command)
 	if ctx.Err() != nil {
 		return
 	}
@@ -748,13 +728,13 @@ func (r *ProbeRunner) runUnits(ctx context.Context) {
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("timed out after %s", fu.Timeout)
 		}
-		r.finish(st, n, false, "failed-units command: "+probeReason(err), []string{ProbeErrorFailedUnits}, start)
+		r.finish(st, n, false, "failed-units command: "+shortReason(err), []string{ErrorFailedUnits}, start)
 		return
 	}
 	all := ParseFailedUnits(out)
 	units := []string{}
 	for _, u := range all {
-		if !probeIgnored(u, fu.Ignore) {
+		if !isIgnored(u, fu.Ignore) {
 			units = append(units, u)
 		}
 	}
@@ -765,7 +745,7 @@ func (r *ProbeRunner) runUnits(ctx context.Context) {
 	r.finish(st, n, true, reason, units, start)
 }
 
-func probeIgnored(unit string, globs []string) bool {
+func isIgnored(unit string, globs []string) bool {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, unit); ok {
 			return true
@@ -774,8 +754,8 @@ func probeIgnored(unit string, globs []string) bool {
 	return false
 }
 
-// probeUnitTypes are the suffixes of systemd unit names.
-var probeUnitTypes = []string{
+// unitTypes are the suffixes of systemd unit names.
+var unitTypes = []string{
 	"service", "socket", "device", "mount", "automount", "swap",
 	"target", "path", "timer", "slice", "scope",
 }
@@ -793,7 +773,7 @@ func ParseFailedUnits(out []byte) []string {
 			if dot < 0 {
 				continue
 			}
-			if dot > 0 && slices.Contains(probeUnitTypes, f[dot+1:]) {
+			if dot > 0 && slices.Contains(unitTypes, f[dot+1:]) {
 				units = append(units, f)
 			}
 			break

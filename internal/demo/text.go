@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 )
 
 // header describes the demo's set-up and fleet.
-func (d *demo) header() {
+func (d *session) header() {
 	var b strings.Builder
-	fmt.Fprintf(&b, "nixfleet demo: %d simulated hosts and a control plane, all in this process\n", len(d.fleet.hosts))
+	fmt.Fprintf(&b, "nixfleet-demo: %d simulated hosts and a control plane, all in this process\n", len(d.fleet.hosts))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  directory\t%s\n", d.dir)
 	fmt.Fprintf(tw, "  control plane\t%s (embedded SQLite, TLS; agents authenticate with their host keys)\n", d.url)
@@ -31,7 +31,7 @@ func (d *demo) header() {
 }
 
 // orderingText sums up the channel edge and the host edges.
-func (d *demo) orderingText() string {
+func (d *session) orderingText() string {
 	gated := map[string]int{}
 	var gates []string
 	for _, e := range d.fleet.edges {
@@ -41,7 +41,7 @@ func (d *demo) orderingText() string {
 		gated[e.Gates]++
 	}
 	slices.Sort(gates)
-	parts := []string{demoProd + " follows " + demoStaging}
+	parts := []string{prodChannel + " follows " + stagingChannel}
 	for _, g := range gates {
 		parts = append(parts, fmt.Sprintf("%s before %d web hosts", g, gated[g]))
 	}
@@ -49,8 +49,8 @@ func (d *demo) orderingText() string {
 }
 
 // budgetText sums up the disruption budgets.
-func (d *demo) budgetText() string {
-	stg := len(d.fleet.channel(demoStaging).hosts)
+func (d *session) budgetText() string {
+	stg := len(d.fleet.channel(stagingChannel).hosts)
 	prod := fmt.Sprintf("prod at most %d host(s) in flight (20%%)", d.fleet.prodLimit)
 	if d.fleet.budgets[0].MaxInFlightPct == nil {
 		prod = "prod one host at a time (20% would round down to none)"
@@ -59,13 +59,13 @@ func (d *demo) budgetText() string {
 }
 
 // summary prints the outcome: every rollout with its state and hosts.
-func (d *demo) summary(w io.Writer, rep demoReport) {
+func (d *session) summary(w io.Writer, rep report) {
 	d.view.flush()
 	status := "ok"
 	if !rep.OK {
 		status = "FAILED (" + rep.Code + ")"
 	}
-	fmt.Fprintf(w, "\n%s\n", d.view.paint(demoAnsiBold, fmt.Sprintf("summary: %s in %.2fs", status, rep.DurationSeconds)))
+	fmt.Fprintf(w, "\n%s\n", d.view.paint(ansiBold, fmt.Sprintf("summary: %s in %.2fs", status, rep.DurationSeconds)))
 	if len(rep.Rollouts) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ROLLOUT\tRELEASE\tSTATE\tTOOK\tHOSTS")
@@ -78,18 +78,18 @@ func (d *demo) summary(w io.Writer, rep demoReport) {
 			if !r.Terminal {
 				took += " so far"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.ID, demoDash(r.Release+" "+r.Role), r.State, took, demoCounts(by, r.Hosts))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Release+" "+r.Role), r.State, took, countsText(by, r.Hosts))
 		}
 		tw.Flush()
 	}
 	if rep.OK {
-		bad := d.fleet.channel(demoStaging)
+		bad := d.fleet.channel(stagingChannel)
 		fmt.Fprintf(w, "v1 reached all %d hosts, wave by wave within the budgets; v2 failed the health gate on %s\n"+
 			"and the policy (%s) rolled it back before any other host took it.\n", len(d.fleet.hosts), bad.canary, bad.onHealthFailure)
 	}
 }
 
-func demoDash(s string) string {
+func dash(s string) string {
 	if strings.TrimSpace(s) == "" {
 		return "-"
 	}
@@ -97,15 +97,15 @@ func demoDash(s string) string {
 }
 
 // explain prints, with --keep, how to explore the running control plane.
-func (d *demo) explain(w io.Writer) {
+func (d *session) explain(w io.Writer) {
 	d.view.flush()
-	bad := demoRolloutID(demoStaging, demoV2)
-	prod := demoRolloutID(demoProd, demoV1)
-	canary := d.fleet.channel(demoStaging).canary
-	prodHosts := d.fleet.channel(demoProd).hosts
+	bad := rolloutID(stagingChannel, v2)
+	prod := rolloutID(prodChannel, v1)
+	canary := d.fleet.channel(stagingChannel).canary
+	prodHosts := d.fleet.channel(prodChannel).hosts
 	someProd := prodHosts[len(prodHosts)-1]
 	lines := [][2]string{
-		{"export NIXFLEET_CONFIG=" + demoShellQuote(d.configFile), ""},
+		{"export NIXFLEET_CONFIG=" + shellQuote(d.configFile), ""},
 		{"nixfleet status", "every channel and its latest rollout"},
 		{"nixfleet rollout list", ""},
 		{"nixfleet rollout events " + bad, "why v2 was rolled back"},
@@ -135,8 +135,8 @@ func (d *demo) explain(w io.Writer) {
 		"control plane's database and log).\n", d.dir)
 }
 
-// demoShellQuote quotes s for a POSIX shell when it needs it.
-func demoShellQuote(s string) string {
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
 	}) < 0 {

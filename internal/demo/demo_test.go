@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -10,13 +10,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
-// demoTestRollout is what the test reads of a rollout in the report.
-type demoTestRollout struct {
+// testRollout is what the test reads of a rollout in the report.
+type testRollout struct {
 	ID      string         `json:"id"`
 	Channel string         `json:"channel"`
 	Release string         `json:"release"`
@@ -26,7 +27,7 @@ type demoTestRollout struct {
 	Counts  map[string]int `json:"counts"`
 }
 
-// TestDemo runs nixfleet demo in process and checks its one JSON document:
+// TestDemo runs the demo and checks its one JSON document:
 // both rollouts of the good release converged on every host, the bad one
 // was rolled back at its canary on staging only, and the temporary
 // directory is gone.
@@ -36,14 +37,13 @@ func TestDemo(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"nixfleet", "demo", "--hosts", "6", "--json"}, strings.NewReader(""), &stdout, &stderr)
-	if code != exitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s\nstdout:\n%s", code, stderr.String(), stdout.String())
+	if err := Run(context.Background(), Options{Hosts: 6, JSON: true, Timeout: 2 * time.Minute}, &stdout, &stderr); err != nil {
+		t.Fatalf("Run: %v; stderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
 	}
 	var rep struct {
-		OK       bool              `json:"ok"`
-		Hosts    int               `json:"hosts"`
-		Rollouts []demoTestRollout `json:"rollouts"`
+		OK       bool          `json:"ok"`
+		Hosts    int           `json:"hosts"`
+		Rollouts []testRollout `json:"rollouts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
 	if err := dec.Decode(&rep); err != nil {
@@ -57,7 +57,7 @@ func TestDemo(t *testing.T) {
 	}
 
 	idRE := regexp.MustCompile(`^(staging|prod)@[0-9a-f]{7,64}$`)
-	byRelease := map[string]demoTestRollout{}
+	byRelease := map[string]testRollout{}
 	seen := map[string]bool{}
 	for _, r := range rep.Rollouts {
 		if !idRE.MatchString(r.ID) || !strings.HasPrefix(r.ID, r.Channel+"@") {
@@ -71,7 +71,7 @@ func TestDemo(t *testing.T) {
 	}
 	tests := []struct {
 		name, key, state string
-		counts           func(r demoTestRollout) map[string]int
+		counts           func(r testRollout) map[string]int
 	}{
 		{"baseline staging", "staging v0", "Converged", allConverged},
 		{"baseline prod", "prod v0", "Converged", allConverged},
@@ -79,7 +79,7 @@ func TestDemo(t *testing.T) {
 		{"good release on prod", "prod v1", "Converged", allConverged},
 		// Only the canary moved, failed its health gate and came back;
 		// the rest of staging never left v1.
-		{"bad release on staging", "staging v2", "Reverted", func(r demoTestRollout) map[string]int {
+		{"bad release on staging", "staging v2", "Reverted", func(r testRollout) map[string]int {
 			return map[string]int{"Reverted": 1, "Pending": r.Hosts - 1}
 		}},
 	}
@@ -126,7 +126,7 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-func allConverged(r demoTestRollout) map[string]int { return map[string]int{"Converged": r.Hosts} }
+func allConverged(r testRollout) map[string]int { return map[string]int{"Converged": r.Hosts} }
 
 func equalCounts(got, want map[string]int) bool {
 	for k, v := range want {
@@ -149,15 +149,15 @@ func equalCounts(got, want map[string]int) bool {
 // later wave).
 func TestDemoFleet(t *testing.T) {
 	t.Parallel()
-	for _, n := range []int{demoMinHosts, 5, 8, 9, 10, 20, 39, 40, 50, 99, 100, demoMaxHosts} {
-		f, err := newDemoFleet(n)
+	for _, n := range []int{MinHosts, 5, 8, 9, 10, 20, 39, 40, 50, 99, 100, MaxHosts} {
+		f, err := newFleet(n)
 		if err != nil {
 			t.Fatalf("%d hosts: %v", n, err)
 		}
 		if len(f.hosts) != n {
 			t.Errorf("%d hosts: the fleet has %d", n, len(f.hosts))
 		}
-		unsigned, err := f.unsigned(demoV1)
+		unsigned, err := f.unsigned(v1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,6 +187,24 @@ func TestDemoFleet(t *testing.T) {
 			if f.byName[e.Gates].wave > f.byName[e.Gated].wave {
 				t.Errorf("%d hosts: %s (wave %d) gates %s of an earlier wave", n, e.Gates, f.byName[e.Gates].wave, e.Gated)
 			}
+		}
+	}
+}
+
+// TestRunRefusesBadOptions: options out of range are refused before
+// anything starts.
+func TestRunRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	for _, opts := range []Options{
+		{Hosts: MinHosts - 1, Timeout: time.Minute},
+		{Hosts: MaxHosts + 1, Timeout: time.Minute},
+		{Hosts: DefaultHosts},
+	} {
+		var out bytes.Buffer
+		err := Run(context.Background(), opts, &out, &out)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "usage" || out.Len() != 0 {
+			t.Errorf("%+v: %v, output %q; want a usage error and no output", opts, err, out.String())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
@@ -18,12 +19,10 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/urfave/cli/v2"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
@@ -35,101 +34,77 @@ import (
 // The demo's releases: v0 is what the hosts run when they start, v1 a good
 // release, v2 a bad one (its canary fails its health probe).
 const (
-	demoV0 = "v0"
-	demoV1 = "v1"
-	demoV2 = "v2"
+	v0 = "v0"
+	v1 = "v1"
+	v2 = "v2"
 )
 
 // Tunables of the demo's control plane and agents: everything reacts in
 // tens of milliseconds instead of seconds.
 const (
-	demoTick         = time.Second // periodic tick (time-based moves)
-	demoPoll         = 200 * time.Millisecond
-	demoDebounce     = 25 * time.Millisecond
-	demoLongPoll     = 5 * time.Second // agents' check-in wait
-	demoWatchEvery   = 100 * time.Millisecond
-	demoSwitchMin    = 100 * time.Millisecond // a simulated switch takes this
-	demoSwitchSpread = 300 * time.Millisecond // plus up to this
-	demoConfirm      = 30                     // seconds: confirm window
-	demoReadiness    = 60                     // seconds: a wave without progress halts
-	demoOperatorName = "demo-operator"
-	demoProbe        = "healthz"
+	tickInterval     = time.Second // periodic tick (time-based moves)
+	pollInterval     = 200 * time.Millisecond
+	debounce         = 25 * time.Millisecond
+	longPoll         = 5 * time.Second // agents' check-in wait
+	watchEvery       = 100 * time.Millisecond
+	switchMin        = 100 * time.Millisecond // a simulated switch takes this
+	switchSpread     = 300 * time.Millisecond // plus up to this
+	confirmSeconds   = 30                     // seconds: confirm window
+	readinessSeconds = 60                     // seconds: a wave without progress halts
+	operatorName     = "demo-operator"
+	probeName        = "healthz"
 )
 
-// Error codes of nixfleet demo.
+// Error codes of the demo (Error.Code), besides "usage" (Options out of
+// range), "internal" and "io_error".
 const (
-	codeDemoSetup       = "setup_failed"
-	codeDemoTimeout     = "timeout"
-	codeDemoInterrupted = "interrupted"
-	codeDemoUnexpected  = "unexpected_state"
+	// CodeSetup: the demo could not set itself up (directory, keys,
+	// repository, control plane).
+	CodeSetup = "setup_failed"
+	// CodeTimeout: Options.Timeout passed before the story ended.
+	CodeTimeout = "timeout"
+	// CodeInterrupted: ctx ended before the story ended.
+	CodeInterrupted = "interrupted"
+	// CodeUnexpected: a rollout took a state the story does not expect.
+	CodeUnexpected = "unexpected_state"
 )
 
-func demoCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "demo",
-		Usage: "watch a fleet of simulated hosts take a good release and refuse a bad one",
-		Description: "Runs everything in this process, in a temporary directory, on 127.0.0.1 only:\n" +
-			"a fleet git repository with a CI key, a control plane (embedded SQLite, TLS)\n" +
-			"and simulated agents (mutual TLS with their host keys). It signs and pushes\n" +
-			"release v1 to two channels (prod follows staging; canary waves, database hosts\n" +
-			"before web hosts, disruption budgets) and shows the rollout live until it\n" +
-			"converges; then it pushes v2 to staging, whose canary fails its health probe,\n" +
-			"and shows onHealthFailure rollback-and-halt roll it back.\n\n" +
-			"Exit status 0 when v1 converged and v2 was rolled back, 1 otherwise (a\n" +
-			"timeout, an unexpected state). With --json, stdout is one JSON document\n" +
-			"(\"rollouts\": every rollout's id and final state) and the progress goes to\n" +
-			"stderr. With --keep, everything keeps running until Ctrl-C, to explore\n" +
-			"with the operator commands (NIXFLEET_CONFIG).",
-		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "hosts", Value: demoDefaultHosts,
-				Usage: fmt.Sprintf("simulate `N` hosts (%d to %d)", demoMinHosts, demoMaxHosts)},
-			jsonFlag,
-			&cli.BoolFlag{Name: "keep", Usage: "afterwards, keep the control plane and agents running until Ctrl-C"},
-			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after `DURATION`"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usage(c, "unexpected argument %q", c.Args().First())
-			}
-			opts := demoOptions{hosts: c.Int("hosts"), json: c.Bool("json"), keep: c.Bool("keep"), timeout: c.Duration("timeout")}
-			if opts.hosts < demoMinHosts || opts.hosts > demoMaxHosts {
-				return usage(c, "--hosts %d is out of range (%d to %d)", opts.hosts, demoMinHosts, demoMaxHosts)
-			}
-			if opts.timeout <= 0 {
-				return usage(c, "--timeout must be positive")
-			}
-			return runDemo(c, opts)
-		},
-	}
+// Options configure a run of the demo.
+type Options struct {
+	// Hosts is the number of simulated hosts, MinHosts to MaxHosts.
+	Hosts int
+	// JSON: the report is one JSON document on stdout, and the progress
+	// goes to stderr.
+	JSON bool
+	// Keep: after the story, the control plane and agents keep running
+	// until ctx ends, and the directory is left in place.
+	Keep bool
+	// Timeout bounds the story.
+	Timeout time.Duration
 }
 
-type demoOptions struct {
-	hosts   int
-	json    bool
-	keep    bool
-	timeout time.Duration
+// Error is a failure of the demo with its stable code, and a hint for
+// people.
+type Error struct {
+	Code string
+	Err  error
+	Hint string
 }
 
-// demoError is a failure of the demo with its stable code.
-type demoError struct {
-	code string
-	err  error
-	hint string
+// Error is "<code>: <message>".
+func (e *Error) Error() string { return e.Code + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Err: fmt.Errorf(format, args...)}
 }
 
-func (e *demoError) Error() string { return e.err.Error() }
-func (e *demoError) Unwrap() error { return e.err }
-
-func demoErrorf(code, format string, args ...any) *demoError {
-	return &demoError{code: code, err: fmt.Errorf(format, args...)}
-}
-
-// demo is one run of nixfleet demo.
-type demo struct {
-	opts  demoOptions
-	view  *demoView
+// session is one run of the demo.
+type session struct {
+	opts  Options
+	view  *view
 	start time.Time
-	fleet *demoFleet
+	fleet *fleet
 
 	dir        string
 	repo       *fleetrepo.Repo
@@ -154,92 +129,105 @@ type demo struct {
 	lastWait string
 }
 
-// runDemo runs the demo and reports it: a summary or one JSON document on
-// stdout, the progress on stdout (or stderr with --json).
-func runDemo(c *cli.Context, opts demoOptions) error {
-	stdout, stderr := c.App.Writer, c.App.ErrWriter
+// Run runs the demo and reports it: the progress on stdout (stderr with
+// opts.JSON), then a summary or, with opts.JSON, one JSON document on
+// stdout. With opts.Keep it then waits for ctx to end. Its error is an
+// *Error; the directory is removed unless opts.Keep is set or the demo
+// failed other than by an interruption.
+func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
+	if opts.Hosts < MinHosts || opts.Hosts > MaxHosts {
+		return errorf("usage", "%d hosts is out of range (%d to %d)", opts.Hosts, MinHosts, MaxHosts)
+	}
+	if opts.Timeout <= 0 {
+		return errorf("usage", "the timeout must be positive")
+	}
 	progress := stdout
-	if opts.json {
+	if opts.JSON {
 		progress = stderr
 	}
-	fleet, err := newDemoFleet(opts.hosts)
+	f, err := newFleet(opts.Hosts)
 	if err != nil {
-		return demoFailed(c, codeDemoSetup, err, "")
+		return &Error{Code: CodeSetup, Err: err}
 	}
-	d := &demo{opts: opts, start: time.Now(), fleet: fleet, commits: map[string]plumbing.Hash{}}
-	d.view = newDemoView(progress, fleet, d.start)
+	d := &session{opts: opts, start: time.Now(), fleet: f, commits: map[string]plumbing.Hash{}}
+	d.view = newView(progress, f, d.start)
 
-	rep, runErr := d.run(c.Context)
-	rep.DurationSeconds = demoSeconds(time.Since(d.start))
-	var de *demoError
+	rep, runErr := d.run(ctx)
+	rep.DurationSeconds = seconds(time.Since(d.start))
+	var de *Error
 	if runErr != nil && !errors.As(runErr, &de) {
-		de = &demoError{code: "internal", err: runErr}
+		de = &Error{Code: "internal", Err: runErr}
 	}
 	if de != nil {
-		rep.OK, rep.Code, rep.Message = false, de.code, oneLine(de.err.Error())
-		if d.dir != "" && de.code != codeDemoInterrupted {
+		rep.OK, rep.Code, rep.Message = false, de.Code, oneLine(de.Err.Error())
+		if d.dir != "" && de.Code != CodeInterrupted {
 			rep.Dir = d.dir
 			kept := fmt.Sprintf("the control plane's log (cp.log), database (cp.db) and the fleet repository (fleet/) are kept in %s", d.dir)
-			if de.hint == "" {
-				de.hint = kept
+			if de.Hint == "" {
+				de.Hint = kept
 			} else {
-				de.hint += "; " + kept
+				de.Hint += "; " + kept
 			}
 		}
 	}
-	if de == nil && opts.keep {
+	if de == nil && opts.Keep {
 		rep.Dir, rep.Config, rep.URL = d.dir, d.configFile, d.url
 	}
-	if opts.json {
+	if opts.JSON {
 		if err := writeJSON(stdout, rep); err != nil && de == nil {
-			de = &demoError{code: "io_error", err: err}
+			de = &Error{Code: "io_error", Err: err}
 		}
 	} else {
 		d.summary(stdout, rep)
 	}
-	if de == nil && opts.keep {
+	if de == nil && opts.Keep {
 		d.explain(progress)
-		<-c.Context.Done()
+		<-ctx.Done()
 		fmt.Fprintf(progress, "\nstopping; %s is left in place (rm -rf %s)\n", d.dir, d.dir)
 	}
 	d.shutdown()
-	if de == nil && !opts.keep {
+	if de == nil && !opts.Keep {
 		if err := os.RemoveAll(d.dir); err != nil {
-			return demoFailed(c, "io_error", err, "")
+			return &Error{Code: "io_error", Err: err}
 		}
-		if !opts.json {
-			fmt.Fprintf(stdout, "\nremoved %s; run 'nixfleet demo --keep' to explore the control plane afterwards\n", d.dir)
+		if !opts.JSON {
+			fmt.Fprintf(stdout, "\nremoved %s; run the demo with --keep to explore the control plane afterwards\n", d.dir)
 		}
 	}
 	if de != nil {
-		if de.code == codeDemoInterrupted && d.dir != "" {
+		if de.Code == CodeInterrupted && d.dir != "" {
 			_ = os.RemoveAll(d.dir)
 		}
-		return &cliError{exit: exitFailed, cmd: cmdName(c), code: de.code, err: de.err, hint: de.hint}
+		return de
 	}
 	return nil
 }
 
-func demoFailed(c *cli.Context, code string, err error, hint string) *cliError {
-	return &cliError{exit: exitFailed, cmd: cmdName(c), code: code, err: err, hint: hint}
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
-func demoSeconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
-
 // run is the demo up to its report; the caller shuts it down.
-func (d *demo) run(parent context.Context) (demoReport, error) {
-	rep := demoReport{Hosts: len(d.fleet.hosts), Rollouts: []demoRolloutReport{}, Channels: d.channelReports()}
-	ctx, cancel := context.WithTimeout(parent, d.opts.timeout)
+func (d *session) run(parent context.Context) (report, error) {
+	rep := report{Hosts: len(d.fleet.hosts), Rollouts: []rolloutReport{}, Channels: d.channelReports()}
+	ctx, cancel := context.WithTimeout(parent, d.opts.Timeout)
 	defer cancel()
 	if err := d.setup(); err != nil {
-		return rep, &demoError{code: codeDemoSetup, err: err}
+		return rep, &Error{Code: CodeSetup, Err: err}
 	}
 	if err := d.startControlPlane(ctx); err != nil {
 		return rep, d.waitError(ctx, parent, err)
 	}
 	d.header()
 	if err := d.startAgents(); err != nil {
-		return rep, &demoError{code: codeDemoSetup, err: err}
+		return rep, &Error{Code: CodeSetup, Err: err}
 	}
 
 	err := d.enrol(ctx)
@@ -261,9 +249,9 @@ func (d *demo) run(parent context.Context) (demoReport, error) {
 		return rep, d.waitError(ctx, parent, err)
 	}
 	if rerr != nil {
-		return rep, demoErrorf("internal", "reading the rollouts: %w", rerr)
+		return rep, errorf("internal", "reading the rollouts: %w", rerr)
 	}
-	if err := demoCheckOutcome(rollouts); err != nil {
+	if err := checkOutcome(rollouts); err != nil {
 		return rep, err
 	}
 	rep.OK = true
@@ -271,16 +259,16 @@ func (d *demo) run(parent context.Context) (demoReport, error) {
 }
 
 // waitError turns a context error into the demo's timeout or interruption.
-func (d *demo) waitError(ctx, parent context.Context, err error) error {
-	var de *demoError
+func (d *session) waitError(ctx, parent context.Context, err error) error {
+	var de *Error
 	switch {
 	case errors.As(err, &de):
 		return err
 	case parent.Err() != nil:
-		return &demoError{code: codeDemoInterrupted, err: errors.New("stopped by a signal before the demo finished")}
+		return &Error{Code: CodeInterrupted, Err: errors.New("stopped by a signal before the demo finished")}
 	case ctx.Err() != nil:
-		return &demoError{code: codeDemoTimeout, err: fmt.Errorf("gave up after %s %s", d.opts.timeout, d.lastWait),
-			hint: "a slow machine may need a longer --timeout"}
+		return &Error{Code: CodeTimeout, Err: fmt.Errorf("gave up after %s %s", d.opts.Timeout, d.lastWait),
+			Hint: "a slow machine may need a longer --timeout"}
 	}
 	return err
 }
@@ -290,7 +278,7 @@ func (d *demo) waitError(ctx, parent context.Context, err error) error {
 // setup makes the temporary directory: the fleet repository with its CI
 // key, trust.json, the TLS certificate, the operator's key, the operators
 // file and an operator config file; and signs and pushes v0.
-func (d *demo) setup() error {
+func (d *session) setup() error {
 	dir, err := os.MkdirTemp("", "nixfleet-demo-")
 	if err != nil {
 		return err
@@ -317,7 +305,7 @@ func (d *demo) setup() error {
 		return err
 	}
 	d.opKey = key
-	block, err := ssh.MarshalPrivateKey(key, demoOperatorName)
+	block, err := ssh.MarshalPrivateKey(key, operatorName)
 	if err != nil {
 		return err
 	}
@@ -326,10 +314,10 @@ func (d *demo) setup() error {
 		return err
 	}
 	pubLine := trust.SSHEd25519Line(pub)
-	if err := os.WriteFile(d.opKeyFile+".pub", []byte(pubLine+" "+demoOperatorName+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(d.opKeyFile+".pub", []byte(pubLine+" "+operatorName+"\n"), 0o644); err != nil {
 		return err
 	}
-	ops, err := json.MarshalIndent([]map[string]string{{"name": demoOperatorName, "role": "operator", "key": pubLine}}, "", "  ")
+	ops, err := json.MarshalIndent([]map[string]string{{"name": operatorName, "role": "operator", "key": pubLine}}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -342,12 +330,12 @@ func (d *demo) setup() error {
 	}
 	// What the hosts run today, released before the control plane starts,
 	// so that it knows the host keys when the agents first call.
-	return d.publish(demoV0, demoStaging, demoProd)
+	return d.publish(v0, stagingChannel, prodChannel)
 }
 
 // publish signs a version of the fleet as CI does and moves channel refs
 // to it, as an operator's git push does.
-func (d *demo) publish(version string, channels ...string) error {
+func (d *session) publish(version string, channels ...string) error {
 	unsigned, err := d.fleet.unsigned(version)
 	if err != nil {
 		return err
@@ -359,14 +347,14 @@ func (d *demo) publish(version string, channels ...string) error {
 	if !at.After(d.lastSigned) {
 		at = d.lastSigned.Add(time.Second)
 	}
-	commit, err := d.repo.Release(unsigned, demoCommit(version), at)
+	commit, err := d.repo.Release(unsigned, commitOf(version), at)
 	if err != nil {
 		return fmt.Errorf("signing %s: %w", version, err)
 	}
 	d.lastSigned = at
 	d.commits[version] = commit
 	d.view.mu.Lock()
-	d.view.release[demoCommit(version)] = version
+	d.view.release[commitOf(version)] = version
 	d.view.mu.Unlock()
 	for _, ch := range channels {
 		if err := d.promote(version, ch); err != nil {
@@ -377,29 +365,29 @@ func (d *demo) publish(version string, channels ...string) error {
 }
 
 // promote moves a channel ref to a published version.
-func (d *demo) promote(version, channel string) error {
+func (d *session) promote(version, channel string) error {
 	if err := d.repo.Promote(channel, d.commits[version]); err != nil {
 		return fmt.Errorf("promoting %s on %s: %w", version, channel, err)
 	}
 	return nil
 }
 
-func demoRolloutID(channel, version string) string { return channel + "@" + demoCommit(version) }
+func rolloutID(channel, version string) string { return channel + "@" + commitOf(version) }
 
 // startControlPlane starts a control plane on 127.0.0.1 (a free port) with
 // TLS and embedded SQLite, and waits until it is ready.
-func (d *demo) startControlPlane(ctx context.Context) error {
+func (d *session) startControlPlane(ctx context.Context) error {
 	cfg := controlplane.Config{
 		Listen: "127.0.0.1:0", DB: "sqlite://" + filepath.Join(d.dir, "cp.db"), Repo: d.repo.Dir,
 		StateDir: filepath.Join(d.dir, "cp-state"), TrustFile: d.trustFile, OperatorsFile: d.opsFile,
 		TLSCert: d.cert.CertFile, TLSKey: d.cert.KeyFile, ReplicaID: "demo",
-		TickInterval: demoTick, PollInterval: demoPoll, Debounce: demoDebounce,
-		Tunables: reconciler.Tunables{ConfirmWindowSeconds: demoConfirm, ReadinessDeadlineSeconds: demoReadiness},
+		TickInterval: tickInterval, PollInterval: pollInterval, Debounce: debounce,
+		Tunables: reconciler.Tunables{ConfirmWindowSeconds: confirmSeconds, ReadinessDeadlineSeconds: readinessSeconds},
 	}
 	log := slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := controlplane.New(ctx, cfg, log)
 	if err != nil {
-		return &demoError{code: codeDemoSetup, err: err}
+		return &Error{Code: CodeSetup, Err: err}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -409,11 +397,11 @@ func (d *demo) startControlPlane(ctx context.Context) error {
 		return <-done
 	}
 	d.url = "https://" + srv.Addr()
-	if d.op, err = apiclient.New(d.url, apiclient.Options{Key: d.opKey, Name: demoOperatorName, ServerCAs: d.cert.Pool, Timeout: 20 * time.Second}); err != nil {
-		return &demoError{code: codeDemoSetup, err: err}
+	if d.op, err = apiclient.New(d.url, apiclient.Options{Key: d.opKey, Name: operatorName, ServerCAs: d.cert.Pool, Timeout: 20 * time.Second}); err != nil {
+		return &Error{Code: CodeSetup, Err: err}
 	}
 	if err := d.writeConfig(); err != nil {
-		return &demoError{code: codeDemoSetup, err: err}
+		return &Error{Code: CodeSetup, Err: err}
 	}
 	return d.wait(ctx, "for the control plane to be ready", func() (bool, error) {
 		var out map[string]string
@@ -422,16 +410,16 @@ func (d *demo) startControlPlane(ctx context.Context) error {
 }
 
 // writeConfig writes config.toml for the operator commands (NIXFLEET_CONFIG).
-func (d *demo) writeConfig() error {
+func (d *session) writeConfig() error {
 	d.configFile = filepath.Join(d.dir, "config.toml")
 	body := fmt.Sprintf("# nixfleet operator configuration of the demo's control plane.\n"+
 		"cp_url = %s\nkey = %s\nname = %s\nca = %s\n",
-		demoTOMLString(d.url), demoTOMLString(d.opKeyFile), demoTOMLString(demoOperatorName), demoTOMLString(d.cert.CertFile))
+		tomlString(d.url), tomlString(d.opKeyFile), tomlString(operatorName), tomlString(d.cert.CertFile))
 	return os.WriteFile(d.configFile, []byte(body), 0o644)
 }
 
-// demoTOMLString is s as a TOML basic string.
-func demoTOMLString(s string) string {
+// tomlString is s as a TOML basic string.
+func tomlString(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
 	for _, r := range s {
@@ -452,12 +440,12 @@ func demoTOMLString(s string) string {
 // startAgents starts one simulated agent per host, on v0, each with its
 // own mutual TLS client over its host key. The staging canary's health
 // probe fails while it runs v2.
-func (d *demo) startAgents() error {
+func (d *session) startAgents() error {
 	d.agents = map[string]*simagent.Host{}
 	clients := map[string]*apiclient.Client{}
 	for _, h := range d.fleet.hosts {
 		client, err := apiclient.New(d.url, apiclient.Options{Key: h.key, Name: h.name, ServerCAs: d.cert.Pool,
-			Timeout: demoLongPoll + 20*time.Second})
+			Timeout: longPoll + 20*time.Second})
 		if err != nil {
 			return err
 		}
@@ -465,17 +453,17 @@ func (d *demo) startAgents() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	canary := d.fleet.channel(demoStaging).canary
+	canary := d.fleet.channel(stagingChannel).canary
 	for _, h := range d.fleet.hosts {
 		client := clients[h.name]
-		a := simagent.New(h.name, h.key, client, d.fleet.closure(h.name, demoV0))
+		a := simagent.New(h.name, h.key, client, d.fleet.closure(h.name, v0))
 		a.Roots = d.roots // verify every manifest, as the real agent does
-		current := d.fleet.closure(h.name, demoV0)
+		current := d.fleet.closure(h.name, v0)
 		a.Decide = func(t proto.Target) simagent.Action {
 			// A switch takes a moment, so that hosts are seen in flight;
 			// taking on v0, which the host runs already, does not.
 			if t.Closure != current {
-				time.Sleep(demoSwitchMin + mrand.N(demoSwitchSpread))
+				time.Sleep(switchMin + mrand.N(switchSpread))
 			}
 			return simagent.Confirm
 		}
@@ -487,7 +475,7 @@ func (d *demo) startAgents() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runDemoAgent(ctx, a, after)
+			runAgent(ctx, a, after)
 		}()
 	}
 	d.stopHosts = func() {
@@ -497,11 +485,11 @@ func (d *demo) startAgents() error {
 	return nil
 }
 
-// runDemoAgent checks in (long-polling) until ctx ends, calling after each
+// runAgent checks in (long-polling) until ctx ends, calling after each
 // check-in; errors are retried after a pause.
-func runDemoAgent(ctx context.Context, a *simagent.Host, after func(context.Context)) {
+func runAgent(ctx context.Context, a *simagent.Host, after func(context.Context)) {
 	for ctx.Err() == nil {
-		err := a.Step(ctx, demoLongPoll)
+		err := a.Step(ctx, longPoll)
 		if after != nil {
 			after(ctx)
 		}
@@ -517,15 +505,15 @@ func runDemoAgent(ctx context.Context, a *simagent.Host, after func(context.Cont
 // badCanary makes a host's health probe fail while it runs v2, reporting
 // the change at once as an agent does (a probe_results report), and pass
 // again once it is back on another closure.
-func (d *demo) badCanary(a *simagent.Host) func(context.Context) {
-	bad := d.fleet.closure(a.Name, demoV2)
+func (d *session) badCanary(a *simagent.Host) func(context.Context) {
+	bad := d.fleet.closure(a.Name, v2)
 	failing := false
 	return func(ctx context.Context) {
 		switch cur := a.Current(); {
 		case cur == bad && !failing:
 			failing = true
-			a.SetFailingProbes(demoProbe)
-			d.view.note("%s switched to v2 and its health probe %q fails; the agent reports it at once", a.Name, demoProbe)
+			a.SetFailingProbes(probeName)
+			d.view.note("%s switched to v2 and its health probe %q fails; the agent reports it at once", a.Name, probeName)
 		case cur != bad && failing:
 			failing = false
 			a.SetFailingProbes()
@@ -538,8 +526,8 @@ func (d *demo) badCanary(a *simagent.Host) func(context.Context) {
 	}
 }
 
-func (d *demo) versionOf(host, closure string) string {
-	for _, v := range []string{demoV0, demoV1, demoV2} {
+func (d *session) versionOf(host, closure string) string {
+	for _, v := range []string{v0, v1, v2} {
 		if d.fleet.closure(host, v) == closure {
 			return v
 		}
@@ -547,7 +535,7 @@ func (d *demo) versionOf(host, closure string) string {
 	return closure
 }
 
-func (d *demo) shutdown() {
+func (d *session) shutdown() {
 	if d.stopHosts != nil {
 		d.stopHosts()
 	}
@@ -567,15 +555,15 @@ func (d *demo) shutdown() {
 // what they already run: its rollouts opened before any host had called,
 // so the hosts are Skipped first and catch up as they check in. The
 // journal of that is not shown.
-func (d *demo) enrol(ctx context.Context) error {
+func (d *session) enrol(ctx context.Context) error {
 	d.view.section("[1/3] enrolment: %d agents check in on v0, the release of what their hosts run today", len(d.fleet.hosts))
 	d.view.setQuiet(true)
 	defer d.view.setQuiet(false)
 	start := time.Now()
-	err := d.waitRollouts(ctx, "for every host to check in on v0", []demoExpectation{
-		{id: demoRolloutID(demoStaging, demoV0), channel: demoStaging, final: reconciler.RolloutConverged, allHosts: true,
+	err := d.waitRollouts(ctx, "for every host to check in on v0", []expectation{
+		{id: rolloutID(stagingChannel, v0), channel: stagingChannel, final: reconciler.RolloutConverged, allHosts: true,
 			passing: []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}},
-		{id: demoRolloutID(demoProd, demoV0), channel: demoProd, final: reconciler.RolloutConverged, allHosts: true,
+		{id: rolloutID(prodChannel, v0), channel: prodChannel, final: reconciler.RolloutConverged, allHosts: true,
 			passing: []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}},
 	})
 	if err != nil {
@@ -588,46 +576,46 @@ func (d *demo) enrol(ctx context.Context) error {
 
 // goodRelease signs v1 and pushes both channel refs, and shows the
 // rollout until both channels converged.
-func (d *demo) goodRelease(ctx context.Context) error {
+func (d *session) goodRelease(ctx context.Context) error {
 	d.view.section("[2/3] release v1: CI signs it, an operator pushes channels/staging, then channels/prod")
-	if err := d.publish(demoV1, demoStaging); err != nil {
-		return &demoError{code: codeDemoSetup, err: err}
+	if err := d.publish(v1, stagingChannel); err != nil {
+		return &Error{Code: CodeSetup, Err: err}
 	}
-	d.view.note("pushed v1 to staging (rollout %s)", demoRolloutID(demoStaging, demoV1))
+	d.view.note("pushed v1 to staging (rollout %s)", rolloutID(stagingChannel, v1))
 	// The control plane reads the refs of one poll in name order and may
 	// tick between two of them, so refs pushed together may open prod
 	// before it knows staging moved: prod is pushed once staging opened.
 	err := d.wait(ctx, "for v1 to open on staging", func() (bool, error) {
-		_, _, opened := d.view.rolloutState(demoRolloutID(demoStaging, demoV1))
+		_, _, opened := d.view.rolloutState(rolloutID(stagingChannel, v1))
 		return opened, nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := d.promote(demoV1, demoProd); err != nil {
-		return &demoError{code: codeDemoSetup, err: err}
+	if err := d.promote(v1, prodChannel); err != nil {
+		return &Error{Code: CodeSetup, Err: err}
 	}
-	d.view.note("pushed v1 to prod (rollout %s): it follows staging", demoRolloutID(demoProd, demoV1))
+	d.view.note("pushed v1 to prod (rollout %s): it follows staging", rolloutID(prodChannel, v1))
 	passing := []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}
-	return d.waitRollouts(ctx, "for v1 to converge", []demoExpectation{
-		{id: demoRolloutID(demoStaging, demoV1), channel: demoStaging, final: reconciler.RolloutConverged, allHosts: true, passing: passing},
-		{id: demoRolloutID(demoProd, demoV1), channel: demoProd, final: reconciler.RolloutConverged, allHosts: true, passing: passing},
+	return d.waitRollouts(ctx, "for v1 to converge", []expectation{
+		{id: rolloutID(stagingChannel, v1), channel: stagingChannel, final: reconciler.RolloutConverged, allHosts: true, passing: passing},
+		{id: rolloutID(prodChannel, v1), channel: prodChannel, final: reconciler.RolloutConverged, allHosts: true, passing: passing},
 	})
 }
 
 // badRelease signs v2 and pushes it to staging only; its canary fails the
 // health gate, and the policy (rollback-and-halt) rolls it back.
-func (d *demo) badRelease(ctx context.Context) error {
-	c := d.fleet.channel(demoStaging)
+func (d *session) badRelease(ctx context.Context) error {
+	c := d.fleet.channel(stagingChannel)
 	d.view.section("[3/3] release v2 (bad): pushed to staging, whose policy is onHealthFailure: %s", c.onHealthFailure)
-	if err := d.publish(demoV2, demoStaging); err != nil {
-		return &demoError{code: codeDemoSetup, err: err}
+	if err := d.publish(v2, stagingChannel); err != nil {
+		return &Error{Code: CodeSetup, Err: err}
 	}
-	d.view.note("pushed v2 to staging (rollout %s); prod stays on v1", demoRolloutID(demoStaging, demoV2))
+	d.view.note("pushed v2 to staging (rollout %s); prod stays on v1", rolloutID(stagingChannel, v2))
 	canary := d.agents[c.canary]
-	back := d.fleet.closure(c.canary, demoV1)
-	err := d.waitRollouts(ctx, "for v2 to be rolled back", []demoExpectation{
-		{id: demoRolloutID(demoStaging, demoV2), channel: demoStaging, final: reconciler.RolloutReverted,
+	back := d.fleet.closure(c.canary, v1)
+	err := d.waitRollouts(ctx, "for v2 to be rolled back", []expectation{
+		{id: rolloutID(stagingChannel, v2), channel: stagingChannel, final: reconciler.RolloutReverted,
 			passing: []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive, reconciler.RolloutReverting},
 			also:    func() bool { return canary.Current() == back }},
 	})
@@ -639,8 +627,8 @@ func (d *demo) badRelease(ctx context.Context) error {
 	return nil
 }
 
-// demoExpectation is what a phase waits for in one rollout.
-type demoExpectation struct {
+// expectation is what a phase waits for in one rollout.
+type expectation struct {
 	id, channel string
 	final       reconciler.RolloutState
 	// passing are the states it may go through on the way.
@@ -651,9 +639,9 @@ type demoExpectation struct {
 	also func() bool
 }
 
-// waitRollouts follows the journal until every demoExpectation holds, and
+// waitRollouts follows the journal until every expectation holds, and
 // fails at once when a rollout takes a state it should not.
-func (d *demo) waitRollouts(ctx context.Context, what string, exps []demoExpectation) error {
+func (d *session) waitRollouts(ctx context.Context, what string, exps []expectation) error {
 	return d.wait(ctx, what, func() (bool, error) {
 		done := true
 		var where []string
@@ -668,12 +656,12 @@ func (d *demo) waitRollouts(ctx context.Context, what string, exps []demoExpecta
 			case slices.Contains(e.passing, st):
 				done = false
 			default:
-				return false, demoErrorf(codeDemoUnexpected, "rollout %s is %s (%s: %s), want %s",
+				return false, errorf(CodeUnexpected, "rollout %s is %s (%s: %s), want %s",
 					e.id, st, reason.Code, reason.Message, e.final)
 			}
 			c := d.fleet.channel(e.channel)
 			counts := d.view.hostCounts(e.id, c.hosts)
-			where = append(where, fmt.Sprintf("%s is %s, hosts: %s", e.id, st, demoCounts(counts, len(c.hosts))))
+			where = append(where, fmt.Sprintf("%s is %s, hosts: %s", e.id, st, countsText(counts, len(c.hosts))))
 			if e.allHosts && counts[reconciler.HostConverged] != len(c.hosts) {
 				done = false
 			}
@@ -687,10 +675,10 @@ func (d *demo) waitRollouts(ctx context.Context, what string, exps []demoExpecta
 }
 
 // wait prints the journal as it grows and checks cond every
-// demoWatchEvery until it holds, fails, or ctx ends.
-func (d *demo) wait(ctx context.Context, what string, cond func() (bool, error)) error {
+// watchEvery until it holds, fails, or ctx ends.
+func (d *session) wait(ctx context.Context, what string, cond func() (bool, error)) error {
 	d.lastWait = "waiting " + what
-	t := time.NewTicker(demoWatchEvery)
+	t := time.NewTicker(watchEvery)
 	defer t.Stop()
 	var lastErr error
 	for {
@@ -718,20 +706,18 @@ func (d *demo) wait(ctx context.Context, what string, cond func() (bool, error))
 }
 
 // pump prints the events written since the last call.
-func (d *demo) pump(ctx context.Context) error {
+func (d *session) pump(ctx context.Context) error {
 	const page = 1000
 	for {
-		var out struct {
-			Events []store.EventRecord `json:"events"`
-		}
-		if err := d.op.Get(ctx, fmt.Sprintf("/v1/events?after=%d&limit=%d", d.lastEvent, page), &out); err != nil {
+		evs, _, err := d.op.Events(ctx, proto.EventQuery{AfterID: d.lastEvent, Limit: page})
+		if err != nil {
 			return err
 		}
-		d.view.events(out.Events)
-		if n := len(out.Events); n > 0 {
-			d.lastEvent = out.Events[n-1].ID
+		d.view.events(evs)
+		if n := len(evs); n > 0 {
+			d.lastEvent = evs[n-1].ID
 		}
-		if len(out.Events) < page {
+		if len(evs) < page {
 			return nil
 		}
 	}
@@ -739,18 +725,18 @@ func (d *demo) pump(ctx context.Context) error {
 
 // ---- the report ----
 
-// demoReport is the --json document.
-type demoReport struct {
+// report is the --json document.
+type report struct {
 	// OK is true when v1 converged and v2 was rolled back.
 	OK bool `json:"ok"`
 	// Code and Message say why not.
-	Code            string              `json:"code,omitempty"`
-	Message         string              `json:"message,omitempty"`
-	Hosts           int                 `json:"hosts"`
-	DurationSeconds float64             `json:"durationSeconds"`
-	Channels        []demoChannelReport `json:"channels"`
+	Code            string          `json:"code,omitempty"`
+	Message         string          `json:"message,omitempty"`
+	Hosts           int             `json:"hosts"`
+	DurationSeconds float64         `json:"durationSeconds"`
+	Channels        []channelReport `json:"channels"`
 	// Rollouts are every rollout of the demo, oldest first.
-	Rollouts []demoRolloutReport `json:"rollouts"`
+	Rollouts []rolloutReport `json:"rollouts"`
 	// Dir is kept with --keep or after a failure; Config and URL with
 	// --keep.
 	Dir    string `json:"dir,omitempty"`
@@ -758,14 +744,14 @@ type demoReport struct {
 	URL    string `json:"url,omitempty"`
 }
 
-type demoChannelReport struct {
+type channelReport struct {
 	Name            string   `json:"name"`
 	Hosts           int      `json:"hosts"`
 	Waves           []string `json:"waves"`
 	OnHealthFailure string   `json:"onHealthFailure"`
 }
 
-type demoRolloutReport struct {
+type rolloutReport struct {
 	ID      string `json:"id"`
 	Channel string `json:"channel"`
 	// Release is v0 (baseline), v1 (good) or v2 (bad); Role says which.
@@ -773,8 +759,8 @@ type demoRolloutReport struct {
 	Role    string `json:"role"`
 	State   string `json:"state"`
 	// Expected is the state the demo expects it to end in.
-	Expected string            `json:"expected"`
-	Reason   reconciler.Reason `json:"reason"`
+	Expected string               `json:"expected"`
+	Reason   proto.DecisionReason `json:"reason"`
 	// Terminal is true once the state is final (rfcs/0005).
 	Terminal  bool           `json:"terminal"`
 	Hosts     int            `json:"hosts"`
@@ -785,10 +771,10 @@ type demoRolloutReport struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
-func (d *demo) channelReports() []demoChannelReport {
-	var out []demoChannelReport
+func (d *session) channelReports() []channelReport {
+	var out []channelReport
 	for _, c := range d.fleet.channels {
-		r := demoChannelReport{Name: c.name, Hosts: len(c.hosts), OnHealthFailure: c.onHealthFailure}
+		r := channelReport{Name: c.name, Hosts: len(c.hosts), OnHealthFailure: c.onHealthFailure}
 		for _, w := range c.waves {
 			r.Waves = append(r.Waves, fmt.Sprintf("%s (%d)", w.name, len(w.hosts)))
 		}
@@ -798,47 +784,45 @@ func (d *demo) channelReports() []demoChannelReport {
 }
 
 // rollouts reads every rollout from the control plane, oldest first.
-func (d *demo) rollouts(ctx context.Context) ([]demoRolloutReport, error) {
+func (d *session) rollouts(ctx context.Context) ([]rolloutReport, error) {
 	if d.op == nil {
-		return []demoRolloutReport{}, nil
+		return []rolloutReport{}, nil
 	}
-	var list struct {
-		Rollouts []reconciler.Rollout `json:"rollouts"`
-	}
-	if err := d.op.Get(ctx, "/v1/rollouts", &list); err != nil {
+	list, _, err := d.op.Rollouts(ctx)
+	if err != nil {
 		return nil, err
 	}
-	out := []demoRolloutReport{}
-	for _, r := range slices.Backward(list.Rollouts) {
-		var s controlplane.RolloutSummary
-		if err := d.op.Get(ctx, "/v1/rollouts/"+r.ID, &s); err != nil {
+	out := []rolloutReport{}
+	for _, r := range slices.Backward(list) {
+		s, _, err := d.op.Rollout(ctx, r.ID)
+		if err != nil {
 			return nil, err
 		}
 		rel := d.view.releaseOf(r.ID)
-		rr := demoRolloutReport{ID: s.ID, Channel: s.Channel, Release: rel, State: string(s.State), Reason: s.Reason,
+		rr := rolloutReport{ID: s.ID, Channel: s.Channel, Release: rel, State: s.State, Reason: s.Reason,
 			Hosts: len(s.Hosts), Counts: map[string]int{}, OpenedAt: s.OpenedAt, UpdatedAt: s.UpdatedAt,
-			Terminal: s.State.Terminal()}
+			Terminal: reconciler.RolloutState(s.State).Terminal()}
 		if rr.Terminal {
-			rr.DurationSeconds = demoSeconds(s.UpdatedAt.Sub(s.OpenedAt))
+			rr.DurationSeconds = seconds(s.UpdatedAt.Sub(s.OpenedAt))
 		} else {
-			rr.DurationSeconds = demoSeconds(time.Since(s.OpenedAt))
+			rr.DurationSeconds = seconds(time.Since(s.OpenedAt))
 		}
 		for st, n := range s.Counts {
-			rr.Counts[string(st)] = n
+			rr.Counts[st] = n
 		}
 		switch rel {
-		case demoV0:
+		case v0:
 			rr.Role, rr.Expected = "baseline", string(reconciler.RolloutConverged)
-		case demoV1:
+		case v1:
 			rr.Role, rr.Expected = "good", string(reconciler.RolloutConverged)
-		case demoV2:
+		case v2:
 			rr.Role, rr.Expected = "bad", string(reconciler.RolloutReverted)
 		}
 		out = append(out, rr)
 	}
 	// Rollouts opened in one tick come in no particular order: staging
 	// first.
-	slices.SortStableFunc(out, func(a, b demoRolloutReport) int {
+	slices.SortStableFunc(out, func(a, b rolloutReport) int {
 		if c := a.OpenedAt.Compare(b.OpenedAt); c != 0 {
 			return c
 		}
@@ -847,33 +831,33 @@ func (d *demo) rollouts(ctx context.Context) ([]demoRolloutReport, error) {
 	return out, nil
 }
 
-// demoCheckOutcome checks the final state of every rollout: the two of each
+// checkOutcome checks the final state of every rollout: the two of each
 // channel for v0 and v1 Converged with every host, v2 on staging Reverted
 // with only its canary moved, nothing else.
-func demoCheckOutcome(rs []demoRolloutReport) error {
+func checkOutcome(rs []rolloutReport) error {
 	want := map[string]bool{}
-	for _, ch := range []string{demoStaging, demoProd} {
-		want[demoRolloutID(ch, demoV0)] = true
-		want[demoRolloutID(ch, demoV1)] = true
+	for _, ch := range []string{stagingChannel, prodChannel} {
+		want[rolloutID(ch, v0)] = true
+		want[rolloutID(ch, v1)] = true
 	}
-	want[demoRolloutID(demoStaging, demoV2)] = true
+	want[rolloutID(stagingChannel, v2)] = true
 	for _, r := range rs {
 		if !want[r.ID] {
-			return demoErrorf(codeDemoUnexpected, "unexpected rollout %s (%s)", r.ID, r.State)
+			return errorf(CodeUnexpected, "unexpected rollout %s (%s)", r.ID, r.State)
 		}
 		delete(want, r.ID)
 		if r.State != r.Expected {
-			return demoErrorf(codeDemoUnexpected, "rollout %s is %s, want %s", r.ID, r.State, r.Expected)
+			return errorf(CodeUnexpected, "rollout %s is %s, want %s", r.ID, r.State, r.Expected)
 		}
 		if r.Role != "bad" && r.Counts[string(reconciler.HostConverged)] != r.Hosts {
-			return demoErrorf(codeDemoUnexpected, "rollout %s converged with hosts %v", r.ID, r.Counts)
+			return errorf(CodeUnexpected, "rollout %s converged with hosts %v", r.ID, r.Counts)
 		}
 		if r.Role == "bad" && (r.Counts[string(reconciler.HostReverted)] != 1 || r.Counts[string(reconciler.HostPending)] != r.Hosts-1) {
-			return demoErrorf(codeDemoUnexpected, "rollout %s was reverted with hosts %v, want its canary Reverted and the rest Pending", r.ID, r.Counts)
+			return errorf(CodeUnexpected, "rollout %s was reverted with hosts %v, want its canary Reverted and the rest Pending", r.ID, r.Counts)
 		}
 	}
 	for id := range want {
-		return demoErrorf(codeDemoUnexpected, "rollout %s never opened", id)
+		return errorf(CodeUnexpected, "rollout %s never opened", id)
 	}
 	return nil
 }

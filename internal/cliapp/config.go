@@ -1,0 +1,533 @@
+package cliapp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/urfave/cli/v2"
+)
+
+// MaxConfigBytes bounds a configuration file: a larger one is a
+// [ConfigError], read no further.
+const MaxConfigBytes = 1 << 20
+
+// ErrBadConfig is in the chain of every error [Configure] returns about a
+// configuration file's contents (a [ConfigError]), and of no other.
+var ErrBadConfig = errors.New("bad config file")
+
+// ConfigError is a configuration file that cannot be used: it is not TOML,
+// or holds a key the command does not know or a value of the wrong type.
+// Line is the line of the problem, 0 when it is not known.
+type ConfigError struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%v: %s:%d: %s", ErrBadConfig, e.Path, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%v: %s: %s", ErrBadConfig, e.Path, e.Msg)
+}
+
+// Unwrap makes a ConfigError an [ErrBadConfig].
+func (e *ConfigError) Unwrap() error { return ErrBadConfig }
+
+// Key is a key of a configuration file and the flag it sets.
+type Key struct{ Name, Flag string }
+
+// ConfigFile says where a command's configuration file is and what it may
+// hold. The zero value, with Path set, is the daemons' file: every flag of
+// the command (but --config and --help) under its own name, environment
+// variables read by urfave/cli (the flags' EnvVars).
+type ConfigFile struct {
+	// Path is the file; "" for none.
+	Path string
+	// Optional makes a missing file no file (a default path) rather than
+	// an error.
+	Optional bool
+	// Keys are the keys the file may hold, in the order an unknown key's
+	// message lists them. Nil: each flag of the command (but config and
+	// help) under its own name.
+	Keys []Key
+	// Env maps flags whose environment variable Configure reads itself,
+	// rather than urfave/cli (EnvVars), to that variable. Such a flag
+	// given at any level of the command line wins over the variable, which
+	// EnvVars cannot express; an empty variable is unset.
+	Env map[string]string
+	// Paths are flags whose values in the file are file names: relative
+	// to the file's directory, with a leading "~/" as $HOME.
+	Paths []string
+	// EmptyIsUnset makes an empty string, from a flag, the environment
+	// (Env) or the file, count as no value.
+	EmptyIsUnset bool
+	// LegacyJSON, when set, reads a file whose first non-blank character
+	// is "{" as the deprecated JSON format (an object whose keys are flag
+	// names, each value set as its text), after this check of its syntax.
+	// Such a file adds a deprecation warning to the Sources.
+	LegacyJSON func(data []byte) error
+	// Getenv reads the environment for Env and "~/"; nil is os.Getenv.
+	Getenv func(string) string
+}
+
+// Sources is what [Configure] found: where each setting came from, and
+// warnings for the command to log.
+type Sources struct {
+	from     map[string]string
+	Warnings []string
+}
+
+// Of says where a flag's value came from: "--NAME" when it was given on
+// the command line or, for a flag with EnvVars, by urfave/cli from its
+// environment variable; the variable's name for a flag of ConfigFile.Env;
+// "PATH:LINE" (or "PATH" for a legacy JSON file) for the file; "" for the
+// flag's default.
+func (s *Sources) Of(flag string) string {
+	if s == nil {
+		return ""
+	}
+	return s.from[flag]
+}
+
+// Configure gives the flags of c's command their values from the
+// environment (ConfigFile.Env) and the configuration file, each where no
+// earlier source set it: flags, then the environment, then the file (see
+// the package documentation). It sets them with c.Set, so the command reads
+// them as usual. Every error it returns is a [UsageError] (but for a
+// ConfigFile whose Keys name a flag the command lacks, a bug); one about
+// the file's contents is also a [ConfigError], and a file that cannot be
+// read is the read's error.
+func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
+	getenv := cf.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	src := &Sources{from: map[string]string{}}
+	keys, err := cf.keys(c)
+	if err != nil {
+		return src, err
+	}
+	for _, flag := range slices.Concat(flagsOf(keys), slices.Sorted(maps.Keys(cf.Env))) {
+		if given(c, flag, cf.EmptyIsUnset) {
+			src.from[flag] = "--" + flag
+		}
+	}
+
+	for _, flag := range slices.Sorted(maps.Keys(cf.Env)) {
+		name := cf.Env[flag]
+		v := getenv(name)
+		if src.from[flag] != "" || v == "" {
+			continue
+		}
+		if err := c.Set(flag, v); err != nil {
+			return src, Usage(fmt.Errorf("%s: invalid value %q: %w", name, v, err))
+		}
+		src.from[flag] = name
+	}
+
+	if cf.Path == "" {
+		return src, nil
+	}
+	data, err := readConfig(cf.Path)
+	if errors.Is(err, fs.ErrNotExist) && cf.Optional {
+		return src, nil
+	}
+	if err != nil {
+		return src, Usage(err)
+	}
+	var entries []entry
+	if cf.LegacyJSON != nil && isJSONObject(data) {
+		entries, err = decodeJSON(cf.Path, data, cf.LegacyJSON)
+		src.Warnings = append(src.Warnings, fmt.Sprintf("%s: a JSON config file is deprecated: write the same keys in TOML (rfcs/0006)", cf.Path))
+	} else {
+		entries, err = decodeTOML(cf.Path, data)
+	}
+	if err != nil {
+		return src, Usage(err)
+	}
+
+	flagOf := map[string]string{}
+	for _, k := range keys {
+		flagOf[k.Name] = k.Flag
+	}
+	for _, e := range entries {
+		flag, ok := flagOf[e.key]
+		if !ok {
+			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: cf.unknownKey(c, e.key, keys)})
+		}
+		vals, msg := e.text(flagDef(c, flag))
+		if msg != "" {
+			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q %s", e.key, msg)})
+		}
+		if src.from[flag] != "" || (cf.EmptyIsUnset && len(vals) == 1 && vals[0] == "") {
+			continue
+		}
+		if !e.raw && slices.Contains(cf.Paths, flag) {
+			vals[0] = resolvePath(cf.Path, vals[0], getenv)
+		}
+		for _, v := range vals {
+			if err := c.Set(flag, v); err != nil {
+				return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q: invalid value %q: %v", e.key, v, err)})
+			}
+		}
+		src.from[flag] = cf.Path
+		if line := e.line(); line > 0 {
+			src.from[flag] = fmt.Sprintf("%s:%d", cf.Path, line)
+		}
+	}
+	return src, nil
+}
+
+// keys returns cf.Keys, or the default: every flag of the command but
+// config and help, under each of its names.
+func (cf ConfigFile) keys(c *cli.Context) ([]Key, error) {
+	if cf.Keys != nil {
+		for _, k := range cf.Keys {
+			if flagDef(c, k.Flag) == nil {
+				return nil, fmt.Errorf("cliapp: config key %q names no flag --%s", k.Name, k.Flag)
+			}
+		}
+		return cf.Keys, nil
+	}
+	var keys []Key
+	if c.Command == nil {
+		return nil, nil
+	}
+	for _, f := range c.Command.Flags {
+		names := f.Names()
+		if slices.Contains(names, "config") || slices.Contains(names, "help") {
+			continue
+		}
+		for _, n := range names {
+			keys = append(keys, Key{Name: n, Flag: names[0]})
+		}
+	}
+	return keys, nil
+}
+
+func (cf ConfigFile) unknownKey(c *cli.Context, key string, keys []Key) string {
+	if cf.Keys == nil {
+		name := c.App.Name
+		if c.Command != nil && c.Command.Name != "" {
+			name += " " + c.Command.Name
+		}
+		return fmt.Sprintf("unknown key %q (the keys are the flags of %s: see --help)", key, name)
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Name
+	}
+	return fmt.Sprintf("unknown key %q (known: %s)", key, strings.Join(names, ", "))
+}
+
+func flagsOf(keys []Key) []string {
+	var out []string
+	for _, k := range keys {
+		if !slices.Contains(out, k.Flag) {
+			out = append(out, k.Flag)
+		}
+	}
+	return out
+}
+
+// given reports whether a flag was set before Configure: on the command
+// line of c's command or of one above it, or by urfave/cli from the flag's
+// EnvVars. With emptyIsUnset, the innermost such value must not be "".
+func given(c *cli.Context, name string, emptyIsUnset bool) bool {
+	l := innermost(c, name)
+	if l == nil {
+		return false
+	}
+	s, ok := l.Value(name).(string)
+	return !(ok && emptyIsUnset && s == "")
+}
+
+// innermost is the context of the innermost command, c's or one above
+// it, whose flag name was set (on the command line, from EnvVars, or by
+// Configure); nil when none was.
+func innermost(c *cli.Context, name string) *cli.Context {
+	for _, l := range c.Lineage() {
+		if l == nil || l.Command == nil {
+			continue
+		}
+		if slices.Contains(l.LocalFlagNames(), name) {
+			return l
+		}
+	}
+	return nil
+}
+
+// LocalString is the value of a string flag that several levels of a
+// command define (like the operator's --cp, accepted before the command
+// and on it): the innermost set value, so that "app --cp X list --cp Y"
+// is Y; set is false when no level was given it.
+func LocalString(c *cli.Context, name string) (value string, set bool) {
+	if l := innermost(c, name); l != nil {
+		return l.String(name), true
+	}
+	return "", false
+}
+
+// flagDef finds the definition of a flag of c's command or of one above
+// it, innermost first.
+func flagDef(c *cli.Context, name string) cli.Flag {
+	for _, l := range c.Lineage() {
+		if l == nil || l.Command == nil {
+			continue
+		}
+		for _, f := range l.Command.Flags {
+			if slices.Contains(f.Names(), name) {
+				return f
+			}
+		}
+	}
+	if c.App != nil {
+		for _, f := range c.App.Flags {
+			if slices.Contains(f.Names(), name) {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// readConfig reads a configuration file of at most MaxConfigBytes.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, &ConfigError{Path: path, Msg: fmt.Sprintf("larger than %d bytes", MaxConfigBytes)}
+	}
+	return data, nil
+}
+
+// entry is one top-level key of a configuration file and its value, as
+// TOML decodes it (string, int64, float64, bool, time.Time, []any,
+// map[string]any), or as text (raw) from a legacy JSON file.
+type entry struct {
+	key   string
+	value any
+	raw   bool
+	// pos finds the line of the value (nil: unknown). It costs a pass over
+	// the file, so Configure asks only for the keys it sets or refuses.
+	pos func() int
+}
+
+// line is the line of the entry's value, 0 when it is not known.
+func (e entry) line() int {
+	if e.pos == nil {
+		return 0
+	}
+	return e.pos()
+}
+
+// text is the entry's value as the text(s) c.Set takes for flag f, or a
+// message saying what is wrong with it: the TOML type must be the flag's
+// (a string for a string or a duration, which must parse; an integer for
+// an integer; an integer or a float for a float; a boolean; an array of
+// strings for a list, one c.Set each).
+func (e entry) text(f cli.Flag) (vals []string, msg string) {
+	if e.raw {
+		return []string{e.value.(string)}, ""
+	}
+	want := ""
+	switch f.(type) {
+	case *cli.StringFlag, *cli.PathFlag:
+		if s, ok := e.value.(string); ok {
+			return []string{s}, ""
+		}
+		want = "a string"
+	case *cli.DurationFlag:
+		if s, ok := e.value.(string); ok {
+			if _, err := time.ParseDuration(s); err != nil {
+				return nil, fmt.Sprintf("is not a duration: %v (want a string like \"30s\" or \"1h30m\")", err)
+			}
+			return []string{s}, ""
+		}
+		want = "a duration string like \"30s\""
+	case *cli.BoolFlag:
+		if b, ok := e.value.(bool); ok {
+			return []string{strconv.FormatBool(b)}, ""
+		}
+		want = "a boolean (true or false)"
+	case *cli.IntFlag, *cli.Int64Flag:
+		if i, ok := e.value.(int64); ok {
+			return []string{strconv.FormatInt(i, 10)}, ""
+		}
+		want = "an integer"
+	case *cli.UintFlag, *cli.Uint64Flag:
+		if i, ok := e.value.(int64); ok && i >= 0 {
+			return []string{strconv.FormatInt(i, 10)}, ""
+		}
+		want = "a non-negative integer"
+	case *cli.Float64Flag:
+		switch v := e.value.(type) {
+		case float64:
+			return []string{strconv.FormatFloat(v, 'g', -1, 64)}, ""
+		case int64:
+			return []string{strconv.FormatInt(v, 10)}, ""
+		}
+		want = "a number"
+	case *cli.StringSliceFlag:
+		if a, ok := e.value.([]any); ok {
+			vals = make([]string, 0, len(a))
+			for _, x := range a {
+				s, ok := x.(string)
+				if !ok {
+					return nil, fmt.Sprintf("holds %s; want an array of strings", tomlType(x))
+				}
+				vals = append(vals, s)
+			}
+			return vals, ""
+		}
+		want = "an array of strings"
+	default:
+		return nil, fmt.Sprintf("cannot be set in a config file (flag type %T)", f)
+	}
+	return nil, fmt.Sprintf("is %s; want %s", tomlType(e.value), want)
+}
+
+// tomlType names the TOML type of a decoded value.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case time.Time:
+		return "a date-time"
+	case []any, []map[string]any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// decodeTOML reads a TOML document's top-level keys in file order.
+func decodeTOML(path string, data []byte) ([]entry, error) {
+	var m map[string]toml.Primitive
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&m)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &ConfigError{Path: path, Line: pe.Position.Line, Msg: pe.Message}
+		}
+		return nil, &ConfigError{Path: path, Msg: err.Error()}
+	}
+	var out []entry
+	seen := map[string]bool{}
+	for _, k := range md.Keys() {
+		name := k[0]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		p := m[name]
+		var v any
+		if err := md.PrimitiveDecode(p, &v); err != nil {
+			return nil, &ConfigError{Path: path, Msg: err.Error()}
+		}
+		out = append(out, entry{key: name, value: v, pos: func() int { return valueLine(&md, p, toml.Key{name}) }})
+	}
+	return out, nil
+}
+
+// lineProbe always fails to decode: see valueLine.
+type lineProbe struct{}
+
+var errLineProbe = errors.New("cliapp: line probe")
+
+func (lineProbe) UnmarshalTOML(any) error { return errLineProbe }
+
+// valueLine is the line of the value p of key, 0 when it is not known.
+// BurntSushi/toml keeps key positions private but gives the key's position
+// in the ParseError for an error a toml.Unmarshaler returns, so decoding
+// into a lineProbe, which always fails, reads it out (one pass over the
+// file). A table made by its children's dotted keys or headers has no
+// position of its own: its first child's in the file is taken.
+func valueLine(md *toml.MetaData, p toml.Primitive, key toml.Key) int {
+	var pe toml.ParseError
+	if err := md.PrimitiveDecode(p, &lineProbe{}); errors.As(err, &pe) && pe.Message == errLineProbe.Error() && pe.Position.Line > 0 {
+		return pe.Position.Line
+	}
+	if len(key) >= 8 {
+		return 0
+	}
+	for _, k := range md.Keys() {
+		if len(k) > len(key) && slices.Equal(k[:len(key)], key) {
+			var children map[string]toml.Primitive
+			if md.PrimitiveDecode(p, &children) != nil {
+				return 0
+			}
+			c, ok := children[k[len(key)]]
+			if !ok {
+				return 0
+			}
+			return valueLine(md, c, k[:len(key)+1])
+		}
+	}
+	return 0
+}
+
+// isJSONObject reports whether data starts, after white space, with "{":
+// a JSON object, which no TOML document starts with.
+func isJSONObject(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '{'
+}
+
+// decodeJSON reads a legacy JSON config file, an object, in key order:
+// each value as its text (fmt.Sprint), as nixfleet-cp has read it.
+func decodeJSON(path string, data []byte, check func([]byte) error) ([]entry, error) {
+	if err := check(data); err != nil {
+		return nil, &ConfigError{Path: path, Msg: err.Error()}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, &ConfigError{Path: path, Msg: err.Error()}
+	}
+	out := make([]entry, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, entry{key: k, value: fmt.Sprint(m[k]), raw: true})
+	}
+	return out, nil
+}
+
+// resolvePath makes a file name from a config file absolute: "~/" is the
+// home directory, and a relative name is relative to the file's directory.
+func resolvePath(file, p string, getenv func(string) string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home := getenv("HOME"); home != "" {
+			return filepath.Join(home, rest)
+		}
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(file), p)
+}

@@ -1,0 +1,22 @@
+// Package cliapp is what the nixfleet commands share: running a urfave/cli
+// app with the project's exit codes (0 ok, 1 failed, 2 usage), the
+// environment variables that mirror flags, and the configuration file.
+//
+// # Configuration
+//
+// nixfleet, nixfleet-cp and nixfleet-agent read their settings the same way
+// (rfcs/0006 §Processes and configuration, rfcs/0008 §Command, rfcs/0009
+// §Configuration). [Configure] gives each setting of a command its value:
+//
+//  1. the flag, when it was given on the command line (before the command
+//     or on it: the innermost wins);
+//  2. else its environment variable;
+//  3. else its key in the configuration file, a TOML 1.0 document;
+//  4. else the flag's default.
+//
+// The file is decoded strictly: a key the command does not know, a key given
+// twice, a value of the wrong TOML type (a string where a flag wants a
+// duration like "30s", an integer, a boolean, an array of strings) and
+// anything that is not TOML are a [ConfigError] naming the file and line,
+// and every error Configure returns is a [UsageError] (exit 2).
+package cliapp

@@ -1,0 +1,303 @@
+package proto
+
+import "time"
+
+// The operator API's bodies (rfcs/0007 §Operator endpoints): what
+// GET /v1/status, /v1/rollouts, /v1/rollouts/{id}, the event endpoints,
+// /v1/hosts and /v1/hosts/{name} answer, and the answer to an intent.
+// The control plane writes these types and apiclient reads them, so the
+// operator CLI needs neither the control plane nor its store.
+//
+// The records a rollout, a host or an event carry mirror the reconciler's
+// (reconciler.Rollout, RolloutHost, ObservedHost, Activation, Intent,
+// IntentResult, Visibility, Event, Reason): member for member the same
+// JSON, with states as their names (rfcs/0004, rfcs/0005). The control
+// plane converts them, and its tests check that the conversion leaves out
+// nothing the reconciler's records hold.
+
+// DecisionReason is the structured explanation every decision of the
+// reconciler carries: of a rollout's or host's state, of the gate holding
+// a host, of an event, of an intent's verdict.
+type DecisionReason struct {
+	// Code is stable and machine-readable (rfcs/0003).
+	Code string `json:"code,omitempty"`
+	// Message is for people.
+	Message string `json:"message,omitempty"`
+	// Gate names the gate that held a host, for blocking reasons.
+	Gate string `json:"gate,omitempty"`
+	// Actor is the operator behind an intent.
+	Actor string `json:"actor,omitempty"`
+}
+
+// Rollout is a rollout (rfcs/0005): one channel moving to one release. In
+// GET /v1/rollouts it has no hosts ("hosts": null) and no counts; GET
+// /v1/rollouts/{id} adds its hosts, Counts and Waiting; GET /v1/status
+// Counts and Waiting only.
+type Rollout struct {
+	// ID is "<channel>@<ref>".
+	ID      string `json:"id"`
+	Channel string `json:"channel"`
+	Ref     string `json:"ref"`
+	// State is a rollout state of rfcs/0005 (Opening, Active, …).
+	State string `json:"state"`
+	// Wave is the current wave's index; WavePhase is "dispatching" or
+	// "soaking".
+	Wave      int    `json:"wave"`
+	WavePhase string `json:"wavePhase"`
+	// OpenedAt, WaveStartedAt: when the rollout opened and its current
+	// wave became active. UpdatedAt: its last change of state.
+	OpenedAt      time.Time `json:"openedAt"`
+	WaveStartedAt time.Time `json:"waveStartedAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+	// ProgressAt is the last time a host of the rollout changed state or
+	// a wave was promoted; the readiness deadline runs from it.
+	ProgressAt time.Time `json:"progressAt"`
+	// Reason explains the current state.
+	Reason DecisionReason `json:"reason"`
+	// ManifestHash is the content hash of the manifest the rollout adopted.
+	ManifestHash string `json:"manifestHash"`
+	// FailuresForgiven is the number of failed hosts a resume forgave.
+	FailuresForgiven int `json:"failuresForgiven"`
+
+	// Frozen when the rollout opened.
+	Waves           []RolloutWave   `json:"waves"`
+	HealthGate      HealthGate      `json:"healthGate"`
+	OnHealthFailure string          `json:"onHealthFailure"`
+	ComplianceMode  string          `json:"complianceMode"`
+	Frameworks      []string        `json:"complianceFrameworks"`
+	Edges           []Edge          `json:"edges"`
+	Budgets         []RolloutBudget `json:"budgets"`
+
+	// Hosts of the rollout, by hostname; null where a rollout is listed
+	// without them.
+	Hosts []RolloutHost `json:"hosts"`
+	// Counts are the rollout's hosts by state; absent when empty.
+	Counts map[string]int `json:"counts,omitempty"`
+	// Waiting counts the Pending hosts of waves up to the current one by
+	// the gate holding them; absent when empty.
+	Waiting map[string]int `json:"waiting,omitempty"`
+}
+
+// RolloutWave is one wave of a rollout. (The rollout's Edges are the
+// fleet's host edges without their reasons.)
+type RolloutWave struct {
+	SoakMinutes int `json:"soakMinutes"`
+}
+
+// RolloutHost is a host's place and state in a rollout.
+type RolloutHost struct {
+	Hostname string `json:"hostname"`
+	Wave     int    `json:"wave"`
+	Target   string `json:"target"`
+	// State is a host state of rfcs/0004 (Pending, Activating, …).
+	State string `json:"state"`
+	// Since is when the host entered State.
+	Since time.Time `json:"since"`
+	// Previous is the closure the host ran when it was dispatched: the
+	// rollback target.
+	Previous string `json:"previous,omitempty"`
+	// Reason explains the current state.
+	Reason DecisionReason `json:"reason"`
+	// Blocked is why a Pending or Skipped host was not dispatched in the
+	// last tick (the first gate that held it); empty when it was not held.
+	Blocked DecisionReason `json:"blocked"`
+	// Budgets are the indexes, in the rollout's Budgets, of the budgets
+	// that include this host.
+	Budgets []int `json:"budgets,omitempty"`
+}
+
+// ObservedHost is what a host's agent last reported, and when.
+type ObservedHost struct {
+	// LastSeen is the last check-in; zero when never seen.
+	LastSeen time.Time `json:"lastSeen"`
+	// Current and Booted are the store path basenames of
+	// /run/current-system and /run/booted-system.
+	Current     string             `json:"current"`
+	Booted      string             `json:"booted"`
+	Probes      ProbeSummary       `json:"probes"`
+	FailedUnits []string           `json:"failedUnits"`
+	Compliance  []ComplianceResult `json:"compliance"`
+	// Deferred is set while the host has a target staged for next boot.
+	Deferred bool `json:"deferred"`
+	// Activation is the latest activation outcome the agent reported.
+	Activation *Activation  `json:"activation,omitempty"`
+	Quarantine []Quarantine `json:"quarantine"`
+}
+
+// Activation is an agent's latest report about activating a closure.
+type Activation struct {
+	RolloutID string `json:"rolloutId"`
+	Closure   string `json:"closure"`
+	// Outcome is started, confirmed, failed, deferred, rolled_back or
+	// manifest_rejected.
+	Outcome string    `json:"outcome"`
+	At      time.Time `json:"at"`
+	// Code is the agent's stable code for why.
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Intent is an operator's request about a rollout, as the control plane
+// recorded it.
+type Intent struct {
+	ID        string `json:"id"`
+	RolloutID string `json:"rolloutId"`
+	// Kind is pause, resume, cancel or rollback.
+	Kind  string    `json:"kind"`
+	Actor string    `json:"actor"`
+	At    time.Time `json:"at"`
+}
+
+// IntentResult is what the tick that consumed an intent decided.
+type IntentResult struct {
+	IntentID string         `json:"intentId"`
+	Accepted bool           `json:"accepted"`
+	Reason   DecisionReason `json:"reason"`
+}
+
+// IntentResponse answers POST /v1/rollouts/{id}/{action}.
+type IntentResponse struct {
+	Intent Intent `json:"intent"`
+	// Result is null while no tick has consumed the intent (HTTP 202).
+	Result *IntentResult `json:"result"`
+}
+
+// Visibility is a channel in partial visibility (rfcs/0003 rule 6), or
+// recovering from it (Ended set).
+type Visibility struct {
+	Channel string    `json:"channel"`
+	Since   time.Time `json:"since"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Silent of Total hosts of the channel were not heard from within the
+	// offline threshold.
+	Silent int `json:"silent"`
+	Total  int `json:"total"`
+}
+
+// Event is a journal entry (GET /v1/events, GET /v1/rollouts/{id}/events).
+type Event struct {
+	// ID increases with every event written; use it to page and follow.
+	ID int64     `json:"id"`
+	At time.Time `json:"at"`
+	// Kind is one of rfcs/0003's event kinds, release_rejected or
+	// watch_started.
+	Kind      string `json:"kind"`
+	RolloutID string `json:"rolloutId,omitempty"`
+	Channel   string `json:"channel,omitempty"`
+	// Wave is the wave concerned, -1 when none.
+	Wave int    `json:"wave"`
+	Host string `json:"host,omitempty"`
+	// From and To are the states of a transition.
+	From   string         `json:"from,omitempty"`
+	To     string         `json:"to,omitempty"`
+	Reason DecisionReason `json:"reason"`
+}
+
+// EventQuery selects events: the query parameters rollout, channel, host,
+// after and limit of the event endpoints. Zero fields do not filter.
+// Results are in id order, at most Limit (the server's default 1,000 when
+// zero, at most 10,000).
+type EventQuery struct {
+	RolloutID string
+	Host      string
+	Channel   string
+	// AfterID: only events after this id.
+	AfterID int64
+	Limit   int
+}
+
+// EventList answers the event endpoints without follow.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// RolloutList answers GET /v1/rollouts: every rollout not pruned, newest
+// first, without hosts.
+type RolloutList struct {
+	Rollouts []Rollout `json:"rollouts"`
+}
+
+// HostView is a host as GET /v1/hosts and /v1/hosts/{name} show it.
+type HostView struct {
+	Hostname string `json:"hostname"`
+	// Online: seen within the offline threshold.
+	Online bool `json:"online"`
+	// Seen is false for a host that never checked in.
+	Seen     bool         `json:"seen"`
+	Observed ObservedHost `json:"observed"`
+	// Rollout, Channel, RolloutState and Host are its place in the rollout
+	// that drives it; absent when none.
+	Rollout      string       `json:"rollout,omitempty"`
+	Channel      string       `json:"channel,omitempty"`
+	RolloutState string       `json:"rolloutState,omitempty"`
+	Host         *RolloutHost `json:"host,omitempty"`
+	// Explain answers "why is this host not on its target?".
+	Explain Reason `json:"explain"`
+}
+
+// HostQuery selects hosts in GET /v1/hosts: its query parameters channel
+// and state. Zero fields do not filter.
+type HostQuery struct {
+	Channel string
+	// State is a host state of rfcs/0004.
+	State string
+}
+
+// HostList answers GET /v1/hosts: the hosts, by name.
+type HostList struct {
+	Hosts []HostView `json:"hosts"`
+}
+
+// Status answers GET /v1/status.
+type Status struct {
+	// Replica is the answering replica's name; Leader, whether it holds
+	// the tick lease.
+	Replica     string `json:"replica"`
+	Leader      bool   `json:"leader"`
+	InsecureDev bool   `json:"insecureDev"`
+	// Watch is absent before the first tick.
+	Watch    *Watch          `json:"watch,omitempty"`
+	Channels []ChannelStatus `json:"channels"`
+}
+
+// Watch is the control plane's watch over its hosts, as of its last tick.
+type Watch struct {
+	// Since is when its current unbroken watch began.
+	Since time.Time `json:"since"`
+	// JudgesSilenceFrom is Since plus the offline threshold: before it, a
+	// host it has not heard from is not judged offline.
+	JudgesSilenceFrom time.Time `json:"judgesSilenceFrom"`
+	// WarmingUp is set while that time has not come.
+	WarmingUp bool `json:"warmingUp"`
+	// LastTick is its last committed tick.
+	LastTick time.Time `json:"lastTick"`
+}
+
+// ChannelStatus is one channel in GET /v1/status.
+type ChannelStatus struct {
+	Name string `json:"name"`
+	// Ref, SourceCommit and SignedAt describe the channel's current
+	// verified release.
+	Ref          string    `json:"ref"`
+	SourceCommit string    `json:"sourceCommit"`
+	SignedAt     time.Time `json:"signedAt"`
+	// Rollout is the channel's latest rollout, with counts and without
+	// hosts.
+	Rollout *Rollout `json:"rollout,omitempty"`
+	// Pending is set while the channel's ref waits to open a rollout.
+	Pending bool `json:"pending"`
+	// LastFailure is the latest release from git that failed verification.
+	LastFailure *SourceFailure `json:"lastFailure,omitempty"`
+	// Visibility is set while the channel is in partial visibility, and
+	// for an offline threshold after it ended.
+	Visibility *Visibility `json:"partialVisibility,omitempty"`
+}
+
+// SourceFailure is the latest release of a channel that the control plane
+// refused (rfcs/0007 §Release refusal codes).
+type SourceFailure struct {
+	Commit  string    `json:"commit"`
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
