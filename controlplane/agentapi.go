@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,9 +18,6 @@ import (
 // SignatureHeader carries a report's signature: standard base64 of the
 // host key's ed25519 signature over the exact body bytes.
 const SignatureHeader = "X-Nixfleet-Signature"
-
-// defaultNextCheckin is how often an idle agent checks in.
-const defaultNextCheckin = 30
 
 // checkin is POST /v1/agent/checkin (rfcs/0006 §Check-ins at scale). The
 // status is compared with the stored one unless the echoed tag is trusted
@@ -77,12 +73,12 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		s.ticker.kick()
 	}
 	s.hub.touch(req.Hostname, now)
-	resp := s.targetFor(a, ok)
+	resp := s.answer(a, ok)
 	s.m.checkin.Observe(time.Since(start).Seconds())
 	if req.Wait > 0 && sameTarget(resp.Target, req.Known) {
 		s.hub.wait(r.Context(), req.Hostname, activationKey(a, ok), time.Duration(req.Wait)*time.Second)
 		a, ok = s.hub.get(req.Hostname)
-		resp = s.targetFor(a, ok)
+		resp = s.answer(a, ok)
 	}
 	resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
 	resp.StatusTag = makeTag(digest, stamp)
@@ -150,42 +146,12 @@ func sameTarget(t *proto.Target, known *proto.TargetRef) bool {
 	return t.RolloutID == known.RolloutID && t.Closure == known.Closure && t.Token == known.Token
 }
 
-// targetFor turns a host's assignment into what its agent must do.
-func (s *Server) targetFor(a store.Assignment, ok bool) proto.CheckinResponse {
-	resp := proto.CheckinResponse{NextCheckinSeconds: defaultNextCheckin}
+// answer is what a host's agent is told (reconciler.AgentAnswer).
+func (s *Server) answer(a reconciler.Assignment, ok bool) proto.CheckinResponse {
 	if !ok {
-		resp.Reason = proto.Reason{Code: "not_in_rollout", Message: "no rollout includes this host yet"}
-		return resp
+		return reconciler.AgentAnswer(nil, s.cfg.Tunables)
 	}
-	h := a.Host
-	confirmBy := h.Since.Add(s.cfg.Tunables.ConfirmWindow()).UTC().Format(time.RFC3339)
-	switch h.State {
-	case reconciler.HostActivating:
-		resp.Target = &proto.Target{Kind: proto.TargetDispatch, RolloutID: a.RolloutID, Closure: h.Target, WaveIndex: h.Wave,
-			ManifestHash: a.ManifestHash, Token: token(a), ConfirmBy: confirmBy}
-		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: h.Reason.Message}
-		resp.NextCheckinSeconds = 5
-	case reconciler.HostRollingBack:
-		resp.Target = &proto.Target{Kind: proto.TargetRollback, RolloutID: a.RolloutID, Closure: h.Previous, WaveIndex: h.Wave,
-			ManifestHash: a.ManifestHash, Token: token(a), ConfirmBy: confirmBy}
-		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: h.Reason.Message}
-		resp.NextCheckinSeconds = 5
-	case reconciler.HostPending, reconciler.HostSkipped:
-		switch {
-		case a.RolloutState == reconciler.RolloutHalted || a.RolloutState == reconciler.RolloutCancelled:
-			resp.Reason = proto.Reason{Code: reconciler.GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s", a.RolloutID, a.RolloutState)}
-		case h.Blocked.Code != "":
-			resp.Reason = proto.Reason{Code: h.Blocked.Code, Message: h.Blocked.Message}
-		default:
-			resp.Reason = proto.Reason{Code: "waiting", Message: fmt.Sprintf("waiting in %s (%s)", a.RolloutID, h.State)}
-		}
-	default:
-		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
-		if h.State == reconciler.HostSoaking {
-			resp.NextCheckinSeconds = 10
-		}
-	}
-	return resp
+	return reconciler.AgentAnswer(&a, s.cfg.Tunables)
 }
 
 // confirm is POST /v1/agent/confirm. A confirm is accepted only for the
@@ -217,10 +183,10 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 	}
 	switch a.Host.State {
 	case reconciler.HostActivating:
-		if token(*a) != req.Token {
+		if a.Token() != req.Token {
 			return gone("the token is not the current activation's (a replayed or outdated confirm)")
 		}
-		deadline := a.Host.Since.Add(s.cfg.Tunables.ConfirmWindow())
+		deadline := a.ConfirmBy(s.cfg.Tunables)
 		if now.After(deadline) {
 			return gone("the confirm window closed at %s", deadline.UTC().Format(time.RFC3339))
 		}

@@ -2,9 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -30,7 +27,7 @@ type hub struct {
 	m   *metrics
 
 	mu       sync.RWMutex
-	assign   map[string]store.Assignment
+	assign   map[string]reconciler.Assignment
 	waveSoak map[string][]time.Duration // by rollout: each wave's soak
 	mark     store.Watermark            // the store's watermark at the last look
 	onChange func()                     // agents or operators wrote something a tick must see
@@ -49,13 +46,13 @@ const (
 )
 
 func newHub(st store.Store, log *slog.Logger, m *metrics) *hub {
-	return &hub{st: st, log: log, m: m, assign: map[string]store.Assignment{}, waveSoak: map[string][]time.Duration{}, waiters: map[string][]chan struct{}{},
+	return &hub{st: st, log: log, m: m, assign: map[string]reconciler.Assignment{}, waveSoak: map[string][]time.Duration{}, waiters: map[string][]chan struct{}{},
 		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{},
 		soaks: map[string]time.Time{}, onChange: func() {}}
 }
 
 // activationKey identifies what a host must do; a change wakes it.
-func activationKey(a store.Assignment, ok bool) string {
+func activationKey(a reconciler.Assignment, ok bool) string {
 	if !ok {
 		return ""
 	}
@@ -101,7 +98,7 @@ func (h *hub) refresh(ctx context.Context) error {
 // assigns, reading the rollouts it has not seen before (a rollout's waves
 // never change). A rollout it cannot read is left out, and read again at
 // the next refresh.
-func (h *hub) soaksFor(ctx context.Context, next map[string]store.Assignment) map[string][]time.Duration {
+func (h *hub) soaksFor(ctx context.Context, next map[string]reconciler.Assignment) map[string][]time.Duration {
 	h.mu.RLock()
 	known := h.waveSoak
 	h.mu.RUnlock()
@@ -131,7 +128,7 @@ func (h *hub) soaksFor(ctx context.Context, next map[string]store.Assignment) ma
 // soakEnd returns when a soaking host's soak ends: the first check-in
 // from then on is one the reconciler needs at once. A soak it does not
 // know ends when it begins.
-func (h *hub) soakEnd(a store.Assignment) time.Time {
+func (h *hub) soakEnd(a reconciler.Assignment) time.Time {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if w := h.waveSoak[a.RolloutID]; a.Host.Wave >= 0 && a.Host.Wave < len(w) {
@@ -141,7 +138,7 @@ func (h *hub) soakEnd(a store.Assignment) time.Time {
 }
 
 // get returns a host's assignment.
-func (h *hub) get(host string) (store.Assignment, bool) {
+func (h *hub) get(host string) (reconciler.Assignment, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	a, ok := h.assign[host]
@@ -288,11 +285,4 @@ func (h *hub) checkJournal(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	return nil
-}
-
-// token identifies an activation: the host's dispatch in a rollout at a
-// time. A confirm must echo it, so an old confirm cannot be replayed.
-func token(a store.Assignment) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", a.RolloutID, a.Host.Hostname, a.Host.Target, a.Host.Since.UnixMicro())))
-	return hex.EncodeToString(sum[:12])
 }

@@ -38,7 +38,7 @@ func newMetrics() *metrics {
 		Name: "nixfleet_ticks_total", Help: "Reconcile ticks by result (ok, not_leader, error).",
 	}, []string{"result"})
 	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nixfleet_actions_total", Help: "Host intents decided, by kind (dispatch, rollback).",
+		Name: "nixfleet_actions_total", Help: "Host actions decided, by kind (dispatch, rollback).",
 	}, []string{"kind"})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_transitions_total", Help: "State transitions decided, by machine (host, rollout) and new state.",
@@ -105,7 +105,7 @@ func (m *metrics) observeSight(watching time.Time, vis []reconciler.Visibility) 
 
 // observeTick counts what a tick decided.
 func (m *metrics) observeTick(out reconciler.Output) {
-	for _, it := range out.Intents {
+	for _, it := range out.Actions {
 		m.actions.WithLabelValues(it.Kind).Inc()
 	}
 	for _, e := range out.Events {

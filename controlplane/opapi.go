@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -282,33 +281,13 @@ const intentWait = 5 * time.Second
 // hostView is a host as the operator API shows it.
 func (s *Server) hostView(rec store.HostRecord, now time.Time) proto.HostView {
 	v := proto.HostView{Hostname: rec.Hostname, Seen: rec.Seen, Observed: wireObserved(rec.Observed)}
-	v.Online = rec.Seen && now.Sub(rec.Observed.LastSeen) <= s.cfg.Tunables.OfflineThreshold()
-	a := rec.Assignment
-	if a == nil {
-		v.Explain = proto.Reason{Code: "not_in_rollout", Message: "no rollout includes this host"}
-		return v
+	v.Online = rec.Seen && s.cfg.Tunables.Heard(rec.Observed.LastSeen, now)
+	v.Explain = reconciler.Explain(rec.Assignment, v.Online)
+	if a := rec.Assignment; a != nil {
+		h := wireRolloutHost(a.Host)
+		v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, string(a.RolloutState), &h
 	}
-	h := wireRolloutHost(a.Host)
-	v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, string(a.RolloutState), &h
-	v.Explain = explain(*a, v.Online)
 	return v
-}
-
-// explain says why a host is where it is, from its record alone.
-func explain(a store.Assignment, online bool) proto.Reason {
-	h := a.Host
-	switch {
-	case h.State == reconciler.HostConverged:
-		return proto.Reason{Code: "converged", Message: fmt.Sprintf("on its target %s (%s)", h.Target, a.RolloutID)}
-	case (h.State == reconciler.HostPending || h.State == reconciler.HostSkipped) &&
-		(a.RolloutState == reconciler.RolloutHalted || a.RolloutState == reconciler.RolloutCancelled):
-		return proto.Reason{Code: reconciler.GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s: %s", a.RolloutID, a.RolloutState, h.Blocked.Message)}
-	case h.State == reconciler.HostSkipped && !online:
-		return proto.Reason{Code: reconciler.CodeOffline, Message: "skipped while offline; it catches up when it checks in again"}
-	case h.Blocked.Code != "":
-		return proto.Reason{Code: h.Blocked.Gate, Message: h.Blocked.Message}
-	}
-	return proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
 }
 
 // listHosts is GET /v1/hosts[?channel=C&state=S].

@@ -180,7 +180,7 @@ func (t *ticker) tick(ctx context.Context) {
 	t.m.observeTick(out)
 	t.m.observeSight(watching, out.Visibility)
 	if len(out.Events) > 0 {
-		t.log.Info("tick", "intents", len(out.Intents), "events", len(out.Events),
+		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
 			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start))
 	}
 	t.onTick(out)

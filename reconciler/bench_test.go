@@ -59,7 +59,7 @@ func benchInput(b *testing.B, n int) rc.Input {
 		}
 	}
 	s.tick()
-	for _, it := range s.last.Intents {
+	for _, it := range s.last.Actions {
 		s.confirm(it.RolloutID, it.Host)
 	}
 	s.advance(time.Minute).tick().advance(time.Minute)

@@ -363,8 +363,8 @@ func (s *scenario) converge(d time.Duration) *scenario {
 		if len(s.last.Events) == 0 {
 			return s
 		}
-		for _, it := range s.last.Intents {
-			if it.Kind == rc.IntentDispatch {
+		for _, it := range s.last.Actions {
+			if it.Kind == rc.ActionDispatch {
 				s.confirm(it.RolloutID, it.Host)
 			} else {
 				s.backOnPrevious(it.RolloutID, it.Host)

@@ -165,7 +165,7 @@ func (t *tick) dispatchHosts(w *work) {
 			h.Previous = o.Current
 			t.setHost(w, i, EvDispatch, Reason{Code: code, Message: msg})
 			t.take(w, i)
-			t.hostIntents = append(t.hostIntents, HostIntent{Host: h.Hostname, RolloutID: w.r.ID, Kind: IntentDispatch,
+			t.actions = append(t.actions, HostAction{Host: h.Hostname, RolloutID: w.r.ID, Kind: ActionDispatch,
 				Target: h.Target, Wave: h.Wave, Reason: h.Reason})
 		}
 	}

@@ -56,7 +56,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal("a second run on the same input gave another output")
 			}
 			next := rc.Reconcile(rc.Apply(in, got))
-			if len(next.Intents)+len(next.Events)+len(next.Rollouts)+len(next.Hosts) != 0 {
+			if len(next.Actions)+len(next.Events)+len(next.Rollouts)+len(next.Hosts) != 0 {
 				t.Fatalf("not idempotent: after applying the output, the next tick decides more:\n%s", mustJSON(t, next))
 			}
 		})
@@ -170,7 +170,7 @@ func wantIntents(hosts ...string) func(*testing.T, rc.Output) {
 	return func(t *testing.T, out rc.Output) {
 		t.Helper()
 		var got []string
-		for _, it := range out.Intents {
+		for _, it := range out.Actions {
 			got = append(got, it.Host)
 		}
 		if !slices.Equal(got, hosts) {

@@ -13,7 +13,7 @@ func (t *tick) output() Output {
 	vis, visEvents := t.visibilityOutput()
 	// Visibility is judged first in a tick; its events lead, though a
 	// verdict may have been judged again once a rollout opened.
-	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Intents: t.hostIntents,
+	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Actions: t.actions,
 		Events: append(visEvents, t.events...), IntentResults: t.results, Deferrals: t.deferrals,
 		Channels: t.chUpdates, Visibility: vis}
 	for _, w := range t.rollouts {
@@ -40,8 +40,8 @@ func (t *tick) output() Output {
 	slices.SortFunc(out.Deferrals, func(a, b Deferral) int {
 		return cmp.Or(strings.Compare(a.Channel, b.Channel), strings.Compare(a.Ref, b.Ref), strings.Compare(a.BlockedBy, b.BlockedBy))
 	})
-	if out.Intents == nil {
-		out.Intents = []HostIntent{}
+	if out.Actions == nil {
+		out.Actions = []HostAction{}
 	}
 	if out.Events == nil {
 		out.Events = []Event{}

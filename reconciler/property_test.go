@@ -687,7 +687,7 @@ type simAgent struct {
 	sickUnits bool
 	staged    string // target staged for the next boot
 	bootAt    int
-	queued    *reconciler.HostIntent // received while offline
+	queued    *reconciler.HostAction // received while offline
 }
 
 type fleetSim struct {
@@ -856,7 +856,7 @@ func (s *fleetSim) advance(out reconciler.Output) {
 		}
 		s.in.Hosts[name] = o
 	}
-	for _, hi := range out.Intents {
+	for _, hi := range out.Actions {
 		a := s.agents[hi.Host]
 		if a == nil {
 			t.Fatalf("tick %d: intent for unknown host %q", s.tick, hi.Host)
@@ -974,7 +974,7 @@ func (m *fleetModel) channelOf(name string) string {
 }
 
 // react is an online agent handling a dispatch or rollback intent.
-func (s *fleetSim) react(a *simAgent, hi reconciler.HostIntent) {
+func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction) {
 	t, now := s.t, s.in.Now
 	o := s.in.Hosts[a.name]
 	o.LastSeen = now
@@ -992,7 +992,7 @@ func (s *fleetSim) react(a *simAgent, hi reconciler.HostIntent) {
 	switch {
 	case s.wellBehaved:
 		confirm()
-	case hi.Kind == reconciler.IntentRevert:
+	case hi.Kind == reconciler.ActionRollback:
 		switch r := percentGen.Draw(t, "rollbackReaction"); {
 		case r < 80:
 			confirm()
@@ -1354,8 +1354,8 @@ func checkEdgesAndWaves(_ *rapid.T, c tickCase) []string {
 	var problems []string
 	type key struct{ rollout, host string }
 	dispatched := map[key]string{}
-	for _, hi := range out.Intents {
-		if hi.Kind == reconciler.IntentDispatch {
+	for _, hi := range out.Actions {
+		if hi.Kind == reconciler.ActionDispatch {
 			dispatched[key{hi.RolloutID, hi.Host}] = "a dispatch intent"
 		}
 	}
@@ -1493,7 +1493,7 @@ func checkIdempotent(_ *rapid.T, c tickCase) []string {
 }
 
 func decidesNothing(o reconciler.Output) bool {
-	return len(o.Intents) == 0 && len(o.Events) == 0 && len(o.Rollouts) == 0 && len(o.Hosts) == 0
+	return len(o.Actions) == 0 && len(o.Events) == 0 && len(o.Rollouts) == 0 && len(o.Hosts) == 0
 }
 
 // ---- invariant 6: legal and consistent transitions ----
@@ -1622,9 +1622,9 @@ func checkTransitions(_ *rapid.T, c tickCase) []string {
 			pending[key{e.RolloutID, e.Host + "/" + e.To}]++
 		}
 	}
-	for _, hi := range out.Intents {
+	for _, hi := range out.Actions {
 		to := reconciler.HostActivating
-		if hi.Kind == reconciler.IntentRevert {
+		if hi.Kind == reconciler.ActionRollback {
 			to = reconciler.HostRollingBack
 		}
 		pending[key{hi.RolloutID, hi.Host + "/" + string(to)}]--
@@ -1634,7 +1634,7 @@ func checkTransitions(_ *rapid.T, c tickCase) []string {
 					continue
 				}
 				want := h.Target
-				if hi.Kind == reconciler.IntentRevert {
+				if hi.Kind == reconciler.ActionRollback {
 					want = h.Previous
 				}
 				if hi.Target != want {
@@ -1676,7 +1676,7 @@ func describeDecisions(o reconciler.Output) string {
 	for _, u := range o.Rollouts {
 		line("rollout %s: new=%v %s→%s wave %d/%s (%s)", u.Rollout.ID, u.New, u.From, u.Rollout.State, u.Rollout.Wave, u.Rollout.WavePhase, u.Rollout.Reason.Code)
 	}
-	for _, hi := range o.Intents {
+	for _, hi := range o.Actions {
 		line("intent %s %s in %s → %s", hi.Kind, hi.Host, hi.RolloutID, hi.Target)
 	}
 	for _, e := range o.Events {

@@ -111,7 +111,7 @@ type tick struct {
 	prevDeferOK  map[Deferral]bool
 	chUpdates    []ChannelUpdate
 	events       []Event
-	hostIntents  []HostIntent
+	actions      []HostAction
 	results      []IntentResult
 }
 

@@ -69,7 +69,7 @@ func (t *tick) revert(w *work) {
 		if !wasInFlight {
 			t.take(w, i) // a soaking host already holds its slots
 		}
-		t.hostIntents = append(t.hostIntents, HostIntent{Host: h.Hostname, RolloutID: w.r.ID, Kind: IntentRevert,
+		t.actions = append(t.actions, HostAction{Host: h.Hostname, RolloutID: w.r.ID, Kind: ActionRollback,
 			Target: h.Previous, Wave: h.Wave, Reason: h.Reason})
 	}
 	if remaining == 0 {

@@ -477,8 +477,8 @@ var scenarios = []goldenCase{
 			s.online("b")
 		},
 		check: all(wantIntents("b"), func(t *testing.T, out rc.Output) {
-			if out.Intents[0].RolloutID != rid("stable", 2) || out.Intents[0].Target != closure("b", "v2") {
-				t.Fatalf("b dispatched to %s in %s", out.Intents[0].Target, out.Intents[0].RolloutID)
+			if out.Actions[0].RolloutID != rid("stable", 2) || out.Actions[0].Target != closure("b", "v2") {
+				t.Fatalf("b dispatched to %s in %s", out.Actions[0].Target, out.Actions[0].RolloutID)
 			}
 		}),
 	},
@@ -832,7 +832,7 @@ var scenarios = []goldenCase{
 			s.release(three(s).build(), commit(1)).online("a", "b", "c").converge(11 * time.Minute)
 		},
 		check: func(t *testing.T, out rc.Output) {
-			if len(out.Events)+len(out.Intents)+len(out.Rollouts)+len(out.Hosts) != 0 {
+			if len(out.Events)+len(out.Actions)+len(out.Rollouts)+len(out.Hosts) != 0 {
 				t.Fatalf("steady state decided something:\n%s", mustJSON(t, out))
 			}
 		},

@@ -332,8 +332,12 @@ type Output struct {
 	Rollouts []RolloutUpdate `json:"rollouts"`
 	// Hosts: host records that changed, complete.
 	Hosts []HostUpdate `json:"hosts"`
-	// Intents: what agents must now be told.
-	Intents []HostIntent `json:"intents"`
+	// Actions: the host moves the tick decided, dispatches and
+	// rollbacks, in the order decided (SPEC §5's "actions"). They are
+	// also in Hosts: agents learn them from their host records at
+	// check-in (AgentAnswer), so the control plane only counts these;
+	// a simulator that drives Reconcile directly acts on them.
+	Actions []HostAction `json:"actions"`
 	// Events: the journal entries of the tick.
 	Events []Event `json:"events"`
 	// IntentResults: one per consumed operator intent.
@@ -371,14 +375,16 @@ type HostUpdate struct {
 	Host RolloutHost `json:"host"`
 }
 
-// Host intent kinds.
+// Host action kinds. An operator's IntentRollback asks for a rollout to
+// be rolled back; ActionRollback is one host sent back to its previous
+// closure as a result.
 const (
-	IntentDispatch = "dispatch"
-	IntentRevert   = "rollback"
+	ActionDispatch = "dispatch"
+	ActionRollback = "rollback"
 )
 
-// HostIntent tells an agent what to run.
-type HostIntent struct {
+// HostAction is one host move a tick decided: what its agent must run.
+type HostAction struct {
 	Host      string `json:"host"`
 	RolloutID string `json:"rolloutId"`
 	// Kind is "dispatch" (switch to Target) or "rollback" (return to

@@ -23,7 +23,7 @@ import (
 // A check-in later than now (recorded while the tick loaded its input)
 // counts as heard now.
 func (t *tick) heard(o ObservedHost) bool {
-	return !o.LastSeen.IsZero() && t.now.Sub(o.LastSeen) <= t.in.Tunables.offline()
+	return t.in.Tunables.Heard(o.LastSeen, t.now)
 }
 
 // warm reports whether the control plane has watched its hosts for one

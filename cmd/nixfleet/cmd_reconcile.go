@@ -70,11 +70,11 @@ func decodeReconcileInput(data []byte) (reconciler.Input, error) {
 
 // printTick is the human rendering of an Output.
 func printTick(w io.Writer, in reconciler.Input, out reconciler.Output) {
-	fmt.Fprintf(w, "tick at %s: %d intent(s), %d rollout change(s), %d host change(s), %d event(s)\n",
-		in.Now.UTC().Format(time.RFC3339), len(out.Intents), len(out.Rollouts), len(out.Hosts), len(out.Events))
-	if len(out.Intents) > 0 {
-		fmt.Fprintln(w, "\nintents:")
-		for _, it := range out.Intents {
+	fmt.Fprintf(w, "tick at %s: %d action(s), %d rollout change(s), %d host change(s), %d event(s)\n",
+		in.Now.UTC().Format(time.RFC3339), len(out.Actions), len(out.Rollouts), len(out.Hosts), len(out.Events))
+	if len(out.Actions) > 0 {
+		fmt.Fprintln(w, "\nactions:")
+		for _, it := range out.Actions {
 			fmt.Fprintf(w, "  %-8s %-20s %s wave %d -> %s\n", it.Kind, it.Host, it.RolloutID, it.Wave, it.Target)
 		}
 	}

@@ -117,7 +117,7 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) store.Lease {
 		b.Fatal(err)
 	}
 	confirmed := map[string]store.HostStatus{}
-	for _, it := range out.Intents {
+	for _, it := range out.Actions {
 		st := statuses[it.Host]
 		st.Current, st.Booted = it.Target, it.Target
 		st.Activation = &rc.Activation{RolloutID: it.RolloutID, Closure: it.Target, Outcome: rc.OutcomeConfirmed, At: now}

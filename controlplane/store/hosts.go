@@ -275,8 +275,8 @@ func (s *db) Hosts(ctx context.Context) ([]HostRecord, error) {
 }
 
 // Assignments returns, for every host in a live rollout, its assignment.
-func (s *db) Assignments(ctx context.Context) (map[string]Assignment, error) {
-	var out map[string]Assignment
+func (s *db) Assignments(ctx context.Context) (map[string]reconciler.Assignment, error) {
+	var out map[string]reconciler.Assignment
 	err := s.read(ctx, func(tx *txn) error {
 		var err error
 		out, err = assignments(ctx, tx, "")
@@ -292,7 +292,7 @@ func (s *db) Assignments(ctx context.Context) (map[string]Assignment, error) {
 // when it is not empty), its record in the rollout that drives it: the one
 // where it is in flight, else the latest (by opening time, then id) that
 // lists it. These are the rollouts a tick loads (liveness.live).
-func assignments(ctx context.Context, tx *txn, hostname string) (map[string]Assignment, error) {
+func assignments(ctx context.Context, tx *txn, hostname string) (map[string]reconciler.Assignment, error) {
 	l, err := loadLiveness(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -303,7 +303,7 @@ func assignments(ctx context.Context, tx *txn, hostname string) (map[string]Assi
 		live[h.id] = h
 		ids = append(ids, h.id)
 	}
-	out := map[string]Assignment{}
+	out := map[string]reconciler.Assignment{}
 	heads := map[string]head{}
 	consider := func(rid string, h reconciler.RolloutHost) {
 		hd, ok := live[rid]
@@ -317,7 +317,7 @@ func assignments(ctx context.Context, tx *txn, hostname string) (map[string]Assi
 				return
 			}
 		}
-		out[h.Hostname] = Assignment{RolloutID: rid, Channel: hd.channel, RolloutState: hd.state,
+		out[h.Hostname] = reconciler.Assignment{RolloutID: rid, Channel: hd.channel, RolloutState: hd.state,
 			ManifestHash: hd.manifestHash, Host: h}
 		heads[h.Hostname] = hd
 	}

@@ -96,17 +96,7 @@ type HostRecord struct {
 	Seen     bool
 	Observed reconciler.ObservedHost
 	// Assignment is nil for a host in no rollout.
-	Assignment *Assignment
-}
-
-// Assignment is a host's record in the rollout that drives it: the rollout
-// where it is in flight, else the latest rollout that lists it.
-type Assignment struct {
-	RolloutID    string
-	Channel      string
-	RolloutState reconciler.RolloutState
-	ManifestHash string
-	Host         reconciler.RolloutHost
+	Assignment *reconciler.Assignment
 }
 
 // Lease is a held lease. Epoch increases each time the lease changes
@@ -206,7 +196,7 @@ type Store interface {
 	// Hosts returns every host that checked in or is in a rollout, by name.
 	Hosts(ctx context.Context) ([]HostRecord, error)
 	// Assignments returns, for every host in a rollout, its assignment.
-	Assignments(ctx context.Context) (map[string]Assignment, error)
+	Assignments(ctx context.Context) (map[string]reconciler.Assignment, error)
 
 	// AddIntent records an operator intent (ErrDuplicate for a known id).
 	AddIntent(ctx context.Context, in reconciler.Intent) error

@@ -117,7 +117,7 @@ func testTickClock(t *testing.T, s store.Store) {
 	reconcile := func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil }
 	_, out := m.tickWith(reconcile)
 	// e2 switches and confirms at once; e1 takes longer.
-	m.agents(rc.Output{Intents: slices.DeleteFunc(out.Intents, func(it rc.HostIntent) bool { return it.Host == "e1" })})
+	m.agents(rc.Output{Actions: slices.DeleteFunc(out.Actions, func(it rc.HostAction) bool { return it.Host == "e1" })})
 	id := proto.RolloutID("edge", Commit(1))
 	if st := hostOf(m.rollout(id), "e1").State; st != rc.HostActivating {
 		t.Fatalf("e1 is %s after the first tick, want Activating", st)

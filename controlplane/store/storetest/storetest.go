@@ -339,10 +339,10 @@ func normalize(in rc.Input) rc.Input {
 // to its previous closure.
 func (m *sim) agents(out rc.Output) {
 	m.t.Helper()
-	for _, it := range out.Intents {
+	for _, it := range out.Actions {
 		st := m.status[it.Host]
 		act := rc.Activation{RolloutID: it.RolloutID, Closure: it.Target, Outcome: rc.OutcomeConfirmed, At: m.now}
-		if it.Kind == rc.IntentDispatch && m.failing[it.Host] {
+		if it.Kind == rc.ActionDispatch && m.failing[it.Host] {
 			act.Outcome, act.Detail = rc.OutcomeFailed, "switch-to-configuration failed"
 			st.Activation = &act
 			m.status[it.Host] = st

@@ -370,8 +370,8 @@ func testTick10000(t *testing.T, s store.Store) {
 	}
 	out := tick(func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
 	id := proto.RolloutID("big", Commit(1))
-	if len(out.Intents) != n {
-		t.Fatalf("the first tick dispatched %d hosts, want %d", len(out.Intents), n)
+	if len(out.Actions) != n {
+		t.Fatalf("the first tick dispatched %d hosts, want %d", len(out.Actions), n)
 	}
 	r := m.rollout(id)
 	if len(r.Hosts) != n {

@@ -1,0 +1,129 @@
+package reconciler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// What a host's agent is told at check-in, and what an operator is told
+// about the host, follow from the host's record in the rollout that drives
+// it and nothing else: they are decided here, beside the tick that wrote
+// the record, and the control plane's handlers only encode them.
+
+// Assignment is a host's record in the rollout that drives it: the
+// rollout where it is in flight, else the latest rollout that lists it.
+type Assignment struct {
+	RolloutID    string
+	Channel      string
+	RolloutState RolloutState
+	ManifestHash string
+	Host         RolloutHost
+}
+
+// Token identifies an activation: the host's dispatch in a rollout at a
+// time. A confirm must echo it, so that an old confirm cannot be replayed
+// against a later activation of the same closure.
+func (a Assignment) Token() string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", a.RolloutID, a.Host.Hostname, a.Host.Target, a.Host.Since.UnixMicro()))
+	return hex.EncodeToString(sum[:12])
+}
+
+// ConfirmBy is when the confirm window of the host's current activation
+// closes.
+func (a Assignment) ConfirmBy(tu Tunables) time.Time {
+	return a.Host.Since.Add(tu.confirm())
+}
+
+// How often an agent is asked to check in, in seconds: rarely when there
+// is nothing to do, often while it switches or rolls back (its confirm
+// window is short), in between while it soaks.
+const (
+	IdleCheckinSeconds      = 30
+	SwitchingCheckinSeconds = 5
+	SoakingCheckinSeconds   = 10
+)
+
+// Codes of the answers that no tick recorded.
+const (
+	CodeNotInRollout = "not_in_rollout" // no rollout lists the host
+	CodeWaiting      = "waiting"        // Pending with no gate recorded yet
+)
+
+// AgentAnswer is what a host's agent is told at check-in: the closure to
+// switch to (dispatch) or back to (rollback) with the token its confirm
+// echoes, or why it has nothing to do. a is nil for a host no rollout
+// lists.
+func AgentAnswer(a *Assignment, tu Tunables) proto.CheckinResponse {
+	resp := proto.CheckinResponse{NextCheckinSeconds: IdleCheckinSeconds}
+	if a == nil {
+		resp.Reason = proto.Reason{Code: CodeNotInRollout, Message: "no rollout includes this host yet"}
+		return resp
+	}
+	h := a.Host
+	target := func(kind, closure string) *proto.Target {
+		return &proto.Target{Kind: kind, RolloutID: a.RolloutID, Closure: closure, WaveIndex: h.Wave,
+			ManifestHash: a.ManifestHash, Token: a.Token(), ConfirmBy: a.ConfirmBy(tu).UTC().Format(time.RFC3339)}
+	}
+	switch h.State {
+	case HostActivating:
+		resp.Target = target(proto.TargetDispatch, h.Target)
+		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: h.Reason.Message}
+		resp.NextCheckinSeconds = SwitchingCheckinSeconds
+	case HostRollingBack:
+		resp.Target = target(proto.TargetRollback, h.Previous)
+		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: h.Reason.Message}
+		resp.NextCheckinSeconds = SwitchingCheckinSeconds
+	case HostPending, HostSkipped:
+		switch {
+		case a.stopped():
+			resp.Reason = proto.Reason{Code: GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s", a.RolloutID, a.RolloutState)}
+		case h.Blocked.Code != "":
+			resp.Reason = proto.Reason{Code: h.Blocked.Code, Message: h.Blocked.Message}
+		default:
+			resp.Reason = proto.Reason{Code: CodeWaiting, Message: fmt.Sprintf("waiting in %s (%s)", a.RolloutID, h.State)}
+		}
+	default:
+		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
+		if h.State == HostSoaking {
+			resp.NextCheckinSeconds = SoakingCheckinSeconds
+		}
+	}
+	return resp
+}
+
+// stopped reports whether the host's rollout dispatches no more.
+func (a Assignment) stopped() bool {
+	return a.RolloutState == RolloutHalted || a.RolloutState == RolloutCancelled
+}
+
+// Explain says why a host is where it is, from its record alone; online
+// is whether it was heard within the offline threshold (Tunables.Heard).
+// a is nil for a host no rollout lists.
+func Explain(a *Assignment, online bool) proto.Reason {
+	if a == nil {
+		return proto.Reason{Code: CodeNotInRollout, Message: "no rollout includes this host"}
+	}
+	h := a.Host
+	switch {
+	case h.State == HostConverged:
+		return proto.Reason{Code: CodeConverged, Message: fmt.Sprintf("on its target %s (%s)", h.Target, a.RolloutID)}
+	case (h.State == HostPending || h.State == HostSkipped) && a.stopped():
+		return proto.Reason{Code: GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s: %s", a.RolloutID, a.RolloutState, h.Blocked.Message)}
+	case h.State == HostSkipped && !online:
+		return proto.Reason{Code: CodeOffline, Message: "skipped while offline; it catches up when it checks in again"}
+	case h.Blocked.Code != "":
+		return proto.Reason{Code: h.Blocked.Gate, Message: h.Blocked.Message}
+	}
+	return proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
+}
+
+// Heard reports whether a host last seen at lastSeen counts as heard at
+// now: it checked in within the offline threshold. A host never seen is
+// not heard.
+func (t Tunables) Heard(lastSeen, now time.Time) bool {
+	return !lastSeen.IsZero() && now.Sub(lastSeen) <= t.offline()
+}

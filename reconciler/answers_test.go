@@ -1,0 +1,122 @@
+package reconciler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// assigned is a host record in a rollout, for the answer tests.
+func assigned(state rc.RolloutState, h rc.RolloutHost) *rc.Assignment {
+	h.Hostname, h.Wave = "web-01", 1
+	h.Target, h.Previous = "/nix/store/new", "/nix/store/old"
+	h.Since = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	return &rc.Assignment{RolloutID: "stable@abc", Channel: "stable", RolloutState: state, ManifestHash: "m1", Host: h}
+}
+
+// TestAgentAnswer: what an agent is told follows from its host record
+// alone: a dispatch or rollback target with its token and confirm deadline
+// while the host is switching, the gate that holds it while Pending, and
+// nothing to do otherwise.
+func TestAgentAnswer(t *testing.T) {
+	t.Parallel()
+	tu := rc.Tunables{}
+	held := rc.Reason{Gate: rc.GateBudget, Code: rc.GateBudget, Message: "budget full"}
+	cases := []struct {
+		name          string
+		a             *rc.Assignment
+		kind, closure string
+		code          string
+		next          int
+	}{
+		{"no rollout", nil, "", "", rc.CodeNotInRollout, rc.IdleCheckinSeconds},
+		{"activating", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostActivating, Reason: rc.Reason{Code: rc.CodeDispatched}}),
+			proto.TargetDispatch, "/nix/store/new", rc.CodeDispatched, rc.SwitchingCheckinSeconds},
+		{"rolling back", assigned(rc.RolloutReverting, rc.RolloutHost{State: rc.HostRollingBack, Reason: rc.Reason{Code: rc.CodeRollbackStarted}}),
+			proto.TargetRollback, "/nix/store/old", rc.CodeRollbackStarted, rc.SwitchingCheckinSeconds},
+		{"held by a gate", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending, Blocked: held}),
+			"", "", rc.GateBudget, rc.IdleCheckinSeconds},
+		{"pending in a halted rollout", assigned(rc.RolloutHalted, rc.RolloutHost{State: rc.HostPending, Blocked: held}),
+			"", "", rc.GateRolloutStopped, rc.IdleCheckinSeconds},
+		{"pending, nothing recorded", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending}),
+			"", "", rc.CodeWaiting, rc.IdleCheckinSeconds},
+		{"soaking", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSoaking, Reason: rc.Reason{Code: rc.CodeConfirmed}}),
+			"", "", rc.CodeConfirmed, rc.SoakingCheckinSeconds},
+		{"converged", assigned(rc.RolloutConverged, rc.RolloutHost{State: rc.HostConverged, Reason: rc.Reason{Code: rc.CodeSoaked}}),
+			"", "", rc.CodeSoaked, rc.IdleCheckinSeconds},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := rc.AgentAnswer(c.a, tu)
+			if got.Reason.Code != c.code || got.NextCheckinSeconds != c.next {
+				t.Fatalf("answer %+v, want code %s and next check-in %d s", got, c.code, c.next)
+			}
+			if c.kind == "" {
+				if got.Target != nil {
+					t.Fatalf("told to run %+v, want nothing", got.Target)
+				}
+				return
+			}
+			tg := got.Target
+			if tg == nil || tg.Kind != c.kind || tg.Closure != c.closure || tg.RolloutID != c.a.RolloutID ||
+				tg.WaveIndex != 1 || tg.ManifestHash != "m1" {
+				t.Fatalf("target %+v, want %s to %s", tg, c.kind, c.closure)
+			}
+			if tg.Token != c.a.Token() || tg.ConfirmBy != c.a.ConfirmBy(tu).Format(time.RFC3339) {
+				t.Fatalf("token %s confirm by %s, want %s and %s", tg.Token, tg.ConfirmBy, c.a.Token(), c.a.ConfirmBy(tu).Format(time.RFC3339))
+			}
+		})
+	}
+}
+
+// TestActivationTokenChanges: a later activation of the same closure on
+// the same host has another token, so that its confirm cannot be replayed.
+func TestActivationTokenChanges(t *testing.T) {
+	t.Parallel()
+	a := assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostActivating})
+	b := *a
+	b.Host.Since = b.Host.Since.Add(time.Microsecond)
+	if a.Token() == b.Token() || len(a.Token()) != 24 {
+		t.Fatalf("tokens %s and %s", a.Token(), b.Token())
+	}
+}
+
+// TestExplain: the first answer that holds, in the order rfcs/0007
+// §Hosts lists them.
+func TestExplain(t *testing.T) {
+	t.Parallel()
+	held := rc.Reason{Gate: rc.GateBudget, Code: rc.GateBudget, Message: "budget full"}
+	cases := []struct {
+		name   string
+		a      *rc.Assignment
+		online bool
+		code   string
+	}{
+		{"no rollout", nil, true, rc.CodeNotInRollout},
+		{"converged", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostConverged}), false, rc.CodeConverged},
+		{"stopped rollout", assigned(rc.RolloutCancelled, rc.RolloutHost{State: rc.HostSkipped, Blocked: held}), false, rc.GateRolloutStopped},
+		{"skipped offline", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped}), false, rc.CodeOffline},
+		{"skipped back online", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped, Reason: rc.Reason{Code: rc.CodeOffline}}), true, rc.CodeOffline},
+		{"gate", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending, Blocked: held}), true, rc.GateBudget},
+		{"failed", assigned(rc.RolloutHalted, rc.RolloutHost{State: rc.HostFailed, Reason: rc.Reason{Code: rc.CodeActivationFailed}}), true, rc.CodeActivationFailed},
+	}
+	for _, c := range cases {
+		if got := rc.Explain(c.a, c.online); got.Code != c.code || got.Message == "" {
+			t.Errorf("%s: %+v, want code %s", c.name, got, c.code)
+		}
+	}
+}
+
+// TestHeard: a host is heard up to the offline threshold after its last
+// check-in, never when it was never seen.
+func TestHeard(t *testing.T) {
+	t.Parallel()
+	tu := rc.Tunables{}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if tu.Heard(time.Time{}, now) || !tu.Heard(now.Add(-tu.OfflineThreshold()), now) ||
+		tu.Heard(now.Add(-tu.OfflineThreshold()-time.Second), now) || !tu.Heard(now.Add(time.Minute), now) {
+		t.Fatal("heard disagrees with the offline threshold")
+	}
+}
