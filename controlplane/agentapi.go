@@ -70,7 +70,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		if fresh {
 			s.hub.noteSoak(req.Hostname, a.Host.Since)
 		}
-		s.ticker.kick()
+		s.board.post(wakeTick)
 	}
 	s.hub.touch(req.Hostname, now)
 	resp := s.answer(a, ok)
@@ -194,7 +194,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 		if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
 			return s.internal("recording a confirm", err)
 		}
-		s.ticker.kick()
+		s.board.post(wakeTick)
 	case reconciler.HostSoaking, reconciler.HostConverged:
 		// Past the confirm already, on this very target: the agent retries
 		// after a lost answer. The tick that moved the host on changed the
@@ -253,7 +253,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
 		return s.internal("recording a report", err)
 	}
-	s.ticker.kick()
+	s.board.post(wakeTick)
 	writeJSON(w, http.StatusOK, proto.ReportResponse{Recorded: true})
 	return nil
 }
@@ -274,7 +274,7 @@ func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.R
 		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
 			return s.internal("recording probe results", err)
 		}
-		s.ticker.kick()
+		s.board.post(wakeTick)
 	}
 	s.hub.touch(req.Hostname, now)
 	writeJSON(w, http.StatusOK, proto.ReportResponse{Recorded: true, StatusTag: makeTag(store.StatusDigest(st), now)})

@@ -87,13 +87,13 @@ func TestAllAtOnceNextToCanary(t *testing.T) {
 
 			// The first release (what the hosts run) opened before any
 			// of them checked in: they check in and it converges.
-			eventually(t, 20*time.Second, "the hosts converge on the first release", func() bool {
+			e.await(20*time.Second, "the hosts converge on the first release", func() bool {
 				step()
 				return converged(rolloutID("lab", 1), 6) && converged(rolloutID("stable", 1), 4)
 			})
 
 			e.release("v1", 2)
-			eventually(t, 20*time.Second, "both channels converge on the second release", func() bool {
+			e.await(20*time.Second, "both channels converge on the second release", func() bool {
 				step()
 				return converged(rolloutID("lab", 2), 6) && converged(rolloutID("stable", 2), 4)
 			})

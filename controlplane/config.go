@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -52,8 +53,10 @@ type Config struct {
 	// sets the Default… values. --insecure-dev has none.
 	RateLimit RateLimit
 
-	// Now is the clock (time.Now when nil); tests drive it.
-	Now func() time.Time
+	// Clock makes the replica's tickers and timers (clock.Real when nil),
+	// and Now reads the time (Clock.Now when nil): tests drive both.
+	Clock clock.Clock
+	Now   func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -72,8 +75,11 @@ func (c *Config) setDefaults() {
 	if c.EventRetention == 0 {
 		c.EventRetention = 30 * 24 * time.Hour
 	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = c.Clock.Now
 	}
 }
 

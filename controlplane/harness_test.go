@@ -141,7 +141,7 @@ func (e *env) onboard(hosts map[string]*simagent.Host) {
 			e.t.Logf("rollout: %s", raw)
 		}
 	}()
-	eventually(e.t, 20*time.Second, "the hosts converge on the first release", func() bool {
+	e.await(20*time.Second, "the hosts converge on the first release", func() bool {
 		for _, h := range hosts {
 			_ = h.Step(ctx, 0)
 		}
@@ -156,7 +156,7 @@ func (e *env) onboard(hosts map[string]*simagent.Host) {
 // waitReady waits for /readyz.
 func (e *env) waitReady() {
 	e.t.Helper()
-	eventually(e.t, 10*time.Second, "the control plane is ready", func() bool {
+	e.await(10*time.Second, "the control plane is ready", func() bool {
 		var out map[string]string
 		return e.client(nil, "").Get(context.Background(), "/readyz", &out) == nil
 	})
@@ -284,15 +284,39 @@ func (e *env) hosts() map[string]*simagent.Host {
 	return out
 }
 
-// eventually retries cond every few milliseconds for up to d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+// await checks cond, and again each time the control plane ticks, sees
+// new events or polls git, until it holds. d bounds a test that hangs; the
+// test does not sleep.
+func (e *env) await(d time.Duration, what string, cond func() bool) {
+	e.t.Helper()
+	limit := time.NewTimer(d)
+	defer limit.Stop()
+	for {
+		changed := e.srv.Changed()
 		if cond() {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-limit.C:
+			e.t.Fatalf("%s: not within %s", what, d)
+		}
 	}
-	t.Fatalf("%s: not within %s", what, d)
+}
+
+// tick writes the last-seen times collected so far, asks for a tick and
+// waits until the control plane has taken it: whatever requests before it
+// caused is then in the store.
+func (e *env) tick() {
+	e.t.Helper()
+	if err := e.srv.FlushSeen(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	changed := e.srv.Changed()
+	e.srv.Kick()
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("the control plane does not tick")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -30,9 +31,10 @@ type hub struct {
 	assign   map[string]reconciler.Assignment
 	waveSoak map[string][]time.Duration // by rollout: each wave's soak
 	mark     store.Watermark            // the store's watermark at the last look
-	onChange func()                     // agents or operators wrote something a tick must see
+	board    *board                     // wakeTick: agents or operators wrote something a tick must see
+	clock    clock.Clock
 	waiters  map[string][]chan struct{}
-	followCh chan struct{} // closed when new events arrive, then replaced
+	followCh chan struct{} // closed when new events or a local tick arrive, then replaced
 
 	seenMu sync.Mutex
 	seen   map[string]time.Time // not yet written
@@ -45,10 +47,11 @@ const (
 	flushEvery   = time.Second
 )
 
-func newHub(st store.Store, log *slog.Logger, m *metrics) *hub {
-	return &hub{st: st, log: log, m: m, assign: map[string]reconciler.Assignment{}, waveSoak: map[string][]time.Duration{}, waiters: map[string][]chan struct{}{},
+func newHub(st store.Store, log *slog.Logger, m *metrics, clk clock.Clock, b *board) *hub {
+	return &hub{st: st, log: log, m: m, clock: clk, board: b, assign: map[string]reconciler.Assignment{},
+		waveSoak: map[string][]time.Duration{}, waiters: map[string][]chan struct{}{},
 		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{},
-		soaks: map[string]time.Time{}, onChange: func() {}}
+		soaks: map[string]time.Time{}}
 }
 
 // activationKey identifies what a host must do; a change wakes it.
@@ -157,20 +160,39 @@ func (h *hub) wait(ctx context.Context, host, key string, d time.Duration) {
 	c := make(chan struct{})
 	h.waiters[host] = append(h.waiters[host], c)
 	h.mu.Unlock()
-	t := time.NewTimer(d)
+	t := h.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-c:
-	case <-t.C:
+	case <-t.C():
 	case <-ctx.Done():
 	}
 }
 
-// followSignal returns a channel closed when new events are seen.
+// followSignal returns a channel closed when new events are seen or this
+// replica ticks: a reader takes it before it reads the store, and reads
+// again when it closes.
 func (h *hub) followSignal() <-chan struct{} {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.followCh
+}
+
+// signal closes the current follow signal.
+func (h *hub) signal() {
+	h.mu.Lock()
+	close(h.followCh)
+	h.followCh = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// ticked reloads the assignments after a tick of this replica and wakes
+// whoever waits for one.
+func (h *hub) ticked(ctx context.Context) {
+	if err := h.refresh(ctx); err != nil {
+		h.log.Error("refreshing assignments", "err", err)
+	}
+	h.signal()
 }
 
 // lastSeen returns the last check-in this replica saw of a host (zero
@@ -234,8 +256,8 @@ func (h *hub) flush(ctx context.Context) error {
 // run refreshes when the journal grows and flushes last-seen times, until
 // ctx ends (then it flushes once more).
 func (h *hub) run(ctx context.Context) {
-	rt := time.NewTicker(refreshEvery)
-	ft := time.NewTicker(flushEvery)
+	rt := h.clock.NewTicker(refreshEvery)
+	ft := h.clock.NewTicker(flushEvery)
 	defer rt.Stop()
 	defer ft.Stop()
 	for {
@@ -245,11 +267,11 @@ func (h *hub) run(ctx context.Context) {
 			_ = h.flush(fctx)
 			cancel()
 			return
-		case <-rt.C:
+		case <-rt.C():
 			if err := h.checkJournal(ctx); err != nil && ctx.Err() == nil {
 				h.log.Error("watching the journal", "err", err)
 			}
-		case <-ft.C:
+		case <-ft.C():
 			if err := h.flush(ctx); err != nil && ctx.Err() == nil {
 				h.log.Error("recording last-seen times", "err", err)
 			}
@@ -270,7 +292,7 @@ func (h *hub) checkJournal(ctx context.Context) error {
 	prev := h.mark
 	h.mu.RUnlock()
 	if w.Changes != prev.Changes {
-		h.onChange()
+		h.board.post(wakeTick)
 	}
 	if w.Events != prev.Events {
 		if err := h.refresh(ctx); err != nil {

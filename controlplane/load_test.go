@@ -109,9 +109,9 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 						r.Counts[string(reconciler.HostConverged)] == n
 				}
 			}
-			eventually(t, 2*time.Minute, "the hosts converge on the first release", converged(rolloutID("stable", 1)))
+			e.await(2*time.Minute, "the hosts converge on the first release", converged(rolloutID("stable", 1)))
 			e.release("v1", 2)
-			eventually(t, 2*time.Minute, "the second release converges", converged(rolloutID("stable", 2)))
+			e.await(2*time.Minute, "the second release converges", converged(rolloutID("stable", 2)))
 			stop()
 
 			var evs struct {

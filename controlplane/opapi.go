@@ -207,11 +207,13 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 			return nil
 		}
 		quiet++
+		t := s.cfg.Clock.NewTimer(time.Second)
 		select {
 		case <-signal:
-		case <-time.After(time.Second):
+		case <-t.C():
 		case <-r.Context().Done():
 		}
+		t.Stop()
 	}
 	return nil
 }
@@ -250,9 +252,14 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 		return s.internal("recording an intent", err)
 	}
 	s.log.Info("operator intent", "actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", req.Comment)
-	s.ticker.kick()
-	deadline := time.Now().Add(intentWait)
-	for time.Now().Before(deadline) {
+	s.board.post(wakeTick)
+	// The tick that takes the intent signals the hub (this replica's tick
+	// at once, another replica's when the hub sees its events): read the
+	// intent after each signal, taken before the read so none is missed.
+	wait := s.cfg.Clock.NewTimer(intentWait)
+	defer wait.Stop()
+	for {
+		signal := s.hub.followSignal()
 		rec, err := s.st.Intent(r.Context(), in.ID)
 		if err != nil {
 			return s.internal("reading an intent", err)
@@ -268,11 +275,12 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 		select {
 		case <-r.Context().Done():
 			return nil
-		case <-time.After(50 * time.Millisecond):
+		case <-signal:
+		case <-wait.C():
+			writeJSON(w, http.StatusAccepted, proto.IntentResponse{Intent: proto.Intent(in)})
+			return nil
 		}
 	}
-	writeJSON(w, http.StatusAccepted, proto.IntentResponse{Intent: proto.Intent(in)})
-	return nil
 }
 
 // intentWait is how long an operator action waits for its tick.

@@ -54,7 +54,7 @@ func TestProbeReport(t *testing.T) {
 			e.spec.Channels["stable"] = []int{5, 0} // from v1 on, the canary soaks five minutes
 			e.release("v1", 2)
 			id := rolloutID("stable", 2)
-			eventually(t, 10*time.Second, "the canary soaks in the new rollout", func() bool {
+			e.await(10*time.Second, "the canary soaks in the new rollout", func() bool {
 				_ = canary.Step(ctx, 0)
 				return hostIn(t, e, id, "canary").State == string(reconciler.HostSoaking)
 			})
@@ -71,7 +71,7 @@ func TestProbeReport(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(quiet)
+			e.tick()
 			if w := e.watermark(); w != w0 {
 				t.Errorf("unchanged check-ins moved the watermark from %+v to %+v", w0, w)
 			}
@@ -84,7 +84,7 @@ func TestProbeReport(t *testing.T) {
 			if err := canary.ReportProbes(ctx); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "the rollout halts on the canary's probe", func() bool {
+			e.await(10*time.Second, "the rollout halts on the canary's probe", func() bool {
 				return rolloutState(t, e, id) == reconciler.RolloutHalted
 			})
 			h := hostIn(t, e, id, "canary")
@@ -104,7 +104,7 @@ func TestProbeReport(t *testing.T) {
 			if err := canary.Step(ctx, 0); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(quiet)
+			e.tick()
 			if w := e.watermark(); w != w0 {
 				t.Errorf("a repeated probe report moved the watermark from %+v to %+v", w0, w)
 			}

@@ -74,7 +74,7 @@ func TestRolloutConverges(t *testing.T) {
 					t.Logf("rollout: %s", raw)
 				}
 			}()
-			eventually(t, 10*time.Second, "the rollout converges", func() bool {
+			e.await(10*time.Second, "the rollout converges", func() bool {
 				for _, h := range hosts {
 					if err := h.Step(ctx, 0); err != nil {
 						t.Logf("%s: %v", h.Name, err)
@@ -110,7 +110,7 @@ func TestChannelsPushedTogether(t *testing.T) {
 			e := newEnv(t, backend, spec, nil)
 			hosts := e.hosts()
 			ctx := context.Background()
-			eventually(t, 20*time.Second, "both hosts converge on the first release", func() bool {
+			e.await(20*time.Second, "both hosts converge on the first release", func() bool {
 				for _, h := range hosts {
 					_ = h.Step(ctx, 0)
 				}
@@ -127,7 +127,7 @@ func TestChannelsPushedTogether(t *testing.T) {
 					}
 				}
 			}()
-			eventually(t, 10*time.Second, "the staging canary is dispatched", func() bool {
+			e.await(10*time.Second, "the staging canary is dispatched", func() bool {
 				return hostIn(t, e, rolloutID("staging", 2), "stg-1").State == string(reconciler.HostActivating)
 			})
 			// prod's release waits for staging's rollout: not opened yet,

@@ -21,7 +21,6 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
-	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -37,6 +36,7 @@ type Server struct {
 	hub     *hub
 	m       *metrics
 	limits  *rateLimits
+	board   *board
 	log     *slog.Logger
 	replica string
 	mux     *http.ServeMux
@@ -83,19 +83,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		replica = host + "-" + hex.EncodeToString(b[:])
 	}
 	m := newMetrics()
-	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica, ready: make(chan struct{})}
+	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica,
+		board: newBoard(), ready: make(chan struct{})}
 	s.limits = newRateLimits(cfg, m, log.Warn)
-	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Now, log, m)
-	s.ticker = newTicker(st, &s.cfg, replica, log, m)
-	s.hub = newHub(st, log, m)
-	s.src.onFleet = s.ids.setHosts
-	s.src.changed = s.ticker.kick
-	s.hub.onChange = s.ticker.kick
-	s.ticker.onTick = func(reconciler.Output) {
-		if err := s.hub.refresh(context.Background()); err != nil {
-			log.Error("refreshing assignments", "err", err)
-		}
-	}
+	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
+	s.src.ids, s.src.board = s.ids, s.board
+	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
+	s.hub = newHub(st, log, m, cfg.Clock, s.board)
 	if err := s.src.open(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -184,9 +178,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
+	if err := s.loop(ctx, errc); err != nil {
 		stop()
 		wg.Wait()
 		return fmt.Errorf("controlplane: %w", err)
@@ -199,18 +191,42 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// loop is the replica's one loop of reactions: what its parts post on the
+// board (wake.go) becomes a tick or a reload, until ctx ends or the HTTP
+// server fails.
+func (s *Server) loop(ctx context.Context, errc <-chan error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case <-s.board.ch:
+			w := s.board.take()
+			if w&wakeTick != 0 {
+				s.ticker.kick()
+			}
+			if w&wakeTicked != 0 {
+				s.hub.ticked(ctx)
+			} else if w&wakePolled != 0 {
+				s.hub.signal()
+			}
+		}
+	}
+}
+
 // prune deletes old events and finished rollouts every hour, on the leader.
 func (s *Server) prune(ctx context.Context) {
 	if s.cfg.EventRetention < 0 {
 		return
 	}
-	t := time.NewTicker(time.Hour)
+	t := s.cfg.Clock.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			if _, leader := s.ticker.isLeader(); !leader {
 				continue
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -93,8 +94,9 @@ type source struct {
 	now      func() time.Time
 	log      *slog.Logger
 	m        *metrics
-	changed  func()                                // a release was stored
-	onFleet  func(*proto.FleetResolved, time.Time) // a verified fleet, and when it was signed
+	ids      *identities // takes the host keys of each verified fleet; nil in tests that need none
+	board    *board      // wakeTick when a release is stored
+	clock    clock.Clock
 	kickCh   chan struct{}
 	mu       sync.Mutex
 	repo     *git.Repository
@@ -104,10 +106,9 @@ type source struct {
 	failures map[string]proto.SourceFailure // by channel, the latest
 }
 
-func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, now func() time.Time, log *slog.Logger, m *metrics) *source {
-	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, now: now, log: log, m: m,
-		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]proto.SourceFailure{},
-		changed: func() {}, onFleet: func(*proto.FleetResolved, time.Time) {}}
+func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, clk clock.Clock, now func() time.Time, log *slog.Logger, m *metrics) *source {
+	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, clock: clk, now: now, log: log, m: m,
+		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]proto.SourceFailure{}}
 }
 
 // isRemote tells a URL from a local path.
@@ -182,16 +183,17 @@ func (s *source) kick() {
 
 // run polls every interval, and when kicked, until ctx ends.
 func (s *source) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := s.clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		if err := s.poll(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("polling the fleet repository", "err", err)
 		}
+		s.board.post(wakePolled)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-s.kickCh:
 		}
 	}
@@ -274,7 +276,7 @@ func (s *source) poll(ctx context.Context) error {
 	stored := false
 	defer func() {
 		if stored {
-			s.changed()
+			s.board.post(wakeTick)
 		}
 	}()
 	var failed []error
@@ -335,7 +337,9 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 	if err := s.refreshManifest(ctx, rel); err != nil {
 		return true, err
 	}
-	s.onFleet(fleet, rel.SignedAt)
+	if s.ids != nil {
+		s.ids.setHosts(fleet, rel.SignedAt)
+	}
 	return true, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
@@ -48,23 +49,11 @@ func TestPollSignalsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
 	if err := src.open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var signals [][]string // the channels stored at each signal
-	src.changed = func() {
-		rels, err := st.Releases(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		var chans []string
-		for _, r := range rels {
-			chans = append(chans, r.Channel)
-		}
-		slices.Sort(chans)
-		signals = append(signals, chans)
-	}
+	src.board = newBoard()
 	unsigned, err := spec.Fleet("v1")
 	if err != nil {
 		t.Fatal(err)
@@ -81,15 +70,27 @@ func TestPollSignalsOnce(t *testing.T) {
 	if err := src.poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(signals) != 1 || !slices.Equal(signals[0], []string{"prod", "staging"}) {
-		t.Errorf("signals with the channels stored at each: %q, want one, after both", signals)
+	if w := src.board.take(); w != wakeTick {
+		t.Errorf("after storing releases the source posted %b, want a tick", w)
+	}
+	rels, err := st.Releases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chans []string
+	for _, r := range rels {
+		chans = append(chans, r.Channel)
+	}
+	slices.Sort(chans)
+	if !slices.Equal(chans, []string{"prod", "staging"}) {
+		t.Errorf("stored channels %q, want both", chans)
 	}
 	// A poll that finds nothing new says nothing.
 	if err := src.poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(signals) != 1 {
-		t.Errorf("a poll with nothing new signalled: %q", signals)
+	if w := src.board.take(); w != 0 {
+		t.Errorf("a poll with nothing new posted %b", w)
 	}
 }
 
@@ -113,7 +114,7 @@ func TestRemoteMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	src := newSource("file://"+repo.Dir, filepath.Join(dir, "state"), roots, st, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	src := newSource("file://"+repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
 	if err := src.open(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 	newSrc := func() *source {
 		t.Helper()
-		src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, func() time.Time { return now.Add(time.Hour) },
+		src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, func() time.Time { return now.Add(time.Hour) },
 			slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
 		if err := src.open(ctx); err != nil {
 			t.Fatal(err)

@@ -28,15 +28,14 @@ type ticker struct {
 	log     *slog.Logger
 	m       *metrics
 	kickCh  chan struct{}
-	onTick  func(reconciler.Output) // after a committed tick
+	board   *board // wakeTicked after a committed tick
 	mu      sync.Mutex
 	lease   store.Lease
 	leader  bool
 }
 
-func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics) *ticker {
-	return &ticker{st: st, cfg: cfg, replica: replica, log: log, m: m, kickCh: make(chan struct{}, 1),
-		onTick: func(reconciler.Output) {}}
+func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics, b *board) *ticker {
+	return &ticker{st: st, cfg: cfg, replica: replica, log: log, m: m, kickCh: make(chan struct{}, 1), board: b}
 }
 
 // kick asks for a tick soon.
@@ -104,8 +103,8 @@ func (t *ticker) lead(ctx context.Context) {
 // another replica takes over at once.
 func (t *ticker) run(ctx context.Context) {
 	leadEvery := max(t.cfg.LeaseTTL/3, 10*time.Millisecond)
-	leadT := time.NewTicker(leadEvery)
-	tickT := time.NewTicker(t.cfg.TickInterval)
+	leadT := t.cfg.Clock.NewTicker(leadEvery)
+	tickT := t.cfg.Clock.NewTicker(t.cfg.TickInterval)
 	defer leadT.Stop()
 	defer tickT.Stop()
 	t.lead(ctx)
@@ -119,16 +118,18 @@ func (t *ticker) run(ctx context.Context) {
 				t.setLeaderWhy(store.Lease{}, false, "gave up the tick lease (shutting down)")
 			}
 			return
-		case <-leadT.C:
+		case <-leadT.C():
 			t.lead(ctx)
-		case <-tickT.C:
+		case <-tickT.C():
 			t.tick(ctx)
 		case <-t.kickCh:
 			// Collapse the triggers of the next Debounce into this tick.
+			debounce := t.cfg.Clock.NewTimer(t.cfg.Debounce)
 			select {
 			case <-ctx.Done():
+				debounce.Stop()
 				continue
-			case <-time.After(t.cfg.Debounce):
+			case <-debounce.C():
 			}
 			select {
 			case <-t.kickCh:
@@ -183,5 +184,5 @@ func (t *ticker) tick(ctx context.Context) {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
 			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start))
 	}
-	t.onTick(out)
+	t.board.post(wakeTicked)
 }
