@@ -83,8 +83,8 @@ func TestActivationTokenChanges(t *testing.T) {
 	}
 }
 
-// TestExplain: the first answer that holds, in the order rfcs/0007
-// §Hosts lists them.
+// TestExplain: the first answer that holds, in the order the host view
+// of rfcs/0007 lists them.
 func TestExplain(t *testing.T) {
 	t.Parallel()
 	held := rc.Reason{Gate: rc.GateBudget, Code: rc.GateBudget, Message: "budget full"}
