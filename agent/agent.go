@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
@@ -401,7 +402,7 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 		body, sig, err := a.c.API.Manifest(ctx, t.RolloutID)
 		a.heard(err)
 		if err != nil {
-			return Result{Err: fmt.Errorf("fetching the manifest of %s: %w", t.RolloutID, err), Code: "manifest_unavailable", Retry: true}
+			return Result{Err: fmt.Errorf("fetching the manifest of %s: %w", t.RolloutID, err), Code: codes.ManifestUnavailable, Retry: true}
 		}
 		if err := a.verify(t, body, sig); err != nil {
 			return Result{Err: err, Code: trust.Code(err)}
@@ -454,7 +455,7 @@ func (a *Agent) confirm(ctx context.Context, st State) Result {
 		if d := min(a.heldFor(), latest()); d > 0 {
 			a.c.Log.Warn("confirm held back by the control plane's rate limit", "retryIn", d, "confirmBy", st.Target.ConfirmBy)
 			if !a.wait(ctx, d) {
-				return Result{Err: ctx.Err(), Code: "confirm_failed", Retry: true}
+				return Result{Err: ctx.Err(), Code: codes.ConfirmFailed, Retry: true}
 			}
 		}
 		err := a.c.API.Confirm(ctx, req)
@@ -462,10 +463,10 @@ func (a *Agent) confirm(ctx context.Context, st State) Result {
 		switch {
 		case err == nil:
 			return Result{}
-		case apiclient.IsCode(err, "confirm_rejected"):
-			return Result{Err: err, Code: "confirm_failed", Rejected: true}
+		case apiclient.IsCode(err, codes.ConfirmRejected):
+			return Result{Err: err, Code: codes.ConfirmFailed, Rejected: true}
 		case !limited || latest() <= 0:
-			return Result{Err: err, Code: "confirm_failed", Retry: true}
+			return Result{Err: err, Code: codes.ConfirmFailed, Retry: true}
 		}
 	}
 }

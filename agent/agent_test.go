@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -155,7 +156,7 @@ func (w *world) run(t *testing.T, st State) ([]call, State) {
 }
 
 func limited(d time.Duration) error {
-	return &apiclient.Error{Status: 429, Code: apiclient.CodeRateLimited, Message: "slow down", RetryAfter: d}
+	return &apiclient.Error{Status: 429, Code: codes.RateLimited, Message: "slow down", RetryAfter: d}
 }
 
 // TestCheckinHonoursRetryAfter: after a 429 the next check-in waits the

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"path"
 	"time"
 
@@ -141,12 +142,12 @@ func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy)
 		case now.Before(deadline):
 			return Step{Kind: StepWait, Path: target, Why: "a switch started before a restart may still run"}, nil
 		default:
-			next, err := st.rollingBack(EvDeadline, "switch_incomplete", now)
+			next, err := st.rollingBack(EvDeadline, codes.SwitchIncomplete, now)
 			return saveStep(next, err, "the host does not run the target by the confirm deadline", nil)
 		}
 	case PhaseConfirming:
 		if deadline, _ := confirmBy(st.Target); !now.Before(deadline) {
-			next, err := st.rollingBack(EvDeadline, "confirm_timeout", now)
+			next, err := st.rollingBack(EvDeadline, codes.ConfirmTimeout, now)
 			return saveStep(next, err, "no confirm before the deadline", nil)
 		}
 		return Step{Kind: StepConfirm, Path: p.storePath(st.Target.Closure), Why: "confirm the switch"}, nil
@@ -155,7 +156,7 @@ func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy)
 			// Nothing to return to (the first system this agent saw).
 			next, err := st.finish(EvNoPrevious, st.Target, now)
 			return saveStep(next, err, "no previous system to roll back to",
-				p.report(st.Target, proto.ReportActivationFailed, "no_previous_system",
+				p.report(st.Target, proto.ReportActivationFailed, codes.NoPreviousSystem,
 					fmt.Sprintf("%s: and no previous system to roll back to", st.Why), now))
 		}
 		if obs.Current == st.Previous && obs.Profile == st.Previous {
@@ -202,24 +203,24 @@ func decideIdle(st State, obs Observation, t *proto.Target, now time.Time, p Pol
 		case !st.knows(target):
 			next, err := st.finish(EvDone, t, now)
 			return saveStep(next, err, "refused a rollback to a system this host never ran",
-				p.report(t, proto.ReportActivationFailed, "unknown_rollback_target",
+				p.report(t, proto.ReportActivationFailed, codes.UnknownRollbackTarget,
 					fmt.Sprintf("%s is not a system this host ran", t.Closure), now))
 		case obs.Realised != t.Token:
 			return Step{Kind: StepRealise, Path: target, Why: "realise the rollback target"}, nil
 		}
 		next, err := st.move(EvRollbackRequested, now)
-		next.Target, next.Previous, next.Why = t, target, "rollback_requested"
+		next.Target, next.Previous, next.Why = t, target, codes.RollbackRequested
 		return saveStep(next, err, "the control plane asks for a rollback", nil)
 	}
 	if t.Kind != proto.TargetDispatch {
 		next, err := st.finish(EvDone, t, now)
 		return saveStep(next, err, "unknown target kind",
-			p.report(t, proto.ReportActivationFailed, "unknown_target_kind", fmt.Sprintf("target kind %q", t.Kind), now))
+			p.report(t, proto.ReportActivationFailed, codes.UnknownTargetKind, fmt.Sprintf("target kind %q", t.Kind), now))
 	}
 	if until, held := st.quarantined(t.Closure, now); held {
 		next, err := st.finish(EvDone, t, now)
 		return saveStep(next, err, "the closure is quarantined",
-			p.report(t, proto.ReportActivationFailed, "quarantined",
+			p.report(t, proto.ReportActivationFailed, codes.Quarantined,
 				fmt.Sprintf("%s failed here; held back until %s", t.Closure, until.UTC().Format(time.RFC3339)), now))
 	}
 	switch {
@@ -274,7 +275,7 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 		case res.Err != nil:
 			code := res.Code
 			if code == "" {
-				code = "switch_failed"
+				code = codes.SwitchFailed
 			}
 			next, err := st.rollingBack(EvSwitchFailed, code, now)
 			if err != nil {
@@ -303,7 +304,7 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 			next.remember(p.storePath(st.Target.Closure))
 			return next, nil, nil
 		case res.Rejected:
-			next, err := st.rollingBack(EvConfirmRejected, "confirm_rejected", now)
+			next, err := st.rollingBack(EvConfirmRejected, codes.ConfirmRejected, now)
 			if err != nil {
 				return st, nil, err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,17 +156,17 @@ func (n *NixExecutor) Realise(ctx context.Context, path string) Result {
 		"--option", "require-sigs", "true"}
 	out, err := n.run(ctx, "nix-store", args...)
 	if err != nil {
-		code := "realise_failed"
+		code := codes.RealiseFailed
 		// Nix 2.8: "the substitute for '…' from '…' is not signed by any of
 		// the keys in 'trusted-public-keys'".
 		if msg := err.Error(); strings.Contains(msg, "not signed by") || strings.Contains(msg, "signature") {
-			code = "closure_unsigned"
+			code = codes.ClosureUnsigned
 		}
 		return Result{Err: err, Code: code}
 	}
 	lines := strings.Fields(out)
 	if len(lines) == 0 || lines[len(lines)-1] != path {
-		return Result{Err: fmt.Errorf("nix-store --realise %s printed %q", path, strings.TrimSpace(out)), Code: "realise_mismatch"}
+		return Result{Err: fmt.Errorf("nix-store --realise %s printed %q", path, strings.TrimSpace(out)), Code: codes.RealiseMismatch}
 	}
 	return Result{}
 }
@@ -229,26 +230,26 @@ func (n *NixExecutor) switchCmd(ctx context.Context, path, action string) error 
 func (n *NixExecutor) Activate(ctx context.Context, path string, deadline time.Time) Result {
 	changed := changedInhibitors(n.Current(), path)
 	if err := n.setProfile(ctx, path); err != nil {
-		return Result{Err: err, Code: "profile_failed"}
+		return Result{Err: err, Code: codes.ProfileFailed}
 	}
 	if len(changed) > 0 {
 		if err := n.switchCmd(ctx, path, "boot"); err != nil {
-			return Result{Err: err, Code: "boot_failed"}
+			return Result{Err: err, Code: codes.BootFailed}
 		}
 		return Result{Deferred: true}
 	}
 	if err := n.switchCmd(ctx, path, "switch"); err != nil {
-		return Result{Err: err, Code: "switch_failed"}
+		return Result{Err: err, Code: codes.SwitchFailed}
 	}
 	return n.Wait(ctx, path, deadline)
 }
 
 func (n *NixExecutor) SwitchTo(ctx context.Context, path string, deadline time.Time) Result {
 	if err := n.setProfile(ctx, path); err != nil {
-		return Result{Err: err, Code: "profile_failed"}
+		return Result{Err: err, Code: codes.ProfileFailed}
 	}
 	if err := n.switchCmd(ctx, path, "switch"); err != nil {
-		return Result{Err: err, Code: "switch_failed"}
+		return Result{Err: err, Code: codes.SwitchFailed}
 	}
 	return n.Wait(ctx, path, deadline)
 }
@@ -264,11 +265,11 @@ func (n *NixExecutor) Wait(ctx context.Context, path string, deadline time.Time)
 			return Result{}
 		}
 		if !time.Now().Before(deadline) {
-			return Result{Err: fmt.Errorf("%w: %s is %q at the deadline", errNotRunning, n.c.CurrentSystem, n.Current()), Code: "switch_incomplete"}
+			return Result{Err: fmt.Errorf("%w: %s is %q at the deadline", errNotRunning, n.c.CurrentSystem, n.Current()), Code: codes.SwitchIncomplete}
 		}
 		select {
 		case <-ctx.Done():
-			return Result{Err: ctx.Err(), Code: "interrupted"}
+			return Result{Err: ctx.Err(), Code: codes.Interrupted}
 		case <-t.C:
 		}
 	}

@@ -50,11 +50,6 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
 }
 
-// CodeRateLimited is the code of a 429 answer: the caller sent more than
-// its rate limit allows and must wait Error.RetryAfter (rfcs/0007
-// §Transport 8).
-const CodeRateLimited = "rate_limited"
-
 // IsCode reports whether err is an API error with the code.
 func IsCode(err error, code string) bool {
 	var e *Error

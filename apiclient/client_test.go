@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -166,17 +167,17 @@ func TestRetryAfter(t *testing.T) {
 		wantMin    bool
 	}{
 		{name: "seconds", status: 429, retryAfter: "7", body: `{"code":"rate_limited","message":"slow down"}`,
-			wantCode: apiclient.CodeRateLimited, wantLimit: true, wantWait: 7 * time.Second},
+			wantCode: codes.RateLimited, wantLimit: true, wantWait: 7 * time.Second},
 		{name: "a date", status: 429, retryAfter: inAMinute, body: `{"code":"rate_limited","message":"slow down"}`,
-			wantCode: apiclient.CodeRateLimited, wantLimit: true, wantWait: time.Minute, wantMin: true},
+			wantCode: codes.RateLimited, wantLimit: true, wantWait: time.Minute, wantMin: true},
 		{name: "a date in the past", status: 429, retryAfter: "Sun, 06 Nov 1994 08:49:37 GMT", body: `{"code":"rate_limited","message":"x"}`,
-			wantCode: apiclient.CodeRateLimited, wantLimit: true},
+			wantCode: codes.RateLimited, wantLimit: true},
 		{name: "no header", status: 429, body: `{"code":"rate_limited","message":"x"}`,
-			wantCode: apiclient.CodeRateLimited, wantLimit: true},
+			wantCode: codes.RateLimited, wantLimit: true},
 		{name: "garbage", status: 429, retryAfter: "soon", body: `{"code":"rate_limited","message":"x"}`,
-			wantCode: apiclient.CodeRateLimited, wantLimit: true},
+			wantCode: codes.RateLimited, wantLimit: true},
 		{name: "huge", status: 429, retryAfter: "99999999999999999999", body: `{"code":"rate_limited","message":"x"}`,
-			wantCode: apiclient.CodeRateLimited, wantLimit: true, wantWait: 24 * time.Hour},
+			wantCode: codes.RateLimited, wantLimit: true, wantWait: 24 * time.Hour},
 		{name: "a proxy's 429", status: 429, retryAfter: "3", body: `Too Many Requests`,
 			wantCode: "http_429", wantLimit: true, wantWait: 3 * time.Second},
 		{name: "503 with Retry-After is no rate limit", status: 503, retryAfter: "5", body: `{"code":"unavailable","message":"x"}`,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -36,7 +37,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		return e
 	}
 	if req.Wait < 0 || req.Wait > maxFollowWait {
-		return errorf(http.StatusBadRequest, CodeBadRequest, "wait must be between 0 and %d seconds", maxFollowWait)
+		return errorf(codes.BadRequest, "wait must be between 0 and %d seconds", maxFollowWait)
 	}
 	now := s.cfg.Now()
 	st := store.HostStatus{Current: req.Current, Booted: req.Booted, BootID: req.BootID, Probes: req.Probes,
@@ -173,7 +174,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 	a := rec.Assignment
 	now := s.cfg.Now()
 	gone := func(format string, args ...any) *apiError {
-		return errorf(http.StatusGone, CodeConfirmRejected, format, args...)
+		return errorf(codes.ConfirmRejected, format, args...)
 	}
 	switch {
 	case a == nil:
@@ -231,7 +232,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 		key, ok := s.ids.hostKey(req.Hostname)
 		sig, err := base64.StdEncoding.DecodeString(r.Header.Get(SignatureHeader))
 		if !ok || err != nil || !ed25519.Verify(key, body, sig) {
-			return errorf(http.StatusForbidden, CodeBadSignature, "the report is not signed by %s's host key (header %s)", req.Hostname, SignatureHeader)
+			return errorf(codes.BadSignature, "the report is not signed by %s's host key (header %s)", req.Hostname, SignatureHeader)
 		}
 	}
 	if req.Kind == proto.ReportProbeResults {
@@ -239,10 +240,10 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	}
 	outcome, ok := reportOutcomes[req.Kind]
 	if !ok {
-		return errorf(http.StatusBadRequest, CodeBadRequest, "unknown report kind %q", req.Kind)
+		return errorf(codes.BadRequest, "unknown report kind %q", req.Kind)
 	}
 	if req.RolloutID == "" || req.Closure == "" {
-		return errorf(http.StatusBadRequest, CodeBadRequest, "a report needs rolloutId and closure")
+		return errorf(codes.BadRequest, "a report needs rolloutId and closure")
 	}
 	detail := req.Detail
 	if req.Code != "" {
@@ -263,7 +264,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 // stored status under the row lock, so the tag is stamped now.
 func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.ReportRequest) *apiError {
 	if req.Probes == nil {
-		return errorf(http.StatusBadRequest, CodeBadRequest, "a probe_results report needs probes")
+		return errorf(codes.BadRequest, "a probe_results report needs probes")
 	}
 	now := s.cfg.Now()
 	st, changed, err := s.st.RecordProbes(r.Context(), req.Hostname, *req.Probes, req.FailedUnits)
@@ -286,15 +287,15 @@ func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.R
 func (s *Server) manifestFile(sig bool) handler {
 	return func(w http.ResponseWriter, r *http.Request, c client) *apiError {
 		if c.host == "" && c.operator == nil && !c.dev {
-			return errorf(http.StatusForbidden, CodeForbidden, "manifests are for hosts and operators")
+			return errorf(codes.Forbidden, "manifests are for hosts and operators")
 		}
 		id := r.PathValue("id")
 		if !nameable(id) {
-			return errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
+			return errorf(codes.NotFound, "no rollout %q", id)
 		}
 		m, err := s.st.Manifest(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
-			return errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
+			return errorf(codes.NotFound, "no rollout %q", id)
 		}
 		if err != nil {
 			return s.internal("reading a manifest", err)
@@ -314,8 +315,8 @@ func (s *Server) manifestFile(sig bool) handler {
 // request's context ended).
 func (s *Server) internal(what string, err error) *apiError {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "%s: %v", what, err)
+		return errorf(codes.Unavailable, "%s: %v", what, err)
 	}
 	s.log.Error(what, "err", err)
-	return errorf(http.StatusInternalServerError, CodeInternal, "%s failed; see the control plane's log", what)
+	return errorf(codes.Internal, "%s failed; see the control plane's log", what)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -146,11 +147,11 @@ func (id *identities) identify(r *http.Request, dev bool) (client, *apiError) {
 		return client{dev: true}, nil
 	}
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return client{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "a client certificate is required")
+		return client{}, errorf(codes.Unauthenticated, "a client certificate is required")
 	}
 	pub, ok := r.TLS.PeerCertificates[0].PublicKey.(ed25519.PublicKey)
 	if !ok {
-		return client{}, errorf(http.StatusUnauthorized, CodeUnknownClient, "the client certificate's key is not ed25519")
+		return client{}, errorf(codes.UnknownClient, "the client certificate's key is not ed25519")
 	}
 	id.mu.RLock()
 	defer id.mu.RUnlock()
@@ -160,29 +161,29 @@ func (id *identities) identify(r *http.Request, dev bool) (client, *apiError) {
 	if op, ok := id.operators[string(pub)]; ok {
 		return client{operator: &op}, nil
 	}
-	return client{}, errorf(http.StatusUnauthorized, CodeUnknownClient, "the client certificate's key belongs to no host of the signed fleet and no operator")
+	return client{}, errorf(codes.UnknownClient, "the client certificate's key belongs to no host of the signed fleet and no operator")
 }
 
 // asHost checks that a client may act as the named host: its key must be
 // that host's CI-signed key.
 func (id *identities) asHost(c client, hostname string) *apiError {
 	if hostname == "" {
-		return errorf(http.StatusBadRequest, CodeBadRequest, "hostname is required")
+		return errorf(codes.BadRequest, "hostname is required")
 	}
 	if c.dev {
 		return nil
 	}
 	if c.host == "" {
-		return errorf(http.StatusForbidden, CodeForbidden, "agent endpoints are for hosts")
+		return errorf(codes.Forbidden, "agent endpoints are for hosts")
 	}
 	if c.host != hostname {
 		id.mu.RLock()
 		_, known := id.hostKeys[hostname]
 		id.mu.RUnlock()
 		if known {
-			return errorf(http.StatusForbidden, CodeHostMismatch, "the client certificate is %s's key, not %s's", c.host, hostname)
+			return errorf(codes.HostMismatch, "the client certificate is %s's key, not %s's", c.host, hostname)
 		}
-		return errorf(http.StatusForbidden, CodeUnknownHost, "%q is not a host of the signed fleet", hostname)
+		return errorf(codes.UnknownHost, "%q is not a host of the signed fleet", hostname)
 	}
 	return nil
 }
@@ -202,9 +203,9 @@ func may(c client, act bool) *apiError {
 	case c.dev:
 		return nil
 	case c.operator == nil:
-		return errorf(http.StatusForbidden, CodeForbidden, "operator endpoints need an operator certificate")
+		return errorf(codes.Forbidden, "operator endpoints need an operator certificate")
 	case act && c.operator.Role != RoleOperator:
-		return errorf(http.StatusForbidden, CodeForbidden, "operator %s has role %s; acting on rollouts needs role operator", c.operator.Name, c.operator.Role)
+		return errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator", c.operator.Name, c.operator.Role)
 	}
 	return nil
 }

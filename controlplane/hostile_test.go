@@ -24,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
@@ -254,120 +255,120 @@ func testHostileInput(t *testing.T, backend string) {
 		code   string
 	}{
 		// Bodies.
-		{"oversized check-in", func() answer { return canary.post("/v1/agent/checkin", big) }, 413, controlplane.CodeBodyTooLarge},
-		{"truncated JSON", func() answer { return canary.post("/v1/agent/checkin", []byte(`{"hostname":"canary"`)) }, 400, controlplane.CodeMalformedJSON},
-		{"empty body", func() answer { return canary.post("/v1/agent/checkin", nil) }, 400, controlplane.CodeMalformedJSON},
+		{"oversized check-in", func() answer { return canary.post("/v1/agent/checkin", big) }, 413, codes.BodyTooLarge},
+		{"truncated JSON", func() answer { return canary.post("/v1/agent/checkin", []byte(`{"hostname":"canary"`)) }, 400, codes.MalformedJSON},
+		{"empty body", func() answer { return canary.post("/v1/agent/checkin", nil) }, 400, codes.MalformedJSON},
 		{"duplicate member", func() answer {
 			return canary.post("/v1/agent/checkin", []byte(`{"hostname":"canary","hostname":"web-1"}`))
-		}, 400, controlplane.CodeMalformedJSON},
+		}, 400, codes.MalformedJSON},
 		{"case-variant member", func() answer {
 			return canary.post("/v1/agent/checkin", []byte(`{"hostname":"canary","HostName":"web-1"}`))
-		}, 400, controlplane.CodeMalformedJSON},
-		{"wrong type", func() answer { return canary.post("/v1/agent/checkin", []byte(`{"hostname":7}`)) }, 400, controlplane.CodeMalformedJSON},
+		}, 400, codes.MalformedJSON},
+		{"wrong type", func() answer { return canary.post("/v1/agent/checkin", []byte(`{"hostname":7}`)) }, 400, codes.MalformedJSON},
 		{"trailing data", func() answer {
 			return canary.post("/v1/agent/checkin", append(checkin("canary"), []byte(` {}`)...))
-		}, 400, controlplane.CodeMalformedJSON},
+		}, 400, codes.MalformedJSON},
 		{"invalid UTF-8", func() answer {
 			return canary.post("/v1/agent/checkin", []byte("{\"hostname\":\"canary\",\"current\":\"\xff\"}"))
-		}, 400, controlplane.CodeMalformedJSON},
-		{"nesting too deep", func() answer { return canary.post("/v1/agent/checkin", []byte(deep)) }, 400, controlplane.CodeMalformedJSON},
-		{"top level not an object", func() answer { return canary.post("/v1/agent/checkin", []byte(`[]`)) }, 400, controlplane.CodeMalformedJSON},
-		{"no hostname", func() answer { return canary.post("/v1/agent/checkin", []byte(`{}`)) }, 400, controlplane.CodeBadRequest},
+		}, 400, codes.MalformedJSON},
+		{"nesting too deep", func() answer { return canary.post("/v1/agent/checkin", []byte(deep)) }, 400, codes.MalformedJSON},
+		{"top level not an object", func() answer { return canary.post("/v1/agent/checkin", []byte(`[]`)) }, 400, codes.MalformedJSON},
+		{"no hostname", func() answer { return canary.post("/v1/agent/checkin", []byte(`{}`)) }, 400, codes.BadRequest},
 		{"wait out of range", func() answer {
 			return canary.post("/v1/agent/checkin", []byte(`{"hostname":"canary","wait":3600}`))
-		}, 400, controlplane.CodeBadRequest},
+		}, 400, codes.BadRequest},
 
 		// Who is calling.
-		{"no client certificate", func() answer { return anonymous.post("/v1/agent/checkin", checkin("canary")) }, 401, controlplane.CodeUnauthenticated},
-		{"wrong host key", func() answer { return stranger.post("/v1/agent/checkin", checkin("canary")) }, 401, controlplane.CodeUnknownClient},
-		{"unknown host", func() answer { return canary.post("/v1/agent/checkin", checkin("ghost")) }, 403, controlplane.CodeUnknownHost},
-		{"another host's name", func() answer { return web1.post("/v1/agent/checkin", checkin("canary")) }, 403, controlplane.CodeHostMismatch},
-		{"operator on an agent endpoint", func() answer { return viewer.post("/v1/agent/checkin", checkin("canary")) }, 403, controlplane.CodeForbidden},
+		{"no client certificate", func() answer { return anonymous.post("/v1/agent/checkin", checkin("canary")) }, 401, codes.Unauthenticated},
+		{"wrong host key", func() answer { return stranger.post("/v1/agent/checkin", checkin("canary")) }, 401, codes.UnknownClient},
+		{"unknown host", func() answer { return canary.post("/v1/agent/checkin", checkin("ghost")) }, 403, codes.UnknownHost},
+		{"another host's name", func() answer { return web1.post("/v1/agent/checkin", checkin("canary")) }, 403, codes.HostMismatch},
+		{"operator on an agent endpoint", func() answer { return viewer.post("/v1/agent/checkin", checkin("canary")) }, 403, codes.Forbidden},
 
 		// Confirms.
 		{"confirm with a wrong token", func() answer {
 			return canary.post("/v1/agent/confirm", confirm("canary", *target, "not-the-token"))
-		}, 410, controlplane.CodeConfirmRejected},
+		}, 410, codes.ConfirmRejected},
 		{"confirm of another closure", func() answer {
 			t2 := *target
 			t2.Closure = fleetrepo.Closure("canary", "v9")
 			return canary.post("/v1/agent/confirm", confirm("canary", t2, target.Token))
-		}, 410, controlplane.CodeConfirmRejected},
+		}, 410, codes.ConfirmRejected},
 		{"confirm for another host", func() answer {
 			return web1.post("/v1/agent/confirm", confirm("canary", *target, target.Token))
-		}, 403, controlplane.CodeHostMismatch},
+		}, 403, codes.HostMismatch},
 		{"confirm of a host not activating", func() answer {
 			return web1.post("/v1/agent/confirm", confirm("web-1", *target, target.Token))
-		}, 410, controlplane.CodeConfirmRejected},
+		}, 410, codes.ConfirmRejected},
 
 		// Reports.
-		{"unsigned report", func() answer { return canary.signed(nil, report("canary")) }, 403, controlplane.CodeBadSignature},
-		{"report signed by another host", func() answer { return canary.signed(key["web-1"], report("canary")) }, 403, controlplane.CodeBadSignature},
+		{"unsigned report", func() answer { return canary.signed(nil, report("canary")) }, 403, codes.BadSignature},
+		{"report signed by another host", func() answer { return canary.signed(key["web-1"], report("canary")) }, 403, codes.BadSignature},
 		{"report signature of other bytes", func() answer {
 			h := http.Header{controlplane.SignatureHeader: {base64.StdEncoding.EncodeToString(ed25519.Sign(key["canary"], []byte("{}")))}}
 			return canary.do(http.MethodPost, "/v1/agent/report", report("canary"), h)
-		}, 403, controlplane.CodeBadSignature},
-		{"report for another host", func() answer { return web1.signed(key["web-1"], report("canary")) }, 403, controlplane.CodeHostMismatch},
+		}, 403, codes.BadSignature},
+		{"report for another host", func() answer { return web1.signed(key["web-1"], report("canary")) }, 403, codes.HostMismatch},
 		{"report of an unknown kind", func() answer {
 			body := mustJSON(t, proto.ReportRequest{Hostname: "canary", Kind: "exploded", RolloutID: target.RolloutID, Closure: target.Closure})
 			return canary.signed(key["canary"], body)
-		}, 400, controlplane.CodeBadRequest},
+		}, 400, codes.BadRequest},
 
 		// Operators.
-		{"viewer pauses", func() answer { return viewer.post("/v1/rollouts/"+rollout+"/pause", nil) }, 403, controlplane.CodeForbidden},
-		{"host pauses", func() answer { return canary.post("/v1/rollouts/"+rollout+"/pause", nil) }, 403, controlplane.CodeForbidden},
-		{"host lists rollouts", func() answer { return canary.do(http.MethodGet, "/v1/rollouts", nil, nil) }, 403, controlplane.CodeForbidden},
-		{"stranger lists hosts", func() answer { return stranger.do(http.MethodGet, "/v1/hosts", nil, nil) }, 401, controlplane.CodeUnknownClient},
-		{"anonymous status", func() answer { return anonymous.do(http.MethodGet, "/v1/status", nil, nil) }, 401, controlplane.CodeUnauthenticated},
+		{"viewer pauses", func() answer { return viewer.post("/v1/rollouts/"+rollout+"/pause", nil) }, 403, codes.Forbidden},
+		{"host pauses", func() answer { return canary.post("/v1/rollouts/"+rollout+"/pause", nil) }, 403, codes.Forbidden},
+		{"host lists rollouts", func() answer { return canary.do(http.MethodGet, "/v1/rollouts", nil, nil) }, 403, codes.Forbidden},
+		{"stranger lists hosts", func() answer { return stranger.do(http.MethodGet, "/v1/hosts", nil, nil) }, 401, codes.UnknownClient},
+		{"anonymous status", func() answer { return anonymous.do(http.MethodGet, "/v1/status", nil, nil) }, 401, codes.Unauthenticated},
 		{"unknown action", func() answer {
 			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"/explode", nil)
-		}, 404, controlplane.CodeNotFound},
+		}, 404, codes.NotFound},
 		{"action on an unknown rollout", func() answer {
 			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/stable@nope/pause", nil)
-		}, 404, controlplane.CodeNotFound},
+		}, 404, codes.NotFound},
 		{"malformed intent", func() answer {
 			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"/pause", []byte(`{"comment":`))
-		}, 400, controlplane.CodeMalformedJSON},
+		}, 400, codes.MalformedJSON},
 		{"manifest for a stranger", func() answer {
 			return stranger.do(http.MethodGet, "/v1/rollouts/"+rollout+"/manifest", nil, nil)
-		}, 401, controlplane.CodeUnknownClient},
+		}, 401, codes.UnknownClient},
 
 		// Names no fleet can hold (rfcs/0007 §Error codes): a control
 		// character or a byte that is not UTF-8 in a rollout id or host
 		// name is no such rollout or host, on both stores (PostgreSQL
 		// refuses NUL and invalid UTF-8 in text); in an event filter it
 		// is a bad request.
-		{"rollout id with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/rollouts/"+rollout+"%00", nil, nil) }, 404, controlplane.CodeNotFound},
-		{"rollout id not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/rollouts/stable@%ff", nil, nil) }, 404, controlplane.CodeNotFound},
+		{"rollout id with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/rollouts/"+rollout+"%00", nil, nil) }, 404, codes.NotFound},
+		{"rollout id not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/rollouts/stable@%ff", nil, nil) }, 404, codes.NotFound},
 		{"events of a rollout id with NUL", func() answer {
 			return viewer.do(http.MethodGet, "/v1/rollouts/%00/events", nil, nil)
-		}, 404, controlplane.CodeNotFound},
+		}, 404, codes.NotFound},
 		{"manifest of a rollout id with an escape", func() answer {
 			return canary.do(http.MethodGet, "/v1/rollouts/stable@%1b%5b2J/manifest", nil, nil)
-		}, 404, controlplane.CodeNotFound},
+		}, 404, codes.NotFound},
 		{"manifest signature of a rollout id with NUL", func() answer {
 			return canary.do(http.MethodGet, "/v1/rollouts/"+rollout+"%00/manifest.sig", nil, nil)
-		}, 404, controlplane.CodeNotFound},
+		}, 404, codes.NotFound},
 		{"intent on a rollout id with NUL", func() answer {
 			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"%00/pause", nil)
-		}, 404, controlplane.CodeNotFound},
-		{"host name with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/canary%00", nil, nil) }, 404, controlplane.CodeNotFound},
-		{"host name with DEL", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/canary%7f", nil, nil) }, 404, controlplane.CodeNotFound},
-		{"host name not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/%c3%28", nil, nil) }, 404, controlplane.CodeNotFound},
+		}, 404, codes.NotFound},
+		{"host name with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/canary%00", nil, nil) }, 404, codes.NotFound},
+		{"host name with DEL", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/canary%7f", nil, nil) }, 404, codes.NotFound},
+		{"host name not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/hosts/%c3%28", nil, nil) }, 404, codes.NotFound},
 		{"event host filter with NUL", func() answer {
 			return viewer.do(http.MethodGet, "/v1/rollouts/"+rollout+"/events?host=canary%00", nil, nil)
-		}, 400, controlplane.CodeBadRequest},
-		{"event rollout filter with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/events?rollout=%00", nil, nil) }, 400, controlplane.CodeBadRequest},
-		{"event channel filter not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/events?channel=%ff", nil, nil) }, 400, controlplane.CodeBadRequest},
+		}, 400, codes.BadRequest},
+		{"event rollout filter with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/events?rollout=%00", nil, nil) }, 400, codes.BadRequest},
+		{"event channel filter not UTF-8", func() answer { return viewer.do(http.MethodGet, "/v1/events?channel=%ff", nil, nil) }, 400, codes.BadRequest},
 
 		// The webhook and the rest.
 		{"webhook with a wrong secret", func() answer {
 			body := []byte(`{}`)
 			return anonymous.do(http.MethodPost, "/v1/hooks/git", body, hmacHook(body, "guess"))
-		}, 401, controlplane.CodeBadSignature},
-		{"webhook without a signature", func() answer { return anonymous.post("/v1/hooks/git", []byte(`{}`)) }, 401, controlplane.CodeBadSignature},
-		{"unknown endpoint", func() answer { return viewer.do(http.MethodGet, "/v1/nothing", nil, nil) }, 404, controlplane.CodeNotFound},
-		{"wrong method", func() answer { return canary.do(http.MethodGet, "/v1/agent/checkin", nil, nil) }, 405, controlplane.CodeMethodNotAllowed},
+		}, 401, codes.BadSignature},
+		{"webhook without a signature", func() answer { return anonymous.post("/v1/hooks/git", []byte(`{}`)) }, 401, codes.BadSignature},
+		{"unknown endpoint", func() answer { return viewer.do(http.MethodGet, "/v1/nothing", nil, nil) }, 404, codes.NotFound},
+		{"wrong method", func() answer { return canary.do(http.MethodGet, "/v1/agent/checkin", nil, nil) }, 405, codes.MethodNotAllowed},
 	}
 	before := e.settle()
 	for _, c := range cases {
@@ -406,12 +407,12 @@ func testHostileInput(t *testing.T, backend string) {
 		return target != nil && target.RolloutID == rolloutID("stable", 3)
 	})
 	before = e.settle()
-	expect(t, "a replayed confirm of the last rollout", canary.post("/v1/agent/confirm", confirm("canary", old, old.Token)), 410, controlplane.CodeConfirmRejected)
-	expect(t, "the old token on the new target", canary.post("/v1/agent/confirm", confirm("canary", *target, old.Token)), 410, controlplane.CodeConfirmRejected)
+	expect(t, "a replayed confirm of the last rollout", canary.post("/v1/agent/confirm", confirm("canary", old, old.Token)), 410, codes.ConfirmRejected)
+	expect(t, "the old token on the new target", canary.post("/v1/agent/confirm", confirm("canary", *target, old.Token)), 410, codes.ConfirmRejected)
 	e.unchanged(before, "a replayed confirm changed the state")
 	e.settle()
 	e.clock.Advance(reconciler.DefaultConfirmWindow + time.Second)
-	expect(t, "a confirm after the window", canary.post("/v1/agent/confirm", confirm("canary", *target, target.Token)), 410, controlplane.CodeConfirmRejected)
+	expect(t, "a confirm after the window", canary.post("/v1/agent/confirm", confirm("canary", *target, target.Token)), 410, codes.ConfirmRejected)
 	// The next tick (a control plane back from a gap in its ticks, which
 	// judges no silence yet) has no confirm to take.
 	e.tick()

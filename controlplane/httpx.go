@@ -7,28 +7,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
-)
-
-// API error codes (rfcs/0007-protocol.md). Every error response is
-// {"code": …, "message": …} with one of these.
-const (
-	CodeBadRequest       = "bad_request"
-	CodeBodyTooLarge     = "body_too_large"
-	CodeRateLimited      = "rate_limited"
-	CodeMalformedJSON    = "malformed_json"
-	CodeUnauthenticated  = "unauthenticated"
-	CodeUnknownClient    = "unknown_client"
-	CodeUnknownHost      = "unknown_host"
-	CodeHostMismatch     = "host_mismatch"
-	CodeForbidden        = "forbidden"
-	CodeNotFound         = "not_found"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeConfirmRejected  = "confirm_rejected"
-	CodeBadSignature     = "bad_signature"
-	CodeWebhookDisabled  = "webhook_disabled"
-	CodeUnavailable      = "unavailable"
-	CodeInternal         = "internal"
 )
 
 // Body size caps.
@@ -42,14 +22,17 @@ const (
 // apiError is an error on its way to the client.
 type apiError struct {
 	status int
-	code   string
+	code   codes.Code
 	msg    string
 }
 
-func (e *apiError) Error() string { return e.code + ": " + e.msg }
+func (e *apiError) Error() string { return string(e.code) + ": " + e.msg }
 
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+// errorf is an error answered with the code's status in the registry of
+// package codes (rfcs/0007 §Error codes). Every error body's code is a
+// constant of that package.
+func errorf(code codes.Code, format string, args ...any) *apiError {
+	return &apiError{status: codes.HTTPStatus(code), code: code, msg: fmt.Sprintf(format, args...)}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -61,7 +44,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	writeJSON(w, e.status, proto.Error{Code: e.code, Message: e.msg})
+	writeJSON(w, e.status, proto.Error{Code: string(e.code), Message: e.msg})
 }
 
 // readBody reads a request body up to max bytes.
@@ -70,9 +53,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *apiEr
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", max)
+		return nil, errorf(codes.BodyTooLarge, "request body exceeds %d bytes", max)
 	case err != nil:
-		return nil, errorf(http.StatusBadRequest, CodeBadRequest, "reading the request body: %v", err)
+		return nil, errorf(codes.BadRequest, "reading the request body: %v", err)
 	}
 	return data, nil
 }
@@ -83,7 +66,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *apiEr
 // members are tolerated, as in every nixfleet document.
 func decodeJSON(data []byte, v any) *apiError {
 	if err := proto.Decode(data, v); err != nil {
-		return errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
+		return errorf(codes.MalformedJSON, "%v", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
@@ -123,7 +124,7 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 			confirms := 0
 			for _, ev := range evs.Events {
 				switch {
-				case ev.To == string(reconciler.HostFailed) || ev.Reason.Code == reconciler.CodeHealthFailure:
+				case ev.To == string(reconciler.HostFailed) || ev.Reason.Code == codes.HealthFailure:
 					t.Errorf("%s %s %s→%s: %s: %s", ev.RolloutID, ev.Host, ev.From, ev.To, ev.Reason.Code, ev.Reason.Message)
 				case ev.To == string(reconciler.HostSoaking):
 					confirms++

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -67,11 +68,11 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
 	id := r.PathValue("id")
 	if !nameable(id) {
-		return reconciler.Rollout{}, errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
+		return reconciler.Rollout{}, errorf(codes.NotFound, "no rollout %q", id)
 	}
 	ro, err := s.st.Rollout(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return ro, errorf(http.StatusNotFound, CodeNotFound, "no rollout %q", id)
+		return ro, errorf(codes.NotFound, "no rollout %q", id)
 	}
 	if err != nil {
 		return ro, s.internal("reading a rollout", err)
@@ -139,25 +140,25 @@ func eventQuery(r *http.Request) (proto.EventQuery, *apiError) {
 	q := proto.EventQuery{Host: r.URL.Query().Get("host")}
 	for _, k := range []string{"host", "rollout", "channel"} {
 		if v := r.URL.Query().Get(k); !nameable(v) {
-			return q, errorf(http.StatusBadRequest, CodeBadRequest, "%s %q has a control character or is not UTF-8", k, v)
+			return q, errorf(codes.BadRequest, "%s %q has a control character or is not UTF-8", k, v)
 		}
 	}
 	if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return q, errorf(http.StatusBadRequest, CodeBadRequest, "after must be an event id")
+			return q, errorf(codes.BadRequest, "after must be an event id")
 		}
 		q.AfterID = n
 	}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
-			return q, errorf(http.StatusBadRequest, CodeBadRequest, "limit must be between 1 and 10000")
+			return q, errorf(codes.BadRequest, "limit must be between 1 and 10000")
 		}
 		q.Limit = n
 	}
 	if v := r.URL.Query().Get("follow"); v != "" && v != "1" {
-		return q, errorf(http.StatusBadRequest, CodeBadRequest, "follow must be 1 or absent")
+		return q, errorf(codes.BadRequest, "follow must be 1 or absent")
 	}
 	return q, nil
 }
@@ -229,7 +230,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 	switch kind {
 	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
 	default:
-		return errorf(http.StatusNotFound, CodeNotFound, "no action %q (pause, resume, cancel, rollback)", kind)
+		return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback)", kind)
 	}
 	var req proto.IntentRequest
 	body, e := readBody(w, r, maxSmallBody)
@@ -309,7 +310,7 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *ap
 	}
 	ch, state := r.URL.Query().Get("channel"), r.URL.Query().Get("state")
 	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
-		return errorf(http.StatusBadRequest, CodeBadRequest, "state %q is not one of %v", state, reconciler.HostStates)
+		return errorf(codes.BadRequest, "state %q is not one of %v", state, reconciler.HostStates)
 	}
 	now := s.cfg.Now()
 	out := []proto.HostView{}
@@ -331,11 +332,11 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	}
 	name := r.PathValue("name")
 	if !nameable(name) {
-		return errorf(http.StatusNotFound, CodeNotFound, "no host %q has checked in or is in a rollout", name)
+		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
 	}
 	rec, err := s.st.Host(r.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, CodeNotFound, "no host %q has checked in or is in a rollout", name)
+		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
 	}
 	if err != nil {
 		return s.internal("reading a host", err)

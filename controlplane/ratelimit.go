@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // Rate limits (rfcs/0006 §Rate limits): every request but the probes
@@ -254,7 +256,7 @@ func (l *rateLimits) admit(w http.ResponseWriter, r *http.Request, c client) *ap
 	if warn && l.warn != nil {
 		l.warn("rate limiting a client", "kind", kind, "client", who, "retryAfterSeconds", secs)
 	}
-	return errorf(http.StatusTooManyRequests, CodeRateLimited, "too many requests from %s %s; retry after %d s", kind, who, secs)
+	return errorf(codes.RateLimited, "too many requests from %s %s; retry after %d s", kind, who, secs)
 }
 
 // retryAfterSeconds is a wait in whole seconds, rounded up, at least 1.

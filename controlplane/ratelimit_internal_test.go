@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // fakeClock moves only when told.
@@ -248,7 +250,7 @@ func TestAdmit(t *testing.T) {
 		r.RemoteAddr = remote
 		w := httptest.NewRecorder()
 		if e := l.admit(w, r, cl); e != nil {
-			if e.status != http.StatusTooManyRequests || e.code != CodeRateLimited {
+			if e.status != http.StatusTooManyRequests || e.code != codes.RateLimited {
 				t.Fatalf("refusal %d %s", e.status, e.code)
 			}
 			return e.status, w.Header().Get("Retry-After")

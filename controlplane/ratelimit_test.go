@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/proto"
@@ -67,7 +68,7 @@ func TestRateLimits(t *testing.T) {
 	for range 3 * burst {
 		a := fc.post("/v1/agent/checkin", checkinBody(t, flooder.Name))
 		got = append(got, a.status)
-		if a.status == http.StatusTooManyRequests && a.code != controlplane.CodeRateLimited {
+		if a.status == http.StatusTooManyRequests && a.code != codes.RateLimited {
 			t.Errorf("429 with code %s", a.code)
 		}
 	}
@@ -80,13 +81,13 @@ func TestRateLimits(t *testing.T) {
 	if a := fc.post("/v1/agent/checkin", []byte("{not json")); a.status != http.StatusTooManyRequests {
 		t.Errorf("a malformed check-in over the limit: %d %s, want 429", a.status, a.code)
 	}
-	if a := fc.do(http.MethodGet, "/nowhere", nil, nil); a.code != controlplane.CodeRateLimited {
+	if a := fc.do(http.MethodGet, "/nowhere", nil, nil); a.code != codes.RateLimited {
 		t.Errorf("an unknown path from the flooder: %d %s, want its own bucket's 429", a.status, a.code)
 	}
 
 	// apiclient hands the code and the wait to its caller.
 	_, err := e.client(flooder.Key, flooder.Name).Checkin(context.Background(), proto.CheckinRequest{Hostname: flooder.Name})
-	if wait, limited := apiclient.RetryAfter(err); !limited || !apiclient.IsCode(err, apiclient.CodeRateLimited) ||
+	if wait, limited := apiclient.RetryAfter(err); !limited || !apiclient.IsCode(err, codes.RateLimited) ||
 		wait < 900*time.Second || wait > 1000*time.Second {
 		t.Errorf("apiclient: %v: RetryAfter %s %v, want about 1,000 s", err, wait, limited)
 	}
@@ -127,16 +128,16 @@ func TestRateLimits(t *testing.T) {
 	// No certificate, an unknown key, the webhook: one address, one bucket.
 	anon := e.caller(nil, "")
 	for i := range addrBurst {
-		if a := anon.do(http.MethodGet, "/v1/status", nil, nil); a.code != controlplane.CodeUnauthenticated {
+		if a := anon.do(http.MethodGet, "/v1/status", nil, nil); a.code != codes.Unauthenticated {
 			t.Errorf("anonymous request %d: %d %s, want 401 unauthenticated", i, a.status, a.code)
 		}
 	}
 	_, stranger, _ := ed25519.GenerateKey(nil)
-	if a := e.caller(stranger, "stranger").post("/v1/agent/checkin", checkinBody(t, "stranger")); a.code != controlplane.CodeRateLimited {
+	if a := e.caller(stranger, "stranger").post("/v1/agent/checkin", checkinBody(t, "stranger")); a.code != codes.RateLimited {
 		t.Errorf("an unknown key from the drained address: %d %s, want 429", a.status, a.code)
 	}
 	hook := []byte(`{"ref":"refs/heads/channels/stable"}`)
-	if a := anon.do(http.MethodPost, "/v1/hooks/git", hook, http.Header{"X-Hub-Signature-256": {hookSig(hook, e.cfg.WebhookSecret)}}); a.code != controlplane.CodeRateLimited {
+	if a := anon.do(http.MethodPost, "/v1/hooks/git", hook, http.Header{"X-Hub-Signature-256": {hookSig(hook, e.cfg.WebhookSecret)}}); a.code != codes.RateLimited {
 		t.Errorf("the webhook from the drained address: %d %s, want 429", a.status, a.code)
 	}
 	// Probes are not limited: load balancers and Prometheus keep seeing the replica.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -134,7 +135,7 @@ func TestChannelsPushedTogether(t *testing.T) {
 			// or opened with its canary held by the edge.
 			if rolloutState(t, e, rolloutID("prod", 2)) != "" {
 				h := hostIn(t, e, rolloutID("prod", 2), "prod-1")
-				if h.State != string(reconciler.HostPending) || h.Blocked.Gate != reconciler.GateChannelEdge {
+				if h.State != string(reconciler.HostPending) || h.Blocked.Gate != codes.ChannelEdge {
 					t.Errorf("prod-1 is %s (blocked by %q) while staging's rollout runs, want Pending behind the channel edge", h.State, h.Blocked.Gate)
 				}
 			}

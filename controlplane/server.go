@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
@@ -341,10 +342,10 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ client) *api
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
-			return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
+			return errorf(codes.MethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
 		}
 	}
-	return errorf(http.StatusNotFound, CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	return errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 }
 
 // webhook is POST /v1/hooks/git: a forge tells us a ref moved. The body's
@@ -352,7 +353,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ client) *api
 // X-Hub-Signature-256, as "sha256=<hex>".
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *apiError {
 	if s.cfg.WebhookSecret == "" {
-		return errorf(http.StatusNotFound, CodeWebhookDisabled, "the git webhook is not configured")
+		return errorf(codes.WebhookDisabled, "the git webhook is not configured")
 	}
 	body, e := readBody(w, r, maxHookBody)
 	if e != nil {
@@ -366,7 +367,11 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *apiE
 	mac.Write(body)
 	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
 	if !hmac.Equal([]byte(strings.TrimSpace(got)), []byte(want)) {
-		return errorf(http.StatusUnauthorized, CodeBadSignature, "the webhook signature does not match the shared secret")
+		// The one code answered with two statuses: a report's bad
+		// signature is 403 (the registry's), a webhook's is 401.
+		e := errorf(codes.BadSignature, "the webhook signature does not match the shared secret")
+		e.status = http.StatusUnauthorized
+		return e
 	}
 	s.src.kick()
 	writeJSON(w, http.StatusAccepted, map[string]bool{"polling": true})
@@ -387,10 +392,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ client) *apiE
 // readyz says the replica can serve: the store answers and git was polled.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ client) *apiError {
 	if _, err := s.st.Watermark(r.Context()); err != nil {
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the store does not answer: %v", err)
+		return errorf(codes.Unavailable, "the store does not answer: %v", err)
 	}
 	if polled, _ := s.src.status(); !polled {
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the fleet repository has not been read yet")
+		return errorf(codes.Unavailable, "the fleet repository has not been read yet")
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil

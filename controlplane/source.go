@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/manifest"
@@ -48,21 +49,6 @@ const (
 	// maxPeel is how many annotated tags a channel ref may go through to
 	// its commit.
 	maxPeel = 8
-)
-
-// Release refusal codes of the channel source (rfcs/0007 §Release refusal
-// codes), besides the trust codes (trust.Code); and store_unavailable,
-// which is none.
-const (
-	codeMissing     = "missing_artifact"    // the commit, an artifact or its .sig cannot be read
-	codeMalformed   = "malformed"           // an object over maxArtifact, or no meta.ciCommit
-	codeNotAFile    = "not_a_file"          // an artifact path is a symlink, directory or submodule
-	codeNotACommit  = "not_a_commit"        // the ref names a tree or a blob, not a commit or tag
-	codeMismatch    = "fleet_hash_mismatch" // the manifest was projected from another fleet
-	codeReplay      = "replayed_release"    // not signed after the channel's current release
-	codeChannel     = "unknown_channel"     // the signed fleet lacks the channel
-	codeInvalid     = "invalid_fleet"       // the fleet fails validation (rfcs/0001)
-	codeStoreFailed = "store_unavailable"   // not a verdict: the store failed, the ref is read again
 )
 
 // source watches the fleet repository's channel refs and turns every new
@@ -291,7 +277,7 @@ func (s *source) poll(ctx context.Context) error {
 			continue
 		}
 		s.seen[v.channel] = v.hash
-		if f, ok := s.failures[v.channel]; ok && f.Code == codeStoreFailed {
+		if f, ok := s.failures[v.channel]; ok && f.Code == codes.StoreUnavailable {
 			delete(s.failures, v.channel)
 		}
 	}
@@ -325,7 +311,7 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
 			return false, nil // the release we already have (a restart, a re-poll)
 		}
-		s.fail(ctx, channel, hash, &verifyError{codeReplay, fmt.Errorf(
+		s.fail(ctx, channel, hash, &verifyError{codes.ReplayedRelease, fmt.Errorf(
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
 		return false, nil
@@ -407,9 +393,9 @@ func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, v
 // event (the journal is in that store) nor a verification metric; the ref
 // is not marked seen, and the next poll reads it again.
 func (s *source) unavailable(channel string, hash plumbing.Hash, err error) {
-	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: codeStoreFailed,
+	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: codes.StoreUnavailable,
 		Message: fmt.Sprintf("the store failed; the ref is read again on the next poll: %v", err), At: s.now()}
-	s.log.Error("keeping a verified release", "channel", channel, "commit", hash.String(), "code", codeStoreFailed, "err", err)
+	s.log.Error("keeping a verified release", "channel", channel, "commit", hash.String(), "code", codes.StoreUnavailable, "err", err)
 }
 
 // EventReleaseRejected is the event kind of a release that failed
@@ -437,13 +423,13 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 	}
 	fleet := res.Fleet
 	if _, ok := fleet.Channels[channel]; !ok {
-		return store.Release{}, nil, &verifyError{codeChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
+		return store.Release{}, nil, &verifyError{codes.UnknownChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
 	}
 	if _, err := manifest.ValidateFleet(fleet); err != nil {
-		return store.Release{}, nil, &verifyError{codeInvalid, err}
+		return store.Release{}, nil, &verifyError{codes.InvalidFleet, err}
 	}
 	if fleet.Meta.CICommit == nil || *fleet.Meta.CICommit == "" {
-		return store.Release{}, nil, &verifyError{codeMalformed, errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
+		return store.Release{}, nil, &verifyError{codes.Malformed, errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
 	}
 	ref := *fleet.Meta.CICommit
 	id := proto.RolloutID(channel, ref)
@@ -456,7 +442,7 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 		return store.Release{}, nil, &verifyError{trust.Code(err), fmt.Errorf("%s.json: %w", id, err)}
 	}
 	if mres.Manifest.FleetResolvedHash != res.SHA256 {
-		return store.Release{}, nil, &verifyError{codeMismatch, fmt.Errorf("%s.json was projected from fleet %s, not from this release's %s",
+		return store.Release{}, nil, &verifyError{codes.FleetHashMismatch, fmt.Errorf("%s.json was projected from fleet %s, not from this release's %s",
 			id, mres.Manifest.FleetResolvedHash, res.SHA256)}
 	}
 	return store.Release{
@@ -473,10 +459,10 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 func (s *source) object(h plumbing.Hash, what string) (plumbing.EncodedObject, error) {
 	o, err := s.repo.Storer.EncodedObject(plumbing.AnyObject, h)
 	if err != nil {
-		return nil, &verifyError{codeMissing, fmt.Errorf("%s: object %s: %w", what, h, err)}
+		return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: object %s: %w", what, h, err)}
 	}
 	if o.Size() > maxArtifact {
-		return nil, &verifyError{codeMalformed, fmt.Errorf("%s is %d bytes, over the %d-byte limit: refused unread", what, o.Size(), maxArtifact)}
+		return nil, &verifyError{codes.Malformed, fmt.Errorf("%s is %d bytes, over the %d-byte limit: refused unread", what, o.Size(), maxArtifact)}
 	}
 	return o, nil
 }
@@ -496,20 +482,20 @@ func (s *source) commitAt(h plumbing.Hash) (*object.Commit, error) {
 		case plumbing.CommitObject:
 			c, err := object.DecodeCommit(s.repo.Storer, o)
 			if err != nil {
-				return nil, &verifyError{codeMissing, fmt.Errorf("reading commit %s: %w", h, err)}
+				return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("reading commit %s: %w", h, err)}
 			}
 			return c, nil
 		case plumbing.TagObject:
 			t, err := object.DecodeTag(s.repo.Storer, o)
 			if err != nil {
-				return nil, &verifyError{codeMissing, fmt.Errorf("reading tag %s: %w", h, err)}
+				return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("reading tag %s: %w", h, err)}
 			}
 			h, what = t.Target, fmt.Sprintf("the target of tag %q", t.Name)
 		default:
-			return nil, &verifyError{codeNotACommit, fmt.Errorf("%s %s is a %s, not a commit or an annotated tag of one", what, h, o.Type())}
+			return nil, &verifyError{codes.NotACommit, fmt.Errorf("%s %s is a %s, not a commit or an annotated tag of one", what, h, o.Type())}
 		}
 	}
-	return nil, &verifyError{codeNotACommit, fmt.Errorf("the ref goes through more than %d annotated tags", maxPeel)}
+	return nil, &verifyError{codes.NotACommit, fmt.Errorf("the ref goes through more than %d annotated tags", maxPeel)}
 }
 
 // tree reads a tree object.
@@ -519,11 +505,11 @@ func (s *source) tree(h plumbing.Hash, what string) (*object.Tree, error) {
 		return nil, err
 	}
 	if o.Type() != plumbing.TreeObject {
-		return nil, &verifyError{codeNotAFile, fmt.Errorf("%s is a %s, not a directory", what, o.Type())}
+		return nil, &verifyError{codes.NotAFile, fmt.Errorf("%s is a %s, not a directory", what, o.Type())}
 	}
 	t, err := object.DecodeTree(s.repo.Storer, o)
 	if err != nil {
-		return nil, &verifyError{codeMissing, fmt.Errorf("reading %s: %w", what, err)}
+		return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("reading %s: %w", what, err)}
 	}
 	return t, nil
 }
@@ -552,11 +538,11 @@ func (s *source) readFile(tree *object.Tree, path string) ([]byte, error) {
 		at := strings.Join(parts[:i+1], "/")
 		e, err := entry(tree, name)
 		if err != nil {
-			return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", at, err)}
+			return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: %w", at, err)}
 		}
 		if i < len(parts)-1 {
 			if e.Mode != filemode.Dir {
-				return nil, &verifyError{codeNotAFile, fmt.Errorf("%s is %s, not a directory", at, describeMode(e.Mode))}
+				return nil, &verifyError{codes.NotAFile, fmt.Errorf("%s is %s, not a directory", at, describeMode(e.Mode))}
 			}
 			if tree, err = s.tree(e.Hash, at); err != nil {
 				return nil, err
@@ -564,30 +550,30 @@ func (s *source) readFile(tree *object.Tree, path string) ([]byte, error) {
 			continue
 		}
 		if !e.Mode.IsRegular() && e.Mode != filemode.Executable {
-			return nil, &verifyError{codeNotAFile, fmt.Errorf("%s is %s, not a file", at, describeMode(e.Mode))}
+			return nil, &verifyError{codes.NotAFile, fmt.Errorf("%s is %s, not a file", at, describeMode(e.Mode))}
 		}
 		o, err := s.object(e.Hash, path)
 		if err != nil {
 			return nil, err
 		}
 		if o.Type() != plumbing.BlobObject {
-			return nil, &verifyError{codeNotAFile, fmt.Errorf("%s names a %s, not a file's content", path, o.Type())}
+			return nil, &verifyError{codes.NotAFile, fmt.Errorf("%s names a %s, not a file's content", path, o.Type())}
 		}
 		r, err := o.Reader()
 		if err != nil {
-			return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", path, err)}
+			return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: %w", path, err)}
 		}
 		defer r.Close()
 		data, err := io.ReadAll(io.LimitReader(r, maxArtifact+1))
 		switch {
 		case err != nil:
-			return nil, &verifyError{codeMissing, fmt.Errorf("%s: %w", path, err)}
+			return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: %w", path, err)}
 		case int64(len(data)) > maxArtifact:
-			return nil, &verifyError{codeMalformed, fmt.Errorf("%s is over the %d-byte limit", path, maxArtifact)}
+			return nil, &verifyError{codes.Malformed, fmt.Errorf("%s is over the %d-byte limit", path, maxArtifact)}
 		}
 		return data, nil
 	}
-	return nil, &verifyError{codeMissing, fmt.Errorf("%s: empty path", path)}
+	return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: empty path", path)}
 }
 
 // entry finds a name in a tree, without reading the object it names.

@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
@@ -266,8 +267,8 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 			t.Errorf("the poll returned %v, want the store error", err)
 		}
 		_, fails := src.status()
-		if f := fails["prod"]; f.Code != codeStoreFailed || f.Commit != ref.String() {
-			t.Errorf("last failure %+v, want %s for %s", f, codeStoreFailed, ref)
+		if f := fails["prod"]; f.Code != codes.StoreUnavailable || f.Commit != ref.String() {
+			t.Errorf("last failure %+v, want %s for %s", f, codes.StoreUnavailable, ref)
 		}
 		if src.seen["prod"] == ref {
 			t.Error("the ref is marked seen after a store error: it would never be read again")
@@ -314,11 +315,11 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	if err := src.poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := rejections(); !slices.Equal(r, []string{codeReplay}) {
-		t.Errorf("release_rejected events %q once the store answers, want one %s", r, codeReplay)
+	if r := rejections(); !slices.Equal(r, []string{codes.ReplayedRelease}) {
+		t.Errorf("release_rejected events %q once the store answers, want one %s", r, codes.ReplayedRelease)
 	}
-	if _, fails := src.status(); fails["prod"].Code != codeReplay {
-		t.Errorf("last failure %+v, want %s", fails["prod"], codeReplay)
+	if _, fails := src.status(); fails["prod"].Code != codes.ReplayedRelease {
+		t.Errorf("last failure %+v, want %s", fails["prod"], codes.ReplayedRelease)
 	}
 	if src.seen["prod"] != c1 {
 		t.Error("the refused ref is not marked seen")

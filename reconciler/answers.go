@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -47,12 +48,6 @@ const (
 	SoakingCheckinSeconds   = 10
 )
 
-// Codes of the answers that no tick recorded.
-const (
-	CodeNotInRollout = "not_in_rollout" // no rollout lists the host
-	CodeWaiting      = "waiting"        // Pending with no gate recorded yet
-)
-
 // AgentAnswer is what a host's agent is told at check-in: the closure to
 // switch to (dispatch) or back to (rollback) with the token its confirm
 // echoes, or why it has nothing to do. a is nil for a host no rollout
@@ -60,7 +55,7 @@ const (
 func AgentAnswer(a *Assignment, tu Tunables) proto.CheckinResponse {
 	resp := proto.CheckinResponse{NextCheckinSeconds: IdleCheckinSeconds}
 	if a == nil {
-		resp.Reason = proto.Reason{Code: CodeNotInRollout, Message: "no rollout includes this host yet"}
+		resp.Reason = proto.Reason{Code: codes.NotInRollout, Message: "no rollout includes this host yet"}
 		return resp
 	}
 	h := a.Host
@@ -80,11 +75,11 @@ func AgentAnswer(a *Assignment, tu Tunables) proto.CheckinResponse {
 	case HostPending, HostSkipped:
 		switch {
 		case a.stopped():
-			resp.Reason = proto.Reason{Code: GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s", a.RolloutID, a.RolloutState)}
+			resp.Reason = proto.Reason{Code: codes.RolloutStopped, Message: fmt.Sprintf("rollout %s is %s", a.RolloutID, a.RolloutState)}
 		case h.Blocked.Code != "":
 			resp.Reason = proto.Reason{Code: h.Blocked.Code, Message: h.Blocked.Message}
 		default:
-			resp.Reason = proto.Reason{Code: CodeWaiting, Message: fmt.Sprintf("waiting in %s (%s)", a.RolloutID, h.State)}
+			resp.Reason = proto.Reason{Code: codes.Waiting, Message: fmt.Sprintf("waiting in %s (%s)", a.RolloutID, h.State)}
 		}
 	default:
 		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
@@ -105,16 +100,16 @@ func (a Assignment) stopped() bool {
 // a is nil for a host no rollout lists.
 func Explain(a *Assignment, online bool) proto.Reason {
 	if a == nil {
-		return proto.Reason{Code: CodeNotInRollout, Message: "no rollout includes this host"}
+		return proto.Reason{Code: codes.NotInRollout, Message: "no rollout includes this host"}
 	}
 	h := a.Host
 	switch {
 	case h.State == HostConverged:
-		return proto.Reason{Code: CodeConverged, Message: fmt.Sprintf("on its target %s (%s)", h.Target, a.RolloutID)}
+		return proto.Reason{Code: codes.Converged, Message: fmt.Sprintf("on its target %s (%s)", h.Target, a.RolloutID)}
 	case (h.State == HostPending || h.State == HostSkipped) && a.stopped():
-		return proto.Reason{Code: GateRolloutStopped, Message: fmt.Sprintf("rollout %s is %s: %s", a.RolloutID, a.RolloutState, h.Blocked.Message)}
+		return proto.Reason{Code: codes.RolloutStopped, Message: fmt.Sprintf("rollout %s is %s: %s", a.RolloutID, a.RolloutState, h.Blocked.Message)}
 	case h.State == HostSkipped && !online:
-		return proto.Reason{Code: CodeOffline, Message: "skipped while offline; it catches up when it checks in again"}
+		return proto.Reason{Code: codes.Offline, Message: "skipped while offline; it catches up when it checks in again"}
 	case h.Blocked.Code != "":
 		return proto.Reason{Code: h.Blocked.Gate, Message: h.Blocked.Message}
 	}

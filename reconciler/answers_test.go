@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -23,7 +24,7 @@ func assigned(state rc.RolloutState, h rc.RolloutHost) *rc.Assignment {
 func TestAgentAnswer(t *testing.T) {
 	t.Parallel()
 	tu := rc.Tunables{}
-	held := rc.Reason{Gate: rc.GateBudget, Code: rc.GateBudget, Message: "budget full"}
+	held := rc.Reason{Gate: codes.Budget, Code: codes.Budget, Message: "budget full"}
 	cases := []struct {
 		name          string
 		a             *rc.Assignment
@@ -31,21 +32,21 @@ func TestAgentAnswer(t *testing.T) {
 		code          string
 		next          int
 	}{
-		{"no rollout", nil, "", "", rc.CodeNotInRollout, rc.IdleCheckinSeconds},
-		{"activating", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostActivating, Reason: rc.Reason{Code: rc.CodeDispatched}}),
-			proto.TargetDispatch, "/nix/store/new", rc.CodeDispatched, rc.SwitchingCheckinSeconds},
-		{"rolling back", assigned(rc.RolloutReverting, rc.RolloutHost{State: rc.HostRollingBack, Reason: rc.Reason{Code: rc.CodeRollbackStarted}}),
-			proto.TargetRollback, "/nix/store/old", rc.CodeRollbackStarted, rc.SwitchingCheckinSeconds},
+		{"no rollout", nil, "", "", codes.NotInRollout, rc.IdleCheckinSeconds},
+		{"activating", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostActivating, Reason: rc.Reason{Code: codes.Dispatched}}),
+			proto.TargetDispatch, "/nix/store/new", codes.Dispatched, rc.SwitchingCheckinSeconds},
+		{"rolling back", assigned(rc.RolloutReverting, rc.RolloutHost{State: rc.HostRollingBack, Reason: rc.Reason{Code: codes.RollbackDispatched}}),
+			proto.TargetRollback, "/nix/store/old", codes.RollbackDispatched, rc.SwitchingCheckinSeconds},
 		{"held by a gate", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending, Blocked: held}),
-			"", "", rc.GateBudget, rc.IdleCheckinSeconds},
+			"", "", codes.Budget, rc.IdleCheckinSeconds},
 		{"pending in a halted rollout", assigned(rc.RolloutHalted, rc.RolloutHost{State: rc.HostPending, Blocked: held}),
-			"", "", rc.GateRolloutStopped, rc.IdleCheckinSeconds},
+			"", "", codes.RolloutStopped, rc.IdleCheckinSeconds},
 		{"pending, nothing recorded", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending}),
-			"", "", rc.CodeWaiting, rc.IdleCheckinSeconds},
-		{"soaking", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSoaking, Reason: rc.Reason{Code: rc.CodeConfirmed}}),
-			"", "", rc.CodeConfirmed, rc.SoakingCheckinSeconds},
-		{"converged", assigned(rc.RolloutConverged, rc.RolloutHost{State: rc.HostConverged, Reason: rc.Reason{Code: rc.CodeSoaked}}),
-			"", "", rc.CodeSoaked, rc.IdleCheckinSeconds},
+			"", "", codes.Waiting, rc.IdleCheckinSeconds},
+		{"soaking", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSoaking, Reason: rc.Reason{Code: codes.Confirmed}}),
+			"", "", codes.Confirmed, rc.SoakingCheckinSeconds},
+		{"converged", assigned(rc.RolloutConverged, rc.RolloutHost{State: rc.HostConverged, Reason: rc.Reason{Code: codes.Soaked}}),
+			"", "", codes.Soaked, rc.IdleCheckinSeconds},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,20 +88,20 @@ func TestActivationTokenChanges(t *testing.T) {
 // of rfcs/0007 lists them.
 func TestExplain(t *testing.T) {
 	t.Parallel()
-	held := rc.Reason{Gate: rc.GateBudget, Code: rc.GateBudget, Message: "budget full"}
+	held := rc.Reason{Gate: codes.Budget, Code: codes.Budget, Message: "budget full"}
 	cases := []struct {
 		name   string
 		a      *rc.Assignment
 		online bool
 		code   string
 	}{
-		{"no rollout", nil, true, rc.CodeNotInRollout},
-		{"converged", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostConverged}), false, rc.CodeConverged},
-		{"stopped rollout", assigned(rc.RolloutCancelled, rc.RolloutHost{State: rc.HostSkipped, Blocked: held}), false, rc.GateRolloutStopped},
-		{"skipped offline", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped}), false, rc.CodeOffline},
-		{"skipped back online", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped, Reason: rc.Reason{Code: rc.CodeOffline}}), true, rc.CodeOffline},
-		{"gate", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending, Blocked: held}), true, rc.GateBudget},
-		{"failed", assigned(rc.RolloutHalted, rc.RolloutHost{State: rc.HostFailed, Reason: rc.Reason{Code: rc.CodeActivationFailed}}), true, rc.CodeActivationFailed},
+		{"no rollout", nil, true, codes.NotInRollout},
+		{"converged", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostConverged}), false, codes.Converged},
+		{"stopped rollout", assigned(rc.RolloutCancelled, rc.RolloutHost{State: rc.HostSkipped, Blocked: held}), false, codes.RolloutStopped},
+		{"skipped offline", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped}), false, codes.Offline},
+		{"skipped back online", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped, Reason: rc.Reason{Code: codes.Offline}}), true, codes.Offline},
+		{"gate", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending, Blocked: held}), true, codes.Budget},
+		{"failed", assigned(rc.RolloutHalted, rc.RolloutHost{State: rc.HostFailed, Reason: rc.Reason{Code: codes.ActivationFailed}}), true, codes.ActivationFailed},
 	}
 	for _, c := range cases {
 		if got := rc.Explain(c.a, c.online); got.Code != c.code || got.Message == "" {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -200,7 +201,7 @@ func (t *tick) full(w *work, i int) *budgetGroup {
 
 func budgetBlock(g *budgetGroup) Reason {
 	if g.why.Gate == "" {
-		g.why = Reason{Gate: GateBudget, Code: GateBudget,
+		g.why = Reason{Gate: codes.Budget, Code: codes.Budget,
 			Message: fmt.Sprintf("disruption budget %s allows %d host(s) in flight and is full", g.label, g.limit)}
 	}
 	return g.why

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -135,7 +136,7 @@ func (t *tick) openChannel(name string) *work {
 	id := proto.RolloutID(name, c.Ref)
 	if c.Manifest.Channel != name || c.Manifest.ChannelRef != c.Ref {
 		t.deferRef(c, "manifest", Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
-			Reason: Reason{Code: CodeManifestMismatch, Message: fmt.Sprintf("the channel's manifest is for %s, not %s",
+			Reason: Reason{Code: codes.ManifestMismatch, Message: fmt.Sprintf("the channel's manifest is for %s, not %s",
 				c.Manifest.RolloutID(), id)}})
 		return nil
 	}
@@ -145,17 +146,17 @@ func (t *tick) openChannel(name string) *work {
 	// against the budgets, until they land.
 	if active := t.nonTerminal(name); active != nil {
 		if active.r.State == RolloutHalted && !active.has(HostActivating) {
-			t.setRollout(active, EvSupersede, Reason{Code: CodeSuperseded, Message: fmt.Sprintf("%s replaces it", id)})
+			t.setRollout(active, EvSupersede, Reason{Code: codes.Superseded, Message: fmt.Sprintf("%s replaces it", id)})
 		} else {
 			t.deferRef(c, active.r.ID, Event{Kind: EventRefWaiting, RolloutID: id, Channel: name, Wave: -1,
-				Reason: Reason{Code: CodeRefWaiting, Message: fmt.Sprintf("waits for %s (%s) to finish", active.r.ID, active.r.State)}})
+				Reason: Reason{Code: codes.RefWaiting, Message: fmt.Sprintf("waits for %s (%s) to finish", active.r.ID, active.r.State)}})
 			return nil
 		}
 	}
 	// Rule 3: channel edges.
 	if blocker := t.channelBlocker(name); blocker != nil {
 		t.deferRef(c, blocker.channel, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1,
-			Reason: Reason{Code: CodeChannelEdge, Gate: GateChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s",
+			Reason: Reason{Code: codes.ChannelEdge, Gate: codes.ChannelEdge, Message: fmt.Sprintf("channel %s waits for channel %s: %s",
 				name, blocker.channel, blocker.what)}})
 		return nil
 	}
@@ -205,7 +206,7 @@ func (t *tick) open(c *Channel) *work {
 	r := Rollout{
 		ID: m.RolloutID(), Channel: c.Name, Ref: c.Ref, State: RolloutOpening, WavePhase: PhaseDispatching,
 		OpenedAt: t.now, WaveStartedAt: t.now, UpdatedAt: t.now, ProgressAt: t.now,
-		Reason:         Reason{Code: CodeRefMoved, Message: fmt.Sprintf("channel %s moved to %s", c.Name, c.Ref)},
+		Reason:         Reason{Code: codes.RefMoved, Message: fmt.Sprintf("channel %s moved to %s", c.Name, c.Ref)},
 		ManifestHash:   c.ManifestHash,
 		HealthGate:     m.HealthGate,
 		ComplianceMode: cmp.Or(ch.Compliance.Mode, proto.ComplianceEnforce),
@@ -272,16 +273,16 @@ func (t *tick) open(c *Channel) *work {
 	}
 	switch {
 	case len(failing) > 0 && r.ComplianceMode == proto.ComplianceEnforce:
-		t.setRollout(w, EvGateFailed, Reason{Code: CodeComplianceBlocked,
+		t.setRollout(w, EvGateFailed, Reason{Code: codes.ComplianceBlocked,
 			Message: fmt.Sprintf("%d static control(s) fail in enforce mode: %s", len(failing), strings.Join(failing, "; "))})
 	case len(failing) > 0:
 		for _, f := range failing {
 			t.emit(Event{Kind: EventComplianceWarning, RolloutID: r.ID, Channel: c.Name, Wave: -1,
-				Host: f[:strings.IndexByte(f, ':')], Reason: Reason{Code: CodeComplianceWarning, Message: "static control fails (permissive mode): " + f}})
+				Host: f[:strings.IndexByte(f, ':')], Reason: Reason{Code: codes.ComplianceWarning, Message: "static control fails (permissive mode): " + f}})
 		}
-		t.setRollout(w, EvGatePassed, Reason{Code: CodeCompliancePassed, Message: fmt.Sprintf("%d static control(s) fail; permissive mode lets the rollout start", len(failing))})
+		t.setRollout(w, EvGatePassed, Reason{Code: codes.CompliancePassed, Message: fmt.Sprintf("%d static control(s) fail; permissive mode lets the rollout start", len(failing))})
 	default:
-		t.setRollout(w, EvGatePassed, Reason{Code: CodeCompliancePassed, Message: "static compliance gate passed (mode " + r.ComplianceMode + ")"})
+		t.setRollout(w, EvGatePassed, Reason{Code: codes.CompliancePassed, Message: "static compliance gate passed (mode " + r.ComplianceMode + ")"})
 	}
 	return w
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // Step 4b of a tick (rfcs/0003 §The tick, rule 11): readiness deadlines.
@@ -39,7 +41,7 @@ func (t *tick) deadline(w *work) {
 				counts["held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
 				stuck = stuck || w.stuck(i, seen)
 				busy = true
-			case h.State.InFlight() && h.Blocked.Gate == GateVisibility:
+			case h.State.InFlight() && h.Blocked.Gate == codes.PartialVisibility:
 				// Silent in flight, held by partial visibility: it moves
 				// only when the channel is heard again.
 				counts[strings.ToLower(string(h.State))+" and silent"]++
@@ -69,10 +71,10 @@ func (t *tick) deadline(w *work) {
 		if t.partial[w.r.Channel] {
 			msg += fmt.Sprintf("; channel %s is in partial visibility", w.r.Channel)
 		}
-		t.setRollout(w, EvStalled, Reason{Code: CodeWaveStalled, Message: msg})
+		t.setRollout(w, EvStalled, Reason{Code: codes.WaveStalled, Message: msg})
 	case RolloutReverting:
 		if t.now.Sub(start) > limit {
-			t.setRollout(w, EvStalled, Reason{Code: CodeRevertStalled,
+			t.setRollout(w, EvStalled, Reason{Code: codes.RevertStalled,
 				Message: fmt.Sprintf("the revert made no progress for %s", limit)})
 		}
 	}
@@ -91,9 +93,9 @@ func (w *work) stuck(i int, seen map[int]bool) bool {
 	}
 	seen[i] = true
 	switch w.r.Hosts[i].Blocked.Gate {
-	case GateQuarantine, GateCompliance, GateVisibility, "":
+	case codes.Quarantined, codes.ComplianceEarlierWave, codes.PartialVisibility, "":
 		return true
-	case GateHostEdge:
+	case codes.HostEdge:
 		for _, p := range w.preds[i] {
 			switch pred := w.r.Hosts[p]; pred.State {
 			case HostFailed, HostReverted, HostSkipped, HostDeferred:

@@ -1,6 +1,10 @@
 package reconciler
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nixfleet/nixfleet/codes"
+)
 
 // Step 4a of a tick (rfcs/0003 §The tick): a rollout's waves are promoted
 // on evidence, its Pending and Skipped hosts pass the gates (rule 4) and are
@@ -32,14 +36,14 @@ func (t *tick) advance(w *work) {
 	for {
 		for t.promotable(w, w.r.Wave) {
 			if w.r.Wave >= len(w.waves)-1 {
-				t.setRollout(w, EvLastWaveDone, Reason{Code: CodeConverged, Message: fmt.Sprintf("all %d wave(s) promoted", len(w.waves))})
+				t.setRollout(w, EvLastWaveDone, Reason{Code: codes.Converged, Message: fmt.Sprintf("all %d wave(s) promoted", len(w.waves))})
 				if !t.pendingRef(w.r.Channel) {
 					t.dispatchHosts(w) // skipped hosts that are back catch up at once
 				}
 				return
 			}
 			t.emit(Event{Kind: EventWavePromoted, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave,
-				Reason: Reason{Code: CodeWavePromoted, Message: fmt.Sprintf("wave %d done; wave %d starts", w.r.Wave, w.r.Wave+1)}})
+				Reason: Reason{Code: codes.WavePromoted, Message: fmt.Sprintf("wave %d done; wave %d starts", w.r.Wave, w.r.Wave+1)}})
 			w.r.Wave++
 			w.r.WaveStartedAt, w.r.ProgressAt, w.changed = t.now, t.now, true
 		}
@@ -148,7 +152,7 @@ func (t *tick) dispatchHosts(w *work) {
 			}
 			if !heard {
 				if t.judges(w.r.Channel) {
-					t.setHost(w, i, EvSkip, Reason{Code: CodeOffline, Message: "offline when its wave was active; it catches up when it returns"})
+					t.setHost(w, i, EvSkip, Reason{Code: codes.Offline, Message: "offline when its wave was active; it catches up when it returns"})
 				} else {
 					t.block(w, i, t.unheardBlock(w, o))
 				}
@@ -158,9 +162,9 @@ func (t *tick) dispatchHosts(w *work) {
 				t.block(w, i, why)
 				continue
 			}
-			code, msg := CodeDispatched, "dispatched to "+h.Target
+			code, msg := codes.Dispatched, "dispatched to "+h.Target
 			if h.State == HostSkipped {
-				code, msg = CodeCatchUp, "back online; dispatched to the channel's current target "+h.Target
+				code, msg = codes.CatchUp, "back online; dispatched to the channel's current target "+h.Target
 			}
 			h.Previous = o.Current
 			t.setHost(w, i, EvDispatch, Reason{Code: code, Message: msg})
@@ -180,7 +184,7 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 	if h.Wave > w.r.Wave {
 		why, ok := w.waveMsg[h.Wave]
 		if !ok {
-			why = Reason{Gate: GateWave, Code: GateWave, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
+			why = Reason{Gate: codes.WaveNotActive, Code: codes.WaveNotActive, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
 			w.waveMsg[h.Wave] = why
 		}
 		return why
@@ -196,16 +200,16 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 func (t *tick) earlyGate(w *work, i int, edge *blocker) Reason {
 	h := &w.r.Hosts[i]
 	if other := t.busy(w, h.Hostname); other != nil {
-		return Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID}
+		return Reason{Gate: codes.Busy, Code: codes.Busy, Message: "in flight in " + other.r.ID}
 	}
 	for _, q := range t.quarantine[h.Hostname] {
 		if q.Closure == h.Target && q.Until.After(t.now) {
-			return Reason{Gate: GateQuarantine, Code: GateQuarantine,
+			return Reason{Gate: codes.Quarantined, Code: codes.Quarantined,
 				Message: fmt.Sprintf("%s failed on this host; quarantined until %s", h.Target, q.Until.UTC().Format("2006-01-02T15:04:05Z"))}
 		}
 	}
 	if edge != nil {
-		return Reason{Gate: GateChannelEdge, Code: GateChannelEdge,
+		return Reason{Gate: codes.ChannelEdge, Code: codes.ChannelEdge,
 			Message: fmt.Sprintf("channel %s waits for channel %s: %s", w.r.Channel, edge.channel, edge.stable)}
 	}
 	return Reason{}
@@ -217,7 +221,7 @@ func (t *tick) lateGate(w *work, i int, failWave int) Reason {
 	h := &w.r.Hosts[i]
 	for _, p := range w.preds[i] {
 		if w.r.Hosts[p].State != HostConverged {
-			return Reason{Gate: GateHostEdge, Code: GateHostEdge,
+			return Reason{Gate: codes.HostEdge, Code: codes.HostEdge,
 				Message: fmt.Sprintf("waits for %s to converge", w.r.Hosts[p].Hostname)}
 		}
 	}
@@ -225,7 +229,7 @@ func (t *tick) lateGate(w *work, i int, failWave int) Reason {
 		return budgetBlock(g)
 	}
 	if failWave >= 0 && failWave < h.Wave {
-		return Reason{Gate: GateCompliance, Code: GateCompliance,
+		return Reason{Gate: codes.ComplianceEarlierWave, Code: codes.ComplianceEarlierWave,
 			Message: fmt.Sprintf("a converged host of wave %d fails runtime compliance", failWave)}
 	}
 	return Reason{}
@@ -273,7 +277,7 @@ func (t *tick) finishDeferred(w *work) {
 			t.block(w, i, budgetBlock(g))
 			continue
 		}
-		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: CodeBootedIntoTarget, Message: "rebooted into the target; soaking"})
+		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: codes.BootedIntoTarget, Message: "rebooted into the target; soaking"})
 		t.take(w, i)
 		if t.observeHost(w, i); !h.State.InFlight() {
 			t.untake(w, i) // soaked at once (no soak time)

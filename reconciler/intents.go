@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // Step 1 of a tick (rfcs/0003 §The tick, rule 10): operator intents.
@@ -26,34 +28,34 @@ func (t *tick) intents() {
 		var code string
 		switch in.Kind {
 		case IntentPause:
-			ev, code = EvPause, CodeOperatorPause
+			ev, code = EvPause, codes.OperatorPause
 		case IntentResume:
-			ev, code = EvResume, CodeOperatorResume
+			ev, code = EvResume, codes.OperatorResume
 		case IntentCancel:
-			ev, code = EvCancel, CodeOperatorCancel
+			ev, code = EvCancel, codes.OperatorCancel
 		case IntentRollback:
-			ev, code = EvRollback, CodeOperatorRollback
+			ev, code = EvRollback, codes.OperatorRollback
 		}
 		switch {
 		case ev == "":
-			res.Reason = Reason{Code: CodeUnknownIntent, Actor: in.Actor, Message: fmt.Sprintf("unknown intent %q", in.Kind)}
+			res.Reason = Reason{Code: codes.UnknownIntent, Actor: in.Actor, Message: fmt.Sprintf("unknown intent %q", in.Kind)}
 		case w == nil:
-			res.Reason = Reason{Code: CodeUnknownRollout, Actor: in.Actor, Message: fmt.Sprintf("no rollout %q", in.RolloutID)}
+			res.Reason = Reason{Code: codes.UnknownRollout, Actor: in.Actor, Message: fmt.Sprintf("no rollout %q", in.RolloutID)}
 		default:
 			if _, err := w.r.State.Next(ev); err != nil {
-				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
+				res.Reason = Reason{Code: codes.IllegalTransition, Actor: in.Actor,
 					Message: fmt.Sprintf("cannot %s a rollout that is %s", in.Kind, w.r.State)}
 				break
 			}
-			if ev == EvResume && w.r.Reason.Code == CodeRevertStalled {
+			if ev == EvResume && w.r.Reason.Code == codes.RevertStalled {
 				// Going forward again would roll its hosts out anew without
 				// the proof the revert took away (rule 8).
-				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
+				res.Reason = Reason{Code: codes.IllegalTransition, Actor: in.Actor,
 					Message: fmt.Sprintf("cannot resume %s: its revert stalled and hosts were rolled back; roll it back again or cancel it", w.r.ID)}
 				break
 			}
 			if newer := t.newerOnChannel(w); ev == EvRollback && newer != nil {
-				res.Reason = Reason{Code: CodeIllegalIntent, Actor: in.Actor,
+				res.Reason = Reason{Code: codes.IllegalTransition, Actor: in.Actor,
 					Message: fmt.Sprintf("cannot roll back %s: %s is newer on channel %s; roll that one back", w.r.ID, newer.r.ID, w.r.Channel)}
 				break
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -79,70 +80,70 @@ func (t *tick) observeOnce(w *work, i int) {
 	case HostActivating:
 		switch {
 		case matches && act.Outcome == OutcomeConfirmed:
-			t.setHost(w, i, EvConfirm, Reason{Code: CodeConfirmed, Message: "the agent confirmed the switch"})
+			t.setHost(w, i, EvConfirm, Reason{Code: codes.Confirmed, Message: "the agent confirmed the switch"})
 		case matches && act.Outcome == OutcomeFailed:
-			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the activation failed", act.Detail)})
+			t.setHost(w, i, EvActivationFailed, Reason{Code: codes.ActivationFailed, Message: detail("the activation failed", act.Detail)})
 		case matches && act.Outcome == OutcomeManifestRejected:
-			t.setHost(w, i, EvManifestRejected, Reason{Code: CodeManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
-		case matches && act.Outcome == OutcomeRolledBack && act.Code == CodeConfirmTimeout && t.blindWindow(w, h):
-			t.setHost(w, i, EvConfirmUnheard, Reason{Code: CodeConfirmUnheard,
+			t.setHost(w, i, EvManifestRejected, Reason{Code: codes.ManifestRejected, Message: detail("the agent refused the rollout manifest", act.Detail)})
+		case matches && act.Outcome == OutcomeRolledBack && act.Code == codes.ConfirmTimeout && t.blindWindow(w, h):
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: codes.ConfirmUnheard,
 				Message: detail("the agent rolled back when its confirm window closed while the control plane could not hear it; not a failure: it catches up", act.Detail)})
 		case matches && act.Outcome == OutcomeRolledBack:
-			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: codes.AgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
 		case matches && act.Outcome == OutcomeDeferred:
-			t.setHost(w, i, EvDeferredReported, Reason{Code: CodeDeferred, Message: "the target is staged for the next boot"})
+			t.setHost(w, i, EvDeferredReported, Reason{Code: codes.Deferred, Message: "the target is staged for the next boot"})
 		case t.now.Sub(h.Since) <= confirm:
 		case o.LastSeen.After(h.Since.Add(confirm)) && t.blindWindow(w, h):
 			// Heard again after a window the control plane could not hear:
 			// its confirm may have been lost, and its agent rolled back (its
 			// own safety). Not a failure; it catches up like a skipped host.
-			t.setHost(w, i, EvConfirmUnheard, Reason{Code: CodeConfirmUnheard,
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: codes.ConfirmUnheard,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not a failure: it catches up", confirm)})
 		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
 			// Not heard since the window closed, and silence is not judged:
 			// what the host says when it is heard again decides.
-			t.block(w, i, t.silenceHold(w.r.Channel, CodeConfirmUnheard, "the confirm window closed without a word from the host"))
+			t.block(w, i, t.silenceHold(w.r.Channel, codes.ConfirmUnheard, "the confirm window closed without a word from the host"))
 		default:
-			t.setHost(w, i, EvConfirmTimeout, Reason{Code: CodeConfirmTimeout,
+			t.setHost(w, i, EvConfirmTimeout, Reason{Code: codes.ConfirmTimeout,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
 		}
 	case HostSoaking:
 		soak := w.soak(h.Wave)
-		if (h.Blocked.Gate == GateUnheard || h.Blocked.Gate == GateVisibility) && t.heard(o) {
+		if (h.Blocked.Gate == codes.Unheard || h.Blocked.Gate == codes.PartialVisibility) && t.heard(o) {
 			t.block(w, i, Reason{}) // heard again: the silence hold is over
 		}
 		switch {
 		case matches && act.Outcome == OutcomeRolledBack:
-			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: codes.AgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
 		case !t.heard(o) && !t.judges(w.r.Channel):
 			// Silent, but the control plane cannot tell: the soak waits.
 			t.block(w, i, t.silenceHold(w.r.Channel, "", "silent while soaking"))
 		case !t.heard(o):
-			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeOfflineSoaking, Message: "the host stopped checking in while soaking"})
+			t.setHost(w, i, EvUnhealthy, Reason{Code: codes.OfflineWhileSoaking, Message: "the host stopped checking in while soaking"})
 		case o.LastSeen.Before(h.Since):
 			// Health is judged from check-ins since the confirm: the status
 			// stored before it describes the closure the host left.
 		case unhealthy(o, w.r.HealthGate, h.Target) != "":
-			t.setHost(w, i, EvUnhealthy, Reason{Code: CodeUnhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
+			t.setHost(w, i, EvUnhealthy, Reason{Code: codes.Unhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
 		case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):
-			t.setHost(w, i, EvSoaked, Reason{Code: CodeSoaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
+			t.setHost(w, i, EvSoaked, Reason{Code: codes.Soaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
 		}
 	case HostDeferred:
 		switch {
 		case matches && act.Outcome == OutcomeRolledBack:
-			t.setHost(w, i, EvAgentRolledBack, Reason{Code: CodeAgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
+			t.setHost(w, i, EvAgentRolledBack, Reason{Code: codes.AgentRolledBack, Message: detail("the agent rolled back to its previous closure", act.Detail)})
 		case matches && act.Outcome == OutcomeFailed:
-			t.setHost(w, i, EvActivationFailed, Reason{Code: CodeActivationFailed, Message: detail("the boot into the target failed", act.Detail)})
+			t.setHost(w, i, EvActivationFailed, Reason{Code: codes.ActivationFailed, Message: detail("the boot into the target failed", act.Detail)})
 		}
 	case HostRollingBack:
 		switch {
 		case o.Current == h.Previous && o.LastSeen.After(h.Since):
-			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "back on the previous closure " + h.Previous})
+			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "back on the previous closure " + h.Previous})
 		case t.now.Sub(h.Since) <= confirm:
 		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
 			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and not heard since"))
 		default:
-			t.setHost(w, i, EvRollbackTimeout, Reason{Code: CodeRollbackTimeout,
+			t.setHost(w, i, EvRollbackTimeout, Reason{Code: codes.RollbackTimeout,
 				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
 		}
 	}
@@ -225,9 +226,9 @@ func (w *work) failures() int {
 	n := 0
 	for _, h := range w.r.Hosts {
 		switch {
-		case h.State == HostFailed && h.Reason.Code != CodeRollbackTimeout:
+		case h.State == HostFailed && h.Reason.Code != codes.RollbackTimeout:
 			n++
-		case h.State == HostReverted && h.Reason.Code == CodeAgentRolledBack:
+		case h.State == HostReverted && h.Reason.Code == codes.AgentRolledBack:
 			n++
 		}
 	}
@@ -248,7 +249,7 @@ func (t *tick) healthPolicy(w *work) {
 	// still catches up skipped hosts while it is the channel's latest:
 	// their failures count too (rule 9), when one happens (a failure
 	// recorded before is not judged again).
-	haltedMayRevert := w.r.State == RolloutHalted && rollback && w.r.Reason.Code != CodeRevertStalled
+	haltedMayRevert := w.r.State == RolloutHalted && rollback && w.r.Reason.Code != codes.RevertStalled
 	catchingUp := w.r.State == RolloutConverged && w.latest && w.failures() > w.failed0
 	if w.r.State != RolloutActive && !haltedMayRevert && !catchingUp {
 		return
@@ -257,7 +258,7 @@ func (t *tick) healthPolicy(w *work) {
 	if failed <= w.maxFailures() {
 		return
 	}
-	reason := Reason{Code: CodeHealthFailure, Message: fmt.Sprintf("%d host(s) failed, healthGate.maxFailures is %d; onHealthFailure is %s",
+	reason := Reason{Code: codes.HealthFailure, Message: fmt.Sprintf("%d host(s) failed, healthGate.maxFailures is %d; onHealthFailure is %s",
 		failed, w.maxFailures(), cmp.Or(w.r.OnHealthFailure, proto.OnHealthFailureHalt))}
 	if rollback {
 		t.setRollout(w, EvRollback, reason)

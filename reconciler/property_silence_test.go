@@ -34,6 +34,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -222,18 +223,18 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 		}
 		why, blindWhy := held(e.Channel, false), held(e.Channel, true)
 		switch {
-		case e.Reason.Code == reconciler.CodeOffline || e.Reason.Code == reconciler.CodeOfflineSoaking:
+		case e.Reason.Code == codes.Offline || e.Reason.Code == codes.OfflineWhileSoaking:
 			if why != "" {
 				problems = append(problems, fmt.Sprintf("host %s of %s moved %s→%s (%s) for being silent while %s",
 					e.Host, e.RolloutID, e.From, e.To, e.Reason.Code, why))
 			}
-		case e.Reason.Code == reconciler.CodeConfirmTimeout:
+		case e.Reason.Code == codes.ConfirmTimeout:
 			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
 			if !ok {
 				continue
 			}
 			heardAfter := c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(confirm))
-			blind := c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard
+			blind := c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == codes.ConfirmUnheard
 			switch {
 			case heardAfter && blind:
 				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although it was heard after a confirm window the control plane could not hear: that is confirm_unheard",
@@ -241,12 +242,12 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 			case !heardAfter && why != "":
 				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout, not heard since its window closed, while %s", e.Host, e.RolloutID, why))
 			}
-		case e.Reason.Code == reconciler.CodeConfirmUnheard:
+		case e.Reason.Code == codes.ConfirmUnheard:
 			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
 			if !ok {
 				continue
 			}
-			if !(c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == reconciler.CodeConfirmUnheard) {
+			if !(c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == codes.ConfirmUnheard) {
 				problems = append(problems, fmt.Sprintf("%s in %s forgiven as confirm_unheard although the control plane heard its whole confirm window", e.Host, e.RolloutID))
 			}
 			act := c.in.Hosts[e.Host].Activation
@@ -265,9 +266,9 @@ func failuresOf(r reconciler.Rollout) int {
 	n := 0
 	for _, h := range r.Hosts {
 		switch {
-		case h.State == reconciler.HostFailed && h.Reason.Code != reconciler.CodeRollbackTimeout:
+		case h.State == reconciler.HostFailed && h.Reason.Code != codes.RollbackTimeout:
 			n++
-		case h.State == reconciler.HostReverted && h.Reason.Code == reconciler.CodeAgentRolledBack:
+		case h.State == reconciler.HostReverted && h.Reason.Code == codes.AgentRolledBack:
 			n++
 		}
 	}
@@ -315,7 +316,7 @@ func checkHealthPolicy(_ *rapid.T, c tickCase) []string {
 			states[key{e.RolloutID, e.Host}] = reconciler.RolloutHost{Hostname: e.Host, State: reconciler.HostState(e.To), Reason: e.Reason}
 			continue
 		}
-		if e.Kind != reconciler.EventRolloutTransition || e.Reason.Code != reconciler.CodeHealthFailure {
+		if e.Kind != reconciler.EventRolloutTransition || e.Reason.Code != codes.HealthFailure {
 			continue
 		}
 		ri, ok := index[e.RolloutID]
@@ -363,14 +364,14 @@ func checkDeadline(_ *rapid.T, c tickCase) []string {
 				continue
 			}
 			switch {
-			case simInFlight(h.State) && h.Blocked.Gate == reconciler.GateVisibility:
+			case simInFlight(h.State) && h.Blocked.Gate == codes.PartialVisibility:
 				// silent in flight under partial visibility: not moving
 			case simInFlight(h.State):
 				waiting = true
-			case h.State == reconciler.HostPending && slices.Contains([]string{reconciler.GateBudget, reconciler.GateBusy,
-				reconciler.GateChannelEdge, reconciler.GateHostEdge}, h.Blocked.Gate):
+			case h.State == reconciler.HostPending && slices.Contains([]string{codes.Budget, codes.Busy,
+				codes.ChannelEdge, codes.HostEdge}, h.Blocked.Gate):
 				waiting = true
-			case h.State == reconciler.HostPending && h.Blocked.Gate == reconciler.GateUnheard:
+			case h.State == reconciler.HostPending && h.Blocked.Gate == codes.Unheard:
 				// held while the control plane warms up or the channel
 				// recovers: judged within one offline threshold
 				waiting = true
@@ -392,7 +393,7 @@ func checkLanding(_ *rapid.T, c tickCase) []string {
 			continue
 		}
 		for _, h := range r.Hosts {
-			if !simInFlight(h.State) || h.Blocked.Gate == reconciler.GateUnheard || h.Blocked.Gate == reconciler.GateVisibility {
+			if !simInFlight(h.State) || h.Blocked.Gate == codes.Unheard || h.Blocked.Gate == codes.PartialVisibility {
 				continue
 			}
 			bound := confirm

@@ -50,6 +50,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -1000,7 +1001,7 @@ func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction) {
 		default:
 			offline()
 		}
-	case hi.Reason.Code == reconciler.CodeCatchUp && percentGen.Draw(t, "catchUpFails") < 30:
+	case hi.Reason.Code == codes.CatchUp && percentGen.Draw(t, "catchUpFails") < 30:
 		// A host that was away fails more often than most: its failure
 		// must still count (rule 9), also in a converged rollout.
 		report(reconciler.OutcomeFailed)

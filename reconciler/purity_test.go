@@ -19,7 +19,7 @@ var (
 	allowedImports = map[string]bool{
 		"cmp": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true, "errors": true, "fmt": true, "maps": true, "math": true,
 		"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
-		"github.com/nixfleet/nixfleet/proto": true,
+		"github.com/nixfleet/nixfleet/codes": true, "github.com/nixfleet/nixfleet/proto": true,
 	}
 	// Reading the clock, sleeping, timers, and printing.
 	forbiddenCalls = map[string]bool{
@@ -31,17 +31,19 @@ var (
 )
 
 // TestPurity fails if the reconciler imports anything that does I/O, reads
-// the clock or uses randomness, and checks proto, its one module
-// dependency, the same way for I/O and randomness.
+// the clock or uses randomness, and checks proto and codes, its module
+// dependencies, the same way for I/O and randomness.
 func TestPurity(t *testing.T) {
 	t.Parallel()
 	protoAllowed := map[string]bool{"encoding/json": true, "errors": true, "fmt": true, "reflect": true, "slices": true, "time": true,
 		"strings": true, "sync": true, "bytes": true, "github.com/nixfleet/nixfleet/internal/jsonscan": true}
 	scanAllowed := map[string]bool{"bytes": true, "errors": true, "fmt": true, "math": true,
 		"slices": true, "strconv": true, "unicode/utf16": true, "unicode/utf8": true}
-	for _, p := range append(append(checkPure(t, ".", allowedImports, forbiddenCalls),
+	codesAllowed := map[string]bool{"slices": true, "strings": true}
+	for _, p := range append(append(append(checkPure(t, ".", allowedImports, forbiddenCalls),
 		checkPure(t, "../proto", protoAllowed, forbiddenCalls)...),
-		checkPure(t, "../internal/jsonscan", scanAllowed, forbiddenCalls)...) {
+		checkPure(t, "../internal/jsonscan", scanAllowed, forbiddenCalls)...),
+		checkPure(t, "../codes", codesAllowed, forbiddenCalls)...) {
 		t.Error(p)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // Reconcile runs one tick: from the verified releases, the rollouts, what
@@ -285,7 +287,7 @@ func (t *tick) block(w *work, i int, why Reason) {
 	w.touch(i)
 	h.Blocked = why
 	t.moved = true
-	if why.Gate != GateWave && why.Gate != "" {
+	if why.Gate != codes.WaveNotActive && why.Gate != "" {
 		t.emit(Event{Kind: EventHostWaiting, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
 			From: string(h.State), Reason: why})
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // Reverting rollouts (rfcs/0003 rule 9): hosts that moved are sent back to
@@ -31,11 +33,11 @@ func (t *tick) revert(w *work) {
 			continue // let the switch finish first
 		}
 		if h.State == HostFailed && o.Current == h.Previous && !o.LastSeen.Before(h.Since) {
-			t.setHost(w, i, EvRolledBack, Reason{Code: CodeRolledBack, Message: "already back on the previous closure " + h.Previous})
+			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "already back on the previous closure " + h.Previous})
 			remaining--
 			continue
 		}
-		if h.State == HostFailed && h.Reason.Code == CodeRollbackTimeout && !h.Since.Before(w.r.UpdatedAt) {
+		if h.State == HostFailed && h.Reason.Code == codes.RollbackTimeout && !h.Since.Before(w.r.UpdatedAt) {
 			continue // tried in this revert already; the deadline will report it
 		}
 		if !t.heard(o) && !t.judges(w.r.Channel) {
@@ -48,16 +50,16 @@ func (t *tick) revert(w *work) {
 			continue
 		}
 		if h.Previous == "" {
-			t.block(w, i, Reason{Gate: GateNoPrevious, Code: GateNoPrevious, Message: "the host reported no closure before it was dispatched; nothing to roll back to"})
+			t.block(w, i, Reason{Gate: codes.NoPreviousClosure, Code: codes.NoPreviousClosure, Message: "the host reported no closure before it was dispatched; nothing to roll back to"})
 			continue
 		}
 		if s := w.pendingSuccessor(i); s >= 0 {
-			t.block(w, i, Reason{Gate: GateRollbackOrder, Code: GateRollbackOrder,
+			t.block(w, i, Reason{Gate: codes.RollbackOrder, Code: codes.RollbackOrder,
 				Message: fmt.Sprintf("%s, which it gates, is rolled back first", w.r.Hosts[s].Hostname)})
 			continue
 		}
 		if other := t.busy(w, h.Hostname); other != nil {
-			t.block(w, i, Reason{Gate: GateBusy, Code: GateBusy, Message: "in flight in " + other.r.ID})
+			t.block(w, i, Reason{Gate: codes.Busy, Code: codes.Busy, Message: "in flight in " + other.r.ID})
 			continue
 		}
 		wasInFlight := h.State.InFlight()
@@ -65,7 +67,7 @@ func (t *tick) revert(w *work) {
 			t.block(w, i, budgetBlock(g))
 			continue
 		}
-		t.setHost(w, i, EvRollbackDispatch, Reason{Code: CodeRollbackStarted, Message: "rolling back to " + h.Previous})
+		t.setHost(w, i, EvRollbackDispatch, Reason{Code: codes.RollbackDispatched, Message: "rolling back to " + h.Previous})
 		if !wasInFlight {
 			t.take(w, i) // a soaking host already holds its slots
 		}
@@ -73,7 +75,7 @@ func (t *tick) revert(w *work) {
 			Target: h.Previous, Wave: h.Wave, Reason: h.Reason})
 	}
 	if remaining == 0 {
-		t.setRollout(w, EvRevertDone, Reason{Code: CodeRevertDone, Message: "every host that moved is back on its previous closure"})
+		t.setRollout(w, EvRevertDone, Reason{Code: codes.Reverted, Message: "every host that moved is back on its previous closure"})
 	}
 }
 

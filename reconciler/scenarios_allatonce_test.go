@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -72,7 +73,7 @@ var allAtOnceScenarios = []goldenCase{
 			s.release(lab(s).build(), commit(1)).online(labHosts...)
 		},
 		check: all(wantOneWave(rid("lab", 1)), wantIntents("l1", "l3", "a"),
-			wantBlocked("l2", rc.GateHostEdge), wantBlocked("l4", rc.GateBudget), wantBlocked("l5", rc.GateBudget),
+			wantBlocked("l2", codes.HostEdge), wantBlocked("l4", codes.Budget), wantBlocked("l5", codes.Budget),
 			noEvent(rc.EventWavePromoted)),
 	},
 	{
@@ -94,7 +95,7 @@ var allAtOnceScenarios = []goldenCase{
 			s.confirm(rid("lab", 1), "l2", "l4").tick().advance(time.Minute)
 			s.confirm(rid("lab", 1), "l5")
 		},
-		check: all(wantRolloutMove(rc.RolloutActive, rc.RolloutConverged, rc.CodeConverged), wantIntents(),
+		check: all(wantRolloutMove(rc.RolloutActive, rc.RolloutConverged, codes.Converged), wantIntents(),
 			noTransitionTo(rc.HostFailed, rc.HostSkipped), noEvent(rc.EventWavePromoted)),
 	},
 }

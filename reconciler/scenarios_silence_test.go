@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -112,7 +113,7 @@ var silenceScenarios = []goldenCase{
 		build: func(s *scenario) {
 			s.watching(t0).release(three(s).build(), commit(1))
 		},
-		check: all(wantBlocked("a", rc.GateUnheard), noTransitionTo(rc.HostSkipped), noEvent(rc.EventWavePromoted),
+		check: all(wantBlocked("a", codes.Unheard), noTransitionTo(rc.HostSkipped), noEvent(rc.EventWavePromoted),
 			wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents()),
 	},
 	{
@@ -135,7 +136,7 @@ var silenceScenarios = []goldenCase{
 			s.in.Now = t0.Add(time.Minute)
 			s.online("a", "b").tick().advance(5 * time.Minute)
 		},
-		check: wantEvent(rc.EventHostTransition, "z", "Skipped", rc.CodeOffline),
+		check: wantEvent(rc.EventHostTransition, "z", "Skipped", codes.Offline),
 	},
 	{
 		name: "rule06-silence-not-judged-after-an-outage",
@@ -145,7 +146,7 @@ var silenceScenarios = []goldenCase{
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.outage(20 * time.Minute).online("c")
 		},
-		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", rc.GateUnheard), wantBlocked("b", rc.GateUnheard), noRolloutTransition),
+		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", codes.Unheard), wantBlocked("b", codes.Unheard), noRolloutTransition),
 	},
 	{
 		name: "rule06-partial-visibility-skips-nothing",
@@ -154,8 +155,8 @@ var silenceScenarios = []goldenCase{
 			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
-		check: all(wantMessage(rc.EventPartialVisibility, rc.CodePartialVisibility, "3 of 4 hosts silent"), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
-			noTransitionTo(rc.HostSkipped), wantBlocked("b", rc.GateVisibility), wantIntents()),
+		check: all(wantMessage(rc.EventPartialVisibility, codes.PartialVisibility, "3 of 4 hosts silent"), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
+			noTransitionTo(rc.HostSkipped), wantBlocked("b", codes.PartialVisibility), wantIntents()),
 	},
 	{
 		name: "rule06-partial-visibility-ends-by-itself",
@@ -165,7 +166,7 @@ var silenceScenarios = []goldenCase{
 			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
 			s.online("b", "c", "d")
 		},
-		check: all(wantEvent(rc.EventVisibilityRestored, "", "", rc.CodeVisibilityBack), wantIntents("b")),
+		check: all(wantEvent(rc.EventVisibilityRestored, "", "", codes.VisibilityRestored), wantIntents("b")),
 	},
 	{
 		name: "rule06-partial-visibility-promotes-nothing",
@@ -184,7 +185,7 @@ var silenceScenarios = []goldenCase{
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.offline("a", "b", "c")
 		},
-		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", rc.GateVisibility), noRolloutTransition),
+		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", codes.PartialVisibility), noRolloutTransition),
 	},
 	{
 		name: "rule06-tiny-channel-skips-its-away-host",
@@ -193,7 +194,7 @@ var silenceScenarios = []goldenCase{
 			b := newFleet(s.t).channel("solo", 0).host("z", "solo", 0)
 			s.release(b.build(), commit(1)).offline("z")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "z", "Skipped", rc.CodeOffline), noEvent(rc.EventPartialVisibility), noRolloutTo(rc.RolloutConverged)),
+		check: all(wantEvent(rc.EventHostTransition, "z", "Skipped", codes.Offline), noEvent(rc.EventPartialVisibility), noRolloutTo(rc.RolloutConverged)),
 	},
 	{
 		name: "rule06-catch-up-obeys-budgets",
@@ -204,7 +205,7 @@ var silenceScenarios = []goldenCase{
 			s.confirm(id1, "d").tick().advance(time.Minute)
 			s.online("a")
 		},
-		check: all(wantBlocked("a", rc.GateBudget), wantIntents()),
+		check: all(wantBlocked("a", codes.Budget), wantIntents()),
 	},
 
 	// ---- rule 8: evidence ----
@@ -214,7 +215,7 @@ var silenceScenarios = []goldenCase{
 		build: func(s *scenario) {
 			s.release(three(s).build(), commit(1)).online("b", "c").offline("a")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", rc.CodeOffline), noEvent(rc.EventWavePromoted), wantIntents()),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", codes.Offline), noEvent(rc.EventWavePromoted), wantIntents()),
 	},
 	{
 		name: "rule08-min-converged-holds-wave",
@@ -251,8 +252,8 @@ var silenceScenarios = []goldenCase{
 			started(s)
 			s.outage(20*time.Minute).online("a", "b", "c")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", rc.CodeConfirmUnheard),
-			wantEvent(rc.EventHostTransition, "a", "Activating", rc.CodeCatchUp), noRolloutTransition, wantIntents("a")),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", codes.ConfirmUnheard),
+			wantEvent(rc.EventHostTransition, "a", "Activating", codes.CatchUp), noRolloutTransition, wantIntents("a")),
 	},
 	{
 		name: "rule07-confirm-window-closed-in-silence-is-held",
@@ -261,7 +262,7 @@ var silenceScenarios = []goldenCase{
 			started(s)
 			s.advance(6*time.Minute).offline("a", "b", "c")
 		},
-		check: all(noTransitionTo(rc.HostFailed), wantHold("a", rc.GateVisibility, rc.CodeConfirmUnheard), noRolloutTransition),
+		check: all(noTransitionTo(rc.HostFailed), wantHold("a", codes.PartialVisibility, codes.ConfirmUnheard), noRolloutTransition),
 	},
 	{
 		name: "rule07-agent-rollback-after-unheard-window-not-a-failure",
@@ -270,9 +271,9 @@ var silenceScenarios = []goldenCase{
 			started(s)
 			s.advance(6*time.Minute).offline("a", "b", "c").tick().advance(time.Minute)
 			s.online("a", "b", "c").report(id1, "a", rc.OutcomeRolledBack)
-			s.observe("a", func(o *rc.ObservedHost) { o.Activation.Code = rc.CodeConfirmTimeout })
+			s.observe("a", func(o *rc.ObservedHost) { o.Activation.Code = codes.ConfirmTimeout })
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", rc.CodeConfirmUnheard), noRolloutTransition, wantIntents("a")),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", codes.ConfirmUnheard), noRolloutTransition, wantIntents("a")),
 	},
 	{
 		name: "rule07-confirm-newer-than-now-waits",
@@ -294,7 +295,7 @@ var silenceScenarios = []goldenCase{
 			s.online("c").tick().advance(time.Minute)
 			s.report(id1, "c", rc.OutcomeFailed)
 		},
-		check: all(wantRolloutMove(rc.RolloutConverged, rc.RolloutHalted, rc.CodeHealthFailure), wantEvent(rc.EventHostTransition, "c", "Failed", "")),
+		check: all(wantRolloutMove(rc.RolloutConverged, rc.RolloutHalted, codes.HealthFailure), wantEvent(rc.EventHostTransition, "c", "Failed", "")),
 	},
 	{
 		name: "rule09-catch-up-failure-reverts-converged-rollout",
@@ -305,8 +306,8 @@ var silenceScenarios = []goldenCase{
 			s.online("c").tick().advance(time.Minute)
 			s.report(id1, "c", rc.OutcomeFailed)
 		},
-		check: all(wantRolloutMove(rc.RolloutConverged, rc.RolloutReverting, rc.CodeHealthFailure),
-			wantEvent(rc.EventHostTransition, "c", "Reverted", rc.CodeRolledBack), wantIntents("b", "a", "d")),
+		check: all(wantRolloutMove(rc.RolloutConverged, rc.RolloutReverting, codes.HealthFailure),
+			wantEvent(rc.EventHostTransition, "c", "Reverted", codes.RolledBack), wantIntents("b", "a", "d")),
 	},
 	{
 		name: "rule09-halted-rollout-stops-catching-up",
@@ -328,7 +329,7 @@ var silenceScenarios = []goldenCase{
 			s.confirm(rid("stable", 2), "a").tick().advance(time.Minute)
 			s.intent("i1", rid("stable", 2), rc.IntentRollback, "alice").tick().advance(11 * time.Minute)
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked),
+		check: wantEvent(rc.EventHostTransition, "a", "Converged", codes.Soaked),
 	},
 
 	// ---- rules 1 and 5: a superseded rollout's hosts in flight ----
@@ -342,8 +343,8 @@ var silenceScenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
 			s.release(b.bump("v2").build(), commit(2))
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", rc.CodeSuperseded), wantBlocked("a", rc.GateBusy),
-			wantBlocked("b", rc.GateBudget), wantIntents()),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", codes.Superseded), wantBlocked("a", codes.Busy),
+			wantBlocked("b", codes.Budget), wantIntents()),
 	},
 	{
 		name: "rule01-superseded-rollout-lets-soaking-host-land",
@@ -355,7 +356,7 @@ var silenceScenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
 			s.release(b.bump("v2").build(), commit(2)).tick().advance(9 * time.Minute)
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked), wantIntents("a")),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", codes.Soaked), wantIntents("a")),
 	},
 
 	// ---- rule 10: intents newer than the tick ----
@@ -381,7 +382,7 @@ var silenceScenarios = []goldenCase{
 		build: func(s *scenario) {
 			s.release(three(s).build(), commit(1)).online("b", "c").offline("a").tick().advance(66 * time.Minute)
 		},
-		check: wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "wave 0 made no progress", "1 skipped", "0 of the 1 host(s)"),
+		check: wantMessage(rc.EventRolloutTransition, codes.WaveStalled, "wave 0 made no progress", "1 skipped", "0 of the 1 host(s)"),
 	},
 	{
 		name: "rule11-edge-against-wave-order-stalls",
@@ -394,7 +395,7 @@ var silenceScenarios = []goldenCase{
 			s.release(f, commit(1)).online("a", "z", "b").tick().advance(time.Minute)
 			s.confirm(id1, "z").tick().advance(61 * time.Minute)
 		},
-		check: wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "wave 0", "1 held by host_edge"),
+		check: wantMessage(rc.EventRolloutTransition, codes.WaveStalled, "wave 0", "1 held by host_edge"),
 	},
 	{
 		name: "rule11-partial-visibility-past-the-deadline-halts",
@@ -404,7 +405,7 @@ var silenceScenarios = []goldenCase{
 			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(61 * time.Minute)
 			s.offline("b", "c", "d")
 		},
-		check: wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "3 held by partial_visibility", "channel stable is in partial visibility"),
+		check: wantMessage(rc.EventRolloutTransition, codes.WaveStalled, "3 held by partial_visibility", "channel stable is in partial visibility"),
 	},
 
 	// ---- what a first review found ----
@@ -420,8 +421,8 @@ var silenceScenarios = []goldenCase{
 			s.in.Now = t0.Add(10 * time.Minute)
 			s.online("b", "c", "d")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmTimeout),
-			wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure)),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", codes.ConfirmTimeout),
+			wantEvent(rc.EventRolloutTransition, "", "Halted", codes.HealthFailure)),
 	},
 	{
 		name: "rule05-superseded-host-counts-against-a-new-budget",
@@ -433,8 +434,8 @@ var silenceScenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
 			s.release(b.budget(proto.Selector{All: true}, 1, 0).bump("v2").build(), commit(2)).online("b")
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", rc.CodeSuperseded), wantBlocked("a", rc.GateBusy),
-			wantBlocked("b", rc.GateBudget), wantIntents()),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", codes.Superseded), wantBlocked("a", codes.Busy),
+			wantBlocked("b", codes.Budget), wantIntents()),
 	},
 	{
 		name: "rule11-silent-soaking-hosts-stall",
@@ -445,7 +446,7 @@ var silenceScenarios = []goldenCase{
 			s.confirm(id1, "a", "b", "c").tick().advance(time.Minute)
 			s.offline("b", "c", "d").advance(30 * time.Minute).tick().advance(91 * time.Minute)
 		},
-		check: all(wantMessage(rc.EventRolloutTransition, rc.CodeWaveStalled, "2 soaking and silent"), noTransitionTo(rc.HostFailed)),
+		check: all(wantMessage(rc.EventRolloutTransition, codes.WaveStalled, "2 soaking and silent"), noTransitionTo(rc.HostFailed)),
 	},
 	{
 		name: "rule08-unchanged-host-is-no-evidence",
@@ -469,7 +470,7 @@ var silenceScenarios = []goldenCase{
 			s.offline("b", "c", "d").tick().advance(time.Minute)
 			s.online("b", "c")
 		},
-		check: all(wantEvent(rc.EventVisibilityRestored, "", "", rc.CodeVisibilityBack), noTransitionTo(rc.HostFailed), noRolloutTransition),
+		check: all(wantEvent(rc.EventVisibilityRestored, "", "", codes.VisibilityRestored), noTransitionTo(rc.HostFailed), noRolloutTransition),
 	},
 	{
 		name: "rule09-old-failure-does-not-halt-converged-rollout",
@@ -479,7 +480,7 @@ var silenceScenarios = []goldenCase{
 			s.rollout(id1, func(r *rc.Rollout) {
 				for i := range r.Hosts {
 					if r.Hosts[i].Hostname == "c" {
-						r.Hosts[i].State, r.Hosts[i].Reason = rc.HostFailed, rc.Reason{Code: rc.CodeActivationFailed}
+						r.Hosts[i].State, r.Hosts[i].Reason = rc.HostFailed, rc.Reason{Code: codes.ActivationFailed}
 					}
 				}
 			})
@@ -495,7 +496,7 @@ var silenceScenarios = []goldenCase{
 			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
-		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "b", "Skipped", rc.CodeOffline)),
+		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "b", "Skipped", codes.Offline)),
 	},
 	{
 		name: "rule06-partial-visibility-floor",
@@ -505,7 +506,7 @@ var silenceScenarios = []goldenCase{
 			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
-		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "c", "Skipped", rc.CodeOffline)),
+		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "c", "Skipped", codes.Offline)),
 	},
 	{
 		name: "rule06-warm-up-keeps-the-last-verdict",
@@ -530,7 +531,7 @@ var silenceScenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a", "b", "c", "d").offline("z").tick().advance(time.Minute)
 			s.offline("b", "c", "d").online("z")
 		},
-		check: all(wantEvent(rc.EventPartialVisibility, "", "", rc.CodePartialVisibility), wantBlocked("z", rc.GateVisibility), wantIntents()),
+		check: all(wantEvent(rc.EventPartialVisibility, "", "", codes.PartialVisibility), wantBlocked("z", codes.PartialVisibility), wantIntents()),
 	},
 
 	// ---- rule 12: output independent of the order of edges ----

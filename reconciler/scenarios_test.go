@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -78,7 +79,7 @@ var scenarios = []goldenCase{
 		build: func(s *scenario) {
 			s.release(three(s).build(), commit(1)).online("a", "b", "c")
 		},
-		check: all(wantEvent(rc.EventRolloutOpened, "", "Opening", rc.CodeRefMoved), wantEvent(rc.EventRolloutTransition, "", "Active", rc.CodeCompliancePassed), wantIntents("a")),
+		check: all(wantEvent(rc.EventRolloutOpened, "", "Opening", codes.RefMoved), wantEvent(rc.EventRolloutTransition, "", "Active", codes.CompliancePassed), wantIntents("a")),
 	},
 	{
 		name: "rule01-unchanged-ref-opens-nothing",
@@ -95,7 +96,7 @@ var scenarios = []goldenCase{
 			b := started(s)
 			s.release(b.bump("v2").build(), commit(2))
 		},
-		check: all(wantEvent(rc.EventRefWaiting, "", "", rc.CodeRefWaiting), noEvent(rc.EventRolloutOpened)),
+		check: all(wantEvent(rc.EventRefWaiting, "", "", codes.RefWaiting), noEvent(rc.EventRolloutOpened)),
 	},
 	{
 		name: "rule01-waiting-ref-reported-once",
@@ -114,7 +115,7 @@ var scenarios = []goldenCase{
 			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
 			s.release(b.bump("v3").build(), commit(3))
 		},
-		check: wantEvent(rc.EventRefWaiting, "", "", rc.CodeRefWaiting),
+		check: wantEvent(rc.EventRefWaiting, "", "", codes.RefWaiting),
 	},
 	{
 		name: "rule01-waiting-ref-opens-when-rollout-converged",
@@ -135,7 +136,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
 			s.release(b.bump("v2").build(), commit(2))
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", rc.CodeSuperseded), wantEvent(rc.EventRolloutOpened, "", "", "")),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", codes.Superseded), wantEvent(rc.EventRolloutOpened, "", "", "")),
 	},
 	{
 		name: "rule01-halted-rollout-with-activating-host-not-superseded",
@@ -154,7 +155,7 @@ var scenarios = []goldenCase{
 			s.release(three(s).build(), commit(1)).online("a", "b", "c")
 			s.in.Channels[0].Ref = commit(9)
 		},
-		check: all(wantEvent(rc.EventRolloutDeferred, "", "", rc.CodeManifestMismatch), noEvent(rc.EventRolloutOpened)),
+		check: all(wantEvent(rc.EventRolloutDeferred, "", "", codes.ManifestMismatch), noEvent(rc.EventRolloutOpened)),
 	},
 
 	// ---- rule 2: static compliance gate ----
@@ -168,7 +169,7 @@ var scenarios = []goldenCase{
 				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlStatic, Closure: closure("b", "v1")}}
 			})
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Failed", rc.CodeComplianceBlocked), wantIntents()),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Failed", codes.ComplianceBlocked), wantIntents()),
 	},
 	{
 		name: "rule02-static-compliance-permissive-warns",
@@ -180,7 +181,7 @@ var scenarios = []goldenCase{
 				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlBoth, Closure: closure("b", "v1")}}
 			})
 		},
-		check: all(wantEvent(rc.EventComplianceWarning, "b", "", rc.CodeComplianceWarning), wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents("a")),
+		check: all(wantEvent(rc.EventComplianceWarning, "b", "", codes.ComplianceWarning), wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents("a")),
 	},
 	{
 		name: "rule02-static-compliance-disabled",
@@ -214,7 +215,7 @@ var scenarios = []goldenCase{
 			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
 			s.release(b.build(), commit(1)).online("e1", "s1")
 		},
-		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantEvent(rc.EventRolloutDeferred, "", "", rc.CodeChannelEdge), wantIntents("e1")),
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantEvent(rc.EventRolloutDeferred, "", "", codes.ChannelEdge), wantIntents("e1")),
 	},
 	{
 		name: "rule03-deferral-reported-once",
@@ -245,7 +246,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", rid("edge", 1), rc.IntentPause, "bob").tick().advance(time.Minute)
 			s.release(f, commit(1), "stable")
 		},
-		check: all(wantEvent(rc.EventRolloutDeferred, "", "", rc.CodeChannelEdge), noEvent(rc.EventRolloutOpened)),
+		check: all(wantEvent(rc.EventRolloutDeferred, "", "", codes.ChannelEdge), noEvent(rc.EventRolloutOpened)),
 	},
 	{
 		name: "rule03-converged-predecessor-lets-gated-open",
@@ -268,7 +269,7 @@ var scenarios = []goldenCase{
 				o.Quarantine = []rc.Quarantine{{Closure: closure("a", "v1"), Until: t0.Add(time.Hour)}}
 			})
 		},
-		check: all(wantBlocked("a", rc.GateQuarantine), wantIntents()),
+		check: all(wantBlocked("a", codes.Quarantined), wantIntents()),
 	},
 	{
 		name: "rule04-gate-expired-quarantine-ignored",
@@ -292,7 +293,7 @@ var scenarios = []goldenCase{
 			s.confirm(rid("stable", 1), "s1")
 			s.release(b.bump("v2").build(), commit(2), "edge")
 		},
-		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("s2", rc.GateChannelEdge)),
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("s2", codes.ChannelEdge)),
 	},
 	{
 		name: "rule04-gate-wave-not-active",
@@ -300,7 +301,7 @@ var scenarios = []goldenCase{
 		build: func(s *scenario) {
 			s.release(three(s).build(), commit(1)).online("a", "b", "c")
 		},
-		check: all(wantBlocked("b", rc.GateWave), wantBlocked("c", rc.GateWave), noEvent(rc.EventHostWaiting)),
+		check: all(wantBlocked("b", codes.WaveNotActive), wantBlocked("c", codes.WaveNotActive), noEvent(rc.EventHostWaiting)),
 	},
 	{
 		name: "rule04-gate-host-edge",
@@ -309,7 +310,7 @@ var scenarios = []goldenCase{
 			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
 			s.release(b.build(), commit(1)).online("a", "b")
 		},
-		check: all(wantBlocked("b", rc.GateHostEdge), wantEvent(rc.EventHostWaiting, "b", "", rc.GateHostEdge), wantIntents("a")),
+		check: all(wantBlocked("b", codes.HostEdge), wantEvent(rc.EventHostWaiting, "b", "", codes.HostEdge), wantIntents("a")),
 	},
 	{
 		name: "rule04-gate-host-edge-opens-on-convergence",
@@ -329,7 +330,7 @@ var scenarios = []goldenCase{
 				budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
 			s.release(b.build(), commit(1)).online("a", "b")
 		},
-		check: all(wantIntents("a"), wantBlocked("b", rc.GateBudget)),
+		check: all(wantIntents("a"), wantBlocked("b", codes.Budget)),
 	},
 	{
 		name: "rule04-gate-compliance-of-earlier-wave",
@@ -346,7 +347,7 @@ var scenarios = []goldenCase{
 			})
 			s.confirm(id1, "z")
 		},
-		check: all(wantEvent(rc.EventWavePromoted, "", "", ""), wantBlocked("b", rc.GateCompliance), wantIntents()),
+		check: all(wantEvent(rc.EventWavePromoted, "", "", ""), wantBlocked("b", codes.ComplianceEarlierWave), wantIntents()),
 	},
 	{
 		name: "rule04-first-gate-wins",
@@ -358,7 +359,7 @@ var scenarios = []goldenCase{
 				o.Quarantine = []rc.Quarantine{{Closure: closure("b", "v1"), Until: t0.Add(time.Hour)}}
 			})
 		},
-		check: wantBlocked("b", rc.GateQuarantine),
+		check: wantBlocked("b", codes.Quarantined),
 	},
 	{
 		name: "rule04-gate-busy-in-other-rollout",
@@ -368,7 +369,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentCancel, "carol").tick().advance(time.Minute)
 			s.release(b.bump("v2").build(), commit(2))
 		},
-		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("a", rc.GateBusy), wantIntents()),
+		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("a", codes.Busy), wantIntents()),
 	},
 
 	// ---- rule 5: disruption budgets ----
@@ -380,7 +381,7 @@ var scenarios = []goldenCase{
 				budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
 			s.release(b.build(), commit(1)).online("x1", "y1")
 		},
-		check: all(wantIntents("x1"), wantBlocked("y1", rc.GateBudget)),
+		check: all(wantIntents("x1"), wantBlocked("y1", codes.Budget)),
 	},
 	{
 		name: "rule05-budget-pct",
@@ -431,7 +432,7 @@ var scenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeDeferred)
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", rc.CodeDeferred), wantIntents("b")),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", codes.Deferred), wantIntents("b")),
 	},
 
 	// ---- rule 6: offline hosts ----
@@ -442,7 +443,7 @@ var scenarios = []goldenCase{
 			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
 			s.release(b.build(), commit(1)).online("a").offline("b")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "b", "Skipped", rc.CodeOffline), wantIntents("a")),
+		check: all(wantEvent(rc.EventHostTransition, "b", "Skipped", codes.Offline), wantIntents("a")),
 	},
 	{
 		name: "rule06-skipped-host-does-not-block-promotion",
@@ -452,7 +453,7 @@ var scenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Converged", rc.CodeConverged),
+		check: wantEvent(rc.EventRolloutTransition, "", "Converged", codes.Converged),
 	},
 	{
 		name: "rule06-skipped-host-returns-and-catches-up",
@@ -463,7 +464,7 @@ var scenarios = []goldenCase{
 			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
 			s.online("b")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "b", "Activating", rc.CodeCatchUp), wantIntents("b")),
+		check: all(wantEvent(rc.EventHostTransition, "b", "Activating", codes.CatchUp), wantIntents("b")),
 	},
 	{
 		name: "rule06-returning-host-gets-newest-target",
@@ -491,7 +492,7 @@ var scenarios = []goldenCase{
 			started(s)
 			s.advance(5 * time.Minute)
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure)),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", codes.ConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Halted", codes.HealthFailure)),
 	},
 	{
 		name: "rule07-agent-rollback-reverted",
@@ -500,7 +501,7 @@ var scenarios = []goldenCase{
 			started(s)
 			s.report(id1, "a", rc.OutcomeRolledBack)
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeAgentRolledBack), wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure)),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", codes.AgentRolledBack), wantEvent(rc.EventRolloutTransition, "", "Halted", codes.HealthFailure)),
 	},
 	{
 		name: "rule07-deferred-activation",
@@ -509,7 +510,7 @@ var scenarios = []goldenCase{
 			startedFour(s)
 			s.report(id1, "a", rc.OutcomeDeferred).confirm(id1, "d")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", rc.CodeDeferred), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", codes.Deferred), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
 	},
 	{
 		name: "rule07-deferred-host-boots-into-target",
@@ -519,7 +520,7 @@ var scenarios = []goldenCase{
 			s.report(id1, "a", rc.OutcomeDeferred).tick().advance(time.Minute)
 			s.reboot(id1, "a")
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Soaking", rc.CodeBootedIntoTarget),
+		check: wantEvent(rc.EventHostTransition, "a", "Soaking", codes.BootedIntoTarget),
 	},
 	{
 		name: "rule07-activation-failed",
@@ -528,7 +529,7 @@ var scenarios = []goldenCase{
 			started(s)
 			s.report(id1, "a", rc.OutcomeFailed)
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeActivationFailed),
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.ActivationFailed),
 	},
 	{
 		name: "rule07-manifest-rejected",
@@ -537,7 +538,7 @@ var scenarios = []goldenCase{
 			started(s)
 			s.report(id1, "a", rc.OutcomeManifestRejected)
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeManifestRejected),
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.ManifestRejected),
 	},
 	{
 		name: "rule07-stale-report-ignored",
@@ -569,7 +570,7 @@ var scenarios = []goldenCase{
 			soakingA(s)
 			s.advance(4 * time.Minute)
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", rc.CodeSoaked), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", codes.Soaked), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
 	},
 	{
 		name: "rule08-health-judged-from-checkins-after-the-confirm",
@@ -583,7 +584,7 @@ var scenarios = []goldenCase{
 				o.Current, o.Booted, o.LastSeen = before.Current, before.Booted, s.in.Now.Add(-10*time.Second)
 			})
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", rc.CodeConfirmed), noEvent(rc.EventRolloutTransition), wantIntents(),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", codes.Confirmed), noEvent(rc.EventRolloutTransition), wantIntents(),
 			func(t *testing.T, out rc.Output) {
 				for _, u := range out.Hosts {
 					if u.Host.State != rc.HostSoaking {
@@ -602,7 +603,7 @@ var scenarios = []goldenCase{
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.observe("a", func(o *rc.ObservedHost) { o.FailedUnits = []string{"nginx.service"} })
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeUnhealthy),
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.Unhealthy),
 	},
 	{
 		name: "rule08-failing-probe-fails-soak",
@@ -613,7 +614,7 @@ var scenarios = []goldenCase{
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.observe("a", func(o *rc.ObservedHost) { o.Probes = rc.ProbeSummary{Total: 2, Failed: []string{"http-200"}} })
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeUnhealthy),
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.Unhealthy),
 	},
 	{
 		name: "rule08-offline-while-soaking",
@@ -624,7 +625,7 @@ var scenarios = []goldenCase{
 			s.confirm(id1, "a").tick()
 			s.in.Now = s.in.Now.Add(10 * time.Minute)
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeOfflineSoaking),
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.OfflineWhileSoaking),
 	},
 	{
 		name: "rule08-required-runtime-compliance-fails-soak",
@@ -640,7 +641,7 @@ var scenarios = []goldenCase{
 				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Framework: "nis2", Type: rc.ControlRuntime, Closure: closure("a", "v1")}}
 			})
 		},
-		check: wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeUnhealthy),
+		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.Unhealthy),
 	},
 
 	// ---- rule 9: onHealthFailure ----
@@ -663,7 +664,7 @@ var scenarios = []goldenCase{
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d").tick().advance(time.Minute)
 			s.report(id1, "b", rc.OutcomeFailed)
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeHealthFailure), wantIntents()),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Halted", codes.HealthFailure), wantIntents()),
 	},
 	{
 		name: "rule09-rollback-and-halt-starts-revert",
@@ -677,7 +678,7 @@ var scenarios = []goldenCase{
 			s.confirm(id1, "b").tick().advance(time.Minute)
 			s.observe("b", func(o *rc.ObservedHost) { o.Probes = rc.ProbeSummary{Total: 1, Failed: []string{"http"}} })
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeHealthFailure), wantIntents("b")),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", codes.HealthFailure), wantIntents("b")),
 	},
 	{
 		name: "rule09-revert-in-reverse-edge-order",
@@ -687,7 +688,7 @@ var scenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a", "b").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentRollback, "dave")
 		},
-		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeOperatorRollback), wantIntents("b"), wantBlocked("a", rc.GateRollbackOrder)),
+		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", codes.OperatorRollback), wantIntents("b"), wantBlocked("a", codes.RollbackOrder)),
 	},
 	{
 		name: "rule09-revert-completes",
@@ -698,7 +699,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentRollback, "dave").tick().advance(time.Minute)
 			s.backOnPrevious(id1, "a")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeRolledBack), wantEvent(rc.EventRolloutTransition, "", "Reverted", rc.CodeRevertDone)),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", codes.RolledBack), wantEvent(rc.EventRolloutTransition, "", "Reverted", codes.Reverted)),
 	},
 	{
 		name: "rule09-failed-host-already-back-needs-no-rollback",
@@ -709,8 +710,8 @@ var scenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
 			s.advance(5 * time.Minute) // the confirm window passes
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", rc.CodeConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Reverting", rc.CodeHealthFailure),
-			wantEvent(rc.EventHostTransition, "a", "Reverted", rc.CodeRolledBack), wantEvent(rc.EventRolloutTransition, "", "Reverted", ""), wantIntents()),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", codes.ConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Reverting", codes.HealthFailure),
+			wantEvent(rc.EventHostTransition, "a", "Reverted", codes.RolledBack), wantEvent(rc.EventRolloutTransition, "", "Reverted", ""), wantIntents()),
 	},
 
 	// ---- rule 10: operator intents ----
@@ -721,7 +722,7 @@ var scenarios = []goldenCase{
 			soakingA(s)
 			s.intent("i1", id1, rc.IntentPause, "alice")
 		},
-		check: all(intentAccepted("pause"), wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeOperatorPause), wantIntents()),
+		check: all(intentAccepted("pause"), wantEvent(rc.EventRolloutTransition, "", "Halted", codes.OperatorPause), wantIntents()),
 	},
 	{
 		name: "rule10-resume-forgives-failures",
@@ -731,7 +732,7 @@ var scenarios = []goldenCase{
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d").tick().advance(time.Minute)
 			s.intent("i1", id1, rc.IntentResume, "alice")
 		},
-		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", rc.CodeOperatorResume), wantIntents("b", "c")),
+		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", codes.OperatorResume), wantIntents("b", "c")),
 	},
 	{
 		name: "rule10-cancel-lets-in-flight-finish",
@@ -741,7 +742,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentCancel, "carol").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", rc.CodeConfirmed), wantIntents()),
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", codes.Confirmed), wantIntents()),
 	},
 	{
 		name: "rule10-rollback-converged-rollout",
@@ -759,7 +760,7 @@ var scenarios = []goldenCase{
 			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentResume, "erin")
 		},
-		check: all(wantEvent(rc.EventIntentRefused, "", "", rc.CodeIllegalIntent), noEvent(rc.EventRolloutTransition)),
+		check: all(wantEvent(rc.EventIntentRefused, "", "", codes.IllegalTransition), noEvent(rc.EventRolloutTransition)),
 	},
 	{
 		name: "rule10-unknown-rollout-and-kind-refused",
@@ -769,7 +770,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", "stable@ffffff0", rc.IntentPause, "erin")
 			s.intent("i2", id1, "reboot", "erin")
 		},
-		check: all(wantEvent(rc.EventIntentRefused, "", "", rc.CodeUnknownRollout), wantEvent(rc.EventIntentRefused, "", "", rc.CodeUnknownIntent)),
+		check: all(wantEvent(rc.EventIntentRefused, "", "", codes.UnknownRollout), wantEvent(rc.EventIntentRefused, "", "", codes.UnknownIntent)),
 	},
 
 	// ---- rule 11: convergence and readiness deadlines ----
@@ -781,7 +782,7 @@ var scenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Converged", rc.CodeConverged),
+		check: wantEvent(rc.EventRolloutTransition, "", "Converged", codes.Converged),
 	},
 	{
 		name: "rule11-readiness-deadline-halts-stalled-wave",
@@ -792,7 +793,7 @@ var scenarios = []goldenCase{
 			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).tick().advance(61 * time.Minute)
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeWaveStalled),
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", codes.WaveStalled),
 	},
 	{
 		name: "rule11-waiting-for-predecessor-channel-is-not-a-stall",
@@ -821,7 +822,7 @@ var scenarios = []goldenCase{
 			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentRollback, "dave").tick().advance(6 * time.Minute).tick().advance(61 * time.Minute)
 		},
-		check: wantEvent(rc.EventRolloutTransition, "", "Halted", rc.CodeRevertStalled),
+		check: wantEvent(rc.EventRolloutTransition, "", "Halted", codes.RevertStalled),
 	},
 
 	// ---- rule 12: steady state ----

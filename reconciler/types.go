@@ -315,11 +315,12 @@ type Deferral struct {
 
 // Reason is the structured explanation every decision carries.
 type Reason struct {
-	// Code is stable and machine-readable (see the Code… constants).
+	// Code is stable and machine-readable: a constant of package codes.
 	Code string `json:"code,omitempty"`
 	// Message is for people.
 	Message string `json:"message,omitempty"`
-	// Gate names the gate that held a host, for blocking reasons.
+	// Gate names the gate that held a host, for blocking reasons (a gate
+	// constant of package codes).
 	Gate string `json:"gate,omitempty"`
 	// Actor is the operator behind an intent.
 	Actor string `json:"actor,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -51,15 +52,15 @@ func (t *tick) judges(channel string) bool {
 func (t *tick) silenceHold(channel, code, what string) Reason {
 	switch {
 	case t.partial[channel]:
-		return Reason{Gate: GateVisibility, Code: cmp.Or(code, GateVisibility),
+		return Reason{Gate: codes.PartialVisibility, Code: cmp.Or(code, codes.PartialVisibility),
 			Message: fmt.Sprintf("%s; channel %s is in partial visibility, where silence is not judged", what, channel)}
 	case !t.warm():
-		return Reason{Gate: GateUnheard, Code: cmp.Or(code, GateUnheard),
+		return Reason{Gate: codes.Unheard, Code: cmp.Or(code, codes.Unheard),
 			Message: fmt.Sprintf("%s; the control plane has watched its hosts only since %s and judges no silence before %s",
 				what, stamp(t.in.WatchingSince), stamp(t.watchEnd()))}
 	}
 	ended := t.recovering[channel]
-	return Reason{Gate: GateUnheard, Code: cmp.Or(code, GateUnheard),
+	return Reason{Gate: codes.Unheard, Code: cmp.Or(code, codes.Unheard),
 		Message: fmt.Sprintf("%s; channel %s left partial visibility at %s and judges no silence before %s",
 			what, channel, stamp(ended), stamp(ended.Add(t.in.Tunables.offline())))}
 }
@@ -79,7 +80,7 @@ func (t *tick) unheardBlock(w *work, o ObservedHost) Reason {
 func (t *tick) visibilityBlock(channel string) Reason {
 	why, ok := t.visMsg[channel]
 	if !ok {
-		why = Reason{Gate: GateVisibility, Code: GateVisibility,
+		why = Reason{Gate: codes.PartialVisibility, Code: codes.PartialVisibility,
 			Message: fmt.Sprintf("channel %s is in partial visibility: nothing is dispatched until most of its hosts are heard again", channel)}
 		t.visMsg[channel] = why
 	}
@@ -193,13 +194,13 @@ func (t *tick) judge(name string) {
 		if wasPartial {
 			v.rec.Since = was.Since
 		} else {
-			v.event = &Event{Kind: EventPartialVisibility, Channel: name, Wave: -1, Reason: Reason{Code: CodePartialVisibility,
+			v.event = &Event{Kind: EventPartialVisibility, Channel: name, Wave: -1, Reason: Reason{Code: codes.PartialVisibility,
 				Message: fmt.Sprintf("%d of %d hosts silent for more than %s (more than %d%%): the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
 					silent, total, t.in.Tunables.offline(), pct)}}
 		}
 	case wasPartial:
 		v = verdict{rec: Visibility{Channel: name, Since: was.Since, Ended: t.now, Silent: silent, Total: total}, kept: true,
-			event: &Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: CodeVisibilityBack,
+			event: &Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: codes.VisibilityRestored,
 				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again (silence is judged from %s)",
 					silent, total, stamp(was.Since), stamp(t.now.Add(t.in.Tunables.offline())))}}}
 	case known && t.now.Before(was.Ended.Add(t.in.Tunables.offline())):
@@ -255,6 +256,6 @@ func sortedNames(set map[string]bool) []string {
 // visibility or recovering from it now. A missing confirm of a host heard
 // again after its window is then not the host's failure.
 func (t *tick) blindWindow(w *work, h *RolloutHost) bool {
-	return h.Blocked.Code == CodeConfirmUnheard || t.in.WatchingSince.After(h.Since) || t.partial[w.r.Channel] ||
+	return h.Blocked.Code == codes.ConfirmUnheard || t.in.WatchingSince.After(h.Since) || t.partial[w.r.Channel] ||
 		!t.recovering[w.r.Channel].IsZero()
 }

@@ -1,6 +1,10 @@
 package trust
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nixfleet/nixfleet/codes"
+)
 
 // Verification errors, in pipeline order. Verify and manifest.Verify return
 // them wrapped with a one-line reason; test with errors.Is and turn into a
@@ -46,26 +50,27 @@ var (
 	ErrInvalidKey = errors.New("trust: invalid key")
 )
 
-// codes maps errors to stable codes. It is walked in order, so the first
-// match wins; keep verification codes in pipeline order.
-var codes = []struct {
+// errCodes maps errors to stable codes (constants of package codes). It is
+// walked in order, so the first match wins; keep verification codes in
+// pipeline order.
+var errCodes = []struct {
 	err  error
 	code string
 }{
-	{ErrNoTrustRoots, "no_trust_roots"},
-	{ErrMalformed, "malformed"},
-	{ErrBadSignature, "bad_signature"},
-	{ErrUnsupportedAlgorithm, "unsupported_algorithm"},
-	{ErrUnsupportedSchema, "unsupported_schema"},
-	{ErrNotSigned, "not_signed"},
-	{ErrRejectedBefore, "rejected_before"},
-	{ErrStale, "stale"},
-	{ErrFutureDated, "future_dated"},
-	{ErrRolloutIDMismatch, "rollout_id_mismatch"},
-	{ErrManifestHashMismatch, "manifest_hash_mismatch"},
-	{ErrHostNotInManifest, "host_not_in_manifest"},
-	{ErrInvalidRoots, "invalid_trust_roots"},
-	{ErrInvalidKey, "invalid_key"},
+	{ErrNoTrustRoots, codes.NoTrustRoots},
+	{ErrMalformed, codes.Malformed},
+	{ErrBadSignature, codes.BadSignature},
+	{ErrUnsupportedAlgorithm, codes.UnsupportedAlgorithm},
+	{ErrUnsupportedSchema, codes.UnsupportedSchema},
+	{ErrNotSigned, codes.NotSigned},
+	{ErrRejectedBefore, codes.RejectedBefore},
+	{ErrStale, codes.Stale},
+	{ErrFutureDated, codes.FutureDated},
+	{ErrRolloutIDMismatch, codes.RolloutIDMismatch},
+	{ErrManifestHashMismatch, codes.ManifestHashMismatch},
+	{ErrHostNotInManifest, codes.HostNotInManifest},
+	{ErrInvalidRoots, codes.InvalidTrustRoots},
+	{ErrInvalidKey, codes.InvalidKey},
 }
 
 // Code returns the stable code of an error from this package: "" for nil,
@@ -74,19 +79,19 @@ func Code(err error) string {
 	if err == nil {
 		return ""
 	}
-	for _, c := range codes {
+	for _, c := range errCodes {
 		if errors.Is(err, c.err) {
 			return c.code
 		}
 	}
-	return "internal"
+	return codes.Internal
 }
 
 // Codes lists every verification code in pipeline order, for tests and
 // documentation.
 func Codes() []string {
-	out := make([]string, 0, len(codes))
-	for _, c := range codes {
+	out := make([]string, 0, len(errCodes))
+	for _, c := range errCodes {
 		out = append(out, c.code)
 	}
 	return out

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/apiclient"
-	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/nixtest"
 	"github.com/nixfleet/nixfleet/internal/realfleet"
@@ -107,7 +107,7 @@ func TestAgentWithRealNix(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = sc.Checkin(context.Background(), proto.CheckinRequest{Hostname: "web-1"})
-	if !apiclient.IsCode(err, controlplane.CodeUnknownClient) {
-		t.Errorf("a check-in as web-1 with another key: %v, want %s", err, controlplane.CodeUnknownClient)
+	if !apiclient.IsCode(err, codes.UnknownClient) {
+		t.Errorf("a check-in as web-1 with another key: %v, want %s", err, codes.UnknownClient)
 	}
 }

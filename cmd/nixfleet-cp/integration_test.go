@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
@@ -185,7 +186,7 @@ func checkStory(t *testing.T, evs []proto.Event, spec fleetrepo.Spec, id string)
 		}
 	}
 	first, last := evs[0], evs[len(evs)-1]
-	if first.Kind != reconciler.EventRolloutOpened || first.To != string(reconciler.RolloutOpening) || first.Reason.Code != reconciler.CodeRefMoved {
+	if first.Kind != reconciler.EventRolloutOpened || first.To != string(reconciler.RolloutOpening) || first.Reason.Code != codes.RefMoved {
 		fail("the first event is %s %s (%s), want rollout_opened Opening (ref_moved)", first.Kind, first.To, first.Reason.Code)
 	}
 	if at := find(func(e proto.Event) bool {
@@ -193,7 +194,7 @@ func checkStory(t *testing.T, evs []proto.Event, spec fleetrepo.Spec, id string)
 	}); len(at) != 1 {
 		fail("%d Opening->Active transitions, want 1", len(at))
 	}
-	if last.Kind != reconciler.EventRolloutTransition || last.To != string(reconciler.RolloutConverged) || last.Reason.Code != reconciler.CodeConverged {
+	if last.Kind != reconciler.EventRolloutTransition || last.To != string(reconciler.RolloutConverged) || last.Reason.Code != codes.Converged {
 		fail("the last event is %s %s (%s), want rollout_transition Converged (converged)", last.Kind, last.To, last.Reason.Code)
 	}
 
@@ -208,9 +209,9 @@ func checkStory(t *testing.T, evs []proto.Event, spec fleetrepo.Spec, id string)
 	for _, h := range spec.Hosts {
 		waves = max(waves, h.Wave+1)
 		steps := [][]int{
-			hostStep(h.Name, string(reconciler.HostPending), string(reconciler.HostActivating), reconciler.CodeDispatched),
-			hostStep(h.Name, string(reconciler.HostActivating), string(reconciler.HostSoaking), reconciler.CodeConfirmed),
-			hostStep(h.Name, string(reconciler.HostSoaking), string(reconciler.HostConverged), reconciler.CodeSoaked),
+			hostStep(h.Name, string(reconciler.HostPending), string(reconciler.HostActivating), codes.Dispatched),
+			hostStep(h.Name, string(reconciler.HostActivating), string(reconciler.HostSoaking), codes.Confirmed),
+			hostStep(h.Name, string(reconciler.HostSoaking), string(reconciler.HostConverged), codes.Soaked),
 		}
 		if len(steps[0]) != 1 || len(steps[1]) != 1 || len(steps[2]) != 1 {
 			fail("%s: %d dispatched, %d confirmed, %d soaked events; want one each", h.Name, len(steps[0]), len(steps[1]), len(steps[2]))

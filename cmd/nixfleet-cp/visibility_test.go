@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -42,7 +43,7 @@ func runHosts(hosts ...*simagent.Host) (stop func()) {
 }
 
 // silenceCodes are the reasons a host gets when its silence is judged.
-var silenceCodes = []string{reconciler.CodeOffline, reconciler.CodeOfflineSoaking, reconciler.CodeConfirmTimeout}
+var silenceCodes = []string{codes.Offline, codes.OfflineWhileSoaking, codes.ConfirmTimeout}
 
 // hostMoves lists a journal's host transitions as "host from→to (code)".
 func hostMoves(evs []proto.Event) []string {
@@ -114,7 +115,7 @@ func TestLateAgentsCanaryFirst(t *testing.T) {
 			stopCanary()
 
 			ro, _ = getRollout(cp, v1)
-			if ro.Reason.Code != reconciler.CodeHealthFailure || ro.Wave != 0 {
+			if ro.Reason.Code != codes.HealthFailure || ro.Wave != 0 {
 				t.Errorf("%s halted at wave %d for %s (%s), want wave 0 for health_failure", v1, ro.Wave, ro.Reason.Code, ro.Reason.Message)
 			}
 			moves := hostMoves(rolloutEvents(t, cp, v1))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"io"
 	"io/fs"
 	"os"
@@ -36,7 +37,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ce *cliError
 	if !errors.As(err, &ce) {
-		ce = &cliError{exit: exitUsage, code: "usage", err: err, hint: "run 'nixfleet help' for usage"}
+		ce = &cliError{exit: exitUsage, code: codes.Usage, err: err, hint: "run 'nixfleet help' for usage"}
 	}
 	ce.report(stderr)
 	return ce.exit
@@ -69,9 +70,9 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() == 0 {
 			cli.ShowAppHelp(c) //nolint:errcheck // best effort before the usage error
-			return &cliError{exit: exitUsage, code: "usage", err: errors.New("no command given")}
+			return &cliError{exit: exitUsage, code: codes.Usage, err: errors.New("no command given")}
 		}
-		return &cliError{exit: exitUsage, code: "usage", err: fmt.Errorf("unknown command %q", c.Args().First()),
+		return &cliError{exit: exitUsage, code: codes.Usage, err: fmt.Errorf("unknown command %q", c.Args().First()),
 			hint: "run 'nixfleet help' for the list of commands"}
 	}
 	setUsageErrors(app.Commands)
@@ -88,7 +89,7 @@ func setUsageErrors(cmds []*cli.Command) {
 }
 
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	return &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage", err: err,
+	return &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.Usage, err: err,
 		hint: fmt.Sprintf("run 'nixfleet %s --help' for usage", cmdName(c))}
 }
 
@@ -152,15 +153,15 @@ var errorCodes = []struct {
 	err  error
 	code string
 }{
-	{manifest.ErrInvalidFleet, "invalid_fleet"},
-	{release.ErrSigner, "signer_failed"},
-	{release.ErrOutDir, "bad_out_dir"},
-	{errBadInput, "bad_input"},
-	{fs.ErrExist, "exists"},
+	{manifest.ErrInvalidFleet, codes.InvalidFleet},
+	{release.ErrSigner, codes.SignerFailed},
+	{release.ErrOutDir, codes.BadOutDir},
+	{errBadInput, codes.BadInput},
+	{fs.ErrExist, codes.Exists},
 }
 
 func codeOf(err error) string {
-	if c := trust.Code(err); c != "internal" {
+	if c := trust.Code(err); c != codes.Internal {
 		return c
 	}
 	for _, c := range errorCodes {
@@ -170,9 +171,9 @@ func codeOf(err error) string {
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return "io_error"
+		return codes.IOError
 	}
-	return "internal"
+	return codes.Internal
 }
 
 // failed is a refusal or failure (exit 1).
@@ -182,13 +183,13 @@ func failed(c *cli.Context, err error, hint string) *cliError {
 
 // usage is a usage error (exit 2).
 func usage(c *cli.Context, format string, args ...any) *cliError {
-	return &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage", err: fmt.Errorf(format, args...),
+	return &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.Usage, err: fmt.Errorf(format, args...),
 		hint: fmt.Sprintf("run 'nixfleet %s --help' for usage", cmdName(c))}
 }
 
 // ioError is an I/O error on the command's inputs (exit 2).
 func ioError(c *cli.Context, err error) *cliError {
-	return &cliError{exit: exitUsage, cmd: cmdName(c), code: "io_error", err: err}
+	return &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.IOError, err: err}
 }
 
 // readInput reads a file, or stdin for "" and "-", refusing more than

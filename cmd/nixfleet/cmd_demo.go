@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/nixfleet/nixfleet/codes"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,7 +20,7 @@ func demoCommand() *cli.Command {
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
 			again := strings.TrimSpace("go run ./cmd/nixfleet-demo " + strings.Join(c.Args().Slice(), " "))
-			return &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage",
+			return &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.Usage,
 				err:  errors.New("the demo is its own command now, nixfleet-demo, with the same flags, so that nixfleet stays small"),
 				hint: "in a clone of the repository: " + again + " (or build it once: go build -o nixfleet-demo ./cmd/nixfleet-demo)"}
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"io"
 	"slices"
 	"strings"
@@ -251,4 +252,4 @@ func (wp waveProgress) text(st style) string {
 	return s
 }
 
-func isNotFound(err error) bool { return apiclient.IsCode(err, "not_found") }
+func isNotFound(err error) bool { return apiclient.IsCode(err, codes.NotFound) }

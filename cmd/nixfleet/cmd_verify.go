@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,7 +124,7 @@ func verify(c *cli.Context) (verifyReport, error) {
 	}
 	trustData, err := os.ReadFile(trustFile)
 	if err != nil {
-		return rep, &cliError{exit: exitUsage, cmd: cmdName(c), code: "io_error", err: err,
+		return rep, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.IOError, err: err,
 			hint: "point --trust (or NIXFLEET_TRUST) at the trust.json that pins the CI release key"}
 	}
 	roots, err := trust.ParseRoots(trustData)
@@ -168,7 +169,7 @@ func verify(c *cli.Context) (verifyReport, error) {
 		return rep, err
 	}
 	k, at := string(res.Kind), res.SignedAt.UTC().Format(time.RFC3339)
-	rep.OK, rep.Code, rep.Kind, rep.SignedAt = true, "ok", &k, &at
+	rep.OK, rep.Code, rep.Kind, rep.SignedAt = true, codes.OK, &k, &at
 	rep.SHA256, rep.Slot, rep.Algorithm = res.SHA256, res.Slot, res.Algorithm
 	what := string(res.Kind)
 	if res.Manifest != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"io"
 	"io/fs"
 	"net"
@@ -39,35 +40,35 @@ func dial(c *cli.Context) (*operator, error) {
 	conn, err := resolveConnection(c, os.Getenv)
 	switch {
 	case errors.Is(err, errBadConfig):
-		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "bad_config", err: err,
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.BadConfig, err: err,
 			hint: "the config file is TOML, lines key = \"string\"; keys: cp_url, key, name, ca (rfcs/0009)"}
 	case err != nil:
-		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "io_error", err: fmt.Errorf("config file: %w", err)}
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.IOError, err: fmt.Errorf("config file: %w", err)}
 	}
 	if conn.URL == "" {
-		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage", err: errors.New("no control plane to talk to"),
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.Usage, err: errors.New("no control plane to talk to"),
 			hint: "pass --cp URL, set NIXFLEET_CP_URL, or set cp_url in " + configHint()}
 	}
 	opts := apiclient.Options{Name: conn.Name, Timeout: opTimeout}
 	if conn.Key != "" {
 		if opts.Key, err = sshkey.Read(conn.Key); err != nil {
-			return nil, setupError(c, "key", conn, err,
+			return nil, setupError(c, "key", codes.BadKey, conn, err,
 				"the key is an unencrypted ed25519 private key: ssh-keygen -t ed25519 -N '' -f FILE, or nixfleet keygen")
 		}
 	}
 	if conn.CA != "" {
 		pem, err := os.ReadFile(conn.CA)
 		if err != nil {
-			return nil, setupError(c, "ca", conn, err, "")
+			return nil, setupError(c, "ca", codes.BadCA, conn, err, "")
 		}
 		opts.ServerCAs = x509.NewCertPool()
 		if !opts.ServerCAs.AppendCertsFromPEM(pem) {
-			return nil, setupError(c, "ca", conn, fmt.Errorf("%s: no PEM certificate", conn.CA), "the CA file holds PEM certificates")
+			return nil, setupError(c, "ca", codes.BadCA, conn, fmt.Errorf("%s: no PEM certificate", conn.CA), "the CA file holds PEM certificates")
 		}
 	}
 	api, err := apiclient.New(conn.URL, opts)
 	if err != nil {
-		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: "usage", err: fmt.Errorf("%w (from %s)", err, conn.from["cp"]),
+		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.Usage, err: fmt.Errorf("%w (from %s)", err, conn.from["cp"]),
 			hint: "the control plane URL is https://HOST:PORT, or http://… for nixfleet-cp --insecure-dev"}
 	}
 	return &operator{api: api, conn: conn, st: styleFor(c.App.Writer, os.Getenv)}, nil
@@ -81,12 +82,11 @@ func configHint() string {
 }
 
 // setupError is a key or CA file that cannot be used (exit 2): io_error
-// when it cannot be read, else bad_key or bad_ca.
-func setupError(c *cli.Context, setting string, conn connection, err error, hint string) *cliError {
-	code := "bad_" + setting
+// when it cannot be read, else code (bad_key or bad_ca).
+func setupError(c *cli.Context, setting, code string, conn connection, err error, hint string) *cliError {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		code, hint = "io_error", ""
+		code, hint = codes.IOError, ""
 	}
 	return &cliError{exit: exitUsage, cmd: cmdName(c), code: code, err: fmt.Errorf("%w (from %s)", err, conn.from[setting]), hint: hint}
 }
@@ -119,9 +119,9 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 			ce.hint = apiHint(ae.Code)
 		}
 	case errors.Is(err, context.Canceled):
-		ce.code, ce.hint = "interrupted", ""
+		ce.code, ce.hint = codes.Interrupted, ""
 	case errors.As(err, &ue), errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		ce.code = "unavailable"
+		ce.code = codes.Unavailable
 		ce.err = fmt.Errorf("cannot reach the control plane at %s: %w", o.conn.URL, err)
 		if hint == "" {
 			ce.hint = fmt.Sprintf("is the control plane running, and is the URL right? (it came from %s)", o.conn.from["cp"])
@@ -133,9 +133,9 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 			ce.hint = "the control plane's certificate is not trusted: pass its CA with --ca (NIXFLEET_CA, config ca)"
 		}
 	case errors.As(err, &se), errors.As(err, &te):
-		ce.code = "bad_response"
+		ce.code = codes.BadResponse
 	default:
-		ce.code = "internal"
+		ce.code = codes.Internal
 	}
 	if c.Bool("json") {
 		doc := map[string]any{"code": ce.code, "message": ce.err.Error()}
@@ -155,13 +155,13 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 // apiHint is the hint for an error code of the control plane.
 func apiHint(code string) string {
 	switch code {
-	case "unauthenticated":
+	case codes.Unauthenticated:
 		return "the control plane wants an operator key: pass --key FILE (NIXFLEET_KEY, config key)"
-	case "unknown_client":
+	case codes.UnknownClient:
 		return "this key is not in the control plane's operators file (nixfleet-cp --operators)"
-	case "forbidden":
+	case codes.Forbidden:
 		return "use the key of an operator whose role is operator (--key, NIXFLEET_KEY, config key)"
-	case "illegal_transition":
+	case codes.IllegalTransition:
 		return "the rollout's state does not allow it: see 'nixfleet rollout show ID'"
 	}
 	return ""

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -122,7 +123,7 @@ func keepWatch(ctx context.Context, tx *txn, in *reconciler.Input, gap time.Dura
 		}
 		since = now
 		started = &reconciler.Event{Kind: reconciler.EventWatchStarted, Wave: -1, Reason: reconciler.Reason{
-			Code: reconciler.CodeWatchStarted,
+			Code: codes.WatchStarted,
 			Message: fmt.Sprintf("%s; a host it has not heard from is not judged offline before %s", why,
 				in.Now.Add(in.Tunables.OfflineThreshold()).Format(time.RFC3339))}}
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
@@ -55,20 +56,6 @@ const (
 	probeName        = "healthz"
 )
 
-// Error codes of the demo (Error.Code), besides "usage" (Options out of
-// range), "internal" and "io_error".
-const (
-	// CodeSetup: the demo could not set itself up (directory, keys,
-	// repository, control plane).
-	CodeSetup = "setup_failed"
-	// CodeTimeout: Options.Timeout passed before the story ended.
-	CodeTimeout = "timeout"
-	// CodeInterrupted: ctx ended before the story ended.
-	CodeInterrupted = "interrupted"
-	// CodeUnexpected: a rollout took a state the story does not expect.
-	CodeUnexpected = "unexpected_state"
-)
-
 // Options configure a run of the demo.
 type Options struct {
 	// Hosts is the number of simulated hosts, MinHosts to MaxHosts.
@@ -84,7 +71,11 @@ type Options struct {
 }
 
 // Error is a failure of the demo with its stable code, and a hint for
-// people.
+// people. The codes: codes.SetupFailed (the directory, keys, repository or
+// control plane could not be set up), codes.Timeout (Options.Timeout
+// passed before the story ended), codes.Interrupted (ctx ended first),
+// codes.UnexpectedState (a rollout took a state the story does not
+// expect), and codes.Usage, codes.IOError and codes.Internal.
 type Error struct {
 	Code string
 	Err  error
@@ -136,10 +127,10 @@ type session struct {
 // failed other than by an interruption.
 func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	if opts.Hosts < MinHosts || opts.Hosts > MaxHosts {
-		return errorf("usage", "%d hosts is out of range (%d to %d)", opts.Hosts, MinHosts, MaxHosts)
+		return errorf(codes.Usage, "%d hosts is out of range (%d to %d)", opts.Hosts, MinHosts, MaxHosts)
 	}
 	if opts.Timeout <= 0 {
-		return errorf("usage", "the timeout must be positive")
+		return errorf(codes.Usage, "the timeout must be positive")
 	}
 	progress := stdout
 	if opts.JSON {
@@ -147,7 +138,7 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	}
 	f, err := newFleet(opts.Hosts)
 	if err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	d := &session{opts: opts, start: time.Now(), fleet: f, commits: map[string]plumbing.Hash{}}
 	d.view = newView(progress, f, d.start)
@@ -156,11 +147,11 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	rep.DurationSeconds = seconds(time.Since(d.start))
 	var de *Error
 	if runErr != nil && !errors.As(runErr, &de) {
-		de = &Error{Code: "internal", Err: runErr}
+		de = &Error{Code: codes.Internal, Err: runErr}
 	}
 	if de != nil {
 		rep.OK, rep.Code, rep.Message = false, de.Code, oneLine(de.Err.Error())
-		if d.dir != "" && de.Code != CodeInterrupted {
+		if d.dir != "" && de.Code != codes.Interrupted {
 			rep.Dir = d.dir
 			kept := fmt.Sprintf("the control plane's log (cp.log), database (cp.db) and the fleet repository (fleet/) are kept in %s", d.dir)
 			if de.Hint == "" {
@@ -175,7 +166,7 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	}
 	if opts.JSON {
 		if err := writeJSON(stdout, rep); err != nil && de == nil {
-			de = &Error{Code: "io_error", Err: err}
+			de = &Error{Code: codes.IOError, Err: err}
 		}
 	} else {
 		d.summary(stdout, rep)
@@ -188,14 +179,14 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	d.shutdown()
 	if de == nil && !opts.Keep {
 		if err := os.RemoveAll(d.dir); err != nil {
-			return &Error{Code: "io_error", Err: err}
+			return &Error{Code: codes.IOError, Err: err}
 		}
 		if !opts.JSON {
 			fmt.Fprintf(stdout, "\nremoved %s; run the demo with --keep to explore the control plane afterwards\n", d.dir)
 		}
 	}
 	if de != nil {
-		if de.Code == CodeInterrupted && d.dir != "" {
+		if de.Code == codes.Interrupted && d.dir != "" {
 			_ = os.RemoveAll(d.dir)
 		}
 		return de
@@ -220,14 +211,14 @@ func (d *session) run(parent context.Context) (report, error) {
 	ctx, cancel := context.WithTimeout(parent, d.opts.Timeout)
 	defer cancel()
 	if err := d.setup(); err != nil {
-		return rep, &Error{Code: CodeSetup, Err: err}
+		return rep, &Error{Code: codes.SetupFailed, Err: err}
 	}
 	if err := d.startControlPlane(ctx); err != nil {
 		return rep, d.waitError(ctx, parent, err)
 	}
 	d.header()
 	if err := d.startAgents(); err != nil {
-		return rep, &Error{Code: CodeSetup, Err: err}
+		return rep, &Error{Code: codes.SetupFailed, Err: err}
 	}
 
 	err := d.enrol(ctx)
@@ -249,7 +240,7 @@ func (d *session) run(parent context.Context) (report, error) {
 		return rep, d.waitError(ctx, parent, err)
 	}
 	if rerr != nil {
-		return rep, errorf("internal", "reading the rollouts: %w", rerr)
+		return rep, errorf(codes.Internal, "reading the rollouts: %w", rerr)
 	}
 	if err := checkOutcome(rollouts); err != nil {
 		return rep, err
@@ -265,9 +256,9 @@ func (d *session) waitError(ctx, parent context.Context, err error) error {
 	case errors.As(err, &de):
 		return err
 	case parent.Err() != nil:
-		return &Error{Code: CodeInterrupted, Err: errors.New("stopped by a signal before the demo finished")}
+		return &Error{Code: codes.Interrupted, Err: errors.New("stopped by a signal before the demo finished")}
 	case ctx.Err() != nil:
-		return &Error{Code: CodeTimeout, Err: fmt.Errorf("gave up after %s %s", d.opts.Timeout, d.lastWait),
+		return &Error{Code: codes.Timeout, Err: fmt.Errorf("gave up after %s %s", d.opts.Timeout, d.lastWait),
 			Hint: "a slow machine may need a longer --timeout"}
 	}
 	return err
@@ -387,7 +378,7 @@ func (d *session) startControlPlane(ctx context.Context) error {
 	log := slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := controlplane.New(ctx, cfg, log)
 	if err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -398,10 +389,10 @@ func (d *session) startControlPlane(ctx context.Context) error {
 	}
 	d.url = "https://" + srv.Addr()
 	if d.op, err = apiclient.New(d.url, apiclient.Options{Key: d.opKey, Name: operatorName, ServerCAs: d.cert.Pool, Timeout: 20 * time.Second}); err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	if err := d.writeConfig(); err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	return d.wait(ctx, "for the control plane to be ready", func() (bool, error) {
 		var out map[string]string
@@ -579,7 +570,7 @@ func (d *session) enrol(ctx context.Context) error {
 func (d *session) goodRelease(ctx context.Context) error {
 	d.view.section("[2/3] release v1: CI signs it, an operator pushes channels/staging, then channels/prod")
 	if err := d.publish(v1, stagingChannel); err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	d.view.note("pushed v1 to staging (rollout %s)", rolloutID(stagingChannel, v1))
 	// The control plane reads the refs of one poll in name order and may
@@ -593,7 +584,7 @@ func (d *session) goodRelease(ctx context.Context) error {
 		return err
 	}
 	if err := d.promote(v1, prodChannel); err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	d.view.note("pushed v1 to prod (rollout %s): it follows staging", rolloutID(prodChannel, v1))
 	passing := []reconciler.RolloutState{reconciler.RolloutOpening, reconciler.RolloutActive}
@@ -609,7 +600,7 @@ func (d *session) badRelease(ctx context.Context) error {
 	c := d.fleet.channel(stagingChannel)
 	d.view.section("[3/3] release v2 (bad): pushed to staging, whose policy is onHealthFailure: %s", c.onHealthFailure)
 	if err := d.publish(v2, stagingChannel); err != nil {
-		return &Error{Code: CodeSetup, Err: err}
+		return &Error{Code: codes.SetupFailed, Err: err}
 	}
 	d.view.note("pushed v2 to staging (rollout %s); prod stays on v1", rolloutID(stagingChannel, v2))
 	canary := d.agents[c.canary]
@@ -656,7 +647,7 @@ func (d *session) waitRollouts(ctx context.Context, what string, exps []expectat
 			case slices.Contains(e.passing, st):
 				done = false
 			default:
-				return false, errorf(CodeUnexpected, "rollout %s is %s (%s: %s), want %s",
+				return false, errorf(codes.UnexpectedState, "rollout %s is %s (%s: %s), want %s",
 					e.id, st, reason.Code, reason.Message, e.final)
 			}
 			c := d.fleet.channel(e.channel)
@@ -843,21 +834,21 @@ func checkOutcome(rs []rolloutReport) error {
 	want[rolloutID(stagingChannel, v2)] = true
 	for _, r := range rs {
 		if !want[r.ID] {
-			return errorf(CodeUnexpected, "unexpected rollout %s (%s)", r.ID, r.State)
+			return errorf(codes.UnexpectedState, "unexpected rollout %s (%s)", r.ID, r.State)
 		}
 		delete(want, r.ID)
 		if r.State != r.Expected {
-			return errorf(CodeUnexpected, "rollout %s is %s, want %s", r.ID, r.State, r.Expected)
+			return errorf(codes.UnexpectedState, "rollout %s is %s, want %s", r.ID, r.State, r.Expected)
 		}
 		if r.Role != "bad" && r.Counts[string(reconciler.HostConverged)] != r.Hosts {
-			return errorf(CodeUnexpected, "rollout %s converged with hosts %v", r.ID, r.Counts)
+			return errorf(codes.UnexpectedState, "rollout %s converged with hosts %v", r.ID, r.Counts)
 		}
 		if r.Role == "bad" && (r.Counts[string(reconciler.HostReverted)] != 1 || r.Counts[string(reconciler.HostPending)] != r.Hosts-1) {
-			return errorf(CodeUnexpected, "rollout %s was reverted with hosts %v, want its canary Reverted and the rest Pending", r.ID, r.Counts)
+			return errorf(codes.UnexpectedState, "rollout %s was reverted with hosts %v, want its canary Reverted and the rest Pending", r.ID, r.Counts)
 		}
 	}
 	for id := range want {
-		return errorf(CodeUnexpected, "rollout %s never opened", id)
+		return errorf(codes.UnexpectedState, "rollout %s never opened", id)
 	}
 	return nil
 }

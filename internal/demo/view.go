@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -209,8 +210,8 @@ func sameLine(a, b proto.Event) bool {
 // the code does not: they are shown alone.
 func plainCode(code string) bool {
 	switch code {
-	case reconciler.CodeDispatched, reconciler.CodeConfirmed, reconciler.CodeSoaked, reconciler.CodeWavePromoted,
-		reconciler.CodeCompliancePassed, reconciler.CodeRefMoved, reconciler.CodeCatchUp:
+	case codes.Dispatched, codes.Confirmed, codes.Soaked, codes.WavePromoted,
+		codes.CompliancePassed, codes.RefMoved, codes.CatchUp:
 		return true
 	}
 	return false

@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/nixfleet/nixfleet/codes"
 	"sync"
 	"time"
 
@@ -148,7 +149,7 @@ func (h *Host) Step(ctx context.Context, wait time.Duration) error {
 	case Confirm, SwitchUnhealthy:
 		h.current, h.booted = t.Closure, t.Closure
 		if err := h.Client.Confirm(ctx, proto.ConfirmRequest{Hostname: h.Name, RolloutID: t.RolloutID, Closure: t.Closure, Token: t.Token}); err != nil {
-			if apiclient.IsCode(err, "confirm_rejected") {
+			if apiclient.IsCode(err, codes.ConfirmRejected) {
 				h.logf("confirm refused, rolling back: %v", err)
 				return nil
 			}
@@ -160,7 +161,7 @@ func (h *Host) Step(ctx context.Context, wait time.Duration) error {
 		}
 	case FailSwitch:
 		h.logf("switch to %s failed", t.Closure)
-		return h.report(ctx, t, proto.ReportActivationFailed, "switch_failed", "simulated switch failure")
+		return h.report(ctx, t, proto.ReportActivationFailed, codes.SwitchFailed, "simulated switch failure")
 	case RollBackItself:
 		h.logf("switched to %s, could not confirm, rolled back", t.Closure)
 		return h.report(ctx, t, proto.ReportRolledBack, "", "simulated: no confirm possible")

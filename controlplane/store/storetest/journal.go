@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
@@ -48,7 +49,7 @@ func testIntents(t *testing.T, s store.Store) {
 	if rec, _ := s.Intent(ctx, "i1"); !rec.Result.Accepted {
 		t.Error("pause refused")
 	}
-	if rec, _ := s.Intent(ctx, "i0"); rec.Result.Accepted || rec.Result.Reason.Code != rc.CodeUnknownIntent {
+	if rec, _ := s.Intent(ctx, "i0"); rec.Result.Accepted || rec.Result.Reason.Code != codes.UnknownIntent {
 		t.Errorf("unknown kind: result %+v", rec.Result)
 	}
 	if in := m.peek(); len(in.Intents) != 0 {
@@ -73,8 +74,8 @@ func testEvents(t *testing.T, s store.Store) {
 	}
 	evs := []rc.Event{
 		{Kind: rc.EventHostTransition, RolloutID: "a@1", Channel: "a", Wave: 2, Host: "h1", From: "Pending", To: "Activating",
-			Reason: rc.Reason{Code: rc.CodeDispatched, Message: "go", Gate: "g", Actor: "alice"}},
-		{Kind: rc.EventIntentRefused, RolloutID: "b@1", Wave: -1, Reason: rc.Reason{Code: rc.CodeUnknownRollout}},
+			Reason: rc.Reason{Code: codes.Dispatched, Message: "go", Gate: "g", Actor: "alice"}},
+		{Kind: rc.EventIntentRefused, RolloutID: "b@1", Wave: -1, Reason: rc.Reason{Code: codes.UnknownRollout}},
 		{Kind: rc.EventHostWaiting, RolloutID: "a@1", Channel: "a", Wave: 0, Host: "h2", From: "Pending"},
 		{Kind: rc.EventRefWaiting, Channel: "b", Wave: -1},
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
@@ -30,7 +31,7 @@ func nothing(rc.Input) (rc.Output, error) { return rc.Output{}, nil }
 // watchStarts reports whether a tick's output begins with a watch_started
 // event.
 func watchStarts(out rc.Output) bool {
-	return len(out.Events) > 0 && out.Events[0].Kind == rc.EventWatchStarted && out.Events[0].Reason.Code == rc.CodeWatchStarted
+	return len(out.Events) > 0 && out.Events[0].Kind == rc.EventWatchStarted && out.Events[0].Reason.Code == codes.WatchStarted
 }
 
 // testWatch: the store keeps the control plane's watch over its hosts

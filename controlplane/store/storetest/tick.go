@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
@@ -89,7 +90,7 @@ func testTickMatchesApply(t *testing.T, s store.Store) {
 	for _, ev := range evs {
 		e4 = append(e4, ev.Reason.Code)
 	}
-	if !slices.Contains(e4, rc.CodeOffline) || !slices.Contains(e4, rc.CodeCatchUp) {
+	if !slices.Contains(e4, codes.Offline) || !slices.Contains(e4, codes.CatchUp) {
 		t.Errorf("e4's events %v: want it skipped while offline and caught up", e4)
 	}
 	st := m.rollout(stable1)
