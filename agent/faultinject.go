@@ -9,8 +9,8 @@ import (
 
 // Fault injection, for the tests that kill the agent in an activation
 // (cmd/nixfleet-agent TestAgentFaults). Only a binary built with
-// -tags faultinject has it (internal/realfleet builds the test's agent so);
-// the shipped agent has the empty crash of nofaultinject.go.
+// -tags faultinject has it (internal/testkit/realfleet builds the test's
+// agent so); the shipped agent has the empty crash of nofaultinject.go.
 //
 // NIXFLEET_AGENT_TEST_CRASH_AT names the point where the agent kills
 // itself with SIGKILL: "before-switch" (after the breadcrumb, before the

@@ -1,12 +1,8 @@
 package controlplane_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,8 +19,10 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -38,29 +36,7 @@ func dbURL(t testing.TB, backend string) string {
 	if backend == "sqlite" {
 		return "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
 	}
-	return realfleet.PostgresURL(t)
-}
-
-// clock is a test clock shared by the server and the simulated hosts: it
-// moves only when told, and by a millisecond at each reading, so that two
-// events are never at the same time (a check-in after a tick is later than
-// it, as with a real clock).
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Millisecond)
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+	return pgtest.URL(t)
 }
 
 // env is a fleet repository, a control plane serving it over TLS, and
@@ -69,7 +45,7 @@ type env struct {
 	t       testing.TB
 	repo    *fleetrepo.Repo
 	spec    fleetrepo.Spec
-	clock   *clock
+	clock   *cptest.Clock
 	cert    devcert.Files
 	cfg     controlplane.Config
 	srv     *controlplane.Server
@@ -96,7 +72,7 @@ func newEnv(t testing.TB, backend string, spec fleetrepo.Spec, tune func(*contro
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, repo: repo, spec: spec, clock: &clock{now: time.Now().UTC().Truncate(time.Second)}, logMu: &sync.Mutex{}, log: &strings.Builder{}}
+	e := &env{t: t, repo: repo, spec: spec, clock: cptest.NewClock(time.Now().UTC().Truncate(time.Second)), logMu: &sync.Mutex{}, log: &strings.Builder{}}
 	if e.cert, err = devcert.Write(dir, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +138,7 @@ func (e *env) waitReady() {
 	})
 }
 
-func rolloutID(channel string, n int) string { return channel + "@" + commitID(n) }
+func rolloutID(channel string, n int) string { return channel + "@" + fleetkit.Commit(n) }
 
 // release signs the spec at a version as ciCommit n and promotes it on
 // every channel.
@@ -171,18 +147,8 @@ func (e *env) release(version string, n int) {
 	if e.srv != nil {
 		e.clock.Advance(time.Minute) // CI signs each release later than the last
 	}
-	unsigned, err := e.spec.Fleet(version)
-	if err != nil {
+	if err := cptest.Release(e.repo, e.spec, version, n, e.clock.Now()); err != nil {
 		e.t.Fatal(err)
-	}
-	commit, err := e.repo.Release(unsigned, fmt.Sprintf("%07x%033d", n, 0), e.clock.Now())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for ch := range e.spec.Channels {
-		if err := e.repo.Promote(ch, commit); err != nil {
-			e.t.Fatal(err)
-		}
 	}
 	if e.srv != nil {
 		e.hook()
@@ -192,27 +158,9 @@ func (e *env) release(version string, n int) {
 // hook calls the git webhook, as a forge would after a push.
 func (e *env) hook() {
 	e.t.Helper()
-	body := []byte(`{"ref":"refs/heads/channels/stable"}`)
-	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/hooks/git", bytes.NewReader(body))
-	if err != nil {
+	if err := cptest.Hook(e.url, e.cfg.WebhookSecret, e.cert.Pool); err != nil {
 		e.t.Fatal(err)
 	}
-	req.Header.Set("X-Hub-Signature-256", hookSig(body, e.cfg.WebhookSecret))
-	resp, err := e.httpClient().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		e.t.Fatalf("webhook: HTTP %d", resp.StatusCode)
-	}
-}
-
-// hookSig is a webhook body's signature header value.
-func hookSig(body []byte, secret string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // httpClient trusts the test server certificate and sends no client

@@ -29,6 +29,8 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -242,7 +244,7 @@ func testHostileInput(t *testing.T, backend string) {
 			Closure: target.Closure, Code: "switch_failed", Detail: "x", At: e.clock.Now().UTC().Format(time.RFC3339)})
 	}
 	hmacHook := func(body []byte, secret string) http.Header {
-		return http.Header{"X-Hub-Signature-256": {hookSig(body, secret)}}
+		return http.Header{"X-Hub-Signature-256": {cptest.HookSignature(body, secret)}}
 	}
 	big := append([]byte(`{"hostname":"canary","failedUnits":["`), bytes.Repeat([]byte("x"), 300<<10)...)
 	big = append(big, `"]}`...)
@@ -455,7 +457,7 @@ func TestTamperedRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.repo.Release(unsigned, commitID(2), e.clock.Now()); err != nil {
+			if _, err := e.repo.Release(unsigned, fleetkit.Commit(2), e.clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 			mpath := filepath.Join("releases", "rollouts", rolloutID("stable", 2)+".json")
@@ -485,8 +487,8 @@ func TestTamperedRelease(t *testing.T) {
 			e.await(10*time.Second, "the good release is verified", func() bool {
 				var st proto.Status
 				return op.Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 &&
-					st.Channels[0].Ref == commitID(2) && st.Channels[0].LastFailure == nil &&
-					st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == commitID(2)
+					st.Channels[0].Ref == fleetkit.Commit(2) && st.Channels[0].LastFailure == nil &&
+					st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == fleetkit.Commit(2)
 			})
 
 			// A replay: the channel moved back to the first release, whose
@@ -561,8 +563,8 @@ func (e *env) rejected(code string, commit plumbing.Hash, ref int, rollouts int)
 	if f := st.Channels[0].LastFailure; f.Code != code {
 		e.t.Errorf("commit %s refused with %s (%s), want %s", commit.String()[:12], f.Code, f.Message, code)
 	}
-	if ch := st.Channels[0]; ch.Ref != commitID(ref) {
-		e.t.Errorf("after a refused release the channel is at %s, want the last verified %s", ch.Ref, commitID(ref))
+	if ch := st.Channels[0]; ch.Ref != fleetkit.Commit(ref) {
+		e.t.Errorf("after a refused release the channel is at %s, want the last verified %s", ch.Ref, fleetkit.Commit(ref))
 	}
 	var rs struct{ Rollouts []reconciler.Rollout }
 	if err := op.Get(ctx, "/v1/rollouts", &rs); err != nil {
@@ -687,7 +689,7 @@ func testHostileRepository(t *testing.T, backend string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		commit := must(e.repo.Release(unsigned, commitID(n), e.clock.Now()))
+		commit := must(e.repo.Release(unsigned, fleetkit.Commit(n), e.clock.Now()))
 		ref, typ := commit, plumbing.CommitObject
 		for d := range depth {
 			ref, typ = must(e.repo.Tag(fmt.Sprintf("release-%d-%d", n, d), ref, typ, e.clock.Now())), plumbing.TagObject
@@ -699,7 +701,7 @@ func testHostileRepository(t *testing.T, backend string) {
 		e.await(10*time.Second, fmt.Sprintf("the release behind %d tags is taken and opens its rollout", depth), func() bool {
 			var st proto.Status
 			return op.Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 &&
-				st.Channels[0].Ref == commitID(n) && st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == commitID(n)
+				st.Channels[0].Ref == fleetkit.Commit(n) && st.Channels[0].Rollout != nil && st.Channels[0].Rollout.Ref == fleetkit.Commit(n)
 		})
 		var st proto.Status
 		if err := op.Get(ctx, "/v1/status", &st); err != nil {

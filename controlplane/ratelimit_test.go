@@ -21,6 +21,7 @@ import (
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -137,7 +138,7 @@ func TestRateLimits(t *testing.T) {
 		t.Errorf("an unknown key from the drained address: %d %s, want 429", a.status, a.code)
 	}
 	hook := []byte(`{"ref":"refs/heads/channels/stable"}`)
-	if a := anon.do(http.MethodPost, "/v1/hooks/git", hook, http.Header{"X-Hub-Signature-256": {hookSig(hook, e.cfg.WebhookSecret)}}); a.code != codes.RateLimited {
+	if a := anon.do(http.MethodPost, "/v1/hooks/git", hook, http.Header{"X-Hub-Signature-256": {cptest.HookSignature(hook, e.cfg.WebhookSecret)}}); a.code != codes.RateLimited {
 		t.Errorf("the webhook from the drained address: %d %s, want 429", a.status, a.code)
 	}
 	// Probes are not limited: load balancers and Prometheus keep seeing the replica.

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -94,8 +93,6 @@ func TestRolloutConverges(t *testing.T) {
 		})
 	}
 }
-
-func commitID(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }
 
 // TestChannelsPushedTogether: refs of two channels moved in one push reach
 // the reconciler together (TestPollSignalsOnce), so the channel edge holds

@@ -2,14 +2,10 @@ package controlplane
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -17,12 +13,13 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -200,7 +197,7 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 	url := "sqlite://" + filepath.Join(dir, "cp.db")
 	if backend == "postgres" {
-		url = postgresURL(t)
+		url = pgtest.URL(t)
 	}
 	real, err := store.Open(ctx, url)
 	if err != nil {
@@ -215,7 +212,7 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := repo.Release(unsigned, fmt.Sprintf("%07x%033d", n, 0), now.Add(time.Duration(n)*time.Minute))
+		c, err := repo.Release(unsigned, fleetkit.Commit(n), now.Add(time.Duration(n)*time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,42 +324,4 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	if got := current(); got != c2.String() {
 		t.Errorf("the channel's release is %s after a replay, want %s", got, c2)
 	}
-}
-
-// postgresURL is realfleet.PostgresURL, which this package's internal
-// tests cannot import (realfleet imports controlplane): a fresh database
-// on the server NIXFLEET_TEST_PG names, dropped when the test ends.
-// Without NIXFLEET_TEST_PG the test fails: it is never skipped.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	admin := os.Getenv("NIXFLEET_TEST_PG")
-	if admin == "" {
-		t.Fatal("NIXFLEET_TEST_PG is not set: run .ci/run, which starts a throwaway PostgreSQL, or point it at a server (postgres://…)")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "nf_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }

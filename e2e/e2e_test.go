@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/nixtest"
-	"github.com/nixfleet/nixfleet/internal/realfleet"
+	"github.com/nixfleet/nixfleet/internal/testkit/nixtest"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
+	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -57,7 +58,7 @@ func TestEndToEnd(t *testing.T) {
 			fleetrepo.NewHost("web-2", "stable", 1, "web"), fleetrepo.NewHost("web-3", "stable", 1, "web")},
 	}
 	names := []string{"canary", "db-1", "web-1", "web-2", "web-3"}
-	f := realfleet.New(t, realfleet.Options{Bin: bin, Net: network, Spec: spec, DB: realfleet.PostgresURL(t),
+	f := realfleet.New(t, realfleet.Options{Bin: bin, Net: network, Spec: spec, DB: pgtest.URL(t),
 		Versions: []string{"v0", "v1", "v2", "v3"},
 		Change:   map[string]map[string]nixtest.ClosureSpec{"v2": {"canary": {FailSwitch: true}}},
 		CPArgs:   []string{"--tick-interval", "1s", "--offline-threshold", "12s"}})

@@ -1,11 +1,12 @@
-package manifest
+package manifest_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
 
-	"github.com/nixfleet/nixfleet/internal/fleettest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -16,13 +17,13 @@ import (
 // member, so each of them is in its place.
 func TestEncodingIsAlreadyCanonical(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Fleet(60)
+	f := fleetkit.Synthetic(60)
 	p := f.RolloutPolicies["staged"]
 	two, fifty := 2, 50
 	p.HealthGate.ComplianceProbes = &proto.ComplianceProbes{Required: true}
 	p.HealthGate.MinConverged, p.HealthGate.MinConvergedPct = &two, &fifty
 	f.RolloutPolicies["staged"] = p
-	ms, err := Project(f, "00")
+	ms, err := manifest.Project(f, "00")
 	if err != nil {
 		t.Fatal(err)
 	}

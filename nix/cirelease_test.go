@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/internal/nixtest"
+	"github.com/nixfleet/nixfleet/internal/testkit/nixtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/nix")

@@ -29,7 +29,7 @@ import (
 	"github.com/nixfleet/nixfleet/agent/probe"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/devcert"
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )

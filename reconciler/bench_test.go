@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -16,9 +17,9 @@ import (
 func benchInput(b *testing.B, n int) rc.Input {
 	b.Helper()
 	const channels = 10
-	fb := newFleet(b)
+	fb := fleetkit.New(b)
 	for c := range channels {
-		fb.channel(fmt.Sprintf("ch%02d", c), 10, 10, 0)
+		fb.Channel(fmt.Sprintf("ch%02d", c), 10, 10, 0)
 	}
 	roles := []string{"web", "db", "cache", "batch"}
 	names := make([]string, n)
@@ -32,27 +33,27 @@ func benchInput(b *testing.B, n int) rc.Input {
 		case i%100 < 20:
 			wave = 1
 		}
-		fb.host(name, fmt.Sprintf("ch%02d", i%channels), wave, fmt.Sprintf("rack-%03d", i/200%500), "role-"+roles[i%4])
+		fb.Host(name, fmt.Sprintf("ch%02d", i%channels), wave, fmt.Sprintf("rack-%03d", i/200%500), "role-"+roles[i%4])
 		// A chain of edges inside each channel's last wave.
 		if wave == 2 && i >= 2*channels && i%7 == 0 && (i-channels)%100 >= 20 {
-			fb.edge(fmt.Sprintf("host-%06d", i-channels), name)
+			fb.Edge(fmt.Sprintf("host-%06d", i-channels), name)
 		}
 	}
 	for _, r := range roles {
-		fb.budget(proto.Selector{Tags: []string{"role-" + r}}, 0, 5)
+		fb.Budget(proto.Selector{Tags: []string{"role-" + r}}, 0, 5)
 	}
 	for k := range 10 {
-		fb.budget(proto.Selector{TagsAny: []string{fmt.Sprintf("rack-%03d", 2*k), fmt.Sprintf("rack-%03d", 2*k+1)}}, 2, 0)
+		fb.Budget(proto.Selector{TagsAny: []string{fmt.Sprintf("rack-%03d", 2*k), fmt.Sprintf("rack-%03d", 2*k+1)}}, 2, 0)
 	}
 	for c := range 5 {
 		ch := fmt.Sprintf("ch%02d", c)
-		fb.budget(proto.Selector{Channel: &ch}, 50, 0)
+		fb.Budget(proto.Selector{Channel: &ch}, 50, 0)
 	}
-	fb.budget(proto.Selector{All: true}, 0, 10)
-	f := fb.build()
+	fb.Budget(proto.Selector{All: true}, 0, 10)
+	f := fb.Build()
 	s := newScenario(b)
 	s.in.Tunables = rc.Tunables{ConfirmWindowSeconds: 3600}
-	s.release(f, commit(1)).online(names...)
+	s.release(f, fleetkit.Commit(1)).online(names...)
 	for i, name := range names {
 		if i%50 == 49 {
 			s.offline(name)

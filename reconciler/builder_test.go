@@ -3,12 +3,11 @@ package reconciler_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
@@ -16,137 +15,6 @@ import (
 
 // t0 is the start of every scenario.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// ---- fleets ----
-
-// fleetBuilder makes small, valid fleets.
-type fleetBuilder struct {
-	t       testing.TB
-	f       *proto.FleetResolved
-	version string
-}
-
-func newFleet(t testing.TB) *fleetBuilder {
-	return &fleetBuilder{t: t, version: "v1", f: &proto.FleetResolved{
-		SchemaVersion: 1, Hosts: map[string]proto.Host{}, Channels: map[string]proto.Channel{},
-		RolloutPolicies: map[string]proto.RolloutPolicy{}, Waves: map[string][]proto.Wave{},
-		Edges: []proto.Edge{}, ChannelEdges: []proto.ChannelEdge{}, DisruptionBudgets: []proto.DisruptionBudget{},
-	}}
-}
-
-// channel adds a channel whose policy has one wave per soak time given
-// (minutes), halting on the first failure.
-func (b *fleetBuilder) channel(name string, soaks ...int) *fleetBuilder {
-	b.f.Channels[name] = proto.Channel{RolloutPolicy: name, FreshnessWindow: 1440, SigningIntervalMinutes: 60,
-		ReconcileIntervalMinutes: 5, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
-	p := proto.RolloutPolicy{Strategy: "staged", HealthGate: proto.HealthGate{}, OnHealthFailure: proto.OnHealthFailureHalt}
-	waves := []proto.Wave{}
-	for _, s := range soaks {
-		p.Waves = append(p.Waves, proto.PolicyWave{Selector: proto.Selector{All: true}, SoakMinutes: s})
-		waves = append(waves, proto.Wave{Hosts: []string{}, SoakMinutes: s})
-	}
-	b.f.RolloutPolicies[name] = p
-	b.f.Waves[name] = waves
-	return b
-}
-
-// policy edits a channel's rollout policy.
-func (b *fleetBuilder) policy(channel string, edit func(*proto.RolloutPolicy)) *fleetBuilder {
-	p := b.f.RolloutPolicies[channel]
-	edit(&p)
-	b.f.RolloutPolicies[channel] = p
-	return b
-}
-
-// compliance sets a channel's compliance mode and frameworks.
-func (b *fleetBuilder) compliance(channel, mode string, frameworks ...string) *fleetBuilder {
-	c := b.f.Channels[channel]
-	c.Compliance = proto.Compliance{Mode: mode, Frameworks: append([]string{}, frameworks...)}
-	b.f.Channels[channel] = c
-	return b
-}
-
-// host adds a host to a channel's wave.
-func (b *fleetBuilder) host(name, channel string, wave int, tags ...string) *fleetBuilder {
-	c := closure(name, b.version)
-	b.f.Hosts[name] = proto.Host{System: "x86_64-linux", Tags: append([]string{}, tags...), Channel: channel, ClosureHash: &c}
-	w := b.f.Waves[channel]
-	w[wave].Hosts = append(w[wave].Hosts, name)
-	return b
-}
-
-func (b *fleetBuilder) edge(gates, gated string) *fleetBuilder {
-	b.f.Edges = append(b.f.Edges, proto.Edge{Gates: gates, Gated: gated})
-	return b
-}
-
-func (b *fleetBuilder) channelEdge(gates, gated string) *fleetBuilder {
-	b.f.ChannelEdges = append(b.f.ChannelEdges, proto.ChannelEdge{Gates: gates, Gated: gated})
-	return b
-}
-
-// budget adds a disruption budget; 0 leaves a limit unset.
-func (b *fleetBuilder) budget(sel proto.Selector, maxInFlight, pct int) *fleetBuilder {
-	d := proto.DisruptionBudget{Selector: sel}
-	if maxInFlight > 0 {
-		d.MaxInFlight = &maxInFlight
-	}
-	if pct > 0 {
-		d.MaxInFlightPct = &pct
-	}
-	b.f.DisruptionBudgets = append(b.f.DisruptionBudgets, d)
-	return b
-}
-
-// bump makes every host's closure new, as a new release would.
-func (b *fleetBuilder) bump(version string) *fleetBuilder {
-	b.version = version
-	for name, h := range b.f.Hosts {
-		c := closure(name, version)
-		h.ClosureHash = &c
-		b.f.Hosts[name] = h
-	}
-	return b
-}
-
-// bumpHost gives one host a new closure, as a release that changes only
-// that host would.
-func (b *fleetBuilder) bumpHost(name, version string) *fleetBuilder {
-	h := b.f.Hosts[name]
-	c := closure(name, version)
-	h.ClosureHash = &c
-	b.f.Hosts[name] = h
-	return b
-}
-
-// build returns a deep copy of the fleet, checked with ValidateFleet.
-func (b *fleetBuilder) build() *proto.FleetResolved {
-	raw, err := json.Marshal(b.f)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	f, err := proto.DecodeFleetResolved(raw)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if _, err := manifest.ValidateFleet(f); err != nil {
-		b.t.Fatalf("scenario fleet is invalid: %v", err)
-	}
-	return f
-}
-
-// closure is a valid store path basename for a host and version.
-func closure(host, version string) string {
-	sum := sha256.Sum256([]byte(host + "/" + version))
-	const alphabet = "0123456789abcdfghijklmnpqrsvwxyz"
-	h := make([]byte, 32)
-	for i := range h {
-		h[i] = alphabet[int(sum[i])%32]
-	}
-	return string(h) + "-nixos-system-" + host + "-" + version
-}
-
-func commit(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }
 
 // ---- scenarios ----
 
@@ -197,7 +65,7 @@ func (s *scenario) online(hosts ...string) *scenario {
 		o := s.in.Hosts[h]
 		o.LastSeen = s.in.Now
 		if o.Current == "" {
-			o.Current, o.Booted = closure(h, "v0"), closure(h, "v0")
+			o.Current, o.Booted = fleetkit.Closure(h, "v0"), fleetkit.Closure(h, "v0")
 		}
 		s.in.Hosts[h] = o
 	}
@@ -209,7 +77,7 @@ func (s *scenario) offline(hosts ...string) *scenario {
 	for _, h := range hosts {
 		o := s.in.Hosts[h]
 		if o.Current == "" {
-			o.Current, o.Booted = closure(h, "v0"), closure(h, "v0")
+			o.Current, o.Booted = fleetkit.Closure(h, "v0"), fleetkit.Closure(h, "v0")
 		}
 		o.LastSeen = s.in.Now.Add(-time.Hour)
 		s.in.Hosts[h] = o
@@ -377,4 +245,4 @@ func (s *scenario) converge(d time.Duration) *scenario {
 }
 
 // rid is a rollout id.
-func rid(channel string, n int) string { return proto.RolloutID(channel, commit(n)) }
+func rid(channel string, n int) string { return proto.RolloutID(channel, fleetkit.Commit(n)) }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -16,28 +17,14 @@ import (
 // rules 4, 5, 8 and 11).
 func init() { scenarios = append(scenarios, allAtOnceScenarios...) }
 
-// allAtOnce adds a channel whose policy has no waves.
-func (b *fleetBuilder) allAtOnce(name string) *fleetBuilder {
-	return b.channel(name).policy(name, func(p *proto.RolloutPolicy) {
-		p.Strategy, p.Waves = "all-at-once", []proto.PolicyWave{}
-	})
-}
-
-// member adds a host to a channel rolled out all at once: no wave lists it.
-func (b *fleetBuilder) member(name, channel string, tags ...string) *fleetBuilder {
-	c := closure(name, b.version)
-	b.f.Hosts[name] = proto.Host{System: "x86_64-linux", Tags: append([]string{}, tags...), Channel: channel, ClosureHash: &c}
-	return b
-}
-
 // lab is two channels side by side: lab, rolled out all at once (five
 // hosts, l2 waits for l1, at most two in flight), and stable, a canary (a,
 // wave 0) before b and c (wave 1), no soak.
-func lab(s *scenario) *fleetBuilder {
-	return newFleet(s.t).allAtOnce("lab").
-		member("l1", "lab").member("l2", "lab").member("l3", "lab").member("l4", "lab").member("l5", "lab").
-		edge("l1", "l2").budget(proto.Selector{Channel: str("lab")}, 2, 0).
-		channel("stable", 0, 0).host("a", "stable", 0, "canary").host("b", "stable", 1).host("c", "stable", 1)
+func lab(s *scenario) *fleetkit.Builder {
+	return fleetkit.New(s.t).AllAtOnce("lab").
+		Member("l1", "lab").Member("l2", "lab").Member("l3", "lab").Member("l4", "lab").Member("l5", "lab").
+		Edge("l1", "l2").Budget(proto.Selector{Channel: str("lab")}, 2, 0).
+		Channel("stable", 0, 0).Host("a", "stable", 0, "canary").Host("b", "stable", 1).Host("c", "stable", 1)
 }
 
 var labHosts = []string{"a", "b", "c", "l1", "l2", "l3", "l4", "l5"}
@@ -70,7 +57,7 @@ var allAtOnceScenarios = []goldenCase{
 		name: "rule04-all-at-once-channel-one-wave-under-budget",
 		desc: "rule 4: a channel whose wave list is empty (strategy all-at-once) opens with one wave holding all five hosts; they go out together, two at a time by the budget, and l2 waits for l1 by a host edge within the wave; the canary channel next to it dispatches its canary only",
 		build: func(s *scenario) {
-			s.release(lab(s).build(), commit(1)).online(labHosts...)
+			s.release(lab(s).Build(), fleetkit.Commit(1)).online(labHosts...)
 		},
 		check: all(wantOneWave(rid("lab", 1)), wantIntents("l1", "l3", "a"),
 			wantBlocked("l2", codes.HostEdge), wantBlocked("l4", codes.Budget), wantBlocked("l5", codes.Budget),
@@ -80,7 +67,7 @@ var allAtOnceScenarios = []goldenCase{
 		name: "rule05-all-at-once-channel-refills-its-budget",
 		desc: "rule 5: l1 and l3 of the all-at-once channel confirm and, without soak, converge in the same tick; the two slots they free go to l2 (its predecessor l1 converged) and l4, still in the one wave; l5 still waits for the budget",
 		build: func(s *scenario) {
-			s.release(lab(s).build(), commit(1)).online(labHosts...).tick().advance(time.Minute)
+			s.release(lab(s).Build(), fleetkit.Commit(1)).online(labHosts...).tick().advance(time.Minute)
 			s.confirm(rid("lab", 1), "l1", "l3")
 		},
 		check: all(wantIntents("l2", "l4"), wantEvent(rc.EventHostTransition, "l1", string(rc.HostConverged), ""),
@@ -90,7 +77,7 @@ var allAtOnceScenarios = []goldenCase{
 		name: "rule11-all-at-once-channel-converges-in-its-one-wave",
 		desc: "rule 11: the last host of the all-at-once channel converges; its one wave is done and its rollout is Converged, while the canary channel beside it, which promoted its canary's wave, still has b and c of its second wave activating",
 		build: func(s *scenario) {
-			s.release(lab(s).build(), commit(1)).online(labHosts...).tick().advance(time.Minute)
+			s.release(lab(s).Build(), fleetkit.Commit(1)).online(labHosts...).tick().advance(time.Minute)
 			s.confirm(rid("lab", 1), "l1", "l3").confirm(rid("stable", 1), "a").tick().advance(time.Minute)
 			s.confirm(rid("lab", 1), "l2", "l4").tick().advance(time.Minute)
 			s.confirm(rid("lab", 1), "l5")

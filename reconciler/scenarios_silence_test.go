@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -17,16 +18,16 @@ func init() { scenarios = append(scenarios, silenceScenarios...) }
 
 // five is one channel: a canary (wave 0, no soak) and four hosts in wave
 // 1 (no soak).
-func five(s *scenario) *fleetBuilder {
-	return newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0, "canary").
-		host("b", "stable", 1).host("c", "stable", 1).host("d", "stable", 1).host("e", "stable", 1)
+func five(s *scenario) *fleetkit.Builder {
+	return fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0, "canary").
+		Host("b", "stable", 1).Host("c", "stable", 1).Host("d", "stable", 1).Host("e", "stable", 1)
 }
 
 // oneWave is one channel of four hosts in one wave, one in flight at a
 // time.
-func oneWave(s *scenario, soak int) *fleetBuilder {
-	return newFleet(s.t).channel("stable", soak).host("a", "stable", 0).host("b", "stable", 0).
-		host("c", "stable", 0).host("d", "stable", 0).budget(proto.Selector{All: true}, 1, 0)
+func oneWave(s *scenario, soak int) *fleetkit.Builder {
+	return fleetkit.New(s.t).Channel("stable", soak).Host("a", "stable", 0).Host("b", "stable", 0).
+		Host("c", "stable", 0).Host("d", "stable", 0).Budget(proto.Selector{All: true}, 1, 0)
 }
 
 func noTransitionTo(states ...rc.HostState) func(*testing.T, rc.Output) {
@@ -111,7 +112,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-first-deployment-holds-unheard-hosts",
 		desc: "rule 6: a control plane that just started opens a rollout no agent has checked in for: nothing is skipped and no wave promoted; the canary waits, unheard",
 		build: func(s *scenario) {
-			s.watching(t0).release(three(s).build(), commit(1))
+			s.watching(t0).release(three(s).Build(), fleetkit.Commit(1))
 		},
 		check: all(wantBlocked("a", codes.Unheard), noTransitionTo(rc.HostSkipped), noEvent(rc.EventWavePromoted),
 			wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents()),
@@ -120,8 +121,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-warming-up-dispatches-heard-canary",
 		desc: "rule 6: a minute after the control plane started, the canary has checked in and is dispatched; hosts not heard from are neither skipped nor dispatched",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1)
-			s.watching(t0).release(b.build(), commit(1)).tick()
+			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1)
+			s.watching(t0).release(b.Build(), fleetkit.Commit(1)).tick()
 			s.in.Now = t0.Add(time.Minute)
 			s.online("a")
 		},
@@ -131,8 +132,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-unheard-host-skipped-once-warm",
 		desc: "rule 6: once the control plane watched for the offline threshold, a host of the active wave it never heard from is Skipped",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1)
-			s.watching(t0).release(b.build(), commit(1)).tick()
+			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1)
+			s.watching(t0).release(b.Build(), fleetkit.Commit(1)).tick()
 			s.in.Now = t0.Add(time.Minute)
 			s.online("a", "b").tick().advance(5 * time.Minute)
 		},
@@ -142,7 +143,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-silence-not-judged-after-an-outage",
 		desc: "rule 6: the control plane was down for 20 minutes while a soaked and b waited: back, it has not watched for the offline threshold, so a is not failed and b not skipped",
 		build: func(s *scenario) {
-			s.release(oneWave(s, 10).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 10).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.outage(20 * time.Minute).online("c")
 		},
@@ -152,7 +153,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-partial-visibility-skips-nothing",
 		desc: "rule 6: three of four hosts go silent at once: the channel is in partial visibility (one event with the counts); the silent Pending hosts are not skipped and nothing is dispatched",
 		build: func(s *scenario) {
-			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
 		check: all(wantMessage(rc.EventPartialVisibility, codes.PartialVisibility, "3 of 4 hosts silent"), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
@@ -162,7 +163,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-partial-visibility-ends-by-itself",
 		desc: "rule 6: the silent hosts are heard again: visibility_restored, and the channel moves on",
 		build: func(s *scenario) {
-			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
 			s.online("b", "c", "d")
 		},
@@ -172,7 +173,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-partial-visibility-promotes-nothing",
 		desc: "rule 6: the canary converged, but three of five hosts are silent: wave 0 is not promoted while the channel is in partial visibility",
 		build: func(s *scenario) {
-			s.release(five(s).build(), commit(1)).online("a", "b", "c", "d", "e").tick().advance(time.Minute)
+			s.release(five(s).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d", "e").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
@@ -181,7 +182,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-partial-visibility-does-not-fail-soaking-host",
 		desc: "rule 6: a soaking host goes silent with most of its channel: it stays Soaking (no offline_while_soaking, no health policy)",
 		build: func(s *scenario) {
-			s.release(oneWave(s, 30).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 30).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.offline("a", "b", "c")
 		},
@@ -191,8 +192,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-tiny-channel-skips-its-away-host",
 		desc: "rule 6: one silent host is below the partial-visibility floor: judged alone, it is Skipped",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("solo", 0).host("z", "solo", 0)
-			s.release(b.build(), commit(1)).offline("z")
+			b := fleetkit.New(s.t).Channel("solo", 0).Host("z", "solo", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).offline("z")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "z", "Skipped", codes.Offline), noEvent(rc.EventPartialVisibility), noRolloutTo(rc.RolloutConverged)),
 	},
@@ -200,8 +201,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-catch-up-obeys-budgets",
 		desc: "rule 6: a skipped canary returns while wave 1 has a host in flight under a budget of one: it waits for the budget like any member of the rollout",
 		build: func(s *scenario) {
-			b := four(s).budget(proto.Selector{All: true}, 1, 0)
-			s.release(b.build(), commit(1)).online("b", "c", "d").offline("a").tick().advance(time.Minute)
+			b := four(s).Budget(proto.Selector{All: true}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("b", "c", "d").offline("a").tick().advance(time.Minute)
 			s.confirm(id1, "d").tick().advance(time.Minute)
 			s.online("a")
 		},
@@ -213,7 +214,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule08-wave-without-converged-host-not-promoted",
 		desc: "rule 8: the only canary is away and Skipped: wave 0 proved nothing and is not promoted; the rollout waits for it",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("b", "c").offline("a")
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("b", "c").offline("a")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Skipped", codes.Offline), noEvent(rc.EventWavePromoted), wantIntents()),
 	},
@@ -221,11 +222,11 @@ var silenceScenarios = []goldenCase{
 		name: "rule08-min-converged-holds-wave",
 		desc: "rule 8: healthGate.minConverged 2: one canary converged and one failed (within maxFailures) is not enough evidence",
 		build: func(s *scenario) {
-			b := four(s).policy("stable", func(p *proto.RolloutPolicy) {
+			b := four(s).Policy("stable", func(p *proto.RolloutPolicy) {
 				one, two := 1, 2
 				p.HealthGate.MaxFailures, p.HealthGate.MinConverged = &one, &two
 			})
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "d", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
@@ -234,11 +235,11 @@ var silenceScenarios = []goldenCase{
 		name: "rule08-min-converged-pct-promotes",
 		desc: "rule 8: healthGate.minConvergedPct 50 of a two-host wave: one converged canary is enough, and the wave is promoted",
 		build: func(s *scenario) {
-			b := four(s).policy("stable", func(p *proto.RolloutPolicy) {
+			b := four(s).Policy("stable", func(p *proto.RolloutPolicy) {
 				one, half := 1, 50
 				p.HealthGate.MaxFailures, p.HealthGate.MinConvergedPct = &one, &half
 			})
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
 		},
 		check: all(wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
@@ -291,7 +292,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule09-catch-up-failure-halts-converged-rollout",
 		desc: "rule 9: c was skipped and the rollout converged; c returns, catches up and fails: its failure counts and the converged rollout is Halted (onHealthFailure halt)",
 		build: func(s *scenario) {
-			s.release(four(s).build(), commit(1)).online("a", "b", "d").offline("c").converge(11 * time.Minute)
+			s.release(four(s).Build(), fleetkit.Commit(1)).online("a", "b", "d").offline("c").converge(11 * time.Minute)
 			s.online("c").tick().advance(time.Minute)
 			s.report(id1, "c", rc.OutcomeFailed)
 		},
@@ -301,8 +302,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule09-catch-up-failure-reverts-converged-rollout",
 		desc: "rule 9: the same with onHealthFailure rollback-and-halt: the converged rollout is Reverting; c is already back, the others are sent back, latest wave first",
 		build: func(s *scenario) {
-			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
-			s.release(b.build(), commit(1)).online("a", "b", "d").offline("c").converge(11 * time.Minute)
+			b := four(s).Policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "d").offline("c").converge(11 * time.Minute)
 			s.online("c").tick().advance(time.Minute)
 			s.report(id1, "c", rc.OutcomeFailed)
 		},
@@ -313,7 +314,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule09-halted-rollout-stops-catching-up",
 		desc: "rule 9: a skipped host returns to a halted rollout: it is not dispatched",
 		build: func(s *scenario) {
-			s.release(four(s).build(), commit(1)).online("b", "c", "d").offline("a").tick().advance(time.Minute)
+			s.release(four(s).Build(), fleetkit.Commit(1)).online("b", "c", "d").offline("a").tick().advance(time.Minute)
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
 			s.online("a")
 		},
@@ -323,9 +324,9 @@ var silenceScenarios = []goldenCase{
 		name: "rule09-reverted-rollout-lets-unchanged-host-land",
 		desc: "rule 9: a's closure did not change in the release, so the revert has nothing to send it; the rollout is Reverted and a, still soaking there, lands: Converged",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10, 0).host("a", "stable", 0).host("b", "stable", 1)
-			s.release(b.build(), commit(1)).online("a", "b").converge(11 * time.Minute)
-			s.release(b.bumpHost("b", "v2").build(), commit(2)).tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10, 0).Host("a", "stable", 0).Host("b", "stable", 1)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").converge(11 * time.Minute)
+			s.release(b.BumpHost("b", "v2").Build(), fleetkit.Commit(2)).tick().advance(time.Minute)
 			s.confirm(rid("stable", 2), "a").tick().advance(time.Minute)
 			s.intent("i1", rid("stable", 2), rc.IntentRollback, "alice").tick().advance(11 * time.Minute)
 		},
@@ -338,10 +339,10 @@ var silenceScenarios = []goldenCase{
 		desc: "rule 5: a halted rollout with a soaking is superseded: a stays in flight there and counts against the budget of one, so the new rollout dispatches nobody",
 		build: func(s *scenario) {
 			b := oneWave(s, 10)
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2))
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2))
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", codes.Superseded), wantBlocked("a", codes.Busy),
 			wantBlocked("b", codes.Budget), wantIntents()),
@@ -351,10 +352,10 @@ var silenceScenarios = []goldenCase{
 		desc: "rule 1: the superseded rollout's soaking host converges there when its soak ends, and the new rollout takes it in the same tick",
 		build: func(s *scenario) {
 			b := oneWave(s, 10)
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2)).tick().advance(9 * time.Minute)
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2)).tick().advance(9 * time.Minute)
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", codes.Soaked), wantIntents("a")),
 	},
@@ -380,7 +381,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule11-wave-of-away-hosts-stalls",
 		desc: "rule 11: the only canary was skipped and never returns: after the readiness deadline the rollout halts, naming the wave and the evidence it lacks",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("b", "c").offline("a").tick().advance(66 * time.Minute)
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("b", "c").offline("a").tick().advance(66 * time.Minute)
 		},
 		check: wantMessage(rc.EventRolloutTransition, codes.WaveStalled, "wave 0 made no progress", "1 skipped", "0 of the 1 host(s)"),
 	},
@@ -390,9 +391,9 @@ var silenceScenarios = []goldenCase{
 		build: func(s *scenario) {
 			// ValidateFleet refuses such an edge; an artifact from before
 			// that rule, or a hand-made input, can still carry one.
-			f := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1).build()
+			f := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1).Build()
 			f.Edges = append(f.Edges, proto.Edge{Gates: "b", Gated: "a"})
-			s.release(f, commit(1)).online("a", "z", "b").tick().advance(time.Minute)
+			s.release(f, fleetkit.Commit(1)).online("a", "z", "b").tick().advance(time.Minute)
 			s.confirm(id1, "z").tick().advance(61 * time.Minute)
 		},
 		check: wantMessage(rc.EventRolloutTransition, codes.WaveStalled, "wave 0", "1 held by host_edge"),
@@ -401,7 +402,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule11-partial-visibility-past-the-deadline-halts",
 		desc: "rule 11: partial visibility that outlasts the readiness deadline halts the rollout, saying so",
 		build: func(s *scenario) {
-			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a").tick().advance(61 * time.Minute)
 			s.offline("b", "c", "d")
 		},
@@ -428,11 +429,11 @@ var silenceScenarios = []goldenCase{
 		name: "rule05-superseded-host-counts-against-a-new-budget",
 		desc: "rule 5: a soaks in a halted rollout whose release had no budget; the new release adds one of one host in flight and supersedes it: a, still in flight there, fills the new budget, and b waits",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).host("b", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0).Host("b", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").offline("b").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
-			s.release(b.budget(proto.Selector{All: true}, 1, 0).bump("v2").build(), commit(2)).online("b")
+			s.release(b.Budget(proto.Selector{All: true}, 1, 0).Bump("v2").Build(), fleetkit.Commit(2)).online("b")
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", codes.Superseded), wantBlocked("a", codes.Busy),
 			wantBlocked("b", codes.Budget), wantIntents()),
@@ -441,8 +442,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule11-silent-soaking-hosts-stall",
 		desc: "rule 11: two of three soaking hosts fall silent for good, with the next wave's host: the channel is in partial visibility, nothing is failed, and the readiness deadline halts the rollout instead of waiting for ever",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 30, 0).host("a", "stable", 0).host("b", "stable", 0).host("c", "stable", 0).host("d", "stable", 1)
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 30, 0).Host("a", "stable", 0).Host("b", "stable", 0).Host("c", "stable", 0).Host("d", "stable", 1)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a", "b", "c").tick().advance(time.Minute)
 			s.offline("b", "c", "d").advance(30 * time.Minute).tick().advance(91 * time.Minute)
 		},
@@ -452,10 +453,12 @@ var silenceScenarios = []goldenCase{
 		name: "rule08-unchanged-host-is-no-evidence",
 		desc: "rule 8: the release changes a's closure but not z's: z converges at once, which proves nothing; with a away, wave 0 is not promoted",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1).host("c", "stable", 1)
+			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1).Host("c", "stable", 1)
 			s.online("z", "b", "c").offline("a")
-			s.observe("z", func(o *rc.ObservedHost) { o.Current, o.Booted = closure("z", "v1"), closure("z", "v1") })
-			s.release(b.build(), commit(1)).tick().advance(time.Minute)
+			s.observe("z", func(o *rc.ObservedHost) {
+				o.Current, o.Booted = fleetkit.Closure("z", "v1"), fleetkit.Closure("z", "v1")
+			})
+			s.release(b.Build(), fleetkit.Commit(1)).tick().advance(time.Minute)
 			s.confirm(id1, "z")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "z", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
@@ -464,8 +467,8 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-tail-of-a-partition-not-judged-at-once",
 		desc: "rule 6: most of the channel is heard again, but d, soaking, is still silent: partial visibility is over, and for an offline threshold d is held, not failed",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 30).host("a", "stable", 0).host("b", "stable", 0).host("c", "stable", 0).host("d", "stable", 0)
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 30).Host("a", "stable", 0).Host("b", "stable", 0).Host("c", "stable", 0).Host("d", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").tick().advance(time.Minute)
 			s.online("b", "c")
@@ -476,7 +479,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule09-old-failure-does-not-halt-converged-rollout",
 		desc: "rule 9: a converged rollout holds a host that failed before (a store from before this rule): no new failure, so its health policy does not fire on it",
 		build: func(s *scenario) {
-			s.release(four(s).build(), commit(1)).online("a", "b", "c", "d").converge(11 * time.Minute)
+			s.release(four(s).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").converge(11 * time.Minute)
 			s.rollout(id1, func(r *rc.Rollout) {
 				for i := range r.Hosts {
 					if r.Hosts[i].Hostname == "c" {
@@ -493,7 +496,7 @@ var silenceScenarios = []goldenCase{
 		desc: "rule 6: partialVisibilityPct 100 turns partial visibility off: three of four hosts silent are judged one by one and skipped",
 		build: func(s *scenario) {
 			s.in.Tunables.PartialVisibilityPct = 100
-			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
 		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "b", "Skipped", codes.Offline)),
@@ -503,7 +506,7 @@ var silenceScenarios = []goldenCase{
 		desc: "rule 6: partialVisibilityMinHosts 4: three silent hosts of four are under the floor, and judged one by one",
 		build: func(s *scenario) {
 			s.in.Tunables.PartialVisibilityMinHosts = 4
-			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
 		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "c", "Skipped", codes.Offline)),
@@ -512,7 +515,7 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-warm-up-keeps-the-last-verdict",
 		desc: "rule 6: the control plane restarts while a channel is in partial visibility: warming up, it keeps that verdict (no restored event, nothing dispatched) although most hosts checked in again",
 		build: func(s *scenario) {
-			s.release(oneWave(s, 0).build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a").tick()
 			s.outage(10*time.Minute).online("a", "b", "c", "d")
 		},
@@ -526,9 +529,9 @@ var silenceScenarios = []goldenCase{
 		name: "rule06-skipped-host-held-in-partial-visibility",
 		desc: "rule 6: a skipped host returns while its channel is in partial visibility: it does not catch up until the channel is heard again",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 30, 0).host("a", "stable", 0).host("z", "stable", 0).
-				host("b", "stable", 1).host("c", "stable", 1).host("d", "stable", 1)
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").offline("z").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 30, 0).Host("a", "stable", 0).Host("z", "stable", 0).
+				Host("b", "stable", 1).Host("c", "stable", 1).Host("d", "stable", 1)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").offline("z").tick().advance(time.Minute)
 			s.offline("b", "c", "d").online("z")
 		},
 		check: all(wantEvent(rc.EventPartialVisibility, "", "", codes.PartialVisibility), wantBlocked("z", codes.PartialVisibility), wantIntents()),
@@ -539,9 +542,9 @@ var silenceScenarios = []goldenCase{
 		name: "rule12-frozen-edges-sorted",
 		desc: "rule 12: a rollout freezes its host edges sorted, whatever their order in the fleet",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).host("c", "stable", 0).
-				edge("c", "b").edge("a", "c").edge("a", "b")
-			s.release(b.build(), commit(1)).online("a", "b", "c")
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Host("c", "stable", 0).
+				Edge("c", "b").Edge("a", "c").Edge("a", "b")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c")
 		},
 		check: func(t *testing.T, out rc.Output) {
 			t.Helper()

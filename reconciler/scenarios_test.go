@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -21,21 +22,21 @@ type goldenCase struct {
 
 // three is the usual small fleet: channel stable, wave 0 = a (canary),
 // wave 1 = b and c, soak 5 and 10 minutes.
-func three(s *scenario) *fleetBuilder {
-	return newFleet(s.t).channel("stable", 5, 10).
-		host("a", "stable", 0, "canary", "web").host("b", "stable", 1, "web").host("c", "stable", 1, "db")
+func three(s *scenario) *fleetkit.Builder {
+	return fleetkit.New(s.t).Channel("stable", 5, 10).
+		Host("a", "stable", 0, "canary", "web").Host("b", "stable", 1, "web").Host("c", "stable", 1, "db")
 }
 
 // started releases three at commit 1 with every host online and runs the
 // first tick (a is dispatched).
-func started(s *scenario) *fleetBuilder {
+func started(s *scenario) *fleetkit.Builder {
 	b := three(s)
-	s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+	s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c").tick().advance(time.Minute)
 	return b
 }
 
 // soakingA has a confirmed and soaking (one minute of its five).
-func soakingA(s *scenario) *fleetBuilder {
+func soakingA(s *scenario) *fleetkit.Builder {
 	b := started(s)
 	s.confirm(rid("stable", 1), "a").tick().advance(time.Minute)
 	return b
@@ -44,17 +45,17 @@ func soakingA(s *scenario) *fleetBuilder {
 // four is three with a second canary, d, and no soak in wave 0: a wave
 // is promoted only when one of its hosts converged, so a case about a
 // canary that fails or defers needs another one that converges.
-func four(s *scenario) *fleetBuilder {
-	return newFleet(s.t).channel("stable", 0, 10).
-		host("a", "stable", 0, "canary", "web").host("d", "stable", 0, "canary", "db").
-		host("b", "stable", 1, "web").host("c", "stable", 1, "db")
+func four(s *scenario) *fleetkit.Builder {
+	return fleetkit.New(s.t).Channel("stable", 0, 10).
+		Host("a", "stable", 0, "canary", "web").Host("d", "stable", 0, "canary", "db").
+		Host("b", "stable", 1, "web").Host("c", "stable", 1, "db")
 }
 
 // startedFour releases four with every host online and runs the first
 // tick (a and d are dispatched).
-func startedFour(s *scenario) *fleetBuilder {
+func startedFour(s *scenario) *fleetkit.Builder {
 	b := four(s)
-	s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+	s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 	return b
 }
 
@@ -77,7 +78,7 @@ var scenarios = []goldenCase{
 		name: "rule01-first-release-opens-rollout",
 		desc: "rule 1: a channel's first verified ref opens <channel>@<ref>, which passes the static gate and dispatches wave 0",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c")
 		},
 		check: all(wantEvent(rc.EventRolloutOpened, "", "Opening", codes.RefMoved), wantEvent(rc.EventRolloutTransition, "", "Active", codes.CompliancePassed), wantIntents("a")),
 	},
@@ -85,7 +86,7 @@ var scenarios = []goldenCase{
 		name: "rule01-unchanged-ref-opens-nothing",
 		desc: "rule 1: a ref that has been rolled does not open a rollout again",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c").converge(11 * time.Minute)
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c").converge(11 * time.Minute)
 		},
 		check: all(noEvent(rc.EventRolloutOpened), wantIntents()),
 	},
@@ -94,7 +95,7 @@ var scenarios = []goldenCase{
 		desc: "rule 1: a new ref while a rollout is active waits (ref_waiting, recorded as a deferral) and interrupts nothing",
 		build: func(s *scenario) {
 			b := started(s)
-			s.release(b.bump("v2").build(), commit(2))
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2))
 		},
 		check: all(wantEvent(rc.EventRefWaiting, "", "", codes.RefWaiting), noEvent(rc.EventRolloutOpened)),
 	},
@@ -103,7 +104,7 @@ var scenarios = []goldenCase{
 		desc: "rule 1: a ref still waiting is not reported again (the previous tick's deferral is in the input)",
 		build: func(s *scenario) {
 			b := started(s)
-			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2)).tick().advance(time.Minute)
 		},
 		check: noEvent(rc.EventRefWaiting),
 	},
@@ -112,8 +113,8 @@ var scenarios = []goldenCase{
 		desc: "rule 1: queue depth one: a later ref replaces the waiting one and is reported",
 		build: func(s *scenario) {
 			b := started(s)
-			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
-			s.release(b.bump("v3").build(), commit(3))
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2)).tick().advance(time.Minute)
+			s.release(b.Bump("v3").Build(), fleetkit.Commit(3))
 		},
 		check: wantEvent(rc.EventRefWaiting, "", "", codes.RefWaiting),
 	},
@@ -121,9 +122,9 @@ var scenarios = []goldenCase{
 		name: "rule01-waiting-ref-opens-when-rollout-converged",
 		desc: "rule 1: once the active rollout converged, the waiting ref opens",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2)).tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Converged", ""), wantEvent(rc.EventRolloutOpened, "", "", ""), wantIntents("a")),
@@ -134,7 +135,7 @@ var scenarios = []goldenCase{
 		build: func(s *scenario) {
 			b := soakingA(s)
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2))
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2))
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Superseded", codes.Superseded), wantEvent(rc.EventRolloutOpened, "", "", "")),
 	},
@@ -144,7 +145,7 @@ var scenarios = []goldenCase{
 		build: func(s *scenario) {
 			b := started(s)
 			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2))
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2))
 		},
 		check: all(wantEvent(rc.EventRefWaiting, "", "", ""), noEvent(rc.EventRolloutOpened)),
 	},
@@ -152,8 +153,8 @@ var scenarios = []goldenCase{
 		name: "rule01-manifest-for-another-ref-deferred",
 		desc: "rule 1: a channel whose manifest is not for its ref opens nothing (manifest_mismatch)",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c")
-			s.in.Channels[0].Ref = commit(9)
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c")
+			s.in.Channels[0].Ref = fleetkit.Commit(9)
 		},
 		check: all(wantEvent(rc.EventRolloutDeferred, "", "", codes.ManifestMismatch), noEvent(rc.EventRolloutOpened)),
 	},
@@ -163,10 +164,10 @@ var scenarios = []goldenCase{
 		name: "rule02-static-compliance-enforce-blocks",
 		desc: "rule 2: a failing static control on a target closure, in enforce mode: Opening -> Failed, nothing dispatched",
 		build: func(s *scenario) {
-			b := three(s).compliance("stable", proto.ComplianceEnforce, "nis2")
-			s.release(b.build(), commit(1)).online("a", "b", "c")
+			b := three(s).Compliance("stable", proto.ComplianceEnforce, "nis2")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c")
 			s.observe("b", func(o *rc.ObservedHost) {
-				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlStatic, Closure: closure("b", "v1")}}
+				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlStatic, Closure: fleetkit.Closure("b", "v1")}}
 			})
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Failed", codes.ComplianceBlocked), wantIntents()),
@@ -175,10 +176,10 @@ var scenarios = []goldenCase{
 		name: "rule02-static-compliance-permissive-warns",
 		desc: "rule 2: the same failure in permissive mode: a warning event, and the rollout starts",
 		build: func(s *scenario) {
-			b := three(s).compliance("stable", proto.CompliancePermissive, "nis2")
-			s.release(b.build(), commit(1)).online("a", "b", "c")
+			b := three(s).Compliance("stable", proto.CompliancePermissive, "nis2")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c")
 			s.observe("b", func(o *rc.ObservedHost) {
-				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlBoth, Closure: closure("b", "v1")}}
+				o.Compliance = []rc.ComplianceResult{{Control: "ssh-root-login", Framework: "nis2", Type: rc.ControlBoth, Closure: fleetkit.Closure("b", "v1")}}
 			})
 		},
 		check: all(wantEvent(rc.EventComplianceWarning, "b", "", codes.ComplianceWarning), wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents("a")),
@@ -187,9 +188,9 @@ var scenarios = []goldenCase{
 		name: "rule02-static-compliance-disabled",
 		desc: "rule 2: in disabled mode static results are not consulted",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c")
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Compliance = []rc.ComplianceResult{{Control: "c1", Type: rc.ControlStatic, Closure: closure("a", "v1")}}
+				o.Compliance = []rc.ComplianceResult{{Control: "c1", Type: rc.ControlStatic, Closure: fleetkit.Closure("a", "v1")}}
 			})
 		},
 		check: all(noEvent(rc.EventComplianceWarning), wantIntents("a")),
@@ -198,10 +199,10 @@ var scenarios = []goldenCase{
 		name: "rule02-static-result-for-other-closure-ignored",
 		desc: "rule 2: only results about the target closure count; a failing result about the running closure does not block",
 		build: func(s *scenario) {
-			b := three(s).compliance("stable", proto.ComplianceEnforce)
-			s.release(b.build(), commit(1)).online("a", "b", "c")
+			b := three(s).Compliance("stable", proto.ComplianceEnforce)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c")
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Compliance = []rc.ComplianceResult{{Control: "c1", Type: rc.ControlStatic, Closure: closure("a", "v0")}}
+				o.Compliance = []rc.ComplianceResult{{Control: "c1", Type: rc.ControlStatic, Closure: fleetkit.Closure("a", "v0")}}
 			})
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents("a")),
@@ -212,8 +213,8 @@ var scenarios = []goldenCase{
 		name: "rule03-both-refs-move-predecessor-first",
 		desc: "rule 3: edge gates stable; both move in one tick: edge opens, stable is deferred (rollout_deferred)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
-			s.release(b.build(), commit(1)).online("e1", "s1")
+			b := fleetkit.New(s.t).Channel("edge", 0).Channel("stable", 0).Host("e1", "edge", 0).Host("s1", "stable", 0).ChannelEdge("edge", "stable")
+			s.release(b.Build(), fleetkit.Commit(1)).online("e1", "s1")
 		},
 		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantEvent(rc.EventRolloutDeferred, "", "", codes.ChannelEdge), wantIntents("e1")),
 	},
@@ -221,8 +222,8 @@ var scenarios = []goldenCase{
 		name: "rule03-deferral-reported-once",
 		desc: "rule 3: one rollout_deferred per (channel, ref, blocker), not one per tick",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
-			s.release(b.build(), commit(1)).online("e1", "s1").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("edge", 0).Channel("stable", 0).Host("e1", "edge", 0).Host("s1", "stable", 0).ChannelEdge("edge", "stable")
+			s.release(b.Build(), fleetkit.Commit(1)).online("e1", "s1").tick().advance(time.Minute)
 		},
 		check: all(noEvent(rc.EventRolloutDeferred), noEvent(rc.EventRolloutOpened)),
 	},
@@ -230,8 +231,8 @@ var scenarios = []goldenCase{
 		name: "rule03-predecessor-without-history-is-open",
 		desc: "rule 3: a predecessor channel that never had a rollout does not block",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
-			s.release(b.build(), commit(1), "stable").online("e1", "s1")
+			b := fleetkit.New(s.t).Channel("edge", 0).Channel("stable", 0).Host("e1", "edge", 0).Host("s1", "stable", 0).ChannelEdge("edge", "stable")
+			s.release(b.Build(), fleetkit.Commit(1), "stable").online("e1", "s1")
 		},
 		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantIntents("s1")),
 	},
@@ -239,12 +240,12 @@ var scenarios = []goldenCase{
 		name: "rule03-halted-predecessor-blocks",
 		desc: "rule 3: a Halted predecessor rollout blocks the gated channel",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 10).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
-			f := b.build()
-			s.release(f, commit(1), "edge").online("e1", "s1").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("edge", 10).Channel("stable", 0).Host("e1", "edge", 0).Host("s1", "stable", 0).ChannelEdge("edge", "stable")
+			f := b.Build()
+			s.release(f, fleetkit.Commit(1), "edge").online("e1", "s1").tick().advance(time.Minute)
 			s.confirm(rid("edge", 1), "e1").tick().advance(time.Minute)
 			s.intent("i1", rid("edge", 1), rc.IntentPause, "bob").tick().advance(time.Minute)
-			s.release(f, commit(1), "stable")
+			s.release(f, fleetkit.Commit(1), "stable")
 		},
 		check: all(wantEvent(rc.EventRolloutDeferred, "", "", codes.ChannelEdge), noEvent(rc.EventRolloutOpened)),
 	},
@@ -252,8 +253,8 @@ var scenarios = []goldenCase{
 		name: "rule03-converged-predecessor-lets-gated-open",
 		desc: "rule 3: once the predecessor's rollout is terminal, the gated channel opens",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 0).channel("stable", 0).host("e1", "edge", 0).host("s1", "stable", 0).channelEdge("edge", "stable")
-			s.release(b.build(), commit(1)).online("e1", "s1").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("edge", 0).Channel("stable", 0).Host("e1", "edge", 0).Host("s1", "stable", 0).ChannelEdge("edge", "stable")
+			s.release(b.Build(), fleetkit.Commit(1)).online("e1", "s1").tick().advance(time.Minute)
 			s.confirm(rid("edge", 1), "e1")
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Converged", ""), wantEvent(rc.EventRolloutOpened, "", "", ""), wantIntents("s1")),
@@ -264,9 +265,9 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-quarantine",
 		desc: "rule 4: a closure quarantined on the host holds it (gate quarantined)",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c")
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Quarantine = []rc.Quarantine{{Closure: closure("a", "v1"), Until: t0.Add(time.Hour)}}
+				o.Quarantine = []rc.Quarantine{{Closure: fleetkit.Closure("a", "v1"), Until: t0.Add(time.Hour)}}
 			})
 		},
 		check: all(wantBlocked("a", codes.Quarantined), wantIntents()),
@@ -275,9 +276,9 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-expired-quarantine-ignored",
 		desc: "rule 4: a quarantine that has expired does not hold the host",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c")
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Quarantine = []rc.Quarantine{{Closure: closure("a", "v1"), Until: t0.Add(-time.Second)}}
+				o.Quarantine = []rc.Quarantine{{Closure: fleetkit.Closure("a", "v1"), Until: t0.Add(-time.Second)}}
 			})
 		},
 		check: wantIntents("a"),
@@ -286,12 +287,12 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-channel-edge-holds-pending-hosts",
 		desc: "rule 4: stable is rolling out; its predecessor edge opens a new rollout; stable's wave-1 host waits (gate channel_edge)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 0).channel("stable", 0, 0).host("e1", "edge", 0).
-				host("s1", "stable", 0).host("s2", "stable", 1).channelEdge("edge", "stable")
-			s.release(b.build(), commit(1)).online("e1", "s1", "s2").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("edge", 0).Channel("stable", 0, 0).Host("e1", "edge", 0).
+				Host("s1", "stable", 0).Host("s2", "stable", 1).ChannelEdge("edge", "stable")
+			s.release(b.Build(), fleetkit.Commit(1)).online("e1", "s1", "s2").tick().advance(time.Minute)
 			s.confirm(rid("edge", 1), "e1").tick().advance(time.Minute)
 			s.confirm(rid("stable", 1), "s1")
-			s.release(b.bump("v2").build(), commit(2), "edge")
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2), "edge")
 		},
 		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("s2", codes.ChannelEdge)),
 	},
@@ -299,7 +300,7 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-wave-not-active",
 		desc: "rule 4: hosts of later waves wait for their wave; their Blocked says so, without an event each",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c")
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c")
 		},
 		check: all(wantBlocked("b", codes.WaveNotActive), wantBlocked("c", codes.WaveNotActive), noEvent(rc.EventHostWaiting)),
 	},
@@ -307,8 +308,8 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-host-edge",
 		desc: "rule 4: b waits until a, which gates it, converged (gate host_edge)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
-			s.release(b.build(), commit(1)).online("a", "b")
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Edge("a", "b")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b")
 		},
 		check: all(wantBlocked("b", codes.HostEdge), wantEvent(rc.EventHostWaiting, "b", "", codes.HostEdge), wantIntents("a")),
 	},
@@ -316,8 +317,8 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-host-edge-opens-on-convergence",
 		desc: "rule 4: once a converged, b is dispatched in the same tick",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
-			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Edge("a", "b")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", ""), wantIntents("b")),
@@ -326,9 +327,9 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-budget",
 		desc: "rule 4: a full disruption budget holds the next host (gate budget)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0, "web").host("b", "stable", 0, "web").
-				budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
-			s.release(b.build(), commit(1)).online("a", "b")
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0, "web").Host("b", "stable", 0, "web").
+				Budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b")
 		},
 		check: all(wantIntents("a"), wantBlocked("b", codes.Budget)),
 	},
@@ -336,14 +337,14 @@ var scenarios = []goldenCase{
 		name: "rule04-gate-compliance-of-earlier-wave",
 		desc: "rule 4: a converged host of wave 0 now fails a runtime control (required): wave 1 hosts wait (gate compliance_earlier_wave)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0, 0).host("a", "stable", 0).host("z", "stable", 0).host("b", "stable", 1).
-				policy("stable", func(p *proto.RolloutPolicy) {
+			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1).
+				Policy("stable", func(p *proto.RolloutPolicy) {
 					p.HealthGate.ComplianceProbes = &proto.ComplianceProbes{Required: true}
 				})
-			s.release(b.build(), commit(1)).online("a", "z", "b").tick().advance(time.Minute)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "z", "b").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Type: rc.ControlRuntime, Closure: closure("a", "v1")}}
+				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Type: rc.ControlRuntime, Closure: fleetkit.Closure("a", "v1")}}
 			})
 			s.confirm(id1, "z")
 		},
@@ -353,10 +354,10 @@ var scenarios = []goldenCase{
 		name: "rule04-first-gate-wins",
 		desc: "rule 4: a host both quarantined and behind an edge is reported quarantined: the first gate wins",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
-			s.release(b.build(), commit(1)).online("a", "b")
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Edge("a", "b")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b")
 			s.observe("b", func(o *rc.ObservedHost) {
-				o.Quarantine = []rc.Quarantine{{Closure: closure("b", "v1"), Until: t0.Add(time.Hour)}}
+				o.Quarantine = []rc.Quarantine{{Closure: fleetkit.Closure("b", "v1"), Until: t0.Add(time.Hour)}}
 			})
 		},
 		check: wantBlocked("b", codes.Quarantined),
@@ -367,7 +368,7 @@ var scenarios = []goldenCase{
 		build: func(s *scenario) {
 			b := started(s)
 			s.intent("i1", id1, rc.IntentCancel, "carol").tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2))
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2))
 		},
 		check: all(wantEvent(rc.EventRolloutOpened, "", "", ""), wantBlocked("a", codes.Busy), wantIntents()),
 	},
@@ -377,9 +378,9 @@ var scenarios = []goldenCase{
 		name: "rule05-budget-shared-across-channels",
 		desc: "rule 5: two channels carry the same budget selector: one limit across both rollouts",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("x", 0).channel("y", 0).host("x1", "x", 0, "web").host("y1", "y", 0, "web").
-				budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
-			s.release(b.build(), commit(1)).online("x1", "y1")
+			b := fleetkit.New(s.t).Channel("x", 0).Channel("y", 0).Host("x1", "x", 0, "web").Host("y1", "y", 0, "web").
+				Budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("x1", "y1")
 		},
 		check: all(wantIntents("x1"), wantBlocked("y1", codes.Budget)),
 	},
@@ -387,12 +388,12 @@ var scenarios = []goldenCase{
 		name: "rule05-budget-pct",
 		desc: "rule 5: maxInFlightPct 40 of 5 hosts admits 2 (rounded down)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0)
+			b := fleetkit.New(s.t).Channel("stable", 0)
 			for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {
-				b.host(h, "stable", 0)
+				b.Host(h, "stable", 0)
 			}
-			b.budget(proto.Selector{All: true}, 0, 40)
-			s.release(b.build(), commit(1)).online("h1", "h2", "h3", "h4", "h5")
+			b.Budget(proto.Selector{All: true}, 0, 40)
+			s.release(b.Build(), fleetkit.Commit(1)).online("h1", "h2", "h3", "h4", "h5")
 		},
 		check: wantIntents("h1", "h2"),
 	},
@@ -400,15 +401,15 @@ var scenarios = []goldenCase{
 		name: "rule05-budget-both-limits-apply",
 		desc: "rule 5: maxInFlight 3 and maxInFlightPct 20 of 10 hosts: the tighter, 2, applies; dispatches in the same tick count",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0)
+			b := fleetkit.New(s.t).Channel("stable", 0)
 			var hosts []string
 			for i := range 10 {
 				h := string(rune('a'+i)) + "1"
 				hosts = append(hosts, h)
-				b.host(h, "stable", 0)
+				b.Host(h, "stable", 0)
 			}
-			b.budget(proto.Selector{All: true}, 3, 20)
-			s.release(b.build(), commit(1)).online(hosts...)
+			b.Budget(proto.Selector{All: true}, 3, 20)
+			s.release(b.Build(), fleetkit.Commit(1)).online(hosts...)
 		},
 		check: wantIntents("a1", "b1"),
 	},
@@ -416,9 +417,9 @@ var scenarios = []goldenCase{
 		name: "rule05-soaking-hosts-count",
 		desc: "rule 5: a soaking host is in flight: with maxInFlight 1 the next host waits",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).host("b", "stable", 0).
-				budget(proto.Selector{All: true}, 1, 0)
-			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0).Host("b", "stable", 0).
+				Budget(proto.Selector{All: true}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", ""), wantIntents()),
@@ -427,9 +428,9 @@ var scenarios = []goldenCase{
 		name: "rule05-deferred-hosts-are-not-in-flight",
 		desc: "rule 5: a deferred host does not count: with maxInFlight 1 the next host is dispatched",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).
-				budget(proto.Selector{All: true}, 1, 0)
-			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).
+				Budget(proto.Selector{All: true}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeDeferred)
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Deferred", codes.Deferred), wantIntents("b")),
@@ -440,8 +441,8 @@ var scenarios = []goldenCase{
 		name: "rule06-offline-host-skipped",
 		desc: "rule 6: a host offline when its wave becomes active is Skipped and does not hold the wave",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").offline("b")
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").offline("b")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "b", "Skipped", codes.Offline), wantIntents("a")),
 	},
@@ -449,8 +450,8 @@ var scenarios = []goldenCase{
 		name: "rule06-skipped-host-does-not-block-promotion",
 		desc: "rule 6: the last wave has only a skipped host left: the rollout converges",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").offline("b").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
 		check: wantEvent(rc.EventRolloutTransition, "", "Converged", codes.Converged),
@@ -459,8 +460,8 @@ var scenarios = []goldenCase{
 		name: "rule06-skipped-host-returns-and-catches-up",
 		desc: "rule 6: a skipped host of the latest, converged rollout comes back and is dispatched to the channel's current target",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").offline("b").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
 			s.online("b")
 		},
@@ -470,15 +471,15 @@ var scenarios = []goldenCase{
 		name: "rule06-returning-host-gets-newest-target",
 		desc: "rule 6: b was skipped in rollout 1; rollout 2 is now current; b returns and gets rollout 2's target, not rollout 1's",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
-			s.release(b.build(), commit(1)).online("a").offline("b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Edge("a", "b")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").offline("b").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute).tick().advance(time.Minute)
-			s.release(b.bump("v2").build(), commit(2)).tick().advance(time.Minute)
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2)).tick().advance(time.Minute)
 			s.confirm(rid("stable", 2), "a").tick().advance(time.Minute)
 			s.online("b")
 		},
 		check: all(wantIntents("b"), func(t *testing.T, out rc.Output) {
-			if out.Actions[0].RolloutID != rid("stable", 2) || out.Actions[0].Target != closure("b", "v2") {
+			if out.Actions[0].RolloutID != rid("stable", 2) || out.Actions[0].Target != fleetkit.Closure("b", "v2") {
 				t.Fatalf("b dispatched to %s in %s", out.Actions[0].Target, out.Actions[0].RolloutID)
 			}
 		}),
@@ -546,7 +547,7 @@ var scenarios = []goldenCase{
 		build: func(s *scenario) {
 			started(s)
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Activation = &rc.Activation{RolloutID: "stable@0000000", Closure: closure("a", "v1"), Outcome: rc.OutcomeFailed, At: s.in.Now}
+				o.Activation = &rc.Activation{RolloutID: "stable@0000000", Closure: fleetkit.Closure("a", "v1"), Outcome: rc.OutcomeFailed, At: s.in.Now}
 			})
 		},
 		check: all(noEvent(rc.EventHostTransition), wantIntents()),
@@ -557,8 +558,8 @@ var scenarios = []goldenCase{
 		name: "rule08-soak-not-elapsed",
 		desc: "rule 8: a healthy host half-way through its 10-minute soak stays Soaking",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(5 * time.Minute)
 		},
 		check: all(noEvent(rc.EventHostTransition), wantIntents()),
@@ -576,8 +577,8 @@ var scenarios = []goldenCase{
 		name: "rule08-health-judged-from-checkins-after-the-confirm",
 		desc: "rule 8: a confirm read before the host's next check-in: the stored status still names the closure it left, so its health is not judged yet and it stays Soaking",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			before := s.in.Hosts["a"]
 			s.confirm(id1, "a")
 			s.observe("a", func(o *rc.ObservedHost) {
@@ -597,9 +598,9 @@ var scenarios = []goldenCase{
 		name: "rule08-failed-units-fail-soak",
 		desc: "rule 8: more failed systemd units than the health gate allows: Failed (unhealthy)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).
-				policy("stable", func(p *proto.RolloutPolicy) { p.HealthGate.SystemdFailedUnits = &proto.SystemdFailedUnits{Max: 0} })
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0).
+				Policy("stable", func(p *proto.RolloutPolicy) { p.HealthGate.SystemdFailedUnits = &proto.SystemdFailedUnits{Max: 0} })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.observe("a", func(o *rc.ObservedHost) { o.FailedUnits = []string{"nginx.service"} })
 		},
@@ -609,8 +610,8 @@ var scenarios = []goldenCase{
 		name: "rule08-failing-probe-fails-soak",
 		desc: "rule 8: a failing health probe during the soak: Failed (unhealthy)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.observe("a", func(o *rc.ObservedHost) { o.Probes = rc.ProbeSummary{Total: 2, Failed: []string{"http-200"}} })
 		},
@@ -620,8 +621,8 @@ var scenarios = []goldenCase{
 		name: "rule08-offline-while-soaking",
 		desc: "rule 8: a host that stops checking in while soaking cannot prove its health: Failed (offline_while_soaking)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 30).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 30).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick()
 			s.in.Now = s.in.Now.Add(10 * time.Minute)
 		},
@@ -631,14 +632,14 @@ var scenarios = []goldenCase{
 		name: "rule08-required-runtime-compliance-fails-soak",
 		desc: "rule 8: compliance probes required: a failing runtime control during the soak is a health failure",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 10).host("a", "stable", 0).
-				policy("stable", func(p *proto.RolloutPolicy) {
+			b := fleetkit.New(s.t).Channel("stable", 10).Host("a", "stable", 0).
+				Policy("stable", func(p *proto.RolloutPolicy) {
 					p.HealthGate.ComplianceProbes = &proto.ComplianceProbes{Required: true}
 				})
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.observe("a", func(o *rc.ObservedHost) {
-				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Framework: "nis2", Type: rc.ControlRuntime, Closure: closure("a", "v1")}}
+				o.Compliance = []rc.ComplianceResult{{Control: "auditd", Framework: "nis2", Type: rc.ControlRuntime, Closure: fleetkit.Closure("a", "v1")}}
 			})
 		},
 		check: wantEvent(rc.EventHostTransition, "a", "Failed", codes.Unhealthy),
@@ -649,8 +650,8 @@ var scenarios = []goldenCase{
 		name: "rule09-failures-within-max-continue",
 		desc: "rule 9: maxFailures 1 tolerates one failed host; the wave is promoted on the other canary's convergence",
 		build: func(s *scenario) {
-			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			b := four(s).Policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", ""), noEvent(rc.EventRolloutTransition), wantIntents("b", "c")),
@@ -659,8 +660,8 @@ var scenarios = []goldenCase{
 		name: "rule09-halt-policy",
 		desc: "rule 9: more failures than maxFailures with onHealthFailure halt: Halted, nothing new dispatched",
 		build: func(s *scenario) {
-			b := four(s).policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
-			s.release(b.build(), commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			b := four(s).Policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d").tick().advance(time.Minute)
 			s.report(id1, "b", rc.OutcomeFailed)
 		},
@@ -670,10 +671,10 @@ var scenarios = []goldenCase{
 		name: "rule09-rollback-and-halt-starts-revert",
 		desc: "rule 9: rollback-and-halt: Reverting; rollback intents under the budget (1 at a time), latest wave first",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0, 10).host("a", "stable", 0).host("b", "stable", 1).host("c", "stable", 1).
-				budget(proto.Selector{All: true}, 1, 0).
-				policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
-			s.release(b.build(), commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0, 10).Host("a", "stable", 0).Host("b", "stable", 1).Host("c", "stable", 1).
+				Budget(proto.Selector{All: true}, 1, 0).
+				Policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
 			s.confirm(id1, "b").tick().advance(time.Minute)
 			s.observe("b", func(o *rc.ObservedHost) { o.Probes = rc.ProbeSummary{Total: 1, Failed: []string{"http"}} })
@@ -684,8 +685,8 @@ var scenarios = []goldenCase{
 		name: "rule09-revert-in-reverse-edge-order",
 		desc: "rule 9: a gates b; both converged; reverting rolls b back before a (a waits: rollback_order)",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b")
-			s.release(b.build(), commit(1)).online("a", "b").converge(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Edge("a", "b")
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentRollback, "dave")
 		},
 		check: all(wantEvent(rc.EventRolloutTransition, "", "Reverting", codes.OperatorRollback), wantIntents("b"), wantBlocked("a", codes.RollbackOrder)),
@@ -694,8 +695,8 @@ var scenarios = []goldenCase{
 		name: "rule09-revert-completes",
 		desc: "rule 9: every host that moved is back on its previous closure: Reverted",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").converge(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentRollback, "dave").tick().advance(time.Minute)
 			s.backOnPrevious(id1, "a")
 		},
@@ -705,9 +706,9 @@ var scenarios = []goldenCase{
 		name: "rule09-failed-host-already-back-needs-no-rollback",
 		desc: "rule 9: a host whose agent already rolled back after a failed confirm is marked Reverted without an intent",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).
-				policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).
+				Policy("stable", func(p *proto.RolloutPolicy) { p.OnHealthFailure = proto.OnHealthFailureRollbackAndHalt })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.advance(5 * time.Minute) // the confirm window passes
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", codes.ConfirmTimeout), wantEvent(rc.EventRolloutTransition, "", "Reverting", codes.HealthFailure),
@@ -748,7 +749,7 @@ var scenarios = []goldenCase{
 		name: "rule10-rollback-converged-rollout",
 		desc: "rule 10: rollback of a converged rollout: Reverting, rollback intents",
 		build: func(s *scenario) {
-			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
+			s.release(fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Build(), fleetkit.Commit(1)).online("a").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentRollback, "dave")
 		},
 		check: all(intentAccepted("rollback"), wantIntents("a")),
@@ -757,7 +758,7 @@ var scenarios = []goldenCase{
 		name: "rule10-illegal-intent-refused",
 		desc: "rule 10: resume of a converged rollout is refused with a reason, not applied",
 		build: func(s *scenario) {
-			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
+			s.release(fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Build(), fleetkit.Commit(1)).online("a").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentResume, "erin")
 		},
 		check: all(wantEvent(rc.EventIntentRefused, "", "", codes.IllegalTransition), noEvent(rc.EventRolloutTransition)),
@@ -778,8 +779,8 @@ var scenarios = []goldenCase{
 		name: "rule11-last-wave-converges",
 		desc: "rule 11: the last wave is promoted: Converged",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0)
-			s.release(b.build(), commit(1)).online("a").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a").tick().advance(time.Minute)
 			s.confirm(id1, "a")
 		},
 		check: wantEvent(rc.EventRolloutTransition, "", "Converged", codes.Converged),
@@ -788,9 +789,9 @@ var scenarios = []goldenCase{
 		name: "rule11-readiness-deadline-halts-stalled-wave",
 		desc: "rule 11: b waits for a, which failed (tolerated); nothing moves for the deadline: Halted (wave_stalled) with the waiting hosts counted",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("stable", 0).host("a", "stable", 0).host("b", "stable", 0).edge("a", "b").
-				policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
-			s.release(b.build(), commit(1)).online("a", "b").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Host("b", "stable", 0).Edge("a", "b").
+				Policy("stable", func(p *proto.RolloutPolicy) { one := 1; p.HealthGate.MaxFailures = &one })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).tick().advance(61 * time.Minute)
 		},
 		check: wantEvent(rc.EventRolloutTransition, "", "Halted", codes.WaveStalled),
@@ -799,12 +800,12 @@ var scenarios = []goldenCase{
 		name: "rule11-waiting-for-predecessor-channel-is-not-a-stall",
 		desc: "rule 11: hosts held only by a channel edge past the deadline do not halt the rollout",
 		build: func(s *scenario) {
-			b := newFleet(s.t).channel("edge", 0).channel("stable", 0, 0).host("e1", "edge", 0).
-				host("s1", "stable", 0).host("s2", "stable", 1).channelEdge("edge", "stable")
-			s.release(b.build(), commit(1)).online("e1", "s1", "s2").tick().advance(time.Minute)
+			b := fleetkit.New(s.t).Channel("edge", 0).Channel("stable", 0, 0).Host("e1", "edge", 0).
+				Host("s1", "stable", 0).Host("s2", "stable", 1).ChannelEdge("edge", "stable")
+			s.release(b.Build(), fleetkit.Commit(1)).online("e1", "s1", "s2").tick().advance(time.Minute)
 			s.confirm(rid("edge", 1), "e1").tick().advance(time.Minute)
 			s.confirm(rid("stable", 1), "s1")
-			s.release(b.bump("v2").build(), commit(2), "edge").tick().advance(2 * time.Hour)
+			s.release(b.Bump("v2").Build(), fleetkit.Commit(2), "edge").tick().advance(2 * time.Hour)
 			s.offline("e1")
 		},
 		check: func(t *testing.T, out rc.Output) {
@@ -819,7 +820,7 @@ var scenarios = []goldenCase{
 		name: "rule11-revert-stalled",
 		desc: "rule 11: a rollback never completes (rollback_timeout), nothing else moves: Reverting -> Halted (revert_stalled)",
 		build: func(s *scenario) {
-			s.release(newFleet(s.t).channel("stable", 0).host("a", "stable", 0).build(), commit(1)).online("a").converge(time.Minute)
+			s.release(fleetkit.New(s.t).Channel("stable", 0).Host("a", "stable", 0).Build(), fleetkit.Commit(1)).online("a").converge(time.Minute)
 			s.intent("i1", id1, rc.IntentRollback, "dave").tick().advance(6 * time.Minute).tick().advance(61 * time.Minute)
 		},
 		check: wantEvent(rc.EventRolloutTransition, "", "Halted", codes.RevertStalled),
@@ -830,7 +831,7 @@ var scenarios = []goldenCase{
 		name: "rule12-steady-state-decides-nothing",
 		desc: "rule 12: everything converged and unchanged: the tick decides nothing",
 		build: func(s *scenario) {
-			s.release(three(s).build(), commit(1)).online("a", "b", "c").converge(11 * time.Minute)
+			s.release(three(s).Build(), fleetkit.Commit(1)).online("a", "b", "c").converge(11 * time.Minute)
 		},
 		check: func(t *testing.T, out rc.Output) {
 			if len(out.Events)+len(out.Actions)+len(out.Rollouts)+len(out.Hosts) != 0 {

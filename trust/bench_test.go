@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nixfleet/nixfleet/internal/fleettest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -21,7 +21,7 @@ type benchFleet struct {
 // pretty-printed.
 func signedFleet(b *testing.B, n int) benchFleet {
 	b.Helper()
-	f := fleettest.Fleet(n)
+	f := fleetkit.Synthetic(n)
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	at := now.Format(time.RFC3339)
 	f.Meta.SignedAt = &at

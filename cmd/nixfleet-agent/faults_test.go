@@ -18,9 +18,9 @@ import (
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/nixtest"
-	"github.com/nixfleet/nixfleet/internal/realfleet"
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/nixtest"
+	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"

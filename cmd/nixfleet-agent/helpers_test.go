@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nixfleet/nixfleet/internal/realfleet"
+	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
 )
 
 // bin holds the binaries the tests run, built once by TestMain (with the

@@ -10,8 +10,8 @@ import (
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/nixtest"
-	"github.com/nixfleet/nixfleet/internal/realfleet"
+	"github.com/nixfleet/nixfleet/internal/testkit/nixtest"
+	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
 )

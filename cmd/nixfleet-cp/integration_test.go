@@ -12,8 +12,8 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/realfleet"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -31,7 +31,7 @@ func dbURL(t *testing.T, backend string) string {
 	if backend == "sqlite" {
 		return "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
 	}
-	return realfleet.PostgresURL(t)
+	return pgtest.URL(t)
 }
 
 // fleetHosts makes a simulated agent for every host of the spec, on

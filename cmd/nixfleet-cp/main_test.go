@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 )
 
 // bin holds the real binaries the integration tests run: built once per

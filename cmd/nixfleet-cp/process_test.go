@@ -5,10 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +23,8 @@ import (
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/devcert"
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -257,7 +255,7 @@ func (r *replica) Hook() {
 		r.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Hub-Signature-256", hookSignature(r.site.Secret, body))
+	req.Header.Set("X-Hub-Signature-256", cptest.HookSignature(body, r.site.Secret))
 	resp, err := r.httpClient().Do(req)
 	if err != nil {
 		r.t.Fatal(err)
@@ -290,13 +288,6 @@ func (r *replica) Leader() (leader, ok bool) {
 		}
 	}
 	return false, false
-}
-
-// hookSignature is the X-Hub-Signature-256 header of a webhook body.
-func hookSignature(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // logBuffer collects a process's output (JSON log lines) for the test to

@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/tls"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,31 +24,12 @@ import (
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
+	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
 )
-
-// testClock is the clock of a test control plane and its simulated hosts:
-// it moves only when told, plus a millisecond per reading, so that no two
-// events share a time.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Millisecond)
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // testFleet is a control plane serving a small fleet over TLS, in the test
 // process, with simulated hosts. Scripts start one with "fleet start".
@@ -73,7 +49,7 @@ func (c *testClock) Advance(d time.Duration) {
 type testFleet struct {
 	dir    string
 	url    string
-	clock  *testClock
+	clock  *cptest.Clock
 	repo   *fleetrepo.Repo
 	spec   fleetrepo.Spec
 	cert   devcert.Files
@@ -90,12 +66,10 @@ const fleetHookSecret = "fleet-hook-secret"
 
 // fleetRollout is the id of a rollout of the test fleet: ciCommit n on a
 // channel.
-func fleetRollout(channel string, n int) string { return channel + "@" + fleetCommit(n) }
-
-func fleetCommit(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }
+func fleetRollout(channel string, n int) string { return channel + "@" + fleetkit.Commit(n) }
 
 func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
-	f := &testFleet{dir: dir, clock: &testClock{now: time.Now().UTC().Truncate(time.Second)}, log: &lockedBuffer{}}
+	f := &testFleet{dir: dir, clock: cptest.NewClock(time.Now().UTC().Truncate(time.Second)), log: &lockedBuffer{}}
 	defer func() {
 		if err != nil {
 			f.stop()
@@ -232,43 +206,11 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 // release signs the fleet at a version as ciCommit n and promotes it on
 // every channel.
 func (f *testFleet) release(version string, n int) error {
-	unsigned, err := f.spec.Fleet(version)
-	if err != nil {
-		return err
-	}
-	commit, err := f.repo.Release(unsigned, fleetCommit(n), f.clock.Now())
-	if err != nil {
-		return err
-	}
-	for ch := range f.spec.Channels {
-		if err := f.repo.Promote(ch, commit); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cptest.Release(f.repo, f.spec, version, n, f.clock.Now())
 }
 
 // hook calls the webhook as a forge does after a push.
-func (f *testFleet) hook() error {
-	body := []byte(`{"ref":"refs/heads/channels/stable"}`)
-	req, err := http.NewRequest(http.MethodPost, f.url+"/v1/hooks/git", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	mac := hmac.New(sha256.New, []byte(fleetHookSecret))
-	mac.Write(body)
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.cert.Pool}}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("webhook: HTTP %d", resp.StatusCode)
-	}
-	return nil
-}
+func (f *testFleet) hook() error { return cptest.Hook(f.url, fleetHookSecret, f.cert.Pool) }
 
 func (f *testFleet) client(key ed25519.PrivateKey, name string) (*apiclient.Client, error) {
 	return apiclient.New(f.url, apiclient.Options{Key: key, Name: name, ServerCAs: f.cert.Pool, Timeout: 20 * time.Second})

@@ -10,14 +10,13 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/controlplane/store/storetest"
-	"github.com/nixfleet/nixfleet/internal/fleettest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
 // BenchmarkTick10000 measures one tick on a 10,000-host fleet
-// (internal/fleettest.Fleet without its channel edges: three channels,
-// three rollouts mid-flight, every host reporting a status) on each
-// backend:
+// (fleetkit.Synthetic without its channel edges: three channels, three
+// rollouts mid-flight, every host reporting a status) on each backend:
 //
 //   - load: the tick reads its Input and writes nothing (decide fails);
 //   - idle: a real reconcile tick that has nothing to change;
@@ -90,9 +89,9 @@ func BenchmarkTick10000(b *testing.B) {
 func setupBench(b *testing.B, s store.Store, n int, now time.Time) store.Lease {
 	b.Helper()
 	ctx := context.Background()
-	f := fleettest.Fleet(n)
+	f := fleetkit.Synthetic(n)
 	f.ChannelEdges = nil
-	for _, r := range storetest.Releases(b, f, storetest.Commit(1), now) {
+	for _, r := range storetest.Releases(b, f, fleetkit.Commit(1), now) {
 		if err := s.PutRelease(ctx, r); err != nil {
 			b.Fatal(err)
 		}

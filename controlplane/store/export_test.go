@@ -22,19 +22,13 @@ func (s *db) Reopen(ctx context.Context) (Store, error) {
 func (s *db) AppliedMigrations(ctx context.Context) ([]int, error) {
 	var out []int
 	err := s.read(ctx, func(tx *txn) error {
-		rs, err := tx.query(ctx, "SELECT version FROM schema_migrations ORDER BY version")
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		var err error
+		out, err = collect(ctx, tx, out, func(rs row) (int, error) {
 			var v int
-			if err := rs.Scan(&v); err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return rs.Err()
+			err := rs.Scan(&v)
+			return v, err
+		}, "SELECT version FROM schema_migrations ORDER BY version")
+		return err
 	})
 	return out, err
 }

@@ -217,29 +217,20 @@ func (s *db) Hosts(ctx context.Context) ([]HostRecord, error) {
 		return r
 	}
 	err := s.read(ctx, func(tx *txn) error {
-		rs, err := tx.query(ctx, "SELECT hostname, last_seen FROM host_seen")
-		if err != nil {
-			return err
-		}
-		for rs.Next() {
+		err := eachRow(ctx, tx, func(rs row) error {
 			var name string
 			var at int64
 			if err := rs.Scan(&name, &at); err != nil {
-				rs.Close()
 				return err
 			}
 			r := get(name)
 			r.Seen, r.Observed.LastSeen = true, fromMicros(at)
-		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
+			return nil
+		}, "SELECT hostname, last_seen FROM host_seen")
+		if err != nil {
 			return err
 		}
-		if rs, err = tx.query(ctx, "SELECT hostname, status FROM host_status"); err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		err = eachRow(ctx, tx, func(rs row) error {
 			var name, body string
 			if err := rs.Scan(&name, &body); err != nil {
 				return err
@@ -250,8 +241,9 @@ func (s *db) Hosts(ctx context.Context) ([]HostRecord, error) {
 			}
 			r := get(name)
 			r.Seen, r.Observed = true, observed(st, r.Observed.LastSeen)
-		}
-		if err := rs.Err(); err != nil {
+			return nil
+		}, "SELECT hostname, status FROM host_status")
+		if err != nil {
 			return err
 		}
 		as, err := assignments(ctx, tx, "")
@@ -323,19 +315,14 @@ func assignments(ctx context.Context, tx *txn, hostname string) (map[string]reco
 	}
 	sc := newHostScanner()
 	scanAll := func(query string, args ...any) error {
-		rs, err := tx.query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		return eachRow(ctx, tx, func(rs row) error {
 			rid, h, err := sc.scan(rs)
 			if err != nil {
 				return err
 			}
 			consider(rid, h)
-		}
-		return rs.Err()
+			return nil
+		}, query, args...)
 	}
 	if hostname != "" {
 		err = scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE hostname = ?", hostname)

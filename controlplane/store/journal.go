@@ -71,24 +71,20 @@ func (s *db) Intent(ctx context.Context, id string) (IntentRecord, error) {
 func (s *db) Rollouts(ctx context.Context) ([]reconciler.Rollout, error) {
 	var out []reconciler.Rollout
 	err := s.read(ctx, func(tx *txn) error {
-		rs, err := tx.query(ctx, "SELECT "+rolloutCols+" FROM rollouts")
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		var err error
+		out, err = collect(ctx, tx, out, func(rs row) (reconciler.Rollout, error) {
 			r, fz, err := scanRollout(rs)
 			if err != nil {
-				return err
+				return r, err
 			}
 			var f frozen
 			if err := unmarshal(fz, &f); err != nil {
-				return err
+				return r, err
 			}
 			f.into(&r)
-			out = append(out, r)
-		}
-		return rs.Err()
+			return r, nil
+		}, "SELECT "+rolloutCols+" FROM rollouts")
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: rollouts: %w", err)
@@ -181,31 +177,26 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 	args = append(args, limit)
 	out := []proto.Event{}
 	err := s.read(ctx, func(tx *txn) error {
-		rs, err := tx.query(ctx, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+
-			" ORDER BY id LIMIT ?", args...)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
 		reasons := reasonDecoder{}
-		for rs.Next() {
+		var err error
+		out, err = collect(ctx, tx, out, func(rs row) (proto.Event, error) {
 			var (
 				e      proto.Event
 				at     int64
 				reason string
 			)
 			if err := rs.Scan(&e.ID, &at, &e.Kind, &e.RolloutID, &e.Channel, &e.Wave, &e.Host, &e.From, &e.To, &reason); err != nil {
-				return err
+				return e, err
 			}
 			e.At = fromMicros(at)
 			r, err := reasons.decode(reason)
 			if err != nil {
-				return err
+				return e, err
 			}
 			e.Reason = proto.DecisionReason(r)
-			out = append(out, e)
-		}
-		return rs.Err()
+			return e, nil
+		}, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+" ORDER BY id LIMIT ?", args...)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: events: %w", err)

@@ -36,58 +36,46 @@ type liveness struct {
 }
 
 func loadLiveness(ctx context.Context, c conn) (*liveness, error) {
-	l := &liveness{latest: map[string]string{}, inFlight: map[string]bool{}, intended: map[string]bool{}}
-	rs, err := c.query(ctx, "SELECT id, channel, state, opened_at, updated_at, manifest_hash FROM rollouts")
+	l := &liveness{latest: map[string]string{}}
+	var err error
+	l.heads, err = collect(ctx, c, l.heads, func(rs row) (head, error) {
+		var h head
+		err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash)
+		return h, err
+	}, "SELECT id, channel, state, opened_at, updated_at, manifest_hash FROM rollouts")
 	if err != nil {
 		return nil, fmt.Errorf("store: load rollouts: %w", err)
 	}
-	byID := map[string]head{}
-	for rs.Next() {
-		var h head
-		if err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash); err != nil {
-			rs.Close()
-			return nil, fmt.Errorf("store: load rollouts: %w", err)
-		}
-		l.heads = append(l.heads, h)
+	byID := make(map[string]head, len(l.heads))
+	for _, h := range l.heads {
 		byID[h.id] = h
 		if cur, ok := l.latest[h.channel]; !ok || h.newer(byID[cur]) {
 			l.latest[h.channel] = h.id
 		}
 	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("store: load rollouts: %w", err)
-	}
 	slices.SortFunc(l.heads, func(a, b head) int {
 		return cmp.Or(cmp.Compare(a.opened, b.opened), strings.Compare(a.id, b.id))
 	})
-	if err := collect(ctx, c, l.inFlight, "SELECT DISTINCT rollout_id FROM rollout_hosts WHERE state IN ("+inFlightStates+")"); err != nil {
+	if l.inFlight, err = stringSet(ctx, c, "SELECT DISTINCT rollout_id FROM rollout_hosts WHERE state IN ("+inFlightStates+")"); err != nil {
 		return nil, err
 	}
-	if err := collect(ctx, c, l.intended, "SELECT DISTINCT rollout_id FROM intents WHERE consumed = 0"); err != nil {
+	if l.intended, err = stringSet(ctx, c, "SELECT DISTINCT rollout_id FROM intents WHERE consumed = 0"); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// collect adds the strings a one-column query returns to set.
-func collect(ctx context.Context, c conn, set map[string]bool, query string, args ...any) error {
-	rs, err := c.query(ctx, query, args...)
+// stringSet returns the strings a one-column query returns, as a set.
+func stringSet(ctx context.Context, c conn, query string, args ...any) (map[string]bool, error) {
+	l, err := collect(ctx, c, nil, scanString, query, args...)
 	if err != nil {
-		return fmt.Errorf("store: load: %w", err)
+		return nil, fmt.Errorf("store: load: %w", err)
 	}
-	defer rs.Close()
-	for rs.Next() {
-		var s string
-		if err := rs.Scan(&s); err != nil {
-			return fmt.Errorf("store: load: %w", err)
-		}
+	set := make(map[string]bool, len(l))
+	for _, s := range l {
 		set[s] = true
 	}
-	if err := rs.Err(); err != nil {
-		return fmt.Errorf("store: load: %w", err)
-	}
-	return nil
+	return set, nil
 }
 
 // live reports whether a tick must load a rollout: one that can still
@@ -143,15 +131,11 @@ func anys[T any](l []T) []any {
 func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useCache bool) ([]reconciler.Rollout, error) {
 	var out []reconciler.Rollout
 	err := inChunks(ids, idChunk, func(chunk []string) error {
-		rs, err := c.query(ctx, "SELECT "+rolloutCols+" FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		var err error
+		out, err = collect(ctx, c, out, func(rs row) (reconciler.Rollout, error) {
 			r, fz, err := scanRollout(rs)
 			if err != nil {
-				return err
+				return r, err
 			}
 			var f frozen
 			if useCache {
@@ -160,12 +144,12 @@ func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useC
 				err = unmarshal(fz, &f)
 			}
 			if err != nil {
-				return err
+				return r, err
 			}
 			f.into(&r)
-			out = append(out, r)
-		}
-		return rs.Err()
+			return r, nil
+		}, "SELECT "+rolloutCols+" FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: load rollouts: %w", err)
@@ -182,12 +166,7 @@ func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useC
 	}
 	sc := newHostScanner()
 	err = inChunks(ids, idChunk, func(chunk []string) error {
-		rs, err := c.query(ctx, "SELECT "+hostCols+" FROM rollout_hosts WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		return eachRow(ctx, c, func(rs row) error {
 			rid, h, err := sc.scan(rs)
 			if err != nil {
 				return err
@@ -195,8 +174,8 @@ func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useC
 			if i, ok := index[rid]; ok {
 				out[i].Hosts = append(out[i].Hosts, h)
 			}
-		}
-		return rs.Err()
+			return nil
+		}, "SELECT "+hostCols+" FROM rollout_hosts WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: load rollout hosts: %w", err)
@@ -245,20 +224,12 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error
 	if in.Visibility, err = loadVisibility(ctx, tx); err != nil {
 		return err
 	}
-	in.Deferrals = []reconciler.Deferral{}
-	rs, err := tx.query(ctx, "SELECT channel, ref, blocked_by FROM deferrals ORDER BY seq")
-	if err != nil {
-		return fmt.Errorf("store: load deferrals: %w", err)
-	}
-	defer rs.Close()
-	for rs.Next() {
+	in.Deferrals, err = collect(ctx, tx, []reconciler.Deferral{}, func(rs row) (reconciler.Deferral, error) {
 		var d reconciler.Deferral
-		if err := rs.Scan(&d.Channel, &d.Ref, &d.BlockedBy); err != nil {
-			return fmt.Errorf("store: load deferrals: %w", err)
-		}
-		in.Deferrals = append(in.Deferrals, d)
-	}
-	if err := rs.Err(); err != nil {
+		err := rs.Scan(&d.Channel, &d.Ref, &d.BlockedBy)
+		return d, err
+	}, "SELECT channel, ref, blocked_by FROM deferrals ORDER BY seq")
+	if err != nil {
 		return fmt.Errorf("store: load deferrals: %w", err)
 	}
 	return nil
@@ -270,23 +241,18 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 	in.Channels = []reconciler.Channel{}
 	type hashes struct{ fleet, manifest string }
 	var hs []hashes
-	rs, err := tx.query(ctx, "SELECT channel, ref, fleet_hash, manifest_hash, last_rolled_ref FROM channels")
-	if err != nil {
-		return fmt.Errorf("store: load channels: %w", err)
-	}
-	for rs.Next() {
+	err := eachRow(ctx, tx, func(rs row) error {
 		var c reconciler.Channel
 		var h hashes
 		if err := rs.Scan(&c.Name, &c.Ref, &h.fleet, &h.manifest, &c.LastRolledRef); err != nil {
-			rs.Close()
-			return fmt.Errorf("store: load channels: %w", err)
+			return err
 		}
 		c.ManifestHash = h.manifest
 		in.Channels = append(in.Channels, c)
 		hs = append(hs, h)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
+		return nil
+	}, "SELECT channel, ref, fleet_hash, manifest_hash, last_rolled_ref FROM channels")
+	if err != nil {
 		return fmt.Errorf("store: load channels: %w", err)
 	}
 	fleets := map[string]*proto.FleetResolved{}
@@ -340,38 +306,29 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 // last tick.
 func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.ObservedHost, error) {
 	seen := map[string]int64{}
-	rs, err := tx.query(ctx, "SELECT hostname, last_seen FROM host_seen")
-	if err != nil {
-		return nil, fmt.Errorf("store: load hosts: %w", err)
-	}
-	for rs.Next() {
+	err := eachRow(ctx, tx, func(rs row) error {
 		var name string
 		var at int64
 		if err := rs.Scan(&name, &at); err != nil {
-			rs.Close()
-			return nil, fmt.Errorf("store: load hosts: %w", err)
+			return err
 		}
 		seen[name] = at
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
+		return nil
+	}, "SELECT hostname, last_seen FROM host_seen")
+	if err != nil {
 		return nil, fmt.Errorf("store: load hosts: %w", err)
 	}
 
 	digests := map[string]string{}
-	if rs, err = tx.query(ctx, "SELECT hostname, digest FROM host_status"); err != nil {
-		return nil, fmt.Errorf("store: load statuses: %w", err)
-	}
-	for rs.Next() {
+	err = eachRow(ctx, tx, func(rs row) error {
 		var name, digest string
 		if err := rs.Scan(&name, &digest); err != nil {
-			rs.Close()
-			return nil, fmt.Errorf("store: load statuses: %w", err)
+			return err
 		}
 		digests[name] = digest
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
+		return nil
+	}, "SELECT hostname, digest FROM host_status")
+	if err != nil {
 		return nil, fmt.Errorf("store: load statuses: %w", err)
 	}
 	statuses := make(map[string]cachedStatus, len(digests))
@@ -386,12 +343,7 @@ func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.O
 	}
 	s.cache.mu.Unlock()
 	read := func(query string, args ...any) error {
-		rs, err := tx.query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		return eachRow(ctx, tx, func(rs row) error {
 			var name, digest, body string
 			if err := rs.Scan(&name, &digest, &body); err != nil {
 				return err
@@ -401,8 +353,8 @@ func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.O
 				return fmt.Errorf("host %s: %w", name, err)
 			}
 			statuses[name] = cachedStatus{digest: digest, st: st}
-		}
-		return rs.Err()
+			return nil
+		}, query, args...)
 	}
 	if len(missing) > len(digests)/4 {
 		err = read("SELECT hostname, digest, status FROM host_status")
@@ -437,25 +389,19 @@ func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.O
 
 // loadVisibility reads the channels in partial visibility, by name.
 func loadVisibility(ctx context.Context, c conn) ([]reconciler.Visibility, error) {
-	out := []reconciler.Visibility{}
-	rs, err := c.query(ctx, "SELECT channel, since, ended, silent, total FROM visibility ORDER BY channel")
-	if err != nil {
-		return nil, fmt.Errorf("store: load visibility: %w", err)
-	}
-	defer rs.Close()
-	for rs.Next() {
+	out, err := collect(ctx, c, []reconciler.Visibility{}, func(rs row) (reconciler.Visibility, error) {
 		var v reconciler.Visibility
 		var since, ended int64
 		if err := rs.Scan(&v.Channel, &since, &ended, &v.Silent, &v.Total); err != nil {
-			return nil, fmt.Errorf("store: load visibility: %w", err)
+			return v, err
 		}
 		v.Since = fromMicros(since)
 		if ended != 0 {
 			v.Ended = fromMicros(ended)
 		}
-		out = append(out, v)
-	}
-	if err := rs.Err(); err != nil {
+		return v, nil
+	}, "SELECT channel, since, ended, silent, total FROM visibility ORDER BY channel")
+	if err != nil {
 		return nil, fmt.Errorf("store: load visibility: %w", err)
 	}
 	slices.SortFunc(out, func(a, b reconciler.Visibility) int { return strings.Compare(a.Channel, b.Channel) })
@@ -485,22 +431,14 @@ func (s *db) Sight(ctx context.Context) (Sight, error) {
 
 // loadIntents reads the unconsumed intents, oldest first.
 func loadIntents(ctx context.Context, c conn) ([]reconciler.Intent, error) {
-	out := []reconciler.Intent{}
-	rs, err := c.query(ctx, "SELECT id, rollout_id, kind, actor, at FROM intents WHERE consumed = 0")
-	if err != nil {
-		return nil, fmt.Errorf("store: load intents: %w", err)
-	}
-	defer rs.Close()
-	for rs.Next() {
+	out, err := collect(ctx, c, []reconciler.Intent{}, func(rs row) (reconciler.Intent, error) {
 		var it reconciler.Intent
 		var at int64
-		if err := rs.Scan(&it.ID, &it.RolloutID, &it.Kind, &it.Actor, &at); err != nil {
-			return nil, fmt.Errorf("store: load intents: %w", err)
-		}
+		err := rs.Scan(&it.ID, &it.RolloutID, &it.Kind, &it.Actor, &at)
 		it.At = fromMicros(at)
-		out = append(out, it)
-	}
-	if err := rs.Err(); err != nil {
+		return it, err
+	}, "SELECT id, rollout_id, kind, actor, at FROM intents WHERE consumed = 0")
+	if err != nil {
 		return nil, fmt.Errorf("store: load intents: %w", err)
 	}
 	slices.SortFunc(out, func(a, b reconciler.Intent) int {

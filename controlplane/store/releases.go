@@ -92,23 +92,17 @@ func putRelease(ctx context.Context, tx *txn, r Release) (bool, error) {
 func (s *db) Releases(ctx context.Context) ([]Release, error) {
 	var out []Release
 	err := s.read(ctx, func(tx *txn) error {
-		rs, err := tx.query(ctx, `SELECT channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
-			manifest_body, manifest_sig, manifest_hash, verified_at FROM channels`)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
+		var err error
+		out, err = collect(ctx, tx, out, func(rs row) (Release, error) {
 			var r Release
 			var signed, verified int64
-			if err := rs.Scan(&r.Channel, &r.Ref, &r.SourceCommit, &signed, &r.FleetBody, &r.FleetSig, &r.FleetHash,
-				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified); err != nil {
-				return err
-			}
+			err := rs.Scan(&r.Channel, &r.Ref, &r.SourceCommit, &signed, &r.FleetBody, &r.FleetSig, &r.FleetHash,
+				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified)
 			r.SignedAt, r.VerifiedAt = fromMicros(signed), fromMicros(verified)
-			out = append(out, r)
-		}
-		return rs.Err()
+			return r, err
+		}, `SELECT channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
+			manifest_body, manifest_sig, manifest_hash, verified_at FROM channels`)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: releases: %w", err)

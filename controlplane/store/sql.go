@@ -56,6 +56,47 @@ type row interface {
 	Scan(dest ...any) error
 }
 
+// eachRow runs a query on c and calls fn with each row of its result, in
+// order. It stops at the first error, the query's, fn's or the iteration's,
+// and returns it; the rows are closed when it returns, so the caller may
+// run its next statement on c.
+func eachRow(ctx context.Context, c conn, fn func(row) error, query string, args ...any) error {
+	rs, err := c.query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		if err := fn(rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// collect runs a query on c and appends what scan makes of each row to
+// dst, in order, returning the extended slice as append does: a caller that
+// wants an empty list rather than nil when nothing matches passes an empty
+// dst. It stops at the first error, as eachRow does.
+func collect[T any](ctx context.Context, c conn, dst []T, scan func(row) (T, error), query string, args ...any) ([]T, error) {
+	err := eachRow(ctx, c, func(r row) error {
+		v, err := scan(r)
+		if err != nil {
+			return err
+		}
+		dst = append(dst, v)
+		return nil
+	}, query, args...)
+	return dst, err
+}
+
+// scanString scans a row of one text column.
+func scanString(r row) (string, error) {
+	var s string
+	err := r.Scan(&s)
+	return s, err
+}
+
 // errNoRows is what row.Scan returns, for both backends, when the query
 // matched nothing.
 var errNoRows = errors.New("store: no rows")

@@ -2,28 +2,21 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/controlplane/store/storetest"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
 )
-
-// pgEnv names the PostgreSQL server the tests create their databases on.
-const pgEnv = "NIXFLEET_TEST_PG"
 
 // TestPostgres runs the conformance suite on PostgreSQL, a fresh database
 // per subtest on the server named by NIXFLEET_TEST_PG.
 func TestPostgres(t *testing.T) {
-	if os.Getenv(pgEnv) == "" {
-		t.Fatal(pgUnset)
+	if os.Getenv(pgtest.Env) == "" {
+		t.Fatal(pgtest.Unset)
 	}
 	storetest.Run(t, func(t *testing.T) store.Store { return openPostgres(t) })
 }
@@ -34,57 +27,16 @@ func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openSQLite(t) })
 }
 
-var pgUnset = pgEnv + " is not set: run .ci/run, or start a throwaway server with `.ci/pg start` and set " + pgEnv +
-	" to the URL it prints (a postgres:// URL of a server where the tests may create and drop databases)"
-
-// openPostgres creates a database nf_<random> on the test server, opens a
-// store on it, and drops it when the test ends. Without NIXFLEET_TEST_PG
-// the test fails: the PostgreSQL backend is never silently untested.
+// openPostgres opens a store on a database of its own on the test server
+// (pgtest.URL), closed before the database is dropped when the test ends.
 func openPostgres(tb testing.TB) store.Store {
 	tb.Helper()
-	admin := os.Getenv(pgEnv)
-	if admin == "" {
-		tb.Fatal(pgUnset)
-	}
-	ctx := context.Background()
-	name := "nf_" + randomHex(tb, 8)
-	adminExec(tb, admin, "CREATE DATABASE "+name)
-	u, err := url.Parse(admin)
+	s, err := store.Open(context.Background(), pgtest.URL(tb))
 	if err != nil {
-		tb.Fatalf("%s: %v", pgEnv, err)
-	}
-	u.Path = "/" + name
-	s, err := store.Open(ctx, u.String())
-	if err != nil {
-		adminExec(tb, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		s.Close()
-		adminExec(tb, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
+	tb.Cleanup(s.Close)
 	return s
-}
-
-func adminExec(tb testing.TB, admin, sql string) {
-	tb.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		tb.Fatalf("%s: %v", pgEnv, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
-	}
-}
-
-func randomHex(tb testing.TB, n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }
 
 // openSQLite opens a store on a new file in a temporary directory (in a

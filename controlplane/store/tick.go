@@ -163,47 +163,66 @@ func checkLease(ctx context.Context, tx *txn, l Lease, now time.Time) error {
 
 // apply persists out as reconciler.Apply(in, out) describes: in is what
 // the tick loaded, so updates of rollouts, hosts and channels it did not
-// load are ignored, as Apply ignores them.
+// load are ignored, as Apply ignores them. It writes, in this order:
+//
+//  1. the rollouts (applyRollouts);
+//  2. their hosts (applyHosts);
+//  3. the channels' last rolled refs (applyChannels);
+//  4. the channels in partial visibility and the deferrals
+//     (applyVisibility, applyDeferrals);
+//  5. the operator intents consumed (applyIntents);
+//  6. the events, stamped now.
 func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reconciler.Output, now time.Time) error {
 	enc := newEncoder()
-	// Which hosts each known rollout has, computed when first needed.
+	// known maps each rollout the tick may write to its hosts: those it
+	// loaded, and those it opens.
 	known := make(map[string][]reconciler.RolloutHost, len(in.Rollouts)+len(out.Rollouts))
 	for _, r := range in.Rollouts {
 		known[r.ID] = r.Hosts
 	}
-	members := map[string]map[string]bool{}
+	if err := tx.applyRollouts(ctx, enc, known, out.Rollouts); err != nil {
+		return err
+	}
+	if err := tx.applyHosts(ctx, enc, known, out.Hosts); err != nil {
+		return err
+	}
+	if err := tx.applyChannels(ctx, in.Channels, out.Channels); err != nil {
+		return err
+	}
+	if !slices.EqualFunc(in.Visibility, out.Visibility, sameVisibility) {
+		if err := tx.applyVisibility(ctx, out.Visibility); err != nil {
+			return err
+		}
+	}
+	if err := tx.applyDeferrals(ctx, out.Deferrals); err != nil {
+		return err
+	}
+	if err := tx.applyIntents(ctx, out.IntentResults); err != nil {
+		return err
+	}
+	if err := tx.insertEvents(ctx, enc, now, out.Events); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	return nil
+}
 
-	// 1. Rollouts, in order: new ones with their hosts and their channel's
-	// manifest; changed headers of known ones (hosts stay).
-	for i := range out.Rollouts {
-		u := &out.Rollouts[i]
+// applyRollouts writes the rollout updates in order: a new rollout with
+// its hosts and its channel's current manifest, which becomes known; the
+// changed header of a known one (its hosts are left to applyHosts). An
+// update of a rollout that is neither is ignored.
+func (tx *txn) applyRollouts(ctx context.Context, enc *encoder, known map[string][]reconciler.RolloutHost, updates []reconciler.RolloutUpdate) error {
+	for i := range updates {
+		u := &updates[i]
 		r := &u.Rollout
 		args, err := rolloutArgs(r)
 		if err != nil {
 			return err
 		}
 		if u.New {
-			if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+") VALUES ("+placeholders(len(args))+")", args...); err != nil {
+			if err := tx.openRollout(ctx, enc, r, args); err != nil {
 				return fmt.Errorf("open rollout %s: %w", r.ID, err)
 			}
-			rows := make([]hostRow, len(r.Hosts))
-			for j := range r.Hosts {
-				rows[j] = hostRow{r.ID, &r.Hosts[j]}
-			}
-			if err := tx.insertHosts(ctx, enc, rows); err != nil {
-				return fmt.Errorf("open rollout %s: hosts: %w", r.ID, err)
-			}
-			n, err := tx.exec(ctx, `INSERT INTO rollout_manifests (rollout_id, body, sig, hash)
-				SELECT ?, manifest_body, manifest_sig, manifest_hash FROM channels WHERE channel = ? AND manifest_hash = ?`,
-				r.ID, r.Channel, r.ManifestHash)
-			if err != nil {
-				return fmt.Errorf("open rollout %s: manifest: %w", r.ID, err)
-			}
-			if n == 0 {
-				return fmt.Errorf("open rollout %s: channel %q has no release with manifest hash %q", r.ID, r.Channel, r.ManifestHash)
-			}
 			known[r.ID] = r.Hosts
-			delete(members, r.ID)
 			continue
 		}
 		if _, ok := known[r.ID]; !ok {
@@ -213,84 +232,130 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 			return fmt.Errorf("update rollout %s: %w", r.ID, err)
 		}
 	}
+	return nil
+}
 
-	// 2. Hosts: the last update of each known host wins.
-	if len(out.Hosts) > 0 {
-		type key struct{ rollout, host string }
-		last := make(map[key]int, len(out.Hosts))
-		for i, u := range out.Hosts {
-			hosts, ok := known[u.RolloutID]
-			if !ok {
-				continue
-			}
-			set := members[u.RolloutID]
-			if set == nil {
-				set = make(map[string]bool, len(hosts))
-				for _, h := range hosts {
-					set[h.Hostname] = true
-				}
-				members[u.RolloutID] = set
-			}
-			if set[u.Host.Hostname] {
-				last[key{u.RolloutID, u.Host.Hostname}] = i
-			}
-		}
-		rows := make([]hostRow, 0, len(last))
-		for i := range out.Hosts {
-			u := &out.Hosts[i]
-			if j, ok := last[key{u.RolloutID, u.Host.Hostname}]; ok && j == i {
-				rows = append(rows, hostRow{u.RolloutID, &u.Host})
-			}
-		}
-		if err := tx.updateHosts(ctx, enc, rows); err != nil {
-			return fmt.Errorf("update hosts: %w", err)
-		}
+// openRollout inserts a new rollout (args are its rolloutArgs), its hosts,
+// and a copy of the manifest its channel holds under the rollout's
+// manifest hash; that the channel holds none is an error.
+func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Rollout, args []any) error {
+	if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+") VALUES ("+placeholders(len(args))+")", args...); err != nil {
+		return err
 	}
+	rows := make([]hostRow, len(r.Hosts))
+	for j := range r.Hosts {
+		rows[j] = hostRow{r.ID, &r.Hosts[j]}
+	}
+	if err := tx.insertHosts(ctx, enc, rows); err != nil {
+		return fmt.Errorf("hosts: %w", err)
+	}
+	n, err := tx.exec(ctx, `INSERT INTO rollout_manifests (rollout_id, body, sig, hash)
+		SELECT ?, manifest_body, manifest_sig, manifest_hash FROM channels WHERE channel = ? AND manifest_hash = ?`,
+		r.ID, r.Channel, r.ManifestHash)
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("channel %q has no release with manifest hash %q", r.Channel, r.ManifestHash)
+	}
+	return nil
+}
 
-	// 3. Channels' last rolled refs.
-	for _, u := range out.Channels {
-		for _, c := range in.Channels {
-			if c.Name != u.Name {
-				continue
+// applyHosts writes the host updates of known rollouts, for hosts those
+// rollouts have; of several updates of one host, the last wins.
+func (tx *txn) applyHosts(ctx context.Context, enc *encoder, known map[string][]reconciler.RolloutHost, updates []reconciler.HostUpdate) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	type key struct{ rollout, host string }
+	// members are the host names of each rollout updated, built when
+	// first needed.
+	members := map[string]map[string]bool{}
+	last := make(map[key]int, len(updates))
+	for i, u := range updates {
+		hosts, ok := known[u.RolloutID]
+		if !ok {
+			continue
+		}
+		set := members[u.RolloutID]
+		if set == nil {
+			set = make(map[string]bool, len(hosts))
+			for _, h := range hosts {
+				set[h.Hostname] = true
 			}
-			if _, err := tx.exec(ctx, "UPDATE channels SET last_rolled_ref = ? WHERE channel = ?", u.LastRolledRef, u.Name); err != nil {
-				return fmt.Errorf("channel %s: %w", u.Name, err)
-			}
-			break
+			members[u.RolloutID] = set
+		}
+		if set[u.Host.Hostname] {
+			last[key{u.RolloutID, u.Host.Hostname}] = i
 		}
 	}
+	rows := make([]hostRow, 0, len(last))
+	for i := range updates {
+		u := &updates[i]
+		if j, ok := last[key{u.RolloutID, u.Host.Hostname}]; ok && j == i {
+			rows = append(rows, hostRow{u.RolloutID, &u.Host})
+		}
+	}
+	if err := tx.updateHosts(ctx, enc, rows); err != nil {
+		return fmt.Errorf("update hosts: %w", err)
+	}
+	return nil
+}
 
-	// 4. Deferrals and the channels in partial visibility: the complete
-	// current sets (the latter rewritten only when it changed).
-	if !slices.EqualFunc(in.Visibility, out.Visibility, sameVisibility) {
-		if _, err := tx.exec(ctx, "DELETE FROM visibility"); err != nil {
-			return fmt.Errorf("visibility: %w", err)
+// applyChannels writes the last rolled ref of each updated channel that
+// the tick loaded.
+func (tx *txn) applyChannels(ctx context.Context, loaded []reconciler.Channel, updates []reconciler.ChannelUpdate) error {
+	for _, u := range updates {
+		if !slices.ContainsFunc(loaded, func(c reconciler.Channel) bool { return c.Name == u.Name }) {
+			continue
 		}
-		vargs := make([]any, 0, 5*len(out.Visibility))
-		for _, v := range out.Visibility {
-			ended := int64(0)
-			if !v.Ended.IsZero() {
-				ended = micros(v.Ended)
-			}
-			vargs = append(vargs, v.Channel, micros(v.Since), ended, v.Silent, v.Total)
-		}
-		if err := tx.insertRows(ctx, "INSERT INTO visibility (channel, since, ended, silent, total)", "", 5, vargs); err != nil {
-			return fmt.Errorf("visibility: %w", err)
+		if _, err := tx.exec(ctx, "UPDATE channels SET last_rolled_ref = ? WHERE channel = ?", u.LastRolledRef, u.Name); err != nil {
+			return fmt.Errorf("channel %s: %w", u.Name, err)
 		}
 	}
-	if _, err := tx.exec(ctx, "DELETE FROM deferrals"); err != nil {
-		return fmt.Errorf("deferrals: %w", err)
-	}
-	dargs := make([]any, 0, 4*len(out.Deferrals))
-	for i, d := range out.Deferrals {
-		dargs = append(dargs, i, d.Channel, d.Ref, d.BlockedBy)
-	}
-	if err := tx.insertRows(ctx, "INSERT INTO deferrals (seq, channel, ref, blocked_by)", "", 4, dargs); err != nil {
-		return fmt.Errorf("deferrals: %w", err)
-	}
+	return nil
+}
 
-	// 5. Operator intents consumed, with their results.
-	for _, r := range out.IntentResults {
+// applyVisibility replaces the channels in partial visibility with vs.
+func (tx *txn) applyVisibility(ctx context.Context, vs []reconciler.Visibility) error {
+	args := make([]any, 0, 5*len(vs))
+	for _, v := range vs {
+		ended := int64(0)
+		if !v.Ended.IsZero() {
+			ended = micros(v.Ended)
+		}
+		args = append(args, v.Channel, micros(v.Since), ended, v.Silent, v.Total)
+	}
+	return tx.replaceAll(ctx, "visibility", []string{"channel", "since", "ended", "silent", "total"}, args)
+}
+
+// applyDeferrals replaces the deferrals with ds, numbered in their order.
+func (tx *txn) applyDeferrals(ctx context.Context, ds []reconciler.Deferral) error {
+	args := make([]any, 0, 4*len(ds))
+	for i, d := range ds {
+		args = append(args, i, d.Channel, d.Ref, d.BlockedBy)
+	}
+	return tx.replaceAll(ctx, "deferrals", []string{"seq", "channel", "ref", "blocked_by"}, args)
+}
+
+// replaceAll deletes every row of a table and inserts new ones: args holds
+// their values, row after row, in the order of cols. Errors name the
+// table.
+func (tx *txn) replaceAll(ctx context.Context, table string, cols []string, args []any) error {
+	if _, err := tx.exec(ctx, "DELETE FROM "+table); err != nil {
+		return fmt.Errorf("%s: %w", table, err)
+	}
+	head := "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ")"
+	if err := tx.insertRows(ctx, head, "", len(cols), args); err != nil {
+		return fmt.Errorf("%s: %w", table, err)
+	}
+	return nil
+}
+
+// applyIntents marks the operator intents the tick consumed, with their
+// results; an intent consumed already is left as it is.
+func (tx *txn) applyIntents(ctx context.Context, results []reconciler.IntentResult) error {
+	for _, r := range results {
 		res, err := marshal(r)
 		if err != nil {
 			return err
@@ -298,11 +363,6 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 		if _, err := tx.exec(ctx, "UPDATE intents SET consumed = 1, result = ? WHERE id = ? AND consumed = 0", res, r.IntentID); err != nil {
 			return fmt.Errorf("intent %s: %w", r.IntentID, err)
 		}
-	}
-
-	// 6. Events, stamped now, in order.
-	if err := tx.insertEvents(ctx, enc, now, out.Events); err != nil {
-		return fmt.Errorf("events: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -34,12 +35,12 @@ func testRecordStatus(t *testing.T, s store.Store) {
 		}
 	}
 	cet := time.FixedZone("CET", 3600)
-	st := store.HostStatus{Current: Closure("h1", "v0"), Booted: Closure("h1", "v0"), BootID: "b1",
+	st := store.HostStatus{Current: fleetkit.Closure("h1", "v0"), Booted: fleetkit.Closure("h1", "v0"), BootID: "b1",
 		Probes:      rc.ProbeSummary{Total: 2, Failed: []string{"http"}},
 		FailedUnits: []string{"nginx.service"},
-		Compliance:  []rc.ComplianceResult{{Control: "c1", Framework: "nis2", Type: rc.ControlRuntime, Closure: Closure("h1", "v0"), Passed: true}},
-		Activation:  &rc.Activation{RolloutID: "edge@1", Closure: Closure("h1", "v1"), Outcome: rc.OutcomeStarted, At: t0.In(cet)},
-		Quarantine:  []rc.Quarantine{{Closure: Closure("h1", "v1"), Until: t0.Add(time.Hour)}},
+		Compliance:  []rc.ComplianceResult{{Control: "c1", Framework: "nis2", Type: rc.ControlRuntime, Closure: fleetkit.Closure("h1", "v0"), Passed: true}},
+		Activation:  &rc.Activation{RolloutID: "edge@1", Closure: fleetkit.Closure("h1", "v1"), Outcome: rc.OutcomeStarted, At: t0.In(cet)},
+		Quarantine:  []rc.Quarantine{{Closure: fleetkit.Closure("h1", "v1"), Until: t0.Add(time.Hour)}},
 	}
 	record(st, true)
 	record(st, false)
@@ -65,7 +66,7 @@ func testRecordStatus(t *testing.T, s store.Store) {
 
 	// An activation replaces the activation only, and counts as a change
 	// when it is one.
-	confirmed := rc.Activation{RolloutID: "edge@1", Closure: Closure("h1", "v1"), Outcome: rc.OutcomeConfirmed, At: t0.Add(time.Minute)}
+	confirmed := rc.Activation{RolloutID: "edge@1", Closure: fleetkit.Closure("h1", "v1"), Outcome: rc.OutcomeConfirmed, At: t0.Add(time.Minute)}
 	before := wm()
 	must(t, s.RecordActivation(ctx, "h1", confirmed))
 	must(t, s.RecordActivation(ctx, "h1", confirmed))
@@ -179,32 +180,32 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 	m := newSim(t, s)
 	// The channels' refs are those of their latest rollouts, as after
 	// real ticks.
-	f := testFleet().build(t)
-	edgeHash := m.release(f, Commit(3), "edge")[0].ManifestHash
-	stableHash := m.release(f, Commit(4), "stable")[0].ManifestHash
+	f := testFleet(t).Build()
+	edgeHash := m.release(f, fleetkit.Commit(3), "edge")[0].ManifestHash
+	stableHash := m.release(f, fleetkit.Commit(4), "stable")[0].ManifestHash
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
 	h := func(name string, st rc.HostState) rc.RolloutHost { return craftedHost(name, st, t0) }
 	m.open(
 		// edge: an old converged rollout with a host still soaking (live),
 		// an old converged one (not live), the latest (live).
-		crafted("edge", Commit(1), rc.RolloutConverged, at(0), at(0), edgeHash, h("e1", rc.HostSoaking), h("e2", rc.HostConverged)),
-		crafted("edge", Commit(2), rc.RolloutConverged, at(1), at(1), edgeHash, h("e1", rc.HostConverged), h("e3", rc.HostConverged)),
-		crafted("edge", Commit(3), rc.RolloutActive, at(2), at(2), edgeHash, h("e1", rc.HostPending), h("e2", rc.HostPending)),
+		crafted("edge", fleetkit.Commit(1), rc.RolloutConverged, at(0), at(0), edgeHash, h("e1", rc.HostSoaking), h("e2", rc.HostConverged)),
+		crafted("edge", fleetkit.Commit(2), rc.RolloutConverged, at(1), at(1), edgeHash, h("e1", rc.HostConverged), h("e3", rc.HostConverged)),
+		crafted("edge", fleetkit.Commit(3), rc.RolloutActive, at(2), at(2), edgeHash, h("e1", rc.HostPending), h("e2", rc.HostPending)),
 		// stable: a cancelled rollout (live), a failed one an intent names
 		// (live), a superseded one (not live), the latest, failed (live).
-		crafted("stable", Commit(1), rc.RolloutCancelled, at(0), at(0), stableHash, h("s1", rc.HostConverged)),
-		crafted("stable", Commit(2), rc.RolloutFailed, at(1), at(1), stableHash, h("s2", rc.HostPending)),
-		crafted("stable", Commit(3), rc.RolloutSuperseded, at(2), at(2), stableHash, h("s3", rc.HostConverged), h("s4", rc.HostConverged)),
-		crafted("stable", Commit(4), rc.RolloutFailed, at(3), at(3), stableHash, h("s3", rc.HostPending)),
+		crafted("stable", fleetkit.Commit(1), rc.RolloutCancelled, at(0), at(0), stableHash, h("s1", rc.HostConverged)),
+		crafted("stable", fleetkit.Commit(2), rc.RolloutFailed, at(1), at(1), stableHash, h("s2", rc.HostPending)),
+		crafted("stable", fleetkit.Commit(3), rc.RolloutSuperseded, at(2), at(2), stableHash, h("s3", rc.HostConverged), h("s4", rc.HostConverged)),
+		crafted("stable", fleetkit.Commit(4), rc.RolloutFailed, at(3), at(3), stableHash, h("s3", rc.HostPending)),
 	)
-	must(t, s.AddIntent(ctx, rc.Intent{ID: "i", RolloutID: proto.RolloutID("stable", Commit(2)), Kind: rc.IntentRollback, At: t0}))
+	must(t, s.AddIntent(ctx, rc.Intent{ID: "i", RolloutID: proto.RolloutID("stable", fleetkit.Commit(2)), Kind: rc.IntentRollback, At: t0}))
 	var live []string
 	for _, r := range m.peek().Rollouts {
 		live = append(live, r.ID)
 	}
 	id := proto.RolloutID
-	diff(t, "live rollouts", live, []string{id("edge", Commit(1)), id("stable", Commit(1)), id("stable", Commit(2)),
-		id("edge", Commit(3)), id("stable", Commit(4))})
+	diff(t, "live rollouts", live, []string{id("edge", fleetkit.Commit(1)), id("stable", fleetkit.Commit(1)), id("stable", fleetkit.Commit(2)),
+		id("edge", fleetkit.Commit(3)), id("stable", fleetkit.Commit(4))})
 
 	as, err := s.Assignments(ctx)
 	must(t, err)
@@ -216,11 +217,11 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 		}
 	}
 	diff(t, "assignments", got, map[string]string{
-		"e1": id("edge", Commit(1)) + " Soaking", // in flight wins over the latest
-		"e2": id("edge", Commit(3)) + " Pending",
-		"s1": id("stable", Commit(1)) + " Converged",
-		"s2": id("stable", Commit(2)) + " Pending",
-		"s3": id("stable", Commit(4)) + " Pending",
+		"e1": id("edge", fleetkit.Commit(1)) + " Soaking", // in flight wins over the latest
+		"e2": id("edge", fleetkit.Commit(3)) + " Pending",
+		"s1": id("stable", fleetkit.Commit(1)) + " Converged",
+		"s2": id("stable", fleetkit.Commit(2)) + " Pending",
+		"s3": id("stable", fleetkit.Commit(4)) + " Pending",
 		// e3 and s4 are only in rollouts that are not live.
 	})
 	a := as["e2"]
@@ -263,8 +264,8 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 		}
 	}
 	// Newest first: by opening time, then by id, both descending.
-	diff(t, "rollouts, newest first", order, []string{id("stable", Commit(4)), id("stable", Commit(3)), id("edge", Commit(3)),
-		id("stable", Commit(2)), id("edge", Commit(2)), id("stable", Commit(1)), id("edge", Commit(1))})
+	diff(t, "rollouts, newest first", order, []string{id("stable", fleetkit.Commit(4)), id("stable", fleetkit.Commit(3)), id("edge", fleetkit.Commit(3)),
+		id("stable", fleetkit.Commit(2)), id("edge", fleetkit.Commit(2)), id("stable", fleetkit.Commit(1)), id("edge", fleetkit.Commit(1))})
 	_, err = s.Rollout(ctx, "nope@1")
 	wantErr(t, err, store.ErrNotFound, "Rollout of an unknown id")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -18,9 +19,9 @@ func testIntents(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	m := newSim(t, s)
 	m.checkIn(true, edgeHosts...)
-	m.release(testFleet().build(t), Commit(1), "edge")
+	m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")
 	m.tick()
-	id := proto.RolloutID("edge", Commit(1))
+	id := proto.RolloutID("edge", fleetkit.Commit(1))
 	w0, err := s.Watermark(ctx)
 	must(t, err)
 	pause := rc.Intent{ID: "i1", RolloutID: id, Kind: rc.IntentPause, Actor: "alice", At: t0.Add(time.Second)}
@@ -177,21 +178,21 @@ func testPrune(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	in := internals(t, s)
 	m := newSim(t, s)
-	rel := m.release(testFleet().build(t), Commit(7), "edge")[0] // the ref of the latest rollout
+	rel := m.release(testFleet(t).Build(), fleetkit.Commit(7), "edge")[0] // the ref of the latest rollout
 	hash := rel.ManifestHash
 	old, cut := t0.Add(-3*time.Hour), t0.Add(-time.Hour)
 	h := func(name string, st rc.HostState) rc.RolloutHost { return craftedHost(name, st, old) }
 	m.now = old
 	m.open(
-		crafted("edge", Commit(1), rc.RolloutConverged, old, old, hash, h("a", rc.HostConverged), h("b", rc.HostConverged)),
-		crafted("edge", Commit(2), rc.RolloutSuperseded, old.Add(time.Minute), old, hash, h("a", rc.HostSkipped)),
-		crafted("edge", Commit(3), rc.RolloutCancelled, old.Add(2*time.Minute), old, hash, h("a", rc.HostSoaking)),
-		crafted("edge", Commit(4), rc.RolloutFailed, old.Add(3*time.Minute), old, hash, h("c", rc.HostFailed)),
-		crafted("edge", Commit(5), rc.RolloutHalted, old.Add(4*time.Minute), old, hash, h("d", rc.HostPending)),
-		crafted("edge", Commit(6), rc.RolloutReverted, old.Add(5*time.Minute), t0, hash, h("e", rc.HostReverted)),
-		crafted("edge", Commit(7), rc.RolloutConverged, old.Add(6*time.Minute), old, hash, h("f", rc.HostConverged)),
+		crafted("edge", fleetkit.Commit(1), rc.RolloutConverged, old, old, hash, h("a", rc.HostConverged), h("b", rc.HostConverged)),
+		crafted("edge", fleetkit.Commit(2), rc.RolloutSuperseded, old.Add(time.Minute), old, hash, h("a", rc.HostSkipped)),
+		crafted("edge", fleetkit.Commit(3), rc.RolloutCancelled, old.Add(2*time.Minute), old, hash, h("a", rc.HostSoaking)),
+		crafted("edge", fleetkit.Commit(4), rc.RolloutFailed, old.Add(3*time.Minute), old, hash, h("c", rc.HostFailed)),
+		crafted("edge", fleetkit.Commit(5), rc.RolloutHalted, old.Add(4*time.Minute), old, hash, h("d", rc.HostPending)),
+		crafted("edge", fleetkit.Commit(6), rc.RolloutReverted, old.Add(5*time.Minute), t0, hash, h("e", rc.HostReverted)),
+		crafted("edge", fleetkit.Commit(7), rc.RolloutConverged, old.Add(6*time.Minute), old, hash, h("f", rc.HostConverged)),
 	)
-	id := func(n int) string { return proto.RolloutID("edge", Commit(n)) }
+	id := func(n int) string { return proto.RolloutID("edge", fleetkit.Commit(n)) }
 	journal := func() {
 		m.tickWith(func(rc.Input) (rc.Output, error) {
 			return rc.Output{Events: []rc.Event{{Kind: rc.EventRefWaiting, Channel: "edge", Wave: -1}}}, nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -13,8 +14,8 @@ import (
 func testReleases(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	m := newSim(t, s)
-	fb := testFleet()
-	v1 := m.release(fb.build(t), Commit(1))
+	fb := testFleet(t)
+	v1 := m.release(fb.Build(), fleetkit.Commit(1))
 	got, err := s.Releases(ctx)
 	must(t, err)
 	diff(t, "releases", got, v1)
@@ -28,7 +29,7 @@ func testReleases(t *testing.T, s store.Store) {
 		name string
 		at   time.Time
 	}{{"older", t0.Add(-time.Minute)}, {"same time", t0}} {
-		old := Releases(t, fb.build(t), Commit(7), tc.at, "edge")[0]
+		old := Releases(t, fb.Build(), fleetkit.Commit(7), tc.at, "edge")[0]
 		wantErr(t, s.PutRelease(ctx, old), store.ErrStaleRelease, "PutRelease of a release signed "+tc.name)
 	}
 	got, err = s.Releases(ctx)
@@ -39,9 +40,9 @@ func testReleases(t *testing.T, s store.Store) {
 	}
 
 	m.checkIn(true, edgeHosts...)
-	m.tick() // opens edge@1: last rolled ref is Commit(1)
+	m.tick() // opens edge@1: last rolled ref is fleetkit.Commit(1)
 	m.now = m.now.Add(time.Microsecond)
-	v2 := m.release(fb.bump("v2").build(t), Commit(2), "edge")
+	v2 := m.release(fb.Bump("v2").Build(), fleetkit.Commit(2), "edge")
 	got, err = s.Releases(ctx)
 	must(t, err)
 	diff(t, "releases after a newer put", got, []store.Release{v2[0], v1[1]})
@@ -49,7 +50,7 @@ func testReleases(t *testing.T, s store.Store) {
 		t.Errorf("a new release did not count as a change")
 	}
 	for _, c := range m.peek().Channels {
-		if c.Name == "edge" && (c.Ref != Commit(2) || c.LastRolledRef != Commit(1) || c.ManifestHash != v2[0].ManifestHash) {
+		if c.Name == "edge" && (c.Ref != fleetkit.Commit(2) || c.LastRolledRef != fleetkit.Commit(1) || c.ManifestHash != v2[0].ManifestHash) {
 			t.Errorf("edge after a new release: ref %s, last rolled %s, manifest %s", c.Ref, c.LastRolledRef, c.ManifestHash)
 		}
 	}
@@ -61,8 +62,8 @@ func testReleases(t *testing.T, s store.Store) {
 	// the batch is one change.
 	w1, err := s.Watermark(ctx)
 	must(t, err)
-	v3 := Releases(t, fb.bump("v3").build(t), Commit(3), m.now.Add(time.Minute), "edge", "stable")
-	stale := Releases(t, fb.build(t), Commit(8), t0, "edge")[0]
+	v3 := Releases(t, fb.Bump("v3").Build(), fleetkit.Commit(3), m.now.Add(time.Minute), "edge", "stable")
+	stale := Releases(t, fb.Build(), fleetkit.Commit(8), t0, "edge")[0]
 	errs, err := s.PutReleases(ctx, []store.Release{stale, v3[0], v3[1]})
 	must(t, err)
 	if len(errs) != 3 {
@@ -86,17 +87,17 @@ func testReleases(t *testing.T, s store.Store) {
 func testManifests(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	m := newSim(t, s)
-	fb := testFleet()
+	fb := testFleet(t)
 	m.checkIn(true, edgeHosts...)
-	v1 := m.release(fb.build(t), Commit(1), "edge")
+	v1 := m.release(fb.Build(), fleetkit.Commit(1), "edge")
 	m.tick()
-	id := proto.RolloutID("edge", Commit(1))
+	id := proto.RolloutID("edge", fleetkit.Commit(1))
 	got, err := s.Manifest(ctx, id)
 	must(t, err)
 	diff(t, "the rollout's manifest", got, store.Manifest{RolloutID: id, Body: v1[0].ManifestBody, Sig: v1[0].ManifestSig, Hash: v1[0].ManifestHash})
 
 	m.now = m.now.Add(time.Minute)
-	m.release(fb.bump("v2").build(t), Commit(2), "edge")
+	m.release(fb.Bump("v2").Build(), fleetkit.Commit(2), "edge")
 	got, err = s.Manifest(ctx, id)
 	must(t, err)
 	if got.Hash != v1[0].ManifestHash {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -40,9 +41,9 @@ func testStateConstraints(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	in := internals(t, s)
 	m := newSim(t, s)
-	hash := m.release(testFleet().build(t), Commit(1), "edge")[0].ManifestHash
-	m.open(crafted("edge", Commit(1), rc.RolloutActive, t0, t0, hash, craftedHost("e1", rc.HostPending, t0)))
-	id := proto.RolloutID("edge", Commit(1))
+	hash := m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")[0].ManifestHash
+	m.open(crafted("edge", fleetkit.Commit(1), rc.RolloutActive, t0, t0, hash, craftedHost("e1", rc.HostPending, t0)))
+	id := proto.RolloutID("edge", fleetkit.Commit(1))
 	for _, st := range rc.HostStates {
 		must(t, in.SetHostStateRaw(ctx, id, "e1", string(st)))
 		if got := hostOf(m.rollout(id), "e1").State; got != st {

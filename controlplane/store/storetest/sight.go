@@ -8,6 +8,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -114,12 +115,12 @@ func testWatch(t *testing.T, s store.Store) {
 func testTickClock(t *testing.T, s store.Store) {
 	m := newSim(t, s)
 	m.checkIn(true, edgeHosts...)
-	m.release(testFleet().build(t), Commit(1), "edge")
+	m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")
 	reconcile := func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil }
 	_, out := m.tickWith(reconcile)
 	// e2 switches and confirms at once; e1 takes longer.
 	m.agents(rc.Output{Actions: slices.DeleteFunc(out.Actions, func(it rc.HostAction) bool { return it.Host == "e1" })})
-	id := proto.RolloutID("edge", Commit(1))
+	id := proto.RolloutID("edge", fleetkit.Commit(1))
 	if st := hostOf(m.rollout(id), "e1").State; st != rc.HostActivating {
 		t.Fatalf("e1 is %s after the first tick, want Activating", st)
 	}

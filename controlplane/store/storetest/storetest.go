@@ -28,6 +28,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -179,7 +180,7 @@ func (m *sim) checkIn(online bool, hosts ...string) {
 	for _, h := range hosts {
 		st, ok := m.status[h]
 		if !ok {
-			st = store.HostStatus{Current: Closure(h, "v0"), Booted: Closure(h, "v0"), Probes: rc.ProbeSummary{Total: 1}}
+			st = store.HostStatus{Current: fleetkit.Closure(h, "v0"), Booted: fleetkit.Closure(h, "v0"), Probes: rc.ProbeSummary{Total: 1}}
 			m.status[h] = st
 			changed, err := m.s.RecordStatus(m.ctx, h, st)
 			must(m.t, err)
@@ -447,8 +448,8 @@ func crafted(channel, ref string, state rc.RolloutState, opened, updated time.Ti
 }
 
 func craftedHost(name string, state rc.HostState, since time.Time) rc.RolloutHost {
-	return rc.RolloutHost{Hostname: name, Wave: 0, Target: Closure(name, "v1"), State: state, Since: since,
-		Previous: Closure(name, "v0"), Reason: rc.Reason{Code: "crafted"}, Budgets: []int{0}}
+	return rc.RolloutHost{Hostname: name, Wave: 0, Target: fleetkit.Closure(name, "v1"), State: state, Since: since,
+		Previous: fleetkit.Closure(name, "v0"), Reason: rc.Reason{Code: "crafted"}, Budgets: []int{0}}
 }
 
 // open writes new rollouts in one tick.

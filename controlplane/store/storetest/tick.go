@@ -11,6 +11,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -19,13 +20,13 @@ import (
 // (soak 5 minutes) and a second wave with a host edge and a host that is
 // offline when its wave starts; stable has one wave with a host whose
 // activation fails. Web hosts share a budget of one in flight.
-func testFleet() *fleetBuilder {
-	return newFleet().channel("edge", 5, 0).channel("stable", 0).channelEdge("edge", "stable").
-		host("e1", "edge", 0, "web").host("e2", "edge", 0, "db").
-		host("e3", "edge", 1, "web").host("e4", "edge", 1, "db").host("e5", "edge", 1, "web").
-		edge("e3", "e5").
-		host("s1", "stable", 0, "web").host("s2", "stable", 0, "db").host("s3", "stable", 0, "db").
-		budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
+func testFleet(t testing.TB) *fleetkit.Builder {
+	return fleetkit.New(t).Channel("edge", 5, 0).Channel("stable", 0).ChannelEdge("edge", "stable").
+		Host("e1", "edge", 0, "web").Host("e2", "edge", 0, "db").
+		Host("e3", "edge", 1, "web").Host("e4", "edge", 1, "db").Host("e5", "edge", 1, "web").
+		Edge("e3", "e5").
+		Host("s1", "stable", 0, "web").Host("s2", "stable", 0, "db").Host("s3", "stable", 0, "db").
+		Budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
 }
 
 var (
@@ -41,12 +42,12 @@ var (
 // store must hold reconciler.Apply's state and decide as the whole state.
 func testTickMatchesApply(t *testing.T, s store.Store) {
 	m := newSim(t, s)
-	fb := testFleet()
+	fb := testFleet(t)
 	m.checkIn(true, "e1", "e2", "e3", "e5", "s1", "s2", "s3")
 	m.checkIn(false, "e4")
 	m.failing["s3"] = true
-	m.release(fb.build(t), Commit(1))
-	edge1, stable1 := proto.RolloutID("edge", Commit(1)), proto.RolloutID("stable", Commit(1))
+	m.release(fb.Build(), fleetkit.Commit(1))
+	edge1, stable1 := proto.RolloutID("edge", fleetkit.Commit(1)), proto.RolloutID("stable", fleetkit.Commit(1))
 
 	var pause, resume, unknown, resumeStable string
 	ticks, events := 0, 0
@@ -107,8 +108,8 @@ func testTickMatchesApply(t *testing.T, s store.Store) {
 
 	// A second release of edge opens a new rollout; the converged one
 	// stops being the channel's latest and leaves the live set.
-	m.release(fb.bump("v2").build(t), Commit(2), "edge")
-	edge2 := proto.RolloutID("edge", Commit(2))
+	m.release(fb.Bump("v2").Build(), fleetkit.Commit(2), "edge")
+	edge2 := proto.RolloutID("edge", fleetkit.Commit(2))
 	settle(func() bool { return m.state(edge2) == rc.RolloutConverged })
 	ids := map[string]bool{}
 	for _, r := range m.peek().Rollouts {
@@ -125,9 +126,9 @@ func testTickMatchesApply(t *testing.T, s store.Store) {
 func testTickDecideError(t *testing.T, s store.Store) {
 	m := newSim(t, s)
 	m.checkIn(true, edgeHosts...)
-	m.release(testFleet().build(t), Commit(1), "edge")
+	m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")
 	m.tick()
-	id := m.intent(proto.RolloutID("edge", Commit(1)), rc.IntentPause)
+	id := m.intent(proto.RolloutID("edge", fleetkit.Commit(1)), rc.IntentPause)
 	m.now = m.now.Add(time.Minute)
 	before := m.snapshot(id)
 	boom := errors.New("boom")
@@ -144,9 +145,9 @@ func testTickDecideError(t *testing.T, s store.Store) {
 func testTickApplyError(t *testing.T, s store.Store) {
 	m := newSim(t, s)
 	m.checkIn(true, edgeHosts...)
-	rs := m.release(testFleet().build(t), Commit(1), "edge")
+	rs := m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")
 	m.tick()
-	edge1 := proto.RolloutID("edge", Commit(1))
+	edge1 := proto.RolloutID("edge", fleetkit.Commit(1))
 	id := m.intent(edge1, rc.IntentPause)
 	m.now = m.now.Add(time.Minute)
 	before := m.snapshot(id)
@@ -160,7 +161,7 @@ func testTickApplyError(t *testing.T, s store.Store) {
 			r.FailuresForgiven = 7
 			out.Rollouts = append(out.Rollouts,
 				rc.RolloutUpdate{From: r.State, Rollout: r},
-				rc.RolloutUpdate{New: true, Rollout: crafted("edge", Commit(9), rc.RolloutActive, m.now, m.now, rs[0].ManifestHash,
+				rc.RolloutUpdate{New: true, Rollout: crafted("edge", fleetkit.Commit(9), rc.RolloutActive, m.now, m.now, rs[0].ManifestHash,
 					craftedHost("o1", rc.HostPending, m.now))})
 			h := in.Rollouts[0].Hosts[0]
 			h.Blocked = rc.Reason{Gate: "test", Code: "test"}
@@ -208,7 +209,7 @@ func testTickFencing(t *testing.T, s store.Store) {
 
 	m := newSim(t, s)
 	m.checkIn(true, edgeHosts...)
-	m.release(testFleet().build(t), Commit(1), "edge")
+	m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")
 	short, err := s.AcquireLease(ctx, "other", "replica-a", time.Minute, t0)
 	must(t, err)
 	before := m.snapshot()
@@ -254,9 +255,9 @@ func testTickFencing(t *testing.T, s store.Store) {
 func testTicksSerialize(t *testing.T, s store.Store) {
 	m := newSim(t, s)
 	m.checkIn(true, edgeHosts...)
-	m.release(testFleet().build(t), Commit(1), "edge")
+	m.release(testFleet(t).Build(), fleetkit.Commit(1), "edge")
 	m.tick()
-	id := proto.RolloutID("edge", Commit(1))
+	id := proto.RolloutID("edge", fleetkit.Commit(1))
 
 	// increment bumps the rollout's FailuresForgiven, a counter only the
 	// ticks write, and journals the value it saw.
@@ -348,11 +349,11 @@ func testTicksSerialize(t *testing.T, s store.Store) {
 // dispatches every host, then one that changes every host again.
 func testTick10000(t *testing.T, s store.Store) {
 	const n = 10000
-	fb := newFleet().channel("big", 0)
+	fb := fleetkit.New(t).Channel("big", 0)
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("host-%05d", i)
-		fb.host(names[i], "big", 0)
+		fb.Host(names[i], "big", 0)
 	}
 	m := newSim(t, s)
 	seen := make(map[string]time.Time, n)
@@ -360,7 +361,7 @@ func testTick10000(t *testing.T, s store.Store) {
 		seen[h] = m.now
 	}
 	must(t, s.TouchHosts(m.ctx, seen))
-	m.release(fb.build(t), Commit(1))
+	m.release(fb.Build(), fleetkit.Commit(1))
 	// The ticks are checked by what they wrote (the small scenarios
 	// compare whole states with reconciler.Apply).
 	tick := func(decide func(rc.Input) (rc.Output, error)) rc.Output {
@@ -370,7 +371,7 @@ func testTick10000(t *testing.T, s store.Store) {
 		return out
 	}
 	out := tick(func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
-	id := proto.RolloutID("big", Commit(1))
+	id := proto.RolloutID("big", fleetkit.Commit(1))
 	if len(out.Actions) != n {
 		t.Fatalf("the first tick dispatched %d hosts, want %d", len(out.Actions), n)
 	}

@@ -1,7 +1,7 @@
 // Package realfleet runs a real fleet for integration and end-to-end
 // tests: the project's binaries as real processes (a nixfleet-cp over
 // mutual TLS, one nixfleet-agent per simulated host), hosts with their own
-// Nix store (and optionally network namespace) from internal/nixtest, a
+// Nix store (and optionally network namespace) from package nixtest, a
 // signed binary cache and a git fleet repository with a CI key. What tests
 // assert comes from the hosts' links, profiles and switch logs and from the
 // control plane's journal, never from the kit's own bookkeeping.
@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/nixfleet/nixfleet/internal/testbin"
+	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 )
 
 // Binaries are the commands a fleet runs.
@@ -158,9 +158,6 @@ func WriteJSON(t testing.TB, path string, v any) {
 		t.Fatal(err)
 	}
 }
-
-// CommitID is a CI commit id for release n.
-func CommitID(n int) string { return fmt.Sprintf("%07x%033d", n, 0) }
 
 // Equal reports whether two string slices are equal (nil equals empty).
 func Equal(a, b []string) bool {

@@ -3,10 +3,7 @@ package realfleet
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/internal/nixtest"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	"github.com/nixfleet/nixfleet/internal/testkit/nixtest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -172,7 +168,7 @@ func (f *Fleet) Release(version string, n int, channels ...string) string {
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	commit, err := f.Repo.Release(unsigned, CommitID(n), time.Now().Add(time.Duration(n)*time.Second))
+	commit, err := f.Repo.Release(unsigned, fleetkit.Commit(n), time.Now().Add(time.Duration(n)*time.Second))
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -181,7 +177,7 @@ func (f *Fleet) Release(version string, n int, channels ...string) string {
 			f.T.Fatal(err)
 		}
 	}
-	return CommitID(n)
+	return fleetkit.Commit(n)
 }
 
 // AgentOptions change how StartAgent runs an agent.
@@ -309,42 +305,4 @@ func (f *Fleet) JournalMentions(id string, want map[string]string) {
 			f.T.Errorf("%s's events in %s do not mention %q:\n%s", host, id, text, strings.Join(j[host], "\n"))
 		}
 	}
-}
-
-// PostgresURL creates a fresh database on the server NIXFLEET_TEST_PG
-// names (.ci/run starts a throwaway one), dropped when the test ends, and
-// returns its URL. Without NIXFLEET_TEST_PG the test fails: it is never
-// skipped.
-func PostgresURL(t testing.TB) string {
-	t.Helper()
-	admin := os.Getenv("NIXFLEET_TEST_PG")
-	if admin == "" {
-		t.Fatal("NIXFLEET_TEST_PG is not set: run .ci/run, which starts a throwaway PostgreSQL, or point it at a server (postgres://…)")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "nf_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }

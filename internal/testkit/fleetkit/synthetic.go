@@ -1,5 +1,4 @@
-// Package fleettest builds synthetic fleets for tests and benchmarks.
-package fleettest
+package fleetkit
 
 import (
 	"fmt"
@@ -7,15 +6,16 @@ import (
 	"github.com/nixfleet/nixfleet/proto"
 )
 
-// Channels of a synthetic fleet, in order; host i is on Channels[i%3].
-var Channels = []string{"edge", "stable", "lts"}
+// SyntheticChannels are the channels of a Synthetic fleet, in order; host
+// i is on SyntheticChannels[i%3].
+var SyntheticChannels = []string{"edge", "stable", "lts"}
 
-// Fleet returns a valid, unsigned fleet of n hosts spread over three
+// Synthetic returns a valid, unsigned fleet of n hosts spread over three
 // channels, each with a canary, a 10% and a rest wave, a host-edge chain per
 // rack, a channel-edge chain and three disruption budgets. Host names sort
 // in numeric order ("host-00001", …). Meta carries ciCommit but no
 // signedAt.
-func Fleet(n int) *proto.FleetResolved {
+func Synthetic(n int) *proto.FleetResolved {
 	f := &proto.FleetResolved{
 		SchemaVersion:   proto.SchemaVersion,
 		Hosts:           make(map[string]proto.Host, n),
@@ -40,19 +40,19 @@ func Fleet(n int) *proto.FleetResolved {
 		OnHealthFailure: proto.OnHealthFailureRollbackAndHalt,
 	}
 	waves := map[string][3][]string{}
-	for _, ch := range Channels {
+	for _, ch := range SyntheticChannels {
 		f.Channels[ch] = proto.Channel{RolloutPolicy: "staged", FreshnessWindow: 1440, SigningIntervalMinutes: 60,
 			ReconcileIntervalMinutes: 5, Compliance: proto.Compliance{Frameworks: []string{"nis2"}, Mode: proto.CompliancePermissive}}
 	}
 	prevInRack := map[string]string{}
 	for i := range n {
 		name := fmt.Sprintf("host-%05d", i)
-		ch := Channels[i%len(Channels)]
+		ch := SyntheticChannels[i%len(SyntheticChannels)]
 		rack := fmt.Sprintf("rack-%03d", i/40)
 		tags := []string{rack, "role-" + []string{"web", "db", "cache", "batch"}[i%4]}
 		w := 2
 		switch {
-		case i < 3*len(Channels):
+		case i < 3*len(SyntheticChannels):
 			tags, w = append(tags, "canary"), 0
 		case i%10 == 0:
 			tags, w = append(tags, "wave1"), 1
@@ -74,7 +74,7 @@ func Fleet(n int) *proto.FleetResolved {
 			prevInRack[k] = name
 		}
 	}
-	for _, ch := range Channels {
+	for _, ch := range SyntheticChannels {
 		ws := waves[ch]
 		f.Waves[ch] = []proto.Wave{{Hosts: ws[0], SoakMinutes: 10}, {Hosts: ws[1], SoakMinutes: 10}, {Hosts: ws[2], SoakMinutes: 0}}
 	}
