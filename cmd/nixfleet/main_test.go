@@ -15,14 +15,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nixfleet/nixfleet/internal/testkit/scriptkit"
+
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden sections of testdata/script/*.txtar that a cmp finds different")
-
-// statusEnv names the file in which the nixfleet command of the scripts
-// records its exit code, for the status command to check.
-const statusEnv = "NIXFLEET_TEST_STATUS_FILE"
 
 // sampleFleets are the unsigned sample fleets every script finds in its
 // work directory, each under its own name: two-channels.json (channels
@@ -36,16 +34,9 @@ var sampleTick = filepath.Join("..", "..", "testdata", "reconciler", "rule04-gat
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"nixfleet": func() {
-			code := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
-			if f := os.Getenv(statusEnv); f != "" {
-				if err := os.WriteFile(f, []byte(strconv.Itoa(code)), 0o644); err != nil {
-					fmt.Fprintf(os.Stderr, "nixfleet test wrapper: recording the exit code: %v\n", err)
-					os.Exit(125)
-				}
-			}
-			os.Exit(code)
-		},
+		"nixfleet": scriptkit.Command("nixfleet", func() int {
+			return run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
+		}),
 	})
 }
 
@@ -90,7 +81,7 @@ func TestScripts(t *testing.T) {
 		// hide the state of everything after it.
 		ContinueOnError: true,
 		Setup: func(env *testscript.Env) error {
-			env.Setenv(statusEnv, filepath.Join(env.WorkDir, ".tmp", "nixfleet-status"))
+			scriptkit.Setup(env, "nixfleet")
 			dead, err := deadURL()
 			if err != nil {
 				return err
@@ -115,36 +106,16 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"status":     cmdStatus,
+			"status":     scriptkit.Status("nixfleet"),
 			"filemode":   cmdFilemode,
 			"chomp":      cmdChomp,
 			"unescape":   cmdUnescape,
-			"jsonindent": cmdJSONIndent,
+			"jsonindent": scriptkit.JSONIndent,
 			"jsonedit":   cmdJSONEdit,
 			"fleet":      cmdFleet,
 			"normalize":  cmdNormalize,
 		},
 	})
-}
-
-// cmdStatus checks the exit code of the last nixfleet command, and forgets
-// it, so that each status line checks a command of its own.
-func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: status CODE")
-	}
-	want, err := strconv.Atoi(args[0])
-	ts.Check(err)
-	f := ts.Getenv(statusEnv)
-	data, err := os.ReadFile(f)
-	if errors.Is(err, fs.ErrNotExist) {
-		ts.Fatalf("no nixfleet command ran since the last status check")
-	}
-	ts.Check(err)
-	ts.Check(os.Remove(f))
-	if got, _ := strconv.Atoi(string(data)); got != want {
-		ts.Fatalf("nixfleet exited with %d, want %d", got, want)
-	}
 }
 
 func cmdFilemode(ts *testscript.TestScript, neg bool, args []string) {
@@ -190,18 +161,6 @@ func cmdUnescape(ts *testscript.TestScript, neg bool, args []string) {
 		return []byte{byte(b)}
 	})
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), out, 0o644))
-}
-
-func cmdJSONIndent(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: jsonindent SRC DST")
-	}
-	data, err := os.ReadFile(ts.MkAbs(args[0]))
-	ts.Check(err)
-	var out bytes.Buffer
-	ts.Check(json.Indent(&out, data, "", "    "))
-	out.WriteByte('\n')
-	ts.Check(os.WriteFile(ts.MkAbs(args[1]), out.Bytes(), 0o644))
 }
 
 func cmdJSONEdit(ts *testscript.TestScript, neg bool, args []string) {
