@@ -257,7 +257,7 @@ func TestOperatorCalls(t *testing.T) {
 		{name: "hosts", wantURI: "/v1/hosts?channel=stable&state=Failed",
 			body: `{"hosts":[{"hostname":"web-1","online":true,"seen":true,"observed":{"current":"c1"},"explain":{"code":"converged","message":"ok"}}]}`,
 			want: []proto.HostView{{Hostname: "web-1", Online: true, Seen: true, Observed: proto.ObservedHost{Current: "c1"},
-				Explain: proto.Reason{Code: "converged", Message: "ok"}}},
+				Explain: proto.Situation{Code: "converged", Message: "ok"}}},
 			call: func(c *apiclient.Client) (any, json.RawMessage, error) {
 				return c.Hosts(ctx, proto.HostQuery{Channel: "stable", State: "Failed"})
 			}},

@@ -18,19 +18,53 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// summarize is a rollout as GET /v1/rollouts/{id} (with its hosts) and
-// /v1/status (without) show it: with its hosts counted by state, and its
-// Pending hosts of waves up to the current one by the gate holding them.
-func summarize(r reconciler.Rollout, withHosts bool) proto.Rollout {
-	s := wireRollout(r, withHosts)
-	s.Counts, s.Waiting = map[string]int{}, map[string]int{}
-	for _, h := range r.Hosts {
-		s.Counts[string(h.State)]++
-		if h.State == reconciler.HostPending && h.Wave <= r.Wave && h.Blocked.Gate != "" {
-			s.Waiting[h.Blocked.Gate]++
+// summarize is a rollout as GET /v1/rollouts/{id} (with its hosts, each
+// with its situation) and /v1/status (without) show it: its hosts counted
+// by state, those that wait for a gate the fleet clears by itself counted
+// by gate, the next step of a halted rollout, and when its current wave's
+// soak ends. latest says whether it is its channel's latest rollout; a
+// host counts as online when this replica heard it within the offline
+// threshold.
+func (s *Server) summarize(r reconciler.Rollout, withHosts, latest bool) proto.Rollout {
+	out := wireRollout(r, withHosts)
+	out.Counts, out.Waiting, out.Next = map[string]int{}, map[string]int{}, reconciler.NextStep(r)
+	now := s.cfg.Now()
+	var soak time.Time
+	for i, h := range r.Hosts {
+		out.Counts[string(h.State)]++
+		online := s.cfg.Tunables.Heard(s.hub.lastSeen(h.Hostname), now)
+		sit := reconciler.Situate(reconciler.Place{Rollout: r, Latest: latest, Host: h, Online: online}, now, s.cfg.Tunables)
+		if h.State == reconciler.HostPending && sit.Moves && h.Blocked.Gate != "" && sit.Code == h.Blocked.Gate {
+			out.Waiting[h.Blocked.Gate]++
+		}
+		if h.State == reconciler.HostSoaking && h.Wave == r.Wave && sit.Until.After(soak) {
+			soak = sit.Until
+		}
+		if withHosts {
+			ws := wireSituation(sit)
+			out.Hosts[i].Situation = &ws
 		}
 	}
-	return s
+	if !soak.IsZero() {
+		soak = soak.UTC()
+		out.SoakUntil = &soak
+	}
+	return out
+}
+
+// latestIDs returns the id of each channel's latest rollout.
+func (s *Server) latestIDs(r *http.Request) (map[string]string, *apiError) {
+	rs, err := s.st.Rollouts(r.Context())
+	if err != nil {
+		return nil, s.internal("listing rollouts", err)
+	}
+	out := map[string]string{}
+	for _, ro := range rs { // newest first
+		if _, ok := out[ro.Channel]; !ok {
+			out[ro.Channel] = ro.ID
+		}
+	}
+	return out, nil
 }
 
 // listRollouts is GET /v1/rollouts: every rollout, newest first, without
@@ -61,7 +95,11 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, summarize(ro, true))
+	latest, e := s.latestIDs(r)
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, s.summarize(ro, true, latest[ro.Channel] == ro.ID))
 	return nil
 }
 
@@ -287,15 +325,46 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 // intentWait is how long an operator action waits for its tick.
 const intentWait = 5 * time.Second
 
-// hostView is a host as the operator API shows it.
-func (s *Server) hostView(rec store.HostRecord, now time.Time) proto.HostView {
+// rolloutHeads are the rollouts without their hosts, by id, and the id of
+// each channel's latest: what a host's situation needs besides its record.
+type rolloutHeads struct {
+	byID   map[string]reconciler.Rollout
+	latest map[string]string
+}
+
+func (s *Server) heads(r *http.Request) (rolloutHeads, *apiError) {
+	rs, err := s.st.Rollouts(r.Context())
+	if err != nil {
+		return rolloutHeads{}, s.internal("listing rollouts", err)
+	}
+	hd := rolloutHeads{byID: make(map[string]reconciler.Rollout, len(rs)), latest: map[string]string{}}
+	for _, ro := range rs { // newest first
+		hd.byID[ro.ID] = ro
+		if _, ok := hd.latest[ro.Channel]; !ok {
+			hd.latest[ro.Channel] = ro.ID
+		}
+	}
+	return hd, nil
+}
+
+// hostView is a host as the operator API shows it, with its situation.
+func (s *Server) hostView(rec store.HostRecord, hd rolloutHeads, now time.Time) proto.HostView {
 	v := proto.HostView{Hostname: rec.Hostname, Seen: rec.Seen, Observed: wireObserved(rec.Observed)}
 	v.Online = rec.Seen && s.cfg.Tunables.Heard(rec.Observed.LastSeen, now)
-	v.Explain = reconciler.Explain(rec.Assignment, v.Online)
-	if a := rec.Assignment; a != nil {
-		h := wireRolloutHost(a.Host)
-		v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, string(a.RolloutState), &h
+	a := rec.Assignment
+	if a == nil {
+		v.Explain = proto.Situation{Code: codes.NotInRollout, Message: "no rollout includes this host"}
+		return v
 	}
+	h := wireRolloutHost(a.Host)
+	v.Rollout, v.Channel, v.RolloutState, v.Host = a.RolloutID, a.Channel, string(a.RolloutState), &h
+	ro, ok := hd.byID[a.RolloutID]
+	if !ok { // opened after the heads were read: its state is the assignment's
+		ro = reconciler.Rollout{ID: a.RolloutID, Channel: a.Channel, State: a.RolloutState}
+	}
+	ro.State = a.RolloutState
+	p := reconciler.Place{Rollout: ro, Latest: hd.latest[a.Channel] == a.RolloutID || !ok, Host: a.Host, Online: v.Online}
+	v.Explain = wireSituation(reconciler.Situate(p, now, s.cfg.Tunables))
 	return v
 }
 
@@ -312,10 +381,14 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *ap
 	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
 		return errorf(codes.BadRequest, "state %q is not one of %v", state, reconciler.HostStates)
 	}
+	hd, e := s.heads(r)
+	if e != nil {
+		return e
+	}
 	now := s.cfg.Now()
 	out := []proto.HostView{}
 	for _, rec := range recs {
-		v := s.hostView(rec, now)
+		v := s.hostView(rec, hd, now)
 		if (ch != "" && v.Channel != ch) || (state != "" && (v.Host == nil || v.Host.State != state)) {
 			continue
 		}
@@ -341,7 +414,11 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	if err != nil {
 		return s.internal("reading a host", err)
 	}
-	writeJSON(w, http.StatusOK, s.hostView(rec, s.cfg.Now()))
+	hd, e := s.heads(r)
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, s.hostView(rec, hd, s.cfg.Now()))
 	return nil
 }
 
@@ -386,7 +463,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 			if err != nil {
 				return s.internal("reading a rollout", err)
 			}
-			sum := summarize(full, false)
+			sum := s.summarize(full, false, true)
 			cs.Rollout = &sum
 			break
 		}

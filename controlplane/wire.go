@@ -49,6 +49,15 @@ func wireRolloutHost(h reconciler.RolloutHost) proto.RolloutHost {
 		Previous: h.Previous, Reason: wireReason(h.Reason), Blocked: wireReason(h.Blocked), Budgets: h.Budgets}
 }
 
+func wireSituation(s reconciler.Situation) proto.Situation {
+	out := proto.Situation{Code: s.Code, Message: s.Message, Moves: s.Moves, Next: s.Next}
+	if !s.Until.IsZero() {
+		u := s.Until.UTC()
+		out.Until = &u
+	}
+	return out
+}
+
 func wireObserved(o reconciler.ObservedHost) proto.ObservedHost {
 	out := proto.ObservedHost{LastSeen: o.LastSeen, Current: o.Current, Booted: o.Booted, Probes: o.Probes,
 		FailedUnits: o.FailedUnits, Compliance: o.Compliance, Deferred: o.Deferred, Quarantine: o.Quarantine}

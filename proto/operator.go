@@ -73,9 +73,16 @@ type Rollout struct {
 	Hosts []RolloutHost `json:"hosts"`
 	// Counts are the rollout's hosts by state; absent when empty.
 	Counts map[string]int `json:"counts,omitempty"`
-	// Waiting counts the Pending hosts of waves up to the current one by
-	// the gate holding them; absent when empty.
+	// Waiting counts the hosts that wait for a gate the fleet clears by
+	// itself, by gate; absent when empty (never for a rollout that
+	// dispatches no more).
 	Waiting map[string]int `json:"waiting,omitempty"`
+	// Next is the operator's next step for a rollout that waits for one
+	// (a halted rollout: resume or roll back).
+	Next string `json:"next,omitempty"`
+	// SoakUntil is when the current wave's last soaking host converges,
+	// if it stays healthy; absent when nothing soaks.
+	SoakUntil *time.Time `json:"soakUntil,omitempty"`
 }
 
 // RolloutWave is one wave of a rollout. (The rollout's Edges are the
@@ -104,6 +111,23 @@ type RolloutHost struct {
 	// Budgets are the indexes, in the rollout's Budgets, of the budgets
 	// that include this host.
 	Budgets []int `json:"budgets,omitempty"`
+	// Situation is the host's situation now (GET /v1/rollouts/{id}).
+	Situation *Situation `json:"situation,omitempty"`
+}
+
+// Situation is a host's situation in an operator's terms (rfcs/0007
+// §Hosts): what holds it or where it is, whether that changes without
+// anyone, what an operator can do, and when it is expected to end.
+type Situation struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Moves is set when the situation changes without an operator.
+	Moves bool `json:"moves"`
+	// Next is the operator's next step, when one helps.
+	Next string `json:"next,omitempty"`
+	// Until is when the situation is expected to end (a soak, a confirm
+	// window).
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // ObservedHost is what a host's agent last reported, and when.
@@ -231,8 +255,9 @@ type HostView struct {
 	Channel      string       `json:"channel,omitempty"`
 	RolloutState string       `json:"rolloutState,omitempty"`
 	Host         *RolloutHost `json:"host,omitempty"`
-	// Explain answers "why is this host not on its target?".
-	Explain Reason `json:"explain"`
+	// Explain answers "why is this host not on its target?" as the
+	// host's situation now.
+	Explain Situation `json:"explain"`
 }
 
 // HostQuery selects hosts in GET /v1/hosts: its query parameters channel

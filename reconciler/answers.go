@@ -10,10 +10,10 @@ import (
 	"github.com/nixfleet/nixfleet/proto"
 )
 
-// What a host's agent is told at check-in, and what an operator is told
-// about the host, follow from the host's record in the rollout that drives
-// it and nothing else: they are decided here, beside the tick that wrote
-// the record, and the control plane's handlers only encode them.
+// What a host's agent is told at check-in follows from the host's record
+// in the rollout that drives it and nothing else: it is decided here,
+// beside the tick that wrote the record, and the control plane's handler
+// only encodes it. What an operator is told is in situation.go.
 
 // Assignment is a host's record in the rollout that drives it: the
 // rollout where it is in flight, else the latest rollout that lists it.
@@ -93,27 +93,6 @@ func AgentAnswer(a *Assignment, tu Tunables) proto.CheckinResponse {
 // stopped reports whether the host's rollout dispatches no more.
 func (a Assignment) stopped() bool {
 	return a.RolloutState == RolloutHalted || a.RolloutState == RolloutCancelled
-}
-
-// Explain says why a host is where it is, from its record alone; online
-// is whether it was heard within the offline threshold (Tunables.Heard).
-// a is nil for a host no rollout lists.
-func Explain(a *Assignment, online bool) proto.Reason {
-	if a == nil {
-		return proto.Reason{Code: codes.NotInRollout, Message: "no rollout includes this host"}
-	}
-	h := a.Host
-	switch {
-	case h.State == HostConverged:
-		return proto.Reason{Code: codes.Converged, Message: fmt.Sprintf("on its target %s (%s)", h.Target, a.RolloutID)}
-	case (h.State == HostPending || h.State == HostSkipped) && a.stopped():
-		return proto.Reason{Code: codes.RolloutStopped, Message: fmt.Sprintf("rollout %s is %s: %s", a.RolloutID, a.RolloutState, h.Blocked.Message)}
-	case h.State == HostSkipped && !online:
-		return proto.Reason{Code: codes.Offline, Message: "skipped while offline; it catches up when it checks in again"}
-	case h.Blocked.Code != "":
-		return proto.Reason{Code: h.Blocked.Gate, Message: h.Blocked.Message}
-	}
-	return proto.Reason{Code: h.Reason.Code, Message: fmt.Sprintf("%s in %s: %s", h.State, a.RolloutID, h.Reason.Message)}
 }
 
 // Heard reports whether a host last seen at lastSeen counts as heard at

@@ -84,32 +84,6 @@ func TestActivationTokenChanges(t *testing.T) {
 	}
 }
 
-// TestExplain: the first answer that holds, in the order the host view
-// of rfcs/0007 lists them.
-func TestExplain(t *testing.T) {
-	t.Parallel()
-	held := rc.Reason{Gate: codes.Budget, Code: codes.Budget, Message: "budget full"}
-	cases := []struct {
-		name   string
-		a      *rc.Assignment
-		online bool
-		code   string
-	}{
-		{"no rollout", nil, true, codes.NotInRollout},
-		{"converged", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostConverged}), false, codes.Converged},
-		{"stopped rollout", assigned(rc.RolloutCancelled, rc.RolloutHost{State: rc.HostSkipped, Blocked: held}), false, codes.RolloutStopped},
-		{"skipped offline", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped}), false, codes.Offline},
-		{"skipped back online", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSkipped, Reason: rc.Reason{Code: codes.Offline}}), true, codes.Offline},
-		{"gate", assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending, Blocked: held}), true, codes.Budget},
-		{"failed", assigned(rc.RolloutHalted, rc.RolloutHost{State: rc.HostFailed, Reason: rc.Reason{Code: codes.ActivationFailed}}), true, codes.ActivationFailed},
-	}
-	for _, c := range cases {
-		if got := rc.Explain(c.a, c.online); got.Code != c.code || got.Message == "" {
-			t.Errorf("%s: %+v, want code %s", c.name, got, c.code)
-		}
-	}
-}
-
 // TestHeard: a host is heard up to the offline threshold after its last
 // check-in, never when it was never seen.
 func TestHeard(t *testing.T) {

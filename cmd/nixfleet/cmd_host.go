@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -168,11 +169,16 @@ type explainView struct {
 	Hostname string `json:"hostname"`
 	// OnTarget: the host is in a rollout and runs its target.
 	OnTarget bool `json:"onTarget"`
-	// Code and Message are the control plane's explanation.
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Online  bool   `json:"online"`
-	Seen    bool   `json:"seen"`
+	// Code and Message are the control plane's explanation: the host's
+	// situation now. Moves says whether it changes without an operator,
+	// Next what an operator can do, Until when it is expected to end.
+	Code    string     `json:"code"`
+	Message string     `json:"message"`
+	Moves   bool       `json:"moves"`
+	Next    string     `json:"next,omitempty"`
+	Until   *time.Time `json:"until,omitempty"`
+	Online  bool       `json:"online"`
+	Seen    bool       `json:"seen"`
 	// The host's place in the rollout that drives it; absent when none.
 	Rollout      string `json:"rollout,omitempty"`
 	Channel      string `json:"channel,omitempty"`
@@ -188,7 +194,8 @@ type explainView struct {
 }
 
 func explainOf(h proto.HostView) explainView {
-	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Online: h.Online, Seen: h.Seen,
+	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Moves: h.Explain.Moves,
+		Next: h.Explain.Next, Until: h.Explain.Until, Online: h.Online, Seen: h.Seen,
 		Current: h.Observed.Current, Activation: h.Observed.Activation}
 	if r := h.Host; r != nil {
 		wave := r.Wave
@@ -220,17 +227,27 @@ func printExplain(w io.Writer, st style, e explainView) {
 	switch {
 	case e.Rollout == "":
 		verdict = "is in no rollout"
+	case e.State == string(reconciler.HostFailed):
+		verdict = "failed"
+	case e.State == string(reconciler.HostReverted):
+		verdict = "was rolled back"
 	case e.OnTarget && e.State == string(reconciler.HostConverged):
 		verdict = "is on its target"
 	case e.OnTarget:
-		verdict = "runs its target, not converged yet"
+		verdict = fmt.Sprintf("runs its target (%s)", e.State)
 	}
 	fmt.Fprintf(w, "%s %s: %s\n", e.Hostname, verdict, reasonLine(e.Code, e.Message))
 	f := &fields{}
+	if e.Next != "" {
+		f.add("next", e.Next)
+	}
+	if e.Until != nil {
+		f.add("until", when(*e.Until))
+	}
 	if e.Rollout != "" {
 		f.add("state", fmt.Sprintf("%s in %s (%s), wave %d", st.state(e.State), e.Rollout, st.state(e.RolloutState), *e.Wave))
 	}
-	if b := e.Blocked; b != nil {
+	if b := e.Blocked; b != nil && b.Gate == e.Code {
 		f.add("held by", gateText(*b))
 	}
 	if e.Target != "" {

@@ -109,11 +109,17 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 	if r == nil {
 		f.add("rollout", "none yet")
 	} else {
-		f.add("rollout", fmt.Sprintf("%s  %s  wave %d of %d (%s)", r.ID, st.state(r.State), r.Wave, len(r.Waves), r.WavePhase))
+		f.add("rollout", fmt.Sprintf("%s  %s  %s", r.ID, st.state(r.State), waveText(*r)))
 		switch reconciler.RolloutState(r.State) {
 		case reconciler.RolloutActive, reconciler.RolloutOpening, reconciler.RolloutConverged:
 		default:
 			f.add(strings.ToLower(string(r.State)), reasonLine(r.Reason.Code, r.Reason.Message))
+		}
+		if r.Next != "" {
+			f.add("next", r.Next)
+		}
+		if r.SoakUntil != nil && !terminal(*r) {
+			f.add("soak", fmt.Sprintf("wave %d converges at %s if its hosts stay healthy", r.Wave, when(*r.SoakUntil)))
 		}
 		if full != nil {
 			for _, wp := range waveProgressOf(*full) {
@@ -126,17 +132,26 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 		}
 		f.add("hosts", countsText(st, r.Counts))
 		if full != nil {
-			blocked := blockedHosts(*full)
-			for i, h := range blocked {
-				if i == 10 {
-					f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(blocked)-i, r.ID))
-					break
+			for _, group := range []struct {
+				label string
+				moves bool
+			}{{"waiting", true}, {"stuck", false}} {
+				held := heldHosts(*full, group.moves)
+				for i, h := range held {
+					if i == 10 {
+						f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(held)-i, r.ID))
+						break
+					}
+					label := ""
+					if i == 0 {
+						label = group.label
+					}
+					line := fmt.Sprintf("%s (wave %d): %s", h.Hostname, h.Wave, reasonLine(h.Situation.Code, h.Situation.Message))
+					if h.Situation.Next != "" {
+						line += "; next: " + h.Situation.Next
+					}
+					f.add(label, line)
 				}
-				label := ""
-				if i == 0 {
-					label = "blocked"
-				}
-				f.add(label, fmt.Sprintf("%s (wave %d): %s", h.Hostname, h.Wave, reasonLine(h.Blocked.Gate, h.Blocked.Message)))
 			}
 		} else if len(r.Waiting) > 0 {
 			f.add("blocked", waitingText(r.Waiting))
@@ -173,17 +188,34 @@ func indent(w io.Writer, f *fields) {
 // terminal reports whether a rollout is over (rfcs/0005).
 func terminal(r proto.Rollout) bool { return reconciler.RolloutState(r.State).Terminal() }
 
-// blockedHosts are the Pending hosts of waves up to the current one that
-// a gate holds (the server's "waiting"), by wave and name.
-func blockedHosts(r proto.Rollout) []proto.RolloutHost {
+// heldHosts are the Pending hosts of waves up to the current one that a
+// gate holds now, by wave and name: those the fleet frees by itself
+// (moves), or those that wait for an operator. A rollout that dispatches
+// no more holds none: its hosts wait for nothing.
+func heldHosts(r proto.Rollout, moves bool) []proto.RolloutHost {
 	var out []proto.RolloutHost
 	for _, h := range r.Hosts {
-		if h.State == string(reconciler.HostPending) && h.Wave <= r.Wave && h.Blocked.Gate != "" {
+		s := h.Situation
+		if h.State == string(reconciler.HostPending) && h.Wave <= r.Wave && s != nil && s.Moves == moves &&
+			s.Code != codes.RolloutStopped && s.Code != codes.Waiting && (s.Code == h.Blocked.Gate || !moves) {
 			out = append(out, h)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b proto.RolloutHost) int { return a.Wave - b.Wave })
 	return out
+}
+
+// waveText is where a rollout is among its waves, by their indexes (as
+// the journal counts them, from 0).
+func waveText(r proto.Rollout) string {
+	n := len(r.Waves)
+	switch {
+	case reconciler.RolloutState(r.State) == reconciler.RolloutConverged:
+		return fmt.Sprintf("all %d wave(s) promoted", n)
+	case terminal(r):
+		return fmt.Sprintf("stopped in wave %d of waves 0-%d", r.Wave, n-1)
+	}
+	return fmt.Sprintf("wave %d of waves 0-%d (%s)", r.Wave, n-1, r.WavePhase)
 }
 
 func waitingText(m map[string]int) string {

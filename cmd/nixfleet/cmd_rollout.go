@@ -79,7 +79,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	f.add("ref", r.Ref)
 	f.add("state", st.state(r.State))
 	f.add("reason", reasonLine(r.Reason.Code, r.Reason.Message))
-	f.add("wave", fmt.Sprintf("%d of %d (%s)", r.Wave, len(r.Waves), r.WavePhase))
+	f.add("position", waveText(r))
 	f.add("opened", when(r.OpenedAt))
 	f.add("updated", when(r.UpdatedAt))
 	f.add("progress", when(r.ProgressAt))
@@ -94,7 +94,13 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	f.add("manifest", dash(r.ManifestHash))
 	f.add("hosts", countsText(st, r.Counts))
 	if len(r.Waiting) > 0 {
-		f.add("blocked", waitingText(r.Waiting))
+		f.add("waiting", waitingText(r.Waiting))
+	}
+	if r.Next != "" {
+		f.add("next", r.Next)
+	}
+	if r.SoakUntil != nil && !terminal(r) {
+		f.add("soak", fmt.Sprintf("wave %d converges at %s if its hosts stay healthy", r.Wave, when(*r.SoakUntil)))
 	}
 	f.write(w)
 
@@ -121,9 +127,13 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	return nil
 }
 
-// hostReason is why a host of a rollout is where it is: the gate holding
-// a Pending or Skipped host, else the reason of its state.
+// hostReason is why a host of a rollout is where it is now: its
+// situation (rfcs/0007 §Hosts), else, from an older server, the gate the
+// last tick recorded or the reason of its state.
 func hostReason(h proto.RolloutHost) string {
+	if s := h.Situation; s != nil {
+		return reasonLine(s.Code, s.Message)
+	}
 	if h.Blocked.Gate != "" || h.Blocked.Code != "" {
 		return "held by " + gateText(h.Blocked)
 	}

@@ -60,7 +60,8 @@ func statusFixture() (proto.ChannelStatus, *proto.Rollout) {
 		Hosts: []proto.RolloutHost{
 			{Hostname: "a", Wave: 0, State: "Converged"},
 			{Hostname: "b", Wave: 1, State: "Soaking"},
-			{Hostname: "c", Wave: 1, State: "Pending", Blocked: proto.DecisionReason{Gate: "budget", Code: "budget", Message: "budget web is full"}},
+			{Hostname: "c", Wave: 1, State: "Pending", Blocked: proto.DecisionReason{Gate: "budget", Code: "budget", Message: "budget web is full"},
+				Situation: &proto.Situation{Code: "budget", Message: "budget web is full", Moves: true}},
 			{Hostname: "d", Wave: 1, State: "Converged"},
 		},
 		Counts: map[string]int{"Converged": 2, "Soaking": 1, "Pending": 1},
@@ -77,11 +78,11 @@ func TestChannelStatusOnATerminal(t *testing.T) {
 	printChannelStatus(&b, style{tty: true}, ch, r)
 	want := `
 channel stable  ref 2  signed 2026-03-01T12:00:00Z
-  rollout  stable@1  Active  wave 1 of 2 (dispatching)
+  rollout  stable@1  Active  wave 1 of waves 0-1 (dispatching)
   wave 0   [####################] 1/1 converged
   wave 1   [######..............] 1/3 converged, Pending 1, Soaking 1  <- current
   hosts    Pending 1, Soaking 1, Converged 2
-  blocked  c (wave 1): [budget] budget web is full
+  waiting  c (wave 1): [budget] budget web is full
   pending  ref 2 has no rollout yet: it waits for the channel's active rollout or a channel edge
   refused  release at commit abc, 2026-03-01T12:00:00Z: [stale] signed too long ago
 `

@@ -1,0 +1,181 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
+)
+
+// A host's situation, in an operator's terms: what it runs, what it waits
+// for now, whether that can still change without anyone, and what an
+// operator can do. It is judged from the rollout as it is now, not from
+// the gate the last dispatching tick recorded: a paused rollout's host
+// waits for the pause, not for the budget that held it before, and a host
+// of a finished rollout waits for nothing. The status, the host views and
+// the rollout view of the API all show this one answer.
+
+// Place is a host's record in a rollout, with what its situation depends
+// on besides the record.
+type Place struct {
+	// Rollout is the rollout; its hosts are not read.
+	Rollout Rollout
+	// Latest is set when the rollout is its channel's latest: only the
+	// latest converged rollout still catches up skipped hosts.
+	Latest bool
+	Host   RolloutHost
+	// Online: the host was heard within the offline threshold.
+	Online bool
+}
+
+// Situation is the answer.
+type Situation struct {
+	// Code is the gate or state that describes the host now (a registered
+	// code), and Message says it for people.
+	Code    string
+	Message string
+	// Moves is set when the situation can change without an operator: a
+	// gate that clears as the fleet moves, a host in flight, a wave yet to
+	// come. When it is not set, nothing in this rollout will change the
+	// host unless someone acts (Next says what).
+	Moves bool
+	// Next is the operator's next step, when one helps.
+	Next string
+	// Until is when the situation is expected to end (a soak, a confirm
+	// window); zero when not known.
+	Until time.Time
+}
+
+// Situate judges a host's situation at now.
+func Situate(p Place, now time.Time, tu Tunables) Situation {
+	r, h := p.Rollout, p.Host
+	stopped := r.State != RolloutActive && r.State != RolloutOpening
+	switch h.State {
+	case HostConverged:
+		if r.State == RolloutReverting {
+			return Situation{Code: codes.Converged, Moves: true,
+				Message: fmt.Sprintf("runs %s; rollout %s is reverting, so it is rolled back in turn", h.Target, r.ID)}
+		}
+		return Situation{Code: codes.Converged, Message: fmt.Sprintf("runs its target %s (%s)", h.Target, r.ID)}
+	case HostActivating:
+		by := h.Since.Add(tu.confirm())
+		return Situation{Code: cmpCode(h.Reason.Code, codes.Dispatched), Moves: true, Until: by,
+			Message: fmt.Sprintf("switching to %s; its agent confirms by %s or rolls itself back", h.Target, stamp(by))}
+	case HostRollingBack:
+		by := h.Since.Add(tu.confirm())
+		return Situation{Code: cmpCode(h.Reason.Code, codes.RollbackDispatched), Moves: true, Until: by,
+			Message: fmt.Sprintf("rolling back to %s; confirms by %s", h.Previous, stamp(by))}
+	case HostSoaking:
+		s := Situation{Code: cmpCode(h.Reason.Code, codes.Confirmed), Moves: true,
+			Message: fmt.Sprintf("runs %s and soaks", h.Target)}
+		if h.Wave >= 0 && h.Wave < len(r.Waves) {
+			s.Until = h.Since.Add(time.Duration(r.Waves[h.Wave].SoakMinutes) * time.Minute)
+			s.Message += fmt.Sprintf("; converges at %s if it stays healthy and checks in", stamp(s.Until))
+		}
+		return s
+	case HostDeferred:
+		return Situation{Code: codes.Deferred, Next: "reboot the host: its target is staged for the next boot",
+			Message: fmt.Sprintf("%s is staged for the next boot (a switch now would restart what cannot be restarted live)", h.Target)}
+	case HostFailed:
+		return Situation{Code: cmpCode(h.Reason.Code, codes.ActivationFailed), Next: failedNext(r),
+			Message: fmt.Sprintf("failed on %s: %s", h.Target, h.Reason.Message)}
+	case HostReverted:
+		return Situation{Code: cmpCode(h.Reason.Code, codes.RolledBack),
+			Message: fmt.Sprintf("rolled back to %s", h.Previous)}
+	case HostSkipped:
+		if stopped && !(r.State == RolloutConverged && p.Latest) {
+			return pendingStopped(r, "skipped while it was away, and not caught up")
+		}
+		if p.Online {
+			return Situation{Code: codes.CatchUp, Moves: true,
+				Message: "skipped while it was away; heard again, it catches up at the next tick"}
+		}
+		return Situation{Code: codes.Offline, Moves: true,
+			Message: "skipped while it was away; it catches up when it checks in again"}
+	}
+	// Pending.
+	if stopped {
+		return pendingStopped(r, "never dispatched")
+	}
+	if r.State == RolloutOpening {
+		return Situation{Code: codes.Waiting, Moves: true, Message: fmt.Sprintf("rollout %s is opening", r.ID)}
+	}
+	if h.Wave > r.Wave {
+		return Situation{Code: codes.WaveNotActive, Moves: true,
+			Message: fmt.Sprintf("waits for wave %d to start (wave %d is %s)", h.Wave, r.Wave, r.WavePhase)}
+	}
+	b := h.Blocked
+	if b.Code == "" && b.Gate == "" {
+		return Situation{Code: codes.Waiting, Moves: true, Message: "dispatched at the next tick unless a gate holds it"}
+	}
+	s := Situation{Code: cmpCode(b.Gate, b.Code), Message: b.Message, Moves: true}
+	switch b.Gate {
+	case codes.Quarantined:
+		s.Moves, s.Next = false, "push a release with another target for this host: this one failed on it"
+	case codes.ComplianceEarlierWave:
+		s.Moves, s.Next = false, "fix the failing compliance of the earlier wave and push a release"
+	case codes.NoPreviousClosure:
+		s.Moves, s.Next = false, "nothing to roll back to; cancel the rollout or push a release"
+	}
+	return s
+}
+
+// pendingStopped is the situation of a host a rollout will not dispatch
+// any more.
+func pendingStopped(r Rollout, what string) Situation {
+	s := Situation{Code: codes.RolloutStopped, Message: fmt.Sprintf("%s: rollout %s is %s", what, r.ID, r.State)}
+	if r.Reason.Message != "" {
+		s.Message += " (" + r.Reason.Message + ")"
+	}
+	switch r.State {
+	case RolloutHalted:
+		s.Next = haltedNext(r)
+	case RolloutSuperseded:
+		s.Next = "the channel's newer rollout decides it"
+	case RolloutCancelled, RolloutReverted, RolloutFailed:
+		s.Next = "push a new release to the channel to move it"
+	case RolloutReverting:
+		s.Message = fmt.Sprintf("%s: rollout %s is reverting; it stays on what it runs", what, r.ID)
+	case RolloutConverged:
+		s.Next = "the channel's newer rollout decides it"
+	}
+	return s
+}
+
+// NextStep is the operator's next step for a rollout that waits for one:
+// a halted rollout is resumed or rolled back. It is empty for the others.
+func NextStep(r Rollout) string {
+	if r.State == RolloutHalted {
+		return haltedNext(r)
+	}
+	return ""
+}
+
+// haltedNext is what an operator can do with a halted rollout.
+func haltedNext(r Rollout) string {
+	switch r.Reason.Code {
+	case codes.OperatorPause:
+		return fmt.Sprintf("nixfleet rollout resume %s", r.ID)
+	case codes.RevertStalled:
+		return fmt.Sprintf("nixfleet rollout rollback %s again, or cancel it", r.ID)
+	}
+	return fmt.Sprintf("look at its failed hosts, then nixfleet rollout resume %s (forgives them) or rollback %s", r.ID, r.ID)
+}
+
+// failedNext is what an operator can do about a failed host.
+func failedNext(r Rollout) string {
+	switch r.State {
+	case RolloutHalted:
+		return haltedNext(r)
+	case RolloutActive, RolloutConverged:
+		return "push a release that fixes it; the rollout goes on without it while its health gate allows"
+	}
+	return "push a release that fixes it"
+}
+
+func cmpCode(code, fallback string) string {
+	if code != "" {
+		return code
+	}
+	return fallback
+}
