@@ -393,6 +393,17 @@ func (c *Client) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event,
 	return l.Events, raw, err
 }
 
+// Releases is GET /v1/releases: every channel ref the control plane saw
+// and what became of it, newest first, of channel q.Channel if set.
+func (c *Client) Releases(ctx context.Context, q proto.ReleaseQuery) ([]proto.Release, json.RawMessage, error) {
+	v := url.Values{}
+	if q.Channel != "" {
+		v.Set("channel", q.Channel)
+	}
+	l, raw, err := getDoc[proto.ReleaseList](ctx, c, withQuery("/v1/releases", v))
+	return l.Releases, raw, err
+}
+
 // Hosts is GET /v1/hosts: every host that checked in or is in a rollout,
 // by name, filtered by q. A State that is not a host state is an *Error
 // with code bad_request.
@@ -471,6 +482,24 @@ func refusal(resp *http.Response, data []byte) error {
 // A line that is not an event is an error.
 func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn func(ev proto.Event, raw json.RawMessage) error) error {
 	path := fmt.Sprintf("/v1/rollouts/%s/events?follow=1&after=%d", url.PathEscape(rolloutID), after)
+	return c.follow(ctx, path, rolloutID, fn)
+}
+
+// FollowEvents streams the whole journal (GET /v1/events?follow=1),
+// filtered by q, after the event id q.AfterID, as Follow streams a
+// rollout's: the server never ends this stream, so it ends when ctx does,
+// when fn returns an error, or when the connection is lost (resume with
+// q.AfterID set to the last id received). q.Limit is not sent.
+func (c *Client) FollowEvents(ctx context.Context, q proto.EventQuery, fn func(ev proto.Event, raw json.RawMessage) error) error {
+	q.Limit = 0
+	v := eventValues(q)
+	v.Set("follow", "1")
+	return c.follow(ctx, withQuery("/v1/events", v), "the journal", fn)
+}
+
+// follow reads a stream of events, one JSON line each, from GET path;
+// what names the stream in errors.
+func (c *Client) follow(ctx context.Context, path, what string, fn func(ev proto.Event, raw json.RawMessage) error) error {
 	resp, err := c.sendWith(ctx, c.stream, http.MethodGet, path, nil, nil)
 	if err != nil {
 		return err
@@ -489,7 +518,7 @@ func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn f
 		raw := json.RawMessage(bytes.Clone(sc.Bytes()))
 		var ev proto.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {
-			return fmt.Errorf("apiclient: following %s: decoding an event: %w", rolloutID, err)
+			return fmt.Errorf("apiclient: following %s: decoding an event: %w", what, err)
 		}
 		if err := fn(ev, raw); err != nil {
 			return err

@@ -331,6 +331,16 @@ func testHostileInput(t *testing.T, backend string) {
 		{"malformed intent", func() answer {
 			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"/pause", []byte(`{"comment":`))
 		}, 400, codes.MalformedJSON},
+		{"intent comment over the limit", func() answer {
+			body := mustJSON(t, proto.IntentRequest{Comment: strings.Repeat("x", proto.MaxCommentBytes+1)})
+			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"/pause", body)
+		}, 400, codes.BadRequest},
+		{"intent comment with a newline", func() answer {
+			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"/pause", []byte(`{"comment":"two\nlines"}`))
+		}, 400, codes.BadRequest},
+		{"viewer reads the release log", func() answer { return viewer.do(http.MethodGet, "/v1/releases?channel=stable", nil, nil) }, 200, ""},
+		{"host reads the release log", func() answer { return canary.do(http.MethodGet, "/v1/releases", nil, nil) }, 403, codes.Forbidden},
+		{"release log of a channel with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/releases?channel=%00", nil, nil) }, 400, codes.BadRequest},
 		{"manifest for a stranger", func() answer {
 			return stranger.do(http.MethodGet, "/v1/rollouts/"+rollout+"/manifest", nil, nil)
 		}, 401, codes.UnknownClient},

@@ -120,12 +120,23 @@ func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
 
 // rolloutEvents is GET /v1/rollouts/{id}/events[?after=ID&host=H&limit=N&follow=1].
 // With follow, events stream as JSON lines until the rollout is terminal
-// and nothing new came for a second, or the client goes away.
+// and nothing new came for a second, or the client goes away. The id may
+// also be that of a ref the release log holds that has not opened (or
+// never will): its events are served, and a stream of them ends as a
+// terminal rollout's does.
 func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client) *apiError {
 	if e := may(c, false); e != nil {
 		return e
 	}
 	ro, e := s.rollout(r)
+	if e != nil && e.code == codes.NotFound {
+		// A ref that never opened (superseded, waiting, refused as a
+		// replay) has events under its rollout id too: serve them, with a
+		// stream that ends as a terminal rollout's does.
+		if seen, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{RolloutID: r.PathValue("id")}); err == nil && len(seen) > 0 {
+			ro, e = reconciler.Rollout{ID: r.PathValue("id")}, nil
+		}
+	}
 	if e != nil {
 		return e
 	}
@@ -280,13 +291,16 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 			return e
 		}
 	}
+	if e := checkComment(req.Comment); e != nil {
+		return e
+	}
 	ro, e := s.rollout(r)
 	if e != nil {
 		return e
 	}
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
-	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: c.actor(), At: s.cfg.Now()}
+	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: c.actor(), At: s.cfg.Now(), Comment: req.Comment}
 	if err := s.st.AddIntent(r.Context(), in); err != nil {
 		return s.internal("recording an intent", err)
 	}
@@ -324,6 +338,37 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 
 // intentWait is how long an operator action waits for its tick.
 const intentWait = 5 * time.Second
+
+// checkComment refuses an intent's comment that the journal should not
+// hold: over proto.MaxCommentBytes, not UTF-8, or with a control
+// character (a newline too: the comment ends up in one-line reasons).
+func checkComment(c string) *apiError {
+	switch {
+	case len(c) > proto.MaxCommentBytes:
+		return errorf(codes.BadRequest, "the comment is %d bytes, over the %d-byte limit", len(c), proto.MaxCommentBytes)
+	case !nameable(c):
+		return errorf(codes.BadRequest, "the comment has a control character (a newline, a tab, …) or is not UTF-8")
+	}
+	return nil
+}
+
+// listReleases is GET /v1/releases[?channel=C]: every channel ref the
+// control plane saw and its fate, newest first (rfcs/0007 §Releases).
+func (s *Server) listReleases(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	ch := r.URL.Query().Get("channel")
+	if !nameable(ch) {
+		return errorf(codes.BadRequest, "channel %q has a control character or is not UTF-8", ch)
+	}
+	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{Channel: ch})
+	if err != nil {
+		return s.internal("reading the release log", err)
+	}
+	writeJSON(w, http.StatusOK, proto.ReleaseList{Releases: rels})
+	return nil
+}
 
 // rolloutHeads are the rollouts without their hosts, by id, and the id of
 // each channel's latest: what a host's situation needs besides its record.

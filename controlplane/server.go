@@ -258,6 +258,7 @@ func (s *Server) routes() {
 		"GET /v1/rollouts/{id}":              s.getRollout,
 		"GET /v1/rollouts/{id}/events":       s.rolloutEvents,
 		"GET /v1/events":                     s.fleetEvents,
+		"GET /v1/releases":                   s.listReleases,
 		"POST /v1/rollouts/{id}/{action}":    s.act,
 		"GET /v1/hosts":                      s.listHosts,
 		"GET /v1/hosts/{name}":               s.getHost,

@@ -240,7 +240,7 @@ func (s *source) poll(ctx context.Context) error {
 		var ve *verifyError
 		switch {
 		case errors.As(err, &ve):
-			s.fail(ctx, r.channel, r.hash, ve)
+			s.fail(ctx, r.channel, r.hash, nil, ve)
 			s.seen[r.channel] = r.hash
 			continue
 		case err != nil:
@@ -311,7 +311,7 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
 			return false, nil // the release we already have (a restart, a re-poll)
 		}
-		s.fail(ctx, channel, hash, &verifyError{codes.ReplayedRelease, fmt.Errorf(
+		s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
 		return false, nil
@@ -374,9 +374,18 @@ func samePlan(a, b []byte) bool {
 	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
-// fail records a verification failure: a metric, a log line, an event.
-func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, ve *verifyError) {
+// fail records a verification failure: a metric, a log line, the ref in
+// the release log, an event. rel is the release when verification got
+// that far (a replay), else nil.
+func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, rel *store.Release, ve *verifyError) {
 	now := s.now()
+	refused := store.RefusedRelease{Channel: channel, Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
+	if rel != nil {
+		refused.Ref, refused.SignedAt = rel.Ref, rel.SignedAt
+	}
+	if err := s.st.RefuseRelease(ctx, refused); err != nil {
+		s.log.Error("recording a refused release in the release log", "err", err)
+	}
 	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
 	s.m.verifyFailure.WithLabelValues(ve.code).Inc()
 	s.log.Warn("release refused", "channel", channel, "commit", hash.String(), "code", ve.code, "err", ve.err)

@@ -180,7 +180,11 @@ type ReportResponse struct {
 // IntentRequest is POST /v1/rollouts/{id}/{pause|resume|cancel|rollback}.
 // The body may be empty.
 type IntentRequest struct {
-	// Comment is written to the control plane's log with the intent (not
-	// to the journal yet: rfcs/0007, open questions).
+	// Comment is kept with the intent and written into the reason of its
+	// intent_accepted or intent_refused event: at most MaxCommentBytes of
+	// UTF-8 without control characters.
 	Comment string `json:"comment,omitempty"`
 }
+
+// MaxCommentBytes bounds an intent's comment.
+const MaxCommentBytes = 500

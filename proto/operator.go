@@ -170,6 +170,8 @@ type Intent struct {
 	Kind  string    `json:"kind"`
 	Actor string    `json:"actor"`
 	At    time.Time `json:"at"`
+	// Comment is the operator's words with the intent; absent when none.
+	Comment string `json:"comment,omitempty"`
 }
 
 // IntentResult is what the tick that consumed an intent decided.
@@ -316,6 +318,68 @@ type ChannelStatus struct {
 	// Visibility is set while the channel is in partial visibility, and
 	// for an offline threshold after it ended.
 	Visibility *Visibility `json:"partialVisibility,omitempty"`
+}
+
+// Fates of a channel ref the control plane saw (GET /v1/releases).
+const (
+	// FatePending: verified and stored; no tick has looked at it yet.
+	FatePending = "pending"
+	// FateOpened: it opened a rollout (Release.RolloutID).
+	FateOpened = "opened"
+	// FateWaiting: it waits for the channel's rollout Release.By to end.
+	FateWaiting = "waiting"
+	// FateDeferred: something else holds it (Release.By): a predecessor
+	// channel (channel_edge), or a manifest that names another rollout
+	// (manifest_mismatch).
+	FateDeferred = "deferred"
+	// FateSuperseded: a newer ref of the channel (Release.By) replaced it
+	// before it opened; it never will.
+	FateSuperseded = "superseded"
+	// FateRefused: it failed verification, or was a replay (the reason's
+	// code says which).
+	FateRefused = "refused"
+)
+
+// ReleaseFates lists every fate, in the order a ref may go through them.
+var ReleaseFates = []string{FatePending, FateWaiting, FateDeferred, FateOpened, FateSuperseded, FateRefused}
+
+// Release is a channel ref the control plane saw, and what became of it
+// (rfcs/0007 §Releases).
+type Release struct {
+	Channel string `json:"channel"`
+	// Commit is the git commit the channel ref pointed to; empty for the
+	// rollouts recorded before the control plane kept this log.
+	Commit string `json:"commit"`
+	// Ref is the release's meta.ciCommit and RolloutID the rollout it
+	// opens, "<channel>@<ref>"; both absent for a release refused before
+	// its ref was known.
+	Ref       string `json:"ref,omitempty"`
+	RolloutID string `json:"rolloutId,omitempty"`
+	// SeenAt is when the control plane first saw the commit; SignedAt is
+	// when CI signed the release (absent when refused unread).
+	SeenAt   time.Time `json:"seenAt"`
+	SignedAt time.Time `json:"signedAt,omitzero"`
+	// Fate is one of ReleaseFates.
+	Fate string `json:"fate"`
+	// By is what the fate refers to: the rollout a waiting ref waits for,
+	// the channel (or "manifest") that defers it, the ref that superseded
+	// it. Absent otherwise.
+	By string `json:"by,omitempty"`
+	// Reason explains the latest change of fate.
+	Reason DecisionReason `json:"reason"`
+	// UpdatedAt is when the fate last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// ReleaseQuery selects releases in GET /v1/releases: its query parameter
+// channel. Zero fields do not filter.
+type ReleaseQuery struct {
+	Channel string
+}
+
+// ReleaseList answers GET /v1/releases: the refs seen, newest first.
+type ReleaseList struct {
+	Releases []Release `json:"releases"`
 }
 
 // SourceFailure is the latest release of a channel that the control plane

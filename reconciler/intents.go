@@ -60,6 +60,9 @@ func (t *tick) intents() {
 				break
 			}
 			reason := Reason{Code: code, Actor: in.Actor, Message: fmt.Sprintf("%s by %s", in.Kind, actorName(in.Actor))}
+			if in.Comment != "" {
+				reason.Message += ": " + in.Comment
+			}
 			if ev == EvResume {
 				// Failures so far are forgiven: onHealthFailure counts anew.
 				w.r.FailuresForgiven = w.failures()
@@ -71,6 +74,8 @@ func (t *tick) intents() {
 		kind := EventIntentRefused
 		if res.Accepted {
 			kind = EventIntentAccepted
+		} else if in.Comment != "" {
+			res.Reason.Message += fmt.Sprintf(" (comment: %s)", in.Comment)
 		}
 		t.emit(Event{Kind: kind, RolloutID: in.RolloutID, Wave: -1, Reason: res.Reason})
 		t.results = append(t.results, res)

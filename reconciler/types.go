@@ -303,6 +303,9 @@ type Intent struct {
 	Kind      string    `json:"kind"`
 	Actor     string    `json:"actor"`
 	At        time.Time `json:"at"`
+	// Comment is the operator's words with the intent (bounded by the
+	// API); the verdict's reason carries it. Empty when none.
+	Comment string `json:"comment,omitempty"`
 }
 
 // Deferral records that a channel's new ref could not open a rollout
@@ -421,6 +424,12 @@ const (
 	// EventWatchStarted: the control plane's watch over its hosts began
 	// again (rule 6). The control plane's store writes it, not Reconcile.
 	EventWatchStarted = "watch_started"
+	// EventRefSuperseded: a newer ref of a channel replaced one that had
+	// not opened a rollout yet (rule 1: queue depth one, latest wins), so
+	// it never will. The control plane's store writes it when it stores
+	// the newer release, not Reconcile: a ref replaced between two ticks
+	// never reaches the reconciler.
+	EventRefSuperseded = "ref_superseded"
 )
 
 // Event is one journal entry: what happened, to what, and why.

@@ -63,6 +63,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			demoCommand(),
 			statusCommand(),
 			rolloutCommand(),
+			releasesCommand(),
+			eventsCommand(),
 			hostCommand(),
 		},
 		Flags: connFlags(), // the operator commands' connection, also accepted before the command

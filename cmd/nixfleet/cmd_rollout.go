@@ -17,7 +17,7 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-const rolloutNotFoundHint = "'nixfleet rollout list' shows the rollouts"
+const rolloutNotFoundHint = "'nixfleet rollout list' shows the rollouts; 'nixfleet releases', every ref seen"
 
 func rolloutCommand() *cli.Command {
 	return &cli.Command{
@@ -157,42 +157,62 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 	if c.Bool("follow") {
 		return followEvents(c, o, id, after)
 	}
+	fetch := func(q proto.EventQuery) ([]proto.Event, json.RawMessage, error) {
+		return o.api.RolloutEvents(c.Context, id, q)
+	}
+	all, err := allEvents(c, o, proto.EventQuery{AfterID: after}, fetch, rolloutNotFoundHint)
+	if err != nil || asJSON {
+		return err
+	}
+	printEvents(c.App.Writer, all, eventHeader(), func(ev proto.Event) string { return eventLine(o.st, ev) })
+	return nil
+}
+
+// allEvents reads every event q selects, a page of 1,000 after another,
+// with fetch. With --json it prints them as the server sent them, as
+// {"events": […]}. notFound is the hint of a not_found failure.
+func allEvents(c *cli.Context, o *operator, q proto.EventQuery, fetch func(proto.EventQuery) ([]proto.Event, json.RawMessage, error), notFound string) ([]proto.Event, error) {
 	// The events as the server sent them, for --json, and decoded.
 	raws := []json.RawMessage{}
 	var all []proto.Event
 	const page = 1000
+	q.Limit = page
 	for {
-		evs, raw, err := o.api.RolloutEvents(c.Context, id, proto.EventQuery{AfterID: after, Limit: page})
+		evs, raw, err := fetch(q)
 		if err != nil {
-			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+			return nil, o.fail(c, err, notFoundHint(err, notFound))
 		}
 		var p struct {
 			Events []json.RawMessage `json:"events"`
 		}
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return o.fail(c, err, "")
+			return nil, o.fail(c, err, "")
 		}
 		raws = append(raws, p.Events...)
 		all = append(all, evs...)
 		if len(evs) > 0 {
-			after = evs[len(evs)-1].ID
+			q.AfterID = evs[len(evs)-1].ID
 		}
 		if len(evs) < page {
 			break
 		}
 	}
-	if asJSON {
-		return writeJSON(c.App.Writer, map[string]any{"events": raws})
+	if c.Bool("json") {
+		return all, writeJSON(c.App.Writer, map[string]any{"events": raws})
 	}
+	return all, nil
+}
+
+// printEvents prints events for people: header, then a line each.
+func printEvents(w io.Writer, all []proto.Event, header string, line func(proto.Event) string) {
 	if len(all) == 0 {
-		fmt.Fprintln(c.App.Writer, "no events")
-		return nil
+		fmt.Fprintln(w, "no events")
+		return
 	}
-	fmt.Fprintln(c.App.Writer, eventHeader())
+	fmt.Fprintln(w, header)
 	for _, ev := range all {
-		fmt.Fprintln(c.App.Writer, eventLine(o.st, ev))
+		fmt.Fprintln(w, line(ev))
 	}
-	return nil
 }
 
 // followEvents streams a rollout's events until the rollout is terminal
@@ -224,7 +244,9 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		// it could not read the journal: look which.
 		r, _, err := o.api.Rollout(ctx, id)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || isNotFound(err) {
+				// Interrupted; or the id is a ref that never opened
+				// (nixfleet releases), whose stream is over.
 				return nil
 			}
 			return o.fail(c, err, followHint(err, id, after))
@@ -249,22 +271,35 @@ func followHint(err error, id string, after int64) string {
 
 // Event lines have fixed minimum widths, so that followed events line up
 // without knowing what comes next.
-var eventColumns = []struct {
+var eventColumns = []eventColumn{{"ID", 5}, {"TIME", 20}, {"WAVE", 4}, {"HOST", 10}, {"EVENT", 18}, {"TRANSITION", 24}, {"REASON", 0}}
+
+// eventColumn is a column of event lines: its heading and minimum width.
+type eventColumn struct {
 	name  string
 	width int
-}{{"ID", 5}, {"TIME", 20}, {"WAVE", 4}, {"HOST", 10}, {"EVENT", 18}, {"TRANSITION", 24}, {"REASON", 0}}
+}
 
-func eventHeader() string {
-	cells := make([]string, len(eventColumns))
-	for i, col := range eventColumns {
+func eventHeader() string { return headerOf(eventColumns) }
+
+// headerOf is the heading line of columns.
+func headerOf(cols []eventColumn) string {
+	cells := make([]string, len(cols))
+	for i, col := range cols {
 		cells[i] = col.name
 	}
-	return joinPadded(cells, nil)
+	return joinPadded(cols, cells, nil)
 }
 
 // eventLine is one event for people: id, time, wave, host, kind,
 // transition (from → to) and reason.
 func eventLine(st style, ev proto.Event) string {
+	cells, painted := eventCells(st, ev)
+	return joinPadded(eventColumns, cells, map[int]string{5: painted})
+}
+
+// eventCells are the cells of eventColumns for an event, and the
+// transition cell painted.
+func eventCells(st style, ev proto.Event) (cells []string, painted string) {
 	wave := "-"
 	if ev.Wave >= 0 {
 		wave = fmt.Sprint(ev.Wave)
@@ -282,13 +317,12 @@ func eventLine(st style, ev proto.Event) string {
 	if ev.Reason.Actor != "" && !strings.Contains(ev.Reason.Message, ev.Reason.Actor) {
 		reason += " (by " + ev.Reason.Actor + ")"
 	}
-	cells := []string{fmt.Sprint(ev.ID), when(ev.At), wave, dash(ev.Host), ev.Kind, trans, reason}
-	return joinPadded(cells, map[int]string{5: painted})
+	return []string{fmt.Sprint(ev.ID), when(ev.At), wave, dash(ev.Host), ev.Kind, trans, reason}, painted
 }
 
 // joinPadded pads each cell but the last to its column's width; painted
 // replaces a cell's text by a coloured rendering of the same width.
-func joinPadded(cells []string, painted map[int]string) string {
+func joinPadded(cols []eventColumn, cells []string, painted map[int]string) string {
 	var b strings.Builder
 	for i, c := range cells {
 		text := c
@@ -297,7 +331,7 @@ func joinPadded(cells []string, painted map[int]string) string {
 		}
 		b.WriteString(text)
 		if i < len(cells)-1 {
-			b.WriteString(strings.Repeat(" ", max(eventColumns[i].width-utf8.RuneCountInString(c), 0)+2))
+			b.WriteString(strings.Repeat(" ", max(cols[i].width-utf8.RuneCountInString(c), 0)+2))
 		}
 	}
 	return strings.TrimRight(b.String(), " ")
@@ -312,7 +346,7 @@ func intentCommand(kind, use string) *cli.Command {
 		Description: "Files an operator intent; the control plane's next tick decides it (within\n" +
 			"about 5 s). Exit 0: accepted, or still queued when no tick decided in time.\n" +
 			"Exit 1: refused, with the server's code (illegal_transition, forbidden, …).",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "comment", Usage: "`TEXT` for the control plane's log"}},
+		Flags: []cli.Flag{&cli.StringFlag{Name: "comment", Usage: "`TEXT` kept with the intent and shown in its events (at most 500 bytes, one line)"}},
 	}, []string{"ID"}, func(c *cli.Context, o *operator, args []string) error {
 		return runIntent(c, o, kind, args[0])
 	})

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -209,6 +210,33 @@ func (f *testFleet) release(version string, n int) error {
 	return cptest.Release(f.repo, f.spec, version, n, f.clock.Now())
 }
 
+// push signs the fleet at a version as ciCommit n a minute later than
+// the last release, promotes it on every channel, calls the webhook, and
+// waits until a tick decided what each channel's new ref does (its fate
+// in the release log is no longer pending).
+func (f *testFleet) push(version string, n int) error {
+	f.clock.Advance(time.Minute)
+	if err := f.release(version, n); err != nil {
+		return err
+	}
+	if err := f.hook(); err != nil {
+		return err
+	}
+	return f.until(fmt.Sprintf("a tick decides about ciCommit %d", n), func() (bool, error) {
+		rels, _, err := f.viewer.Releases(context.Background(), proto.ReleaseQuery{})
+		if err != nil {
+			return false, nil
+		}
+		decided := 0
+		for _, r := range rels {
+			if r.Ref == fleetkit.Commit(n) && r.Fate != proto.FatePending {
+				decided++
+			}
+		}
+		return decided == len(f.spec.Channels), nil
+	})
+}
+
 // hook calls the webhook as a forge does after a push.
 func (f *testFleet) hook() error { return cptest.Hook(f.url, fleetHookSecret, f.cert.Pool) }
 
@@ -359,11 +387,15 @@ func deadURL() (string, error) {
 // reaches a state. "start insecure" serves plain HTTP without
 // authentication (nixfleet-cp --insecure-dev).
 //
+// "push" signs a new release and promotes it on every channel (see
+// testFleet.push); it sets the rollout ids STABLE<N> and EDGE<N>.
+//
 //	fleet start [insecure]
 //	fleet settle ROLLOUT STATE
+//	fleet push VERSION N
 func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE")
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet push VERSION N")
 	}
 	switch {
 	case args[0] == "start" && (len(args) == 1 || len(args) == 2 && args[1] == "insecure"):
@@ -406,8 +438,23 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 		if err := f.settle(args[1], reconciler.RolloutState(args[2])); err != nil {
 			ts.Fatalf("fleet settle: %v", err)
 		}
+	case args[0] == "push" && len(args) == 3:
+		f := fleets.get(ts)
+		if f == nil {
+			ts.Fatalf("fleet: not started")
+		}
+		n, err := strconv.Atoi(args[2])
+		if err != nil || n < 3 {
+			ts.Fatalf("fleet push: N must be a ciCommit number after the fleet's 2")
+		}
+		if err := f.push(args[1], n); err != nil {
+			ts.Fatalf("fleet push: %v", err)
+		}
+		for _, ch := range []string{"stable", "edge"} {
+			ts.Setenv(fmt.Sprintf("%s%d", strings.ToUpper(ch), n), fleetRollout(ch, n))
+		}
 	default:
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE")
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet push VERSION N")
 	}
 }
 

@@ -54,6 +54,8 @@ func TestMain(m *testing.M) {
 //	                         (fleet_test.go), and point NIXFLEET_CP_URL, NIXFLEET_CA
 //	                         and NIXFLEET_KEY at it
 //	fleet settle ID STATE    check the simulated hosts in until rollout ID is in STATE
+//	fleet push VERSION N     sign VERSION as ciCommit N, promote it on every channel, and
+//	                         wait until a tick decided about it (sets STABLE<N>, EDGE<N>)
 //	normalize [-ids] SRC DST copy SRC to DST with times, hashes, intent ids (and event ids) replaced
 //
 // DEAD_CP_URL is an https URL on which nothing listens.

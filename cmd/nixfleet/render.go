@@ -50,11 +50,12 @@ func (s style) paint(code, text string) string {
 // word.
 func stateColour(state string) string {
 	switch state {
-	case "Converged", "accepted", "online":
+	case "Converged", "accepted", "online", "opened":
 		return ansiGreen
 	case "Failed", "Halted", "Reverting", "Reverted", "RollingBack", "refused", "offline":
 		return ansiRed
-	case "Pending", "Skipped", "Deferred", "Cancelled", "Superseded", "queued", "never seen":
+	case "Pending", "Skipped", "Deferred", "Cancelled", "Superseded", "queued", "never seen",
+		"pending", "waiting", "deferred", "superseded":
 		return ansiYellow
 	case "Opening", "Active", "Activating", "Soaking":
 		return ansiCyan

@@ -21,8 +21,8 @@ func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
 	var n int64
 	err := s.write(ctx, func(tx *txn) error {
 		var err error
-		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At))
+		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at, comment) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At), in.Comment)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -46,8 +46,8 @@ func (s *db) Intent(ctx context.Context, id string) (IntentRecord, error) {
 		result   string
 	)
 	err := s.read(ctx, func(tx *txn) error {
-		return tx.queryRow(ctx, "SELECT rollout_id, kind, actor, at, consumed, result FROM intents WHERE id = ?", id).
-			Scan(&rec.RolloutID, &rec.Kind, &rec.Actor, &at, &consumed, &result)
+		return tx.queryRow(ctx, "SELECT rollout_id, kind, actor, at, comment, consumed, result FROM intents WHERE id = ?", id).
+			Scan(&rec.RolloutID, &rec.Kind, &rec.Actor, &at, &rec.Comment, &consumed, &result)
 	})
 	if errors.Is(err, errNoRows) {
 		return IntentRecord{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
@@ -208,8 +208,10 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 // terminal rollouts last updated before it that are not the latest of
 // their channel, with their hosts and manifests. A rollout that still
 // matters to a tick — a host in flight, or an unconsumed intent naming it —
-// is kept until it no longer does. It returns how many events and rollouts
-// went.
+// is kept until it no longer does. The release log loses the refs whose
+// fate is settled and last changed before it: superseded and refused
+// ones, and opened ones whose rollout went. It returns how many events
+// and rollouts went.
 func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error) {
 	cut := micros(before)
 	err = s.write(ctx, func(tx *txn) error {
@@ -231,12 +233,16 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 				ids = append(ids, h.id)
 			}
 		}
-		return inChunks(ids, idChunk, func(chunk []string) error {
+		err = inChunks(ids, idChunk, func(chunk []string) error {
 			// Hosts and manifests go with their rollout (ON DELETE CASCADE).
 			n, err := tx.exec(ctx, "DELETE FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
 			rollouts += n
 			return err
 		})
+		if err != nil {
+			return err
+		}
+		return pruneReleaseLog(ctx, tx, cut)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: prune: %w", err)

@@ -13,7 +13,8 @@ import (
 // one, under the tick lock so a tick sees one release or the other. A
 // release whose SignedAt (to the microsecond) is not after the current
 // one's returns ErrStaleRelease and writes nothing. The channel's last
-// rolled ref is kept.
+// rolled ref is kept. The release log records the release, and a previous
+// ref that had not opened as superseded (see logRelease).
 func (s *db) PutRelease(ctx context.Context, r Release) error {
 	errs, err := s.PutReleases(ctx, []Release{r})
 	if err != nil {
@@ -83,6 +84,9 @@ func putRelease(ctx context.Context, tx *txn, r Release) (bool, error) {
 		r.Channel, r.Ref, r.SourceCommit, signed, bytesOrEmpty(r.FleetBody), bytesOrEmpty(r.FleetSig), r.FleetHash,
 		bytesOrEmpty(r.ManifestBody), bytesOrEmpty(r.ManifestSig), r.ManifestHash, micros(r.VerifiedAt))
 	if err != nil {
+		return false, fmt.Errorf("store: put release: %w", err)
+	}
+	if err := logRelease(ctx, tx, r, curRef, r.VerifiedAt); err != nil {
 		return false, fmt.Errorf("store: put release: %w", err)
 	}
 	return true, nil

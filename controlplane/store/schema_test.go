@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -45,8 +46,9 @@ func names[S ~string](l []S) []string {
 }
 
 // TestSchemaStates: the state CHECK constraints of every backend's
-// migrations list exactly the reconciler's states, and the in-flight index
-// exactly the in-flight host states.
+// migrations list exactly the reconciler's states, the in-flight index
+// exactly the in-flight host states, and the release log's fate
+// constraint exactly proto.ReleaseFates.
 func TestSchemaStates(t *testing.T) {
 	t.Parallel()
 	inFlight := []string{}
@@ -70,6 +72,7 @@ func TestSchemaStates(t *testing.T) {
 			{"rollouts.wave_phase", `CONSTRAINT rollouts_wave_phase CHECK \(wave_phase IN \(([^)]*)\)\)`,
 				names([]rc.WavePhase{rc.PhaseDispatching, rc.PhaseSoaking})},
 			{"rollout_hosts_in_flight", `INDEX rollout_hosts_in_flight ON rollout_hosts \(rollout_id\) WHERE state IN \(([^)]*)\)`, inFlight},
+			{"channel_refs.fate", `CONSTRAINT channel_refs_fate CHECK \(fate IN \(([^)]*)\)\)`, proto.ReleaseFates},
 		} {
 			got := lastList(t, scripts, regexp.MustCompile(tc.re))
 			slices.Sort(got)

@@ -154,8 +154,9 @@ type Store interface {
 	// deferrals, visibility), calls decide, and applies its Output like
 	// reconciler.Apply: new rollouts with their hosts and a copy of their
 	// channel's manifest (Manifest), changed rollouts and hosts, channels'
-	// last rolled refs, deferrals, visibility, intent results, and the
-	// events (stamped now). An error from decide or from applying leaves
+	// last rolled refs, deferrals, visibility, the fates of the refs it
+	// decided about (release log), intent results, and the events
+	// (stamped now). An error from decide or from applying leaves
 	// the store unchanged. The Output returned carries the watch_started
 	// event first when there was one.
 	Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
@@ -164,8 +165,10 @@ type Store interface {
 	Sight(ctx context.Context) (Sight, error)
 
 	// PutRelease records a channel's verified release, replacing the
-	// current one. A release whose SignedAt is not after the current one's
-	// returns ErrStaleRelease and writes nothing.
+	// current one, and logs it in the release log; the ref it replaced,
+	// if it had not opened a rollout, is superseded there, with a
+	// ref_superseded event. A release whose SignedAt is not after the
+	// current one's returns ErrStaleRelease and writes nothing.
 	PutRelease(ctx context.Context, r Release) error
 	// PutReleases records several channels' releases in one transaction,
 	// so that a tick sees all of them or none: errs[i] is the error
@@ -176,6 +179,12 @@ type Store interface {
 	// Releases returns the current release of every channel, by channel
 	// name.
 	Releases(ctx context.Context) ([]Release, error)
+	// RefuseRelease records a channel ref the source refused in the
+	// release log; a commit the log holds with another fate keeps it.
+	RefuseRelease(ctx context.Context, r RefusedRelease) error
+	// ReleaseLog returns the channel refs seen that q selects, each with
+	// its fate (rfcs/0006 §Release log), newest first.
+	ReleaseLog(ctx context.Context, q ReleaseQuery) ([]proto.Release, error)
 	// Manifest returns the manifest a rollout serves (ErrNotFound).
 	Manifest(ctx context.Context, rolloutID string) (Manifest, error)
 	// ReplaceManifest swaps the manifest a rollout serves, for a re-signed
@@ -228,9 +237,11 @@ type Store interface {
 	// most q.Limit (DefaultEventLimit when zero or negative, at most
 	// MaxEventLimit).
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
-	// Prune deletes events older than before, and terminal rollouts (with
+	// Prune deletes events older than before, terminal rollouts (with
 	// their hosts and manifests) last updated before it that are not the
-	// latest of their channel. It returns how many events and rollouts went.
+	// latest of their channel, and the refs of the release log whose fate
+	// is settled and last changed before it. It returns how many events
+	// and rollouts went.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
 
 	// AcquireLease takes the named lease for holder until now+ttl if it is

@@ -170,8 +170,10 @@ func checkLease(ctx context.Context, tx *txn, l Lease, now time.Time) error {
 //  3. the channels' last rolled refs (applyChannels);
 //  4. the channels in partial visibility and the deferrals
 //     (applyVisibility, applyDeferrals);
-//  5. the operator intents consumed (applyIntents);
-//  6. the events, stamped now.
+//  5. the fates of the refs the tick decided about, in the release log
+//     (applyReleaseFates);
+//  6. the operator intents consumed (applyIntents);
+//  7. the events, stamped now.
 func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reconciler.Output, now time.Time) error {
 	enc := newEncoder()
 	// known maps each rollout the tick may write to its hosts: those it
@@ -195,6 +197,9 @@ func (s *db) apply(ctx context.Context, tx *txn, in *reconciler.Input, out *reco
 		}
 	}
 	if err := tx.applyDeferrals(ctx, out.Deferrals); err != nil {
+		return err
+	}
+	if err := tx.applyReleaseFates(ctx, out, now); err != nil {
 		return err
 	}
 	if err := tx.applyIntents(ctx, out.IntentResults); err != nil {

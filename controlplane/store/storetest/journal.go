@@ -13,8 +13,8 @@ import (
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
-// testIntents: intents are recorded once, seen by the next tick, and
-// carry their result once consumed.
+// testIntents: intents are recorded once, with their comment, seen by
+// the next tick, and carry their result once consumed.
 func testIntents(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	m := newSim(t, s)
@@ -24,7 +24,7 @@ func testIntents(t *testing.T, s store.Store) {
 	id := proto.RolloutID("edge", fleetkit.Commit(1))
 	w0, err := s.Watermark(ctx)
 	must(t, err)
-	pause := rc.Intent{ID: "i1", RolloutID: id, Kind: rc.IntentPause, Actor: "alice", At: t0.Add(time.Second)}
+	pause := rc.Intent{ID: "i1", RolloutID: id, Kind: rc.IntentPause, Actor: "alice", At: t0.Add(time.Second), Comment: "maintenance window"}
 	must(t, s.AddIntent(ctx, pause))
 	wantErr(t, s.AddIntent(ctx, rc.Intent{ID: "i1", RolloutID: id, Kind: rc.IntentCancel, At: t0}), store.ErrDuplicate, "AddIntent with a known id")
 	must(t, s.AddIntent(ctx, rc.Intent{ID: "i0", RolloutID: id, Kind: "explode", Actor: "bob", At: t0}))
@@ -47,8 +47,8 @@ func testIntents(t *testing.T, s store.Store) {
 		must(t, err)
 		diff(t, "a consumed intent's result", rec.Result, &r)
 	}
-	if rec, _ := s.Intent(ctx, "i1"); !rec.Result.Accepted {
-		t.Error("pause refused")
+	if rec, _ := s.Intent(ctx, "i1"); !rec.Result.Accepted || rec.Result.Reason.Message != "pause by alice: maintenance window" {
+		t.Errorf("pause with a comment: result %+v", rec.Result)
 	}
 	if rec, _ := s.Intent(ctx, "i0"); rec.Result.Accepted || rec.Result.Reason.Code != codes.UnknownIntent {
 		t.Errorf("unknown kind: result %+v", rec.Result)

@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RecordStatus", testRecordStatus},
 		{"TouchHosts", testTouchHosts},
 		{"Releases", testReleases},
+		{"ReleaseLog", testReleaseLog},
 		{"Manifests", testManifests},
 		{"Intents", testIntents},
 		{"Events", testEvents},

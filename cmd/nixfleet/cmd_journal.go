@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nixfleet/nixfleet/proto"
+)
+
+// The commands that read what the control plane recorded beyond
+// rollouts: every ref it saw (releases) and the whole journal (events).
+
+func releasesCommand() *cli.Command {
+	return opCommand(&cli.Command{
+		Name:  "releases",
+		Usage: "every channel ref the control plane saw, newest first, and what became of it",
+		Description: "A ref opened a rollout, waits for the channel's rollout, is deferred by a\n" +
+			"channel edge, was superseded by a newer ref before it opened, or was refused\n" +
+			"(with its code). A pending ref is verified and waits for the next tick.",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "channel", Usage: "only the refs of channel `C`"}},
+	}, nil, runReleases)
+}
+
+func runReleases(c *cli.Context, o *operator, _ []string) error {
+	rels, raw, err := o.api.Releases(c.Context, proto.ReleaseQuery{Channel: c.String("channel")})
+	if err != nil {
+		return o.fail(c, err, "")
+	}
+	if c.Bool("json") {
+		return writeRaw(c.App.Writer, raw)
+	}
+	if len(rels) == 0 {
+		fmt.Fprintln(c.App.Writer, "no releases seen")
+		return nil
+	}
+	t := newTable("SEEN", "CHANNEL", "ROLLOUT", "COMMIT", "FATE", "BY", "REASON")
+	t.paint[4] = o.st.state
+	for _, r := range rels {
+		t.add(when(r.SeenAt), r.Channel, dash(r.RolloutID), dash(shortCommit(r.Commit)), r.Fate, dash(r.By),
+			reasonLine(r.Reason.Code, r.Reason.Message))
+	}
+	t.write(c.App.Writer)
+	return nil
+}
+
+// shortCommit is a git commit's first 12 hex digits, as the control
+// plane's messages name commits.
+func shortCommit(h string) string { return h[:min(len(h), 12)] }
+
+func eventsCommand() *cli.Command {
+	return opCommand(&cli.Command{
+		Name:  "events",
+		Usage: "the whole journal: every rollout's events and what belongs to none (refused and superseded refs)",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "stream new events as they are written, until interrupted"},
+			&cli.Int64Flag{Name: "after", Usage: "only events after the event `ID` (to resume)"},
+			&cli.StringFlag{Name: "channel", Usage: "only the events of channel `C`"},
+			&cli.StringFlag{Name: "host", Usage: "only the events of host `H`"},
+		},
+	}, nil, runEvents)
+}
+
+// feedColumns are eventColumns with what each event is about: its
+// rollout, else its channel.
+var feedColumns = slices.Insert(slices.Clone(eventColumns), 2, eventColumn{"ABOUT", 20})
+
+func feedLine(st style, ev proto.Event) string {
+	cells, painted := eventCells(st, ev)
+	cells = slices.Insert(cells, 2, dash(cmpOr(ev.RolloutID, ev.Channel)))
+	return joinPadded(feedColumns, cells, map[int]string{6: painted})
+}
+
+func runEvents(c *cli.Context, o *operator, _ []string) error {
+	q := proto.EventQuery{AfterID: c.Int64("after"), Channel: c.String("channel"), Host: c.String("host")}
+	if q.AfterID < 0 {
+		return usage(c, "--after must be an event id (0 or more)")
+	}
+	if c.Bool("follow") {
+		return followFeed(c, o, q)
+	}
+	fetch := func(q proto.EventQuery) ([]proto.Event, json.RawMessage, error) { return o.api.Events(c.Context, q) }
+	all, err := allEvents(c, o, q, fetch, "")
+	if err != nil || c.Bool("json") {
+		return err
+	}
+	printEvents(c.App.Writer, all, headerOf(feedColumns), func(ev proto.Event) string { return feedLine(o.st, ev) })
+	return nil
+}
+
+// followFeed streams the journal until interrupted; with --json, each
+// event as the server sent it, one per line. A lost connection is an
+// error whose hint says how to resume.
+func followFeed(c *cli.Context, o *operator, q proto.EventQuery) error {
+	ctx, w, asJSON := c.Context, c.App.Writer, c.Bool("json")
+	if !asJSON {
+		fmt.Fprintln(w, headerOf(feedColumns))
+	}
+	err := o.api.FollowEvents(ctx, q, func(ev proto.Event, m json.RawMessage) error {
+		q.AfterID = ev.ID
+		if asJSON {
+			_, err := fmt.Fprintf(w, "%s\n", m)
+			return err
+		}
+		_, err := fmt.Fprintln(w, feedLine(o.st, ev))
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("the control plane ended the stream")
+	}
+	return o.fail(c, err, fmt.Sprintf("resume with: nixfleet events --follow --after %d", q.AfterID))
+}

@@ -1,0 +1,106 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// testReleaseLog: every ref the store was given keeps a row with its
+// fate: pending until a tick decides, then opened, waiting or deferred;
+// superseded (with an event) when a newer ref replaces it before it
+// opened, whether a tick saw it or not; refused when the source says so,
+// without overwriting a ref that was accepted. Prune keeps what is not
+// settled.
+func testReleaseLog(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	fb := testFleet(t)
+	m.checkIn(true, append(edgeHosts, stableHosts...)...)
+	id := func(ch string, n int) string { return proto.RolloutID(ch, fleetkit.Commit(n)) }
+	// fates reads the log (of one channel when given) as "rollout id:
+	// fate by".
+	fates := func(q store.ReleaseQuery) []string {
+		t.Helper()
+		rels, err := s.ReleaseLog(ctx, q)
+		must(t, err)
+		out := []string{}
+		for _, r := range rels {
+			out = append(out, r.RolloutID+": "+r.Fate+" "+r.By)
+		}
+		return out
+	}
+
+	m.release(fb.Build(), fleetkit.Commit(1))
+	diff(t, "refs before a tick", fates(store.ReleaseQuery{}), []string{id("stable", 1) + ": pending ", id("edge", 1) + ": pending "})
+	m.tick() // edge@1 opens; stable@1 waits for it (channel edge)
+	diff(t, "refs after a tick", fates(store.ReleaseQuery{}), []string{
+		id("stable", 1) + ": deferred edge", id("edge", 1) + ": opened "})
+
+	edge := store.ReleaseQuery{Channel: "edge"}
+	m.now = m.now.Add(time.Minute)
+	m.release(fb.Bump("v2").Build(), fleetkit.Commit(2), "edge")
+	m.tick()
+	diff(t, "a ref behind an active rollout", fates(edge), []string{id("edge", 2) + ": waiting " + id("edge", 1), id("edge", 1) + ": opened "})
+
+	// v3 replaces the waiting v2; v4 replaces v3 before any tick saw it.
+	m.now = m.now.Add(time.Minute)
+	m.release(fb.Bump("v3").Build(), fleetkit.Commit(3), "edge")
+	m.now = m.now.Add(time.Minute)
+	m.release(fb.Bump("v4").Build(), fleetkit.Commit(4), "edge")
+	m.tick()
+	diff(t, "superseded refs", fates(edge), []string{
+		id("edge", 4) + ": waiting " + id("edge", 1),
+		id("edge", 3) + ": superseded " + fleetkit.Commit(4),
+		id("edge", 2) + ": superseded " + fleetkit.Commit(3),
+		id("edge", 1) + ": opened "})
+	for n, by := range map[int]int{2: 3, 3: 4} {
+		evs, err := s.Events(ctx, proto.EventQuery{RolloutID: id("edge", n)})
+		must(t, err)
+		last := evs[len(evs)-1]
+		if last.Kind != rc.EventRefSuperseded || last.Channel != "edge" || last.Reason.Code != codes.Superseded {
+			t.Errorf("%s: last event %+v, want %s", id("edge", n), last, rc.EventRefSuperseded)
+		}
+		rels, err := s.ReleaseLog(ctx, store.ReleaseQuery{RolloutID: id("edge", n)})
+		must(t, err)
+		if len(rels) != 1 || rels[0].Commit != "src-"+fleetkit.Commit(n) || rels[0].By != fleetkit.Commit(by) ||
+			rels[0].Reason.Code != codes.Superseded || rels[0].SignedAt.IsZero() {
+			t.Errorf("the log of %s: %+v", id("edge", n), rels)
+		}
+	}
+
+	// Refusals: a new commit is logged refused, once; a commit accepted
+	// before keeps its fate.
+	at := m.now.Add(2 * time.Minute) // after v4 was verified
+	bad := store.RefusedRelease{Channel: "edge", Commit: "bad0", Code: codes.BadSignature, Message: "first", At: at}
+	must(t, s.RefuseRelease(ctx, bad))
+	bad.Message, bad.At = "again", at.Add(time.Second)
+	must(t, s.RefuseRelease(ctx, bad))
+	must(t, s.RefuseRelease(ctx, store.RefusedRelease{Channel: "edge", Commit: "src-" + fleetkit.Commit(1), Ref: fleetkit.Commit(1),
+		Code: codes.ReplayedRelease, Message: "a replay", At: at}))
+	rels, err := s.ReleaseLog(ctx, edge)
+	must(t, err)
+	want := proto.Release{Channel: "edge", Commit: "bad0", SeenAt: at, Fate: proto.FateRefused,
+		Reason: proto.DecisionReason{Code: codes.BadSignature, Message: "again"}, UpdatedAt: at.Add(time.Second)}
+	diff(t, "a refused ref", rels[0], want)
+	diff(t, "refs after refusals", fates(edge)[1:], []string{
+		id("edge", 4) + ": waiting " + id("edge", 1),
+		id("edge", 3) + ": superseded " + fleetkit.Commit(4),
+		id("edge", 2) + ": superseded " + fleetkit.Commit(3),
+		id("edge", 1) + ": opened "})
+	if err := s.RefuseRelease(ctx, store.RefusedRelease{Commit: "x"}); err == nil {
+		t.Error("RefuseRelease accepted a ref without channel and code")
+	}
+
+	// Prune drops the settled refs (superseded, refused), keeps the rest.
+	_, _, err = s.Prune(ctx, m.now.Add(time.Hour))
+	must(t, err)
+	diff(t, "refs after pruning", fates(store.ReleaseQuery{}), []string{
+		id("edge", 4) + ": waiting " + id("edge", 1),
+		id("stable", 1) + ": deferred edge", id("edge", 1) + ": opened "})
+}
