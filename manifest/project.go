@@ -22,8 +22,9 @@ import (
 //     channel rolled out all at once (see AllAtOnce);
 //  2. healthGate from the channel's policy, complianceFrameworks and
 //     freshnessWindow from the channel;
-//  3. disruptionBudgets: every fleet budget with its selector normalized and
-//     resolved against all of the fleet's hosts, host lists sorted, frozen;
+//  3. disruptionBudgets: every fleet budget with its name, its selector
+//     normalized and resolved against all of the fleet's hosts, host lists
+//     sorted, frozen;
 //  4. channelRef = meta.ciCommit, meta copied, fleetResolvedHash set.
 //
 // The rollout id of each manifest is "<channel>@<meta.ciCommit>".
@@ -34,6 +35,7 @@ func Project(f *proto.FleetResolved, fleetResolvedHash string) ([]*proto.Rollout
 	budgets := make([]proto.RolloutBudget, 0, len(f.DisruptionBudgets))
 	for _, b := range f.DisruptionBudgets {
 		budgets = append(budgets, proto.RolloutBudget{
+			Name:           b.Name,
 			Selector:       b.Selector.Normalized(),
 			Hosts:          b.Selector.Resolve(f.Hosts),
 			MaxInFlight:    clonePtr(b.MaxInFlight),
@@ -111,7 +113,7 @@ func cloneBudgets(bs []proto.RolloutBudget) []proto.RolloutBudget {
 	out := make([]proto.RolloutBudget, len(bs))
 	for i, b := range bs {
 		sel := b.Selector.Normalized()
-		out[i] = proto.RolloutBudget{Selector: sel, Hosts: slices.Clone(b.Hosts),
+		out[i] = proto.RolloutBudget{Name: b.Name, Selector: sel, Hosts: slices.Clone(b.Hosts),
 			MaxInFlight: clonePtr(b.MaxInFlight), MaxInFlightPct: clonePtr(b.MaxInFlightPct)}
 	}
 	return out

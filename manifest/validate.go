@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nixfleet/nixfleet/proto"
@@ -35,7 +36,13 @@ var (
 	// ids and file names, hence the narrower set.
 	channelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`)
 	commitRE  = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+	// Budget and wave names label events and tables: short, and free of
+	// the spaces, '=' and ';' of a selector's short form.
+	labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,` + strconv.Itoa(MaxLabelLen-1) + `}$`)
 )
+
+// MaxLabelLen bounds the name of a disruption budget or of a wave.
+const MaxLabelLen = 40
 
 // validHostname: [A-Za-z0-9][A-Za-z0-9._-]{0,252}. Hand-written: it runs
 // once per host.
@@ -98,11 +105,16 @@ func isAlnum(c byte) bool {
 //   - selectors do not carry the evaluation-time "and"/"not";
 //   - a disruption budget can admit at least one host: maxInFlight 0, or a
 //     maxInFlightPct that rounds down to 0 on the budget's hosts, is an
-//     error.
+//     error;
+//   - budget and wave names, where given, are letters, digits, '.', '_'
+//     and '-', at most MaxLabelLen long, starting with a letter or digit;
+//     a budget's name is unique among the fleet's budgets, and no other
+//     budget's label (Selector.Short, when it has no name) equals it; a
+//     wave's name is unique in its policy.
 //
 // It returns warnings (hosts without a closure, selectors that match
 // nothing, budgets of 1 over TightBudgetHosts or more hosts, budgets
-// without a limit) and, when anything is wrong, a *ValidationError listing
+// without a limit, unnamed budgets whose short forms coincide) and, when anything is wrong, a *ValidationError listing
 // every problem.
 func ValidateFleet(f *proto.FleetResolved) (warnings []string, err error) {
 	v := &validator{f: f}
@@ -207,8 +219,16 @@ func (v *validator) policies() {
 		default:
 			v.errorf("rollout policy %q: onHealthFailure %q is not halt or rollback-and-halt", name, p.OnHealthFailure)
 		}
+		waveNames := map[string]int{}
 		for i, w := range p.Waves {
 			where := fmt.Sprintf("rollout policy %q wave %d", name, i)
+			if w.Name != "" && v.label(where, w.Name) {
+				if j, dup := waveNames[w.Name]; dup {
+					v.errorf("%s: name %q is already wave %d's", where, w.Name, j)
+				} else {
+					waveNames[w.Name] = i
+				}
+			}
 			v.selector(where, w.Selector)
 			if w.SoakMinutes < 0 {
 				v.errorf("%s: soakMinutes %d is negative", where, w.SoakMinutes)
@@ -246,6 +266,7 @@ func (v *validator) waves() {
 			v.errorf("waves: channel %q does not exist", ch)
 		}
 		for i, w := range v.f.Waves[ch] {
+			v.label(fmt.Sprintf("waves.%s[%d]", ch, i), w.Name)
 			if w.SoakMinutes < 0 {
 				v.errorf("waves.%s[%d]: soakMinutes %d is negative", ch, i, w.SoakMinutes)
 			}
@@ -337,6 +358,7 @@ func (v *validator) channelEdges() {
 }
 
 func (v *validator) budgets() {
+	v.budgetNames()
 	for i, b := range v.f.DisruptionBudgets {
 		where := fmt.Sprintf("disruptionBudgets[%d]", i)
 		if b.Selector.UsesCombinators() {
@@ -375,6 +397,43 @@ func (v *validator) budgets() {
 			v.warnf("%s: sets neither maxInFlight nor maxInFlightPct, so it limits nothing", where)
 		} else if limit == 1 && n >= TightBudgetHosts {
 			v.warnf("%s: admits one host at a time across %d hosts; rollouts through it will be slow", where, n)
+		}
+	}
+}
+
+// label reports whether an optional name (of a budget or a wave) is
+// absent or well-formed, and records the problem when it is not.
+func (v *validator) label(where, name string) bool {
+	if name == "" || labelRE.MatchString(name) {
+		return true
+	}
+	v.errorf("%s: name %q must be letters, digits, '.', '_' or '-', at most %d long", where, name, MaxLabelLen)
+	return false
+}
+
+// budgetNames checks that budgets can be told apart by their labels: a
+// name is well-formed and no other budget is called the same. Unnamed
+// budgets whose selectors differ but whose short forms coincide (long
+// lists are cut) only draw a warning.
+func (v *validator) budgetNames() {
+	first := map[string]int{}
+	for i, b := range v.f.DisruptionBudgets {
+		where := fmt.Sprintf("disruptionBudgets[%d]", i)
+		if !v.label(where, b.Name) {
+			continue
+		}
+		label := b.Label()
+		j, seen := first[label]
+		if !seen {
+			first[label] = i
+			continue
+		}
+		o := v.f.DisruptionBudgets[j]
+		switch {
+		case b.Name != "" || o.Name != "":
+			v.errorf("%s: is called %q, like disruptionBudgets[%d]; budget names must be unique", where, label, j)
+		case !b.Selector.Equal(o.Selector):
+			v.warnf("%s: is called %q, like disruptionBudgets[%d]; give them names", where, label, j)
 		}
 	}
 }

@@ -525,6 +525,33 @@ func TestValidatePolicies(t *testing.T) {
 		onFailure("explode", `rollout policy "all-at-once": onHealthFailure "explode" is not halt or rollback-and-halt`),
 		onFailure("", `rollout policy "all-at-once": onHealthFailure "" is not halt or rollback-and-halt`),
 		{
+			name: "named policy waves",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) { p.Waves[0].Name, p.Waves[1].Name = "canary", "web" })
+			},
+		},
+		{
+			name: "policy waves of one name",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) { p.Waves[0].Name, p.Waves[1].Name = "web", "web" })
+			},
+			wantErrs: []string{`rollout policy "canary-then-web-then-rest" wave 1: name "web" is already wave 0's`},
+		},
+		{
+			name: "policy wave name with a colon",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) { p.Waves[0].Name = "web:1" })
+			},
+			wantErrs: []string{`rollout policy "canary-then-web-then-rest" wave 0: name "web:1" must be letters, digits`},
+		},
+		{
+			name: "resolved wave name with a space",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.Waves["stable"][0].Name = "the canaries"
+			},
+			wantErrs: []string{`waves.stable[0]: name "the canaries" must be letters, digits`},
+		},
+		{
 			name: "negative policy wave soak",
 			mutate: func(t *testing.T, f *proto.FleetResolved) {
 				setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) { p.Waves[1].SoakMinutes = -5 })
@@ -1052,6 +1079,67 @@ func TestValidateBudgets(t *testing.T) {
 			name: "no budgets at all",
 			mutate: func(t *testing.T, f *proto.FleetResolved) {
 				f.DisruptionBudgets = nil
+			},
+		},
+		{
+			name: "named budgets",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets[0].Name = "web"
+				f.DisruptionBudgets[1].Name = "fleet-wide_1.0"
+			},
+		},
+		{
+			name: "budget name with a space",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets[0].Name = "web tier"
+			},
+			wantErrs: []string{`disruptionBudgets[0]: name "web tier" must be letters, digits, '.', '_' or '-', at most 40 long`},
+		},
+		{
+			name: "budget name too long",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets[0].Name = strings.Repeat("w", manifest.MaxLabelLen+1)
+			},
+			wantErrs: []string{"disruptionBudgets[0]: name \"" + strings.Repeat("w", manifest.MaxLabelLen+1) + "\" must be"},
+		},
+		{
+			name: "budget name starting with a dash",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets[0].Name = "-web"
+			},
+			wantErrs: []string{`disruptionBudgets[0]: name "-web" must be`},
+		},
+		{
+			name: "two budgets of one name",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets[0].Name = "cap"
+				f.DisruptionBudgets[1].Name = "cap"
+			},
+			wantErrs: []string{`disruptionBudgets[1]: is called "cap", like disruptionBudgets[0]; budget names must be unique`},
+		},
+		{
+			name: "a name equal to another budget's short form",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets[0].Name = "all" // budget 1 selects all: its short form is "all"
+			},
+			wantErrs: []string{`disruptionBudgets[1]: is called "all", like disruptionBudgets[0]; budget names must be unique`},
+		},
+		{
+			name: "unnamed budgets of one selector are one budget",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets = append(f.DisruptionBudgets, proto.DisruptionBudget{Selector: web, MaxInFlight: ptr(2)})
+			},
+		},
+		{
+			name: "unnamed budgets whose short forms coincide",
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				f.DisruptionBudgets = append(f.DisruptionBudgets,
+					proto.DisruptionBudget{Selector: proto.Selector{Hosts: []string{"a", "b", "c", "d"}}, MaxInFlight: ptr(1)},
+					proto.DisruptionBudget{Selector: proto.Selector{Hosts: []string{"a", "b", "c", "e"}}, MaxInFlight: ptr(1)})
+			},
+			wantWarns: []string{
+				`disruptionBudgets[3]: is called "hosts=a,b,c,+1", like disruptionBudgets[2]; give them names`,
+				"disruptionBudgets[2]: selector matches no host", "disruptionBudgets[3]: selector matches no host",
 			},
 		},
 	})

@@ -412,7 +412,7 @@ func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 		taken := map[string]bool{}
 		var want []proto.Wave
 		for _, w := range policy.Waves {
-			wave := proto.Wave{Hosts: []string{}, SoakMinutes: w.SoakMinutes}
+			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes}
 			for _, h := range w.Selector.Resolve(f.Hosts) {
 				if f.Hosts[h].Channel == ch && !taken[h] {
 					taken[h] = true

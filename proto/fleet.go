@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nixfleet/nixfleet/internal/jsonscan"
 )
@@ -114,6 +115,9 @@ type RolloutPolicy struct {
 
 // PolicyWave is one wave of a rollout policy, before resolution.
 type PolicyWave struct {
+	// Name is an optional label for people, e.g. "canary" (an addition of
+	// ours, 0001): events and `rollout show` say "wave 0 (canary)".
+	Name        string   `json:"name,omitempty"`
 	Selector    Selector `json:"selector"`
 	SoakMinutes int      `json:"soakMinutes"`
 }
@@ -147,8 +151,11 @@ type ComplianceProbes struct {
 // Wave is one resolved wave of a channel: hosts and how long the wave must
 // stay healthy before the next one starts.
 type Wave struct {
-	Hosts       []string `json:"hosts"`
-	SoakMinutes int      `json:"soakMinutes"`
+	Hosts []string `json:"hosts"`
+	// Name is the policy wave's name, when it has one (an addition of
+	// ours, 0001).
+	Name        string `json:"name,omitempty"`
+	SoakMinutes int    `json:"soakMinutes"`
 }
 
 // Edge orders two hosts of the same channel inside a rollout: Gated is not
@@ -204,6 +211,10 @@ func (f *FleetResolved) afterDecode() error {
 // (Activating or Soaking) at once, across all rollouts. Both limits apply
 // when both are set.
 type DisruptionBudget struct {
+	// Name is an optional label for people, unique in the fleet (an
+	// addition of ours, 0001). Without one, a budget is called by its
+	// selector's short form (Selector.Short).
+	Name     string   `json:"name,omitempty"`
 	Selector Selector `json:"selector"`
 	// MaxInFlight is an absolute cap; nil when absent.
 	MaxInFlight *int `json:"maxInFlight,omitempty"`
@@ -351,6 +362,70 @@ func (s Selector) Equal(o Selector) bool {
 		slices.Equal(a.Hosts, b.Hosts) && ((a.Channel == nil) == (b.Channel == nil)) &&
 		(a.Channel == nil || *a.Channel == *b.Channel)
 }
+
+// Short is a compact, stable form of the selector for people: its rules
+// after Normalized, in the order all, channel, hosts, tags, tagsAny,
+// joined by ";", as in "tags=web", "hosts=db-1,db-2" or
+// "channel=prod;tagsAny=a,b". A list shows its first shortListItems
+// members and then how many more ("hosts=a,b,c,+7"); the whole is cut at
+// shortMaxLen bytes, ending in "…". An empty selector is "none".
+func (s Selector) Short() string {
+	n := s.Normalized()
+	var rules []string
+	if n.All {
+		rules = append(rules, "all")
+	}
+	if n.Channel != nil {
+		rules = append(rules, "channel="+*n.Channel)
+	}
+	for _, l := range []struct {
+		key  string
+		list []string
+	}{{"hosts", n.Hosts}, {"tags", n.Tags}, {"tagsAny", n.TagsAny}} {
+		if len(l.list) == 0 {
+			continue
+		}
+		shown := l.list[:min(len(l.list), shortListItems)]
+		r := l.key + "=" + strings.Join(shown, ",")
+		if more := len(l.list) - len(shown); more > 0 {
+			r += fmt.Sprintf(",+%d", more)
+		}
+		rules = append(rules, r)
+	}
+	if len(rules) == 0 {
+		return "none"
+	}
+	out := strings.Join(rules, ";")
+	if len(out) > shortMaxLen {
+		cut := 0
+		for i := range out { // rune starts: never cut a character in two
+			if i > shortMaxLen {
+				break
+			}
+			cut = i
+		}
+		out = out[:cut] + "…"
+	}
+	return out
+}
+
+// Bounds of Selector.Short.
+const (
+	shortListItems = 3
+	shortMaxLen    = 48
+)
+
+// BudgetLabel is what people call a disruption budget: its name, or else
+// its selector's short form.
+func BudgetLabel(name string, s Selector) string {
+	if name != "" {
+		return name
+	}
+	return s.Short()
+}
+
+// Label is what people call the budget (BudgetLabel).
+func (b DisruptionBudget) Label() string { return BudgetLabel(b.Name, b.Selector) }
 
 // Signature algorithms.
 const (

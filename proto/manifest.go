@@ -53,8 +53,14 @@ type RolloutBudget struct {
 	Hosts          []string `json:"hosts"`
 	MaxInFlight    *int     `json:"maxInFlight,omitempty"`
 	MaxInFlightPct *int     `json:"maxInFlightPct,omitempty"`
-	Selector       Selector `json:"selector"`
+	// Name is the fleet budget's name; absent when it has none.
+	Name     string   `json:"name,omitempty"`
+	Selector Selector `json:"selector"`
 }
+
+// Label is what people call the budget: its name, or else its selector's
+// short form.
+func (b RolloutBudget) Label() string { return BudgetLabel(b.Name, b.Selector) }
 
 // RolloutID returns "<channel>@<channelRef>", the identifier of the
 // rollout this manifest describes, computed from its fields.

@@ -1,6 +1,9 @@
 package proto
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The operator API's bodies (rfcs/0007 §Operator endpoints): what
 // GET /v1/status, /v1/rollouts, /v1/rollouts/{id}, the event endpoints,
@@ -88,7 +91,9 @@ type Rollout struct {
 // RolloutWave is one wave of a rollout. (The rollout's Edges are the
 // fleet's host edges without their reasons.)
 type RolloutWave struct {
-	SoakMinutes int `json:"soakMinutes"`
+	// Name is the policy's name for the wave; absent when it has none.
+	Name        string `json:"name,omitempty"`
+	SoakMinutes int    `json:"soakMinutes"`
 }
 
 // RolloutHost is a host's place and state in a rollout.
@@ -217,7 +222,25 @@ type Event struct {
 	From   string         `json:"from,omitempty"`
 	To     string         `json:"to,omitempty"`
 	Reason DecisionReason `json:"reason"`
+	// Budgets is the occupancy of the disruption budgets the decision
+	// touched: after a dispatch, every budget the host now counts against;
+	// for a host held by the budget gate, the full budget. Absent
+	// otherwise.
+	Budgets []BudgetUse `json:"budgets,omitempty"`
 }
+
+// BudgetUse is a disruption budget's occupancy when a decision was made:
+// Name is its label (its name, or its selector's short form), InFlight
+// the hosts in flight against it and Limit how many it allows. String
+// gives the compact form "web 3/3".
+type BudgetUse struct {
+	Name     string `json:"name"`
+	InFlight int    `json:"inFlight"`
+	Limit    int    `json:"limit"`
+}
+
+// String is "<name> <inFlight>/<limit>".
+func (u BudgetUse) String() string { return fmt.Sprintf("%s %d/%d", u.Name, u.InFlight, u.Limit) }
 
 // EventQuery selects events: the query parameters rollout, channel, host,
 // after and limit of the event endpoints. Zero fields do not filter.

@@ -16,10 +16,11 @@ import (
 // budgetGroup is one disruption budget across every rollout that carries
 // it: budgets are the same budget when their selectors are equal (rule 5).
 type budgetGroup struct {
-	label    string
+	name     string // the label of the budget that sets the limit
 	limit    int
 	inflight int
-	why      Reason // the block reason, made once
+	why      Reason // the block reason, made once per occupancy
+	whyAt    int    // the occupancy why was made at
 }
 
 // budgetLimit is one frozen budget's cap: maxInFlight and
@@ -94,13 +95,32 @@ func (t *tick) group(b proto.RolloutBudget) *budgetGroup {
 	key := selectorKey(b.Selector)
 	g := t.groups[key]
 	if g == nil {
-		g = &budgetGroup{label: key, limit: math.MaxInt}
+		g = &budgetGroup{name: b.Label(), limit: math.MaxInt}
 		t.groups[key] = g
 	}
+	// The budget that sets the limit names the group; of equal limits,
+	// the first met (rollouts go oldest first).
 	if l := budgetLimit(b); l < g.limit {
-		g.limit, g.why = l, Reason{}
+		g.limit, g.name, g.why = l, b.Label(), Reason{}
 	}
 	return g
+}
+
+// use is the group's occupancy for an event.
+func (g *budgetGroup) use() BudgetUse {
+	return BudgetUse{Name: g.name, InFlight: g.inflight, Limit: g.limit}
+}
+
+// uses is the occupancy of the limiting groups among gs, for an event; nil
+// when none limits anything.
+func uses(gs []*budgetGroup) []BudgetUse {
+	var out []BudgetUse
+	for _, g := range gs {
+		if g.limit != math.MaxInt {
+			out = append(out, g.use())
+		}
+	}
+	return out
 }
 
 // groupList is a budget group with one member's frozen host list.
@@ -166,6 +186,16 @@ func (t *tick) take(w *work, i int) {
 	t.inFlight[w.r.Hosts[i].Hostname] = w
 }
 
+// takeNoted is take for the host whose move into flight was the event
+// just emitted: the event notes the occupancy of the budgets it took a
+// slot in.
+func (t *tick) takeNoted(w *work, i int) {
+	t.take(w, i)
+	if n := len(t.events); n > 0 {
+		t.events[n-1].Budgets = uses(w.held[i])
+	}
+}
+
 // untake gives back a host's slots when it left flight in this pass.
 func (t *tick) untake(w *work, i int) {
 	for _, g := range w.held[i] {
@@ -199,10 +229,14 @@ func (t *tick) full(w *work, i int) *budgetGroup {
 	return nil
 }
 
+// budgetBlock is the reason of a host the full group g holds, made once
+// per occupancy (a group over its limit, tightened by a newer release,
+// drains one host at a time).
 func budgetBlock(g *budgetGroup) Reason {
-	if g.why.Gate == "" {
+	if g.why.Gate == "" || g.whyAt != g.inflight {
 		g.why = Reason{Gate: codes.Budget, Code: codes.Budget,
-			Message: fmt.Sprintf("disruption budget %s allows %d host(s) in flight and is full", g.label, g.limit)}
+			Message: fmt.Sprintf("disruption budget %s allows %d host(s) in flight and is full (%d/%d)", g.name, g.limit, g.inflight, g.limit)}
+		g.whyAt = g.inflight
 	}
 	return g.why
 }

@@ -221,18 +221,27 @@ func (t *tick) open(c *Channel) *work {
 	// all at once has an empty waves.<channel> (0001 §4.1): one wave,
 	// holding all its hosts (waveIndex 0), with no soak, since no wave
 	// waits for it; each host's health is still judged once after its
-	// confirm (rule 8), and the budgets pace the wave (rule 5).
+	// confirm (rule 8), and the budgets pace the wave (rule 5). A wave
+	// is named as waves.<channel> names it, or else as the policy's wave
+	// of the same index names it, when the two lists match.
 	waves := f.Waves[c.Name]
 	n := len(waves)
 	for _, hw := range m.HostSet {
 		n = max(n, hw.WaveIndex+1)
 	}
+	var policyWaves []proto.PolicyWave
+	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok && len(p.Waves) == len(waves) {
+		policyWaves = p.Waves
+	}
 	for i := range max(n, 1) {
-		soak := 0
+		var spec WaveSpec
 		if i < len(waves) {
-			soak = waves[i].SoakMinutes
+			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes}
+			if spec.Name == "" && policyWaves != nil {
+				spec.Name = policyWaves[i].Name // a resolver that did not copy it
+			}
 		}
-		r.Waves = append(r.Waves, WaveSpec{SoakMinutes: soak})
+		r.Waves = append(r.Waves, spec)
 	}
 	for _, hw := range m.HostSet {
 		h := RolloutHost{Hostname: hw.Hostname, Wave: hw.WaveIndex, Target: hw.TargetClosure, State: HostPending, Since: t.now}

@@ -66,8 +66,8 @@ func (t *tick) deadline(w *work) {
 			// still converge are waiting for the fleet to move.
 			return
 		}
-		msg := fmt.Sprintf("wave %d made no progress for %s: %s; %d of the %d host(s) it needs converged on a new closure to be promoted",
-			w.r.Wave, limit, summarize(counts), converged, need)
+		msg := fmt.Sprintf("%s made no progress for %s: %s; %d of the %d host(s) it needs converged on a new closure to be promoted",
+			w.waveLabel(w.r.Wave), limit, summarize(counts), converged, need)
 		if t.partial[w.r.Channel] {
 			msg += fmt.Sprintf("; channel %s is in partial visibility", w.r.Channel)
 		}

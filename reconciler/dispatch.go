@@ -43,7 +43,7 @@ func (t *tick) advance(w *work) {
 				return
 			}
 			t.emit(Event{Kind: EventWavePromoted, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave,
-				Reason: Reason{Code: codes.WavePromoted, Message: fmt.Sprintf("wave %d done; wave %d starts", w.r.Wave, w.r.Wave+1)}})
+				Reason: Reason{Code: codes.WavePromoted, Message: fmt.Sprintf("%s done; %s starts", w.waveLabel(w.r.Wave), w.waveLabel(w.r.Wave+1))}})
 			w.r.Wave++
 			w.r.WaveStartedAt, w.r.ProgressAt, w.changed = t.now, t.now, true
 		}
@@ -168,11 +168,19 @@ func (t *tick) dispatchHosts(w *work) {
 			}
 			h.Previous = o.Current
 			t.setHost(w, i, EvDispatch, Reason{Code: code, Message: msg})
-			t.take(w, i)
+			t.takeNoted(w, i)
 			t.actions = append(t.actions, HostAction{Host: h.Hostname, RolloutID: w.r.ID, Kind: ActionDispatch,
 				Target: h.Target, Wave: h.Wave, Reason: h.Reason})
 		}
 	}
+}
+
+// waveLabel is "wave 1", or "wave 1 (canary)" when the policy names it.
+func (w *work) waveLabel(i int) string {
+	if i >= 0 && i < len(w.r.Waves) && w.r.Waves[i].Name != "" {
+		return fmt.Sprintf("wave %d (%s)", i, w.r.Waves[i].Name)
+	}
+	return fmt.Sprintf("wave %d", i)
 }
 
 // gate returns the first gate that holds a host (rule 4), or a zero Reason.
@@ -184,7 +192,7 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 	if h.Wave > w.r.Wave {
 		why, ok := w.waveMsg[h.Wave]
 		if !ok {
-			why = Reason{Gate: codes.WaveNotActive, Code: codes.WaveNotActive, Message: fmt.Sprintf("wave %d is not active yet", h.Wave)}
+			why = Reason{Gate: codes.WaveNotActive, Code: codes.WaveNotActive, Message: w.waveLabel(h.Wave) + " is not active yet"}
 			w.waveMsg[h.Wave] = why
 		}
 		return why
@@ -230,7 +238,7 @@ func (t *tick) lateGate(w *work, i int, failWave int) Reason {
 	}
 	if failWave >= 0 && failWave < h.Wave {
 		return Reason{Gate: codes.ComplianceEarlierWave, Code: codes.ComplianceEarlierWave,
-			Message: fmt.Sprintf("a converged host of wave %d fails runtime compliance", failWave)}
+			Message: fmt.Sprintf("a converged host of %s fails runtime compliance", w.waveLabel(failWave))}
 	}
 	return Reason{}
 }
@@ -278,7 +286,7 @@ func (t *tick) finishDeferred(w *work) {
 			continue
 		}
 		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: codes.BootedIntoTarget, Message: "rebooted into the target; soaking"})
-		t.take(w, i)
+		t.takeNoted(w, i)
 		if t.observeHost(w, i); !h.State.InFlight() {
 			t.untake(w, i) // soaked at once (no soak time)
 		}

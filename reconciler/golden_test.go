@@ -138,6 +138,23 @@ func wantEvent(kind, host, to, code string) func(*testing.T, rc.Output) {
 	}
 }
 
+// wantBudgets wants the host's event of kind to note exactly these
+// budget occupancies.
+func wantBudgets(kind, host string, want ...rc.BudgetUse) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		for _, e := range out.Events {
+			if e.Kind == kind && e.Host == host {
+				if !slices.Equal(e.Budgets, want) {
+					t.Fatalf("%s event of %s notes budgets %v, want %v", kind, host, e.Budgets, want)
+				}
+				return
+			}
+		}
+		t.Fatalf("no %s event for host %q in:\n%s", kind, host, mustJSON(t, out.Events))
+	}
+}
+
 func noEvent(kind string) func(*testing.T, rc.Output) {
 	return func(t *testing.T, out rc.Output) {
 		t.Helper()

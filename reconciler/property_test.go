@@ -82,6 +82,16 @@ func TestPropertyOneRolloutDrivesAHost(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkOneDriver) })
 }
 
+// TestPropertyEventBudgetsWithinLimits: invariant 1 as the journal shows
+// it. A host moved into flight notes every limiting budget it counts
+// against, none of them over its limit after the move; a host the budget
+// gate holds notes the full budget, as its message says it; no other
+// event notes budgets.
+func TestPropertyEventBudgetsWithinLimits(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkEventBudgets) })
+}
+
 // TestPropertyDispatchRespectsEdgesAndWaves: invariant 2.
 func TestPropertyDispatchRespectsEdgesAndWaves(t *testing.T) {
 	t.Parallel()
@@ -479,6 +489,9 @@ func (m *fleetModel) drawBudget(t *rapid.T) proto.DisruptionBudget {
 	} else {
 		b.Selector = m.drawSelector(t)
 	}
+	if n := rapid.IntRange(-1, 3).Draw(t, "budgetName"); n >= 0 {
+		b.Name = "b" + strconv.Itoa(n) // fixBudgets keeps names unique
+	}
 	kind := rapid.IntRange(0, 2).Draw(t, "budgetLimitKind")
 	if kind != 1 {
 		mi := rapid.IntRange(1, 5).Draw(t, "maxInFlight")
@@ -492,10 +505,17 @@ func (m *fleetModel) drawBudget(t *rapid.T) proto.DisruptionBudget {
 }
 
 // fixBudgets raises every maxInFlightPct to the smallest value that does
-// not round down to 0 on the budget's hosts (ValidateFleet refuses those).
+// not round down to 0 on the budget's hosts, and drops a name an earlier
+// budget has (ValidateFleet refuses both).
 func (m *fleetModel) fixBudgets() {
 	hosts := m.protoHosts()
+	named := map[string]bool{}
 	for i, b := range m.budgets {
+		if named[b.Name] {
+			m.budgets[i].Name = ""
+		} else if b.Name != "" {
+			named[b.Name] = true
+		}
 		if b.MaxInFlightPct == nil {
 			continue
 		}
@@ -1231,6 +1251,12 @@ func checkBudgets(_ *rapid.T, c tickCase) []string {
 			(from != reconciler.HostDeferred || to != reconciler.HostSoaking) {
 			continue
 		}
+		if simInFlight(from) {
+			// Already in flight (a soaking host sent back): it takes no
+			// new slot, so a limit a newer release tightened meanwhile
+			// is not exceeded by it.
+			continue
+		}
 		ri, ok := index[e.RolloutID]
 		if !ok {
 			problems = append(problems, fmt.Sprintf("host %s moved %s→%s in rollout %s, which is not in the state", e.Host, from, to, e.RolloutID))
@@ -1273,6 +1299,38 @@ func checkBudgets(_ *rapid.T, c tickCase) []string {
 			if !slices.Equal(want, h.Budgets) {
 				problems = append(problems, fmt.Sprintf("rollout %s host %s: Budgets = %v, but its name is in the host lists of budgets %v", r.ID, h.Hostname, h.Budgets, want))
 			}
+		}
+	}
+	return problems
+}
+
+// checkEventBudgets: see TestPropertyEventBudgetsWithinLimits.
+func checkEventBudgets(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	for _, e := range c.out.Events {
+		into := e.Kind == reconciler.EventHostTransition && (e.To == string(reconciler.HostActivating) &&
+			(e.Reason.Code == codes.Dispatched || e.Reason.Code == codes.CatchUp) ||
+			e.From == string(reconciler.HostDeferred) && e.To == string(reconciler.HostSoaking))
+		held := e.Kind == reconciler.EventHostWaiting && e.Reason.Gate == codes.Budget
+		switch {
+		case into:
+			for _, u := range e.Budgets {
+				if u.Name == "" || u.InFlight < 1 || u.InFlight > u.Limit {
+					problems = append(problems, fmt.Sprintf("host %s moved %s→%s in %s noting budget %q at %d/%d", e.Host, e.From, e.To, e.RolloutID, u.Name, u.InFlight, u.Limit))
+				}
+			}
+		case held:
+			if len(e.Budgets) != 1 {
+				problems = append(problems, fmt.Sprintf("host %s held by the budget gate in %s notes %d budgets, want 1", e.Host, e.RolloutID, len(e.Budgets)))
+				continue
+			}
+			u := e.Budgets[0]
+			if u.InFlight < u.Limit || !strings.HasPrefix(e.Reason.Message, "disruption budget "+u.Name+" ") ||
+				!strings.HasSuffix(e.Reason.Message, fmt.Sprintf("(%d/%d)", u.InFlight, u.Limit)) {
+				problems = append(problems, fmt.Sprintf("host %s held in %s notes budget %q at %d/%d, saying %q", e.Host, e.RolloutID, u.Name, u.InFlight, u.Limit, e.Reason.Message))
+			}
+		case len(e.Budgets) > 0:
+			problems = append(problems, fmt.Sprintf("%s event of host %s (%s) notes budgets %v", e.Kind, e.Host, e.Reason.Code, e.Budgets))
 		}
 	}
 	return problems

@@ -288,7 +288,13 @@ func (t *tick) block(w *work, i int, why Reason) {
 	h.Blocked = why
 	t.moved = true
 	if why.Gate != codes.WaveNotActive && why.Gate != "" {
-		t.emit(Event{Kind: EventHostWaiting, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
-			From: string(h.State), Reason: why})
+		e := Event{Kind: EventHostWaiting, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
+			From: string(h.State), Reason: why}
+		if why.Gate == codes.Budget {
+			if g := t.full(w, i); g != nil {
+				e.Budgets = []BudgetUse{g.use()}
+			}
+		}
+		t.emit(e)
 	}
 }

@@ -414,6 +414,55 @@ var scenarios = []goldenCase{
 		check: wantIntents("a1", "b1"),
 	},
 	{
+		name: "rule05-budget-named-occupancy",
+		desc: "rule 5: a named budget web (2) and an unnamed one over all hosts (3): each dispatch notes the occupancy of the budgets it counts against after it; w3's wait notes web full, by name",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("stable", 0).
+				Host("db1", "stable", 0, "db").Host("w1", "stable", 0, "web").Host("w2", "stable", 0, "web").Host("w3", "stable", 0, "web").
+				NamedBudget("web", proto.Selector{Tags: []string{"web"}}, 2, 0).
+				Budget(proto.Selector{All: true}, 3, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("db1", "w1", "w2", "w3")
+		},
+		check: all(wantIntents("db1", "w1", "w2"),
+			wantBudgets(rc.EventHostTransition, "db1", rc.BudgetUse{Name: "all", InFlight: 1, Limit: 3}),
+			wantBudgets(rc.EventHostTransition, "w1", rc.BudgetUse{Name: "web", InFlight: 1, Limit: 2}, rc.BudgetUse{Name: "all", InFlight: 2, Limit: 3}),
+			wantBudgets(rc.EventHostTransition, "w2", rc.BudgetUse{Name: "web", InFlight: 2, Limit: 2}, rc.BudgetUse{Name: "all", InFlight: 3, Limit: 3}),
+			wantBudgets(rc.EventHostWaiting, "w3", rc.BudgetUse{Name: "web", InFlight: 2, Limit: 2}),
+		),
+	},
+	{
+		name: "rule05-budget-named-full",
+		desc: "rule 5: the named budget web admits 1: the waiting host's event and Blocked name it and show it full (1/1)",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("stable", 0).Host("w1", "stable", 0, "web").Host("w2", "stable", 0, "web").
+				NamedBudget("web", proto.Selector{Tags: []string{"web"}}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("w1", "w2")
+		},
+		check: all(wantIntents("w1"), wantBlocked("w2", codes.Budget),
+			wantBudgets(rc.EventHostTransition, "w1", rc.BudgetUse{Name: "web", InFlight: 1, Limit: 1}),
+			wantBudgets(rc.EventHostWaiting, "w2", rc.BudgetUse{Name: "web", InFlight: 1, Limit: 1}),
+			wantMessage(rc.EventHostWaiting, codes.Budget, "disruption budget web allows 1 host(s) in flight and is full (1/1)"),
+		),
+	},
+	{
+		name: "rule05-budget-tightened-shows-over-limit",
+		desc: "rule 5: channel x fills the unnamed budget all (3 in flight of 3); channel y's release brings the same selector, named one-at-a-time, with limit 1: the tighter limit and its name apply to both, and y1 waits on 3/1",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("x", 0).Channel("y", 0).
+				Host("x1", "x", 0).Host("x2", "x", 0).Host("x3", "x", 0).Host("y1", "y", 0).
+				Budget(proto.Selector{All: true}, 3, 0)
+			s.release(b.Build(), fleetkit.Commit(1), "x").online("x1", "x2", "x3", "y1").tick().advance(time.Minute)
+			b = fleetkit.New(s.t).Channel("x", 0).Channel("y", 0).
+				Host("x1", "x", 0).Host("x2", "x", 0).Host("x3", "x", 0).Host("y1", "y", 0).
+				NamedBudget("one-at-a-time", proto.Selector{All: true}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(2), "y")
+		},
+		check: all(wantIntents(), wantBlocked("y1", codes.Budget),
+			wantBudgets(rc.EventHostWaiting, "y1", rc.BudgetUse{Name: "one-at-a-time", InFlight: 3, Limit: 1}),
+			wantMessage(rc.EventHostWaiting, codes.Budget, "disruption budget one-at-a-time allows 1 host(s) in flight and is full (3/1)"),
+		),
+	},
+	{
 		name: "rule05-soaking-hosts-count",
 		desc: "rule 5: a soaking host is in flight: with maxInFlight 1 the next host waits",
 		build: func(s *scenario) {
@@ -572,6 +621,20 @@ var scenarios = []goldenCase{
 			s.advance(4 * time.Minute)
 		},
 		check: all(wantEvent(rc.EventHostTransition, "a", "Converged", codes.Soaked), wantEvent(rc.EventWavePromoted, "", "", ""), wantIntents("b", "c")),
+	},
+	{
+		name: "rule08-named-waves",
+		desc: "rule 8: the policy names its waves canary and main: the held host, the promotion and the rollout's waves say so",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("stable", 0, 10).WaveNames("stable", "canary", "main").
+				Host("a", "stable", 0).Host("b", "stable", 1)
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b").tick().advance(time.Minute)
+			if h := s.hostIn(id1, "b"); h.Blocked.Message != "wave 1 (main) is not active yet" {
+				s.t.Fatalf("b is held by %+v", h.Blocked)
+			}
+			s.confirm(id1, "a")
+		},
+		check: all(wantIntents("b"), wantMessage(rc.EventWavePromoted, codes.WavePromoted, "wave 0 (canary) done; wave 1 (main) starts")),
 	},
 	{
 		name: "rule08-health-judged-from-checkins-after-the-confirm",

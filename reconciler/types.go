@@ -196,7 +196,9 @@ type Rollout struct {
 
 // WaveSpec is one wave of a rollout.
 type WaveSpec struct {
-	SoakMinutes int `json:"soakMinutes"`
+	// Name is the policy's name for the wave; empty when it has none.
+	Name        string `json:"name,omitempty"`
+	SoakMinutes int    `json:"soakMinutes"`
 }
 
 // Edge orders two hosts of a rollout: Gated waits until Gates converged.
@@ -444,4 +446,13 @@ type Event struct {
 	From   string `json:"from,omitempty"`
 	To     string `json:"to,omitempty"`
 	Reason Reason `json:"reason"`
+	// Budgets is the occupancy of the disruption budgets the decision
+	// touched (rfcs/0003 rule 5): on a dispatch, and on a deferred host
+	// taken back into flight, every limiting budget the host now counts
+	// against, after it took its slot; on a host held by the budget gate,
+	// the full budget. Absent on other events.
+	Budgets []BudgetUse `json:"budgets,omitempty"`
 }
+
+// BudgetUse is a disruption budget's occupancy (the wire type).
+type BudgetUse = proto.BudgetUse

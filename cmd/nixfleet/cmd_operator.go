@@ -213,9 +213,9 @@ func waveText(r proto.Rollout) string {
 	case reconciler.RolloutState(r.State) == reconciler.RolloutConverged:
 		return fmt.Sprintf("all %d wave(s) promoted", n)
 	case terminal(r):
-		return fmt.Sprintf("stopped in wave %d of waves 0-%d", r.Wave, n-1)
+		return fmt.Sprintf("stopped in wave %s of waves 0-%d", waveName(r, r.Wave), n-1)
 	}
-	return fmt.Sprintf("wave %d of waves 0-%d (%s)", r.Wave, n-1, r.WavePhase)
+	return fmt.Sprintf("wave %s of waves 0-%d (%s)", waveName(r, r.Wave), n-1, r.WavePhase)
 }
 
 func waitingText(m map[string]int) string {

@@ -106,7 +106,7 @@ func printTick(w io.Writer, in reconciler.Input, out reconciler.Output) {
 			if e.From != "" || e.To != "" {
 				fmt.Fprintf(&b, " %s -> %s", cmpOr(e.From, "·"), cmpOr(e.To, "·"))
 			}
-			fmt.Fprintf(&b, "  %s", reasonText(e.Reason))
+			fmt.Fprintf(&b, "  %s%s", reasonText(e.Reason), budgetsText(e.Budgets))
 			fmt.Fprintln(w, b.String())
 		}
 	}

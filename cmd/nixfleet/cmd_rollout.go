@@ -111,7 +111,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 		if wp.index == r.Wave && !terminal(r) {
 			line += "  <- current"
 		}
-		wt.add(fmt.Sprint(wp.index), fmt.Sprintf("%dm", wp.soakMinutes), line)
+		wt.add(waveName(r, wp.index), fmt.Sprintf("%dm", wp.soakMinutes), line)
 	}
 	wt.write(w)
 
@@ -125,6 +125,15 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 		ht.write(w)
 	}
 	return nil
+}
+
+// waveName is a wave's index, with the policy's name for it when it has
+// one: "1 (canary)".
+func waveName(r proto.Rollout, i int) string {
+	if i >= 0 && i < len(r.Waves) && r.Waves[i].Name != "" {
+		return fmt.Sprintf("%d (%s)", i, r.Waves[i].Name)
+	}
+	return fmt.Sprint(i)
 }
 
 // hostReason is why a host of a rollout is where it is now: its
@@ -291,7 +300,8 @@ func headerOf(cols []eventColumn) string {
 }
 
 // eventLine is one event for people: id, time, wave, host, kind,
-// transition (from → to) and reason.
+// transition (from → to) and reason, then the occupancy of the budgets
+// the decision touched, as in "[web 3/3, all 5/10]".
 func eventLine(st style, ev proto.Event) string {
 	cells, painted := eventCells(st, ev)
 	return joinPadded(eventColumns, cells, map[int]string{5: painted})
@@ -317,7 +327,21 @@ func eventCells(st style, ev proto.Event) (cells []string, painted string) {
 	if ev.Reason.Actor != "" && !strings.Contains(ev.Reason.Message, ev.Reason.Actor) {
 		reason += " (by " + ev.Reason.Actor + ")"
 	}
+	reason += budgetsText(ev.Budgets)
 	return []string{fmt.Sprint(ev.ID), when(ev.At), wave, dash(ev.Host), ev.Kind, trans, reason}, painted
+}
+
+// budgetsText is the occupancy of the budgets an event notes, as
+// " [web 3/3, all 5/10]"; empty when it notes none.
+func budgetsText(uses []proto.BudgetUse) string {
+	if len(uses) == 0 {
+		return ""
+	}
+	parts := make([]string, len(uses))
+	for i, u := range uses {
+		parts[i] = u.String()
+	}
+	return " [" + strings.Join(parts, ", ") + "]"
 }
 
 // joinPadded pads each cell but the last to its column's width; painted

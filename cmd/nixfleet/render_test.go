@@ -125,4 +125,19 @@ func TestEventLine(t *testing.T) {
 	if got := strings.Index(header, "TRANSITION"); got != strings.Index(plain, "Pending") {
 		t.Fatalf("header %q and line %q are not aligned", header, plain)
 	}
+	// The budgets the decision touched follow the reason.
+	ev.Budgets = []proto.BudgetUse{{Name: "web", InFlight: 3, Limit: 3}, {Name: "tags=db", InFlight: 1, Limit: 2}}
+	if got := eventLine(style{}, ev); got != want+" [web 3/3, tags=db 1/2]" {
+		t.Fatalf("event line with budgets\n got %q\nwant %q", got, want+" [web 3/3, tags=db 1/2]")
+	}
+}
+
+func TestWaveName(t *testing.T) {
+	t.Parallel()
+	r := proto.Rollout{Waves: []proto.RolloutWave{{Name: "canary"}, {}}}
+	for i, want := range []string{"0 (canary)", "1", "2"} {
+		if got := waveName(r, i); got != want {
+			t.Errorf("waveName(%d) = %q, want %q", i, got, want)
+		}
+	}
 }

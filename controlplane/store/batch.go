@@ -148,9 +148,9 @@ func flatten(rows [][]any, cols int) []any {
 	return out
 }
 
-const eventCols = "at, kind, rollout_id, channel, wave, host, from_state, to_state, reason"
+const eventCols = "at, kind, rollout_id, channel, wave, host, from_state, to_state, reason, budgets"
 
-var eventColumns = []string{"at", "kind", "rollout_id", "channel", "wave", "host", "from_state", "to_state", "reason"}
+var eventColumns = []string{"at", "kind", "rollout_id", "channel", "wave", "host", "from_state", "to_state", "reason", "budgets"}
 
 // insertEvents writes events stamped at, in order (ids follow it).
 func (tx *txn) insertEvents(ctx context.Context, enc *encoder, at time.Time, events []reconciler.Event) error {
@@ -164,7 +164,11 @@ func (tx *txn) insertEvents(ctx context.Context, enc *encoder, at time.Time, eve
 		if err != nil {
 			return err
 		}
-		values[i] = []any{us, e.Kind, e.RolloutID, e.Channel, e.Wave, e.Host, e.From, e.To, reason}
+		budgets, err := eventBudgetsJSON(e.Budgets)
+		if err != nil {
+			return err
+		}
+		values[i] = []any{us, e.Kind, e.RolloutID, e.Channel, e.Wave, e.Host, e.From, e.To, reason, budgets}
 	}
 	if tx.dialect == dialectPostgres {
 		n, err := tx.pg.CopyFrom(ctx, pgx.Identifier{"events"}, eventColumns, pgx.CopyFromRows(values))

@@ -98,6 +98,24 @@ func decodeBudgets(s string) ([]int, error) {
 	return b, err
 }
 
+// eventBudgetsJSON encodes an event's budget occupancy: "null" when the
+// event notes none, the most common case, without reflection.
+func eventBudgetsJSON(us []reconciler.BudgetUse) (string, error) {
+	if len(us) == 0 {
+		return "null", nil
+	}
+	return marshal(us)
+}
+
+// decodeEventBudgets reads what eventBudgetsJSON wrote.
+func decodeEventBudgets(s string) ([]proto.BudgetUse, error) {
+	if s == "null" || s == "" {
+		return nil, nil
+	}
+	var us []proto.BudgetUse
+	return us, unmarshal(s, &us)
+}
+
 // bytesOrEmpty keeps nil out of NOT NULL byte columns: both drivers write
 // a nil slice as NULL.
 func bytesOrEmpty(b []byte) []byte {

@@ -181,11 +181,11 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 		var err error
 		out, err = collect(ctx, tx, out, func(rs row) (proto.Event, error) {
 			var (
-				e      proto.Event
-				at     int64
-				reason string
+				e               proto.Event
+				at              int64
+				reason, budgets string
 			)
-			if err := rs.Scan(&e.ID, &at, &e.Kind, &e.RolloutID, &e.Channel, &e.Wave, &e.Host, &e.From, &e.To, &reason); err != nil {
+			if err := rs.Scan(&e.ID, &at, &e.Kind, &e.RolloutID, &e.Channel, &e.Wave, &e.Host, &e.From, &e.To, &reason, &budgets); err != nil {
 				return e, err
 			}
 			e.At = fromMicros(at)
@@ -194,7 +194,8 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 				return e, err
 			}
 			e.Reason = proto.DecisionReason(r)
-			return e, nil
+			e.Budgets, err = decodeEventBudgets(budgets)
+			return e, err
 		}, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+" ORDER BY id LIMIT ?", args...)
 		return err
 	})

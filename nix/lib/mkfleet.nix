@@ -6,8 +6,9 @@
 #     hosts.web-01 = { system = "x86_64-linux"; configuration = nixosSystem { … };
 #                      tags = [ "web" ]; channel = "stable"; pubkey = "ssh-ed25519 AAAA…"; };
 #     channels.stable = { rolloutPolicy = "canary"; freshnessWindow = 180; };
-#     rolloutPolicies.canary.waves = [ { selector.tags = [ "canary" ]; soakMinutes = 15; }
+#     rolloutPolicies.canary.waves = [ { name = "canary"; selector.tags = [ "canary" ]; soakMinutes = 15; }
 #                                      { selector.all = true; } ];
+#     disruptionBudgets = [ { name = "web"; selector.tags = [ "web" ]; maxInFlight = 2; } ];
 #     # or every host of the channel at once, under the budgets:
 #     # rolloutPolicies.now.strategy = "all-at-once";
 #   };
@@ -53,6 +54,9 @@ let
     );
 
   stringOr = d: v: if isString v then v else d;
+  # { name = n; } for a non-empty name, else nothing: the optional `name`
+  # of a budget or a wave is left out when it has none.
+  nameOf = n: if isString n && n != "" then { name = n; } else { };
   intOr = d: v: if isInt v then v else d;
   attrsOr = v: if isAttrs v then v else { };
   listOr = v: if isList v then v else [ ];
@@ -225,8 +229,12 @@ let
       in
       u.shapeProblems ww {
         required = [ "selector" ];
-        optional = [ "soakMinutes" ];
+        optional = [
+          "name"
+          "soakMinutes"
+        ];
       } w
+      ++ optionalTyped ww (attrsOr w) "name" isString "a string"
       ++ optionalTyped ww (attrsOr w) "soakMinutes" isInt "an integer (minutes)"
       ++ (if attrsOr w ? selector then selectorProblems "${ww} selector" w.selector else [ ])
     ) (listOr (pp.waves or [ ]))
@@ -341,10 +349,12 @@ let
     u.shapeProblems where {
       required = [ "selector" ];
       optional = [
+        "name"
         "maxInFlight"
         "maxInFlightPct"
       ];
     } b
+    ++ optionalTyped where (attrsOr b) "name" isString "a string"
     ++ optionalTyped where (attrsOr b) "maxInFlight" isInt "an integer or null"
     ++ optionalTyped where (attrsOr b) "maxInFlightPct" isInt "an integer (percent) or null"
     ++ (if attrsOr b ? selector then selectorProblems "${where} selector" b.selector else [ ])
@@ -421,6 +431,7 @@ let
     map (w: {
       selector = sel.normalize ((attrsOr w).selector or { });
       soakMinutes = intOr defaults.soakMinutes ((attrsOr w).soakMinutes or null);
+      name = stringOr "" ((attrsOr w).name or null);
     }) (listOr ((attrsOr p).waves or [ ]))
   ) inPolicies;
 
@@ -447,10 +458,14 @@ let
 
   rolloutPolicies = mapAttrs (name: p: {
     strategy = stringOr defaults.strategy ((attrsOr p).strategy or null);
-    waves = map (w: {
-      selector = sel.toWire hosts w.selector;
-      inherit (w) soakMinutes;
-    }) policyWaves.${name};
+    waves = map (
+      w:
+      {
+        selector = sel.toWire hosts w.selector;
+        inherit (w) soakMinutes;
+      }
+      // nameOf w.name
+    ) policyWaves.${name};
     healthGate = healthGate ((attrsOr p).healthGate or null);
     onHealthFailure = stringOr defaults.onHealthFailure ((attrsOr p).onHealthFailure or null);
   }) inPolicies;
@@ -474,10 +489,13 @@ let
         {
           taken = acc.taken // u.setOf taken;
           waves = acc.waves ++ [
-            {
-              hosts = taken;
-              inherit (w) soakMinutes;
-            }
+            (
+              {
+                hosts = taken;
+                inherit (w) soakMinutes;
+              }
+              // nameOf w.name
+            )
           ];
         };
     in
@@ -519,6 +537,7 @@ let
       bb = attrsOr b;
     in
     { selector = sel.toWire hosts (sel.normalize (bb.selector or { })); }
+    // nameOf (bb.name or null)
     // (if isInt (bb.maxInFlight or null) then { inherit (bb) maxInFlight; } else { })
     // (if isInt (bb.maxInFlightPct or null) then { inherit (bb) maxInFlightPct; } else { })
   ) inBudgets;

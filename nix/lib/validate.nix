@@ -52,6 +52,68 @@ let
     && match "[[:space:]]*ssh-ed25519[[:space:]]+AAAAC3NzaC1lZDI1NTE5AAAAI[A-P][A-Za-z0-9+/]{42}([[:space:]].*)?" s
       != null;
   validCommit = s: isString s && match "[0-9a-f]{7,64}" s != null;
+  # manifest.MaxLabelLen and labelRE: the names of budgets and waves.
+  maxLabelLen = 40;
+  validLabel =
+    s: isString s && stringLength s <= maxLabelLen && match "[A-Za-z0-9][A-Za-z0-9._-]*" s != null;
+  # A name member: absent, null, "" and values of another type (an input
+  # problem of mkFleet) all mean none.
+  nameOf = v: if isString (v.name or null) then v.name else "";
+  labelErrors =
+    where: n:
+    if n == "" || validLabel n then
+      [ ]
+    else
+      [
+        "${where}: name ${u.q n} must be letters, digits, '.', '_' or '-', at most ${toString maxLabelLen} long"
+      ];
+
+  # proto.Selector.Normalized, in the wire form: sorted, de-duplicated
+  # lists and no empty members.
+  normalSelector =
+    s:
+    let
+      ss = if isAttrs s then s else { };
+      list = k: if u.isStringList (ss.${k} or null) then u.sortUnique ss.${k} else [ ];
+    in
+    {
+      all = (ss.all or false) == true;
+      channel = if isString (ss.channel or null) && ss.channel != "" then ss.channel else null;
+      hosts = list "hosts";
+      tags = list "tags";
+      tagsAny = list "tagsAny";
+    };
+  # proto.Selector.Short: "tags=web", "hosts=a,b,c,+2", "all", "none", …,
+  # cut at 48 bytes with "…" (the Go side cuts at a character boundary;
+  # the two agree on ASCII names).
+  shortSelector =
+    s:
+    let
+      n = normalSelector s;
+      list =
+        k: l:
+        let
+          shown = builtins.genList (builtins.elemAt l) (if length l < 3 then length l else 3);
+          more = length l - length shown;
+        in
+        if l == [ ] then
+          [ ]
+        else
+          [ "${k}=${builtins.concatStringsSep "," shown}${if more > 0 then ",+${toString more}" else ""}" ];
+      rules =
+        (if n.all then [ "all" ] else [ ])
+        ++ (if n.channel != null then [ "channel=${n.channel}" ] else [ ])
+        ++ list "hosts" n.hosts
+        ++ list "tags" n.tags
+        ++ list "tagsAny" n.tagsAny;
+      out = builtins.concatStringsSep ";" rules;
+    in
+    if rules == [ ] then
+      "none"
+    else if stringLength out > 48 then
+      builtins.substring 0 48 out + "…"
+    else
+      out;
 
   usesCombinators = s: isAttrs s && ((s.and or [ ]) != [ ] || (s.not or null) != null);
 
@@ -246,11 +308,23 @@ let
           where = "rollout policy ${u.q name} wave ${toString i}";
           s = w.selector or { };
           soak = w.soakMinutes or 0;
+          wn = nameOf w;
+          # The first wave of the policy with this name.
+          firstNamed = foldl' (
+            acc: j: if acc == null && nameOf (builtins.elemAt (listOr p.waves) j) == wn then j else acc
+          ) null (builtins.genList (j: j) i);
         in
         [
           {
             errors =
-              (
+              labelErrors where wn
+              ++ (
+                if wn != "" && validLabel wn && firstNamed != null then
+                  [ "${where}: name ${u.q wn} is already wave ${toString firstNamed}'s" ]
+                else
+                  [ ]
+              )
+              ++ (
                 if usesCombinators s then
                   [
                     "${where}: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved"
@@ -344,7 +418,8 @@ let
           where = "waves.${ch}[${toString i}]";
           soak = w.soakMinutes or 0;
         in
-        (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
+        labelErrors where (nameOf w)
+        ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
         ++ map (h: "${where}: host ${u.q h} does not exist") (
           filter (h: !(hosts ? ${h})) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
         )
@@ -453,6 +528,46 @@ let
       [ ];
   } channelEdges;
 
+  # Budgets are told apart by their labels (manifest's budgetNames): a name
+  # is well-formed and no other budget is called the same; unnamed budgets
+  # of different selectors whose short forms coincide draw a warning.
+  budgetNames =
+    (foldl' (
+      acc: i:
+      let
+        b = builtins.elemAt budgets i;
+        where = "disruptionBudgets[${toString i}]";
+        n = nameOf b;
+        label = if n != "" then n else shortSelector (b.selector or { });
+        j = acc.first.${label} or null;
+        o = builtins.elemAt budgets j;
+      in
+      if labelErrors where n != [ ] then
+        acc // { errors = acc.errors ++ labelErrors where n; }
+      else if j == null then
+        acc // { first = acc.first // { ${label} = i; }; }
+      else if n != "" || nameOf o != "" then
+        acc
+        // {
+          errors = acc.errors ++ [
+            "${where}: is called ${u.q label}, like disruptionBudgets[${toString j}]; budget names must be unique"
+          ];
+        }
+      else if normalSelector (b.selector or { }) != normalSelector (o.selector or { }) then
+        acc
+        // {
+          warnings = acc.warnings ++ [
+            "${where}: is called ${u.q label}, like disruptionBudgets[${toString j}]; give them names"
+          ];
+        }
+      else
+        acc
+    ) {
+      first = { };
+      errors = [ ];
+      warnings = [ ];
+    } (builtins.genList (i: i) (length budgets)));
+
   budgetChecks = u.imap (
     i: b:
     let
@@ -512,9 +627,11 @@ in
     ++ waveErrors
     ++ hostEdgeErrors
     ++ channelEdgeErrors
+    ++ budgetNames.errors
     ++ concatMap (c: c.errors) budgetChecks;
   warnings =
     concatMap (c: c.warnings) hostChecks
     ++ concatMap (c: c.warnings) policyChecks
+    ++ budgetNames.warnings
     ++ concatMap (c: c.warnings) budgetChecks;
 }

@@ -63,7 +63,8 @@ func testIntents(t *testing.T, s store.Store) {
 	}
 }
 
-// testEvents: events keep every field and their tick's time; filters,
+// testEvents: events keep every field (budget occupancy included) and
+// their tick's time; filters,
 // paging and limits.
 func testEvents(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -75,9 +76,11 @@ func testEvents(t *testing.T, s store.Store) {
 	}
 	evs := []rc.Event{
 		{Kind: rc.EventHostTransition, RolloutID: "a@1", Channel: "a", Wave: 2, Host: "h1", From: "Pending", To: "Activating",
-			Reason: rc.Reason{Code: codes.Dispatched, Message: "go", Gate: "g", Actor: "alice"}},
+			Reason:  rc.Reason{Code: codes.Dispatched, Message: "go", Gate: "g", Actor: "alice"},
+			Budgets: []rc.BudgetUse{{Name: "web", InFlight: 2, Limit: 3}, {Name: "tags=db", InFlight: 1, Limit: 1}}},
 		{Kind: rc.EventIntentRefused, RolloutID: "b@1", Wave: -1, Reason: rc.Reason{Code: codes.UnknownRollout}},
-		{Kind: rc.EventHostWaiting, RolloutID: "a@1", Channel: "a", Wave: 0, Host: "h2", From: "Pending"},
+		{Kind: rc.EventHostWaiting, RolloutID: "a@1", Channel: "a", Wave: 0, Host: "h2", From: "Pending",
+			Budgets: []rc.BudgetUse{{Name: "web", InFlight: 3, Limit: 3}}},
 		{Kind: rc.EventRefWaiting, Channel: "b", Wave: -1},
 	}
 	// The first tick starts the watch (one watch_started event, testWatch).
@@ -108,7 +111,8 @@ func testEvents(t *testing.T, s store.Store) {
 		if i < 4 {
 			w := evs[i]
 			diff(t, fmt.Sprintf("event %d", i), e, proto.Event{ID: e.ID, At: e.At, Kind: w.Kind, RolloutID: w.RolloutID,
-				Channel: w.Channel, Wave: w.Wave, Host: w.Host, From: w.From, To: w.To, Reason: proto.DecisionReason(w.Reason)})
+				Channel: w.Channel, Wave: w.Wave, Host: w.Host, From: w.From, To: w.To, Reason: proto.DecisionReason(w.Reason),
+				Budgets: w.Budgets})
 		}
 	}
 	if w, _ := s.Watermark(ctx); w.Events != all[4].ID {

@@ -117,6 +117,24 @@ func (b *Builder) Budget(sel proto.Selector, maxInFlight, pct int) *Builder {
 	return b
 }
 
+// NamedBudget adds a disruption budget like Budget, with a name.
+func (b *Builder) NamedBudget(name string, sel proto.Selector, maxInFlight, pct int) *Builder {
+	b.Budget(sel, maxInFlight, pct)
+	b.f.DisruptionBudgets[len(b.f.DisruptionBudgets)-1].Name = name
+	return b
+}
+
+// WaveNames names the waves of a channel added with Channel, in order,
+// in its policy and in waves.<channel>, as the Nix library writes them.
+func (b *Builder) WaveNames(channel string, names ...string) *Builder {
+	p, ws := b.f.RolloutPolicies[channel], b.f.Waves[channel]
+	for i, n := range names {
+		p.Waves[i].Name, ws[i].Name = n, n
+	}
+	b.f.RolloutPolicies[channel] = p
+	return b
+}
+
 // Bump moves the fleet to a new version: every host gets
 // Closure(name, version), as a release that changes them all would, and
 // hosts added later start at that version.

@@ -3,6 +3,8 @@
 # fleet.resolved and from there into each channel's manifest, and host
 # edges that follow the wave order: within one wave, from an earlier wave
 # to a later one, and from a host no wave lists (it has no configuration).
+# Its waves and budgets have names, carried into the policy, waves.<channel>
+# and the manifests' budgets.
 { system }:
 let
   host = name: channel: tags: {
@@ -45,10 +47,12 @@ in
       gated = {
         waves = [
           {
+            name = "canary";
             selector.tags = [ "canary" ];
             soakMinutes = 15;
           }
           {
+            name = "web";
             selector.tags = [ "web" ];
             soakMinutes = 10;
           }
@@ -66,6 +70,17 @@ in
         healthGate.minConvergedPct = 100;
       };
     };
+    disruptionBudgets = [
+      {
+        name = "web";
+        selector.tags = [ "web" ];
+        maxInFlight = 2;
+      }
+      {
+        selector.tags = [ "db" ];
+        maxInFlight = 1;
+      }
+    ];
     edges = [
       {
         gates = "canary-01";
