@@ -11,6 +11,7 @@ package apiclient
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -26,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +43,24 @@ type Error struct {
 	// RetryAfter is the wait the answer's Retry-After header asks for (a
 	// 429 rate_limited always has one), at most a day; 0 when it has none.
 	RetryAfter time.Duration
+	// foreign marks an answer whose body is not an error of this API (a
+	// web server's page, a proxy's error, another API's JSON): Code is
+	// then http_<status>, and the error is also ErrBadResponse.
+	foreign bool
+}
+
+// ErrBadResponse is an answer that is not the control plane API's: a body
+// that is not JSON, JSON of another shape, or an error answer without an
+// error code of this API. The client never puts such a body into its
+// errors: they describe the answer (status, content type, size) instead.
+var ErrBadResponse = errors.New("not an answer of the nixfleet API")
+
+// Unwrap is ErrBadResponse for an answer that is not an error of this API.
+func (e *Error) Unwrap() error {
+	if e.foreign {
+		return ErrBadResponse
+	}
+	return nil
 }
 
 func (e *Error) Error() string {
@@ -167,12 +187,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 
 // do sends a request and decodes a JSON answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
-	resp, err := c.send(ctx, method, path, body, header)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
+	resp, data, err := c.fetch(ctx, method, path, body, header)
 	if err != nil {
 		return err
 	}
@@ -183,9 +198,42 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("apiclient: %s %s: decoding the answer: %w", method, path, err)
+		return badAnswer(method, path, resp, data, err)
 	}
 	return nil
+}
+
+// badAnswer is the error of a successful answer that cannot be read as
+// the one expected: ErrBadResponse, described by the answer's status,
+// content type and size, and wrapping the decoding error (if any).
+func badAnswer(method, path string, resp *http.Response, data []byte, err error) error {
+	what := fmt.Sprintf("apiclient: %s %s: the answer (%s)", method, path, describe(resp, data))
+	if err == nil {
+		return fmt.Errorf("%s: %w", what, ErrBadResponse)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrBadResponse, err)
+}
+
+// describe is an answer's status, content type and size, for errors that
+// must not quote a body of unknown origin.
+func describe(resp *http.Response, data []byte) string {
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return fmt.Sprintf("HTTP %d, %s, %d bytes", resp.StatusCode, cmp.Or(strings.TrimSpace(ct), "no content type"), len(data))
+}
+
+// fetch sends a request and reads its answer's body, up to
+// proto.MaxBytes+1 bytes (the decoders then report the size).
+func (c *Client) fetch(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, []byte, error) {
+	resp, err := c.send(ctx, method, path, body, header)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, data, nil
 }
 
 func (c *Client) send(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
@@ -211,12 +259,14 @@ func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path str
 }
 
 // apiError is the error of an answer with status >= 300: its code and
-// message, or for a body that is not an API error, http_<status>.
+// message, or for a body that is not an API error, http_<status> with a
+// description of the answer (never the body), which is ErrBadResponse too.
 func apiError(resp *http.Response, data []byte) error {
 	out := &Error{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	var e proto.Error
 	if json.Unmarshal(data, &e) != nil || e.Code == "" {
-		out.Code, out.Message = "http_"+fmt.Sprint(resp.StatusCode), strings.TrimSpace(string(data))
+		out.Code, out.foreign = "http_"+fmt.Sprint(resp.StatusCode), true
+		out.Message = "the answer (" + describe(resp, data) + ") is not an error of the nixfleet API"
 	} else {
 		out.Code, out.Message = e.Code, e.Message
 	}
@@ -280,12 +330,7 @@ func (c *Client) Manifest(ctx context.Context, rolloutID string) (body, sig []by
 }
 
 func (c *Client) raw(ctx context.Context, path string) ([]byte, error) {
-	resp, err := c.send(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
+	resp, data, err := c.fetch(ctx, http.MethodGet, path, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -307,19 +352,53 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 // documents on (the CLI's --json, rfcs/0009 rule 4), as the server sent it:
 // members this client does not know are kept there.
 
-// getDoc decodes the answer of GET path, and returns it as sent too.
+// getDoc decodes the answer of GET path, and returns it as sent too. An
+// answer that is not a JSON object naming at least one member of T is
+// ErrBadResponse: another JSON API's answer would otherwise decode into
+// zero values and read as, say, "no rollouts".
 func getDoc[T any](ctx context.Context, c *Client, path string) (T, json.RawMessage, error) {
-	var (
-		out T
-		raw json.RawMessage
-	)
-	if err := c.do(ctx, http.MethodGet, path, nil, nil, &raw); err != nil {
+	var out T
+	resp, data, err := c.fetch(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
 		return out, nil, err
 	}
+	if resp.StatusCode >= 300 {
+		return out, nil, apiError(resp, data)
+	}
+	var raw json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return out, nil, badAnswer(http.MethodGet, path, resp, data, err)
+	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, raw, fmt.Errorf("apiclient: GET %s: decoding the answer: %w", path, err)
+		return out, raw, badAnswer(http.MethodGet, path, resp, data, err)
+	}
+	if !namesMemberOf(raw, out) {
+		return out, raw, badAnswer(http.MethodGet, path, resp, data, nil)
 	}
 	return out, raw, nil
+}
+
+// namesMemberOf reports whether raw is a JSON object with at least one
+// member that v's struct type has (by its json names).
+func namesMemberOf(raw json.RawMessage, v any) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	t := reflect.TypeOf(v)
+	if t.Kind() != reflect.Struct {
+		return true
+	}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		if _, ok := members[name]; ok && name != "-" {
+			return true
+		}
+	}
+	return false
 }
 
 // withQuery is path?query, or path when the query is empty.
@@ -431,12 +510,8 @@ func (c *Client) Act(ctx context.Context, rolloutID, action, comment string) (pr
 	if err != nil {
 		return out, nil, err
 	}
-	resp, err := c.send(ctx, http.MethodPost, "/v1/rollouts/"+url.PathEscape(rolloutID)+"/"+url.PathEscape(action), body, nil)
-	if err != nil {
-		return out, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, proto.MaxBytes+1))
+	path := "/v1/rollouts/" + url.PathEscape(rolloutID) + "/" + url.PathEscape(action)
+	resp, data, err := c.fetch(ctx, http.MethodPost, path, body, nil)
 	if err != nil {
 		return out, nil, err
 	}
@@ -453,10 +528,13 @@ func (c *Client) Act(ctx context.Context, rolloutID, action, comment string) (pr
 		return proto.IntentResponse{}, nil, refusal(resp, data)
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return out, nil, fmt.Errorf("apiclient: POST %s: decoding the answer: %w", action, err)
+		return out, nil, badAnswer(http.MethodPost, path, resp, data, err)
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, raw, fmt.Errorf("apiclient: POST %s: decoding the answer: %w", action, err)
+		return out, raw, badAnswer(http.MethodPost, path, resp, data, err)
+	}
+	if !namesMemberOf(raw, out) {
+		return out, raw, badAnswer(http.MethodPost, path, resp, data, nil)
 	}
 	return out, raw, nil
 }
@@ -518,7 +596,10 @@ func (c *Client) follow(ctx context.Context, path, what string, fn func(ev proto
 		raw := json.RawMessage(bytes.Clone(sc.Bytes()))
 		var ev proto.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {
-			return fmt.Errorf("apiclient: following %s: decoding an event: %w", what, err)
+			return fmt.Errorf("apiclient: following %s: a line of %d bytes is not an event: %w: %w", what, len(raw), ErrBadResponse, err)
+		}
+		if !namesMemberOf(raw, ev) {
+			return fmt.Errorf("apiclient: following %s: a line of %d bytes is not an event: %w", what, len(raw), ErrBadResponse)
 		}
 		if err := fn(ev, raw); err != nil {
 			return err

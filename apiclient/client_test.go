@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,5 +309,50 @@ func TestOperatorCallErrors(t *testing.T) {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		t.Errorf("Rollouts: %v, want a *json.UnmarshalTypeError", err)
+	}
+}
+
+// TestNotTheAPI: answers of something that is not the control plane (a
+// web server's page, another JSON API, a proxy's error) are
+// ErrBadResponse, and their errors never quote the body.
+func TestNotTheAPI(t *testing.T) {
+	t.Parallel()
+	const page = "<html><body>It works! secret-looking body text</body></html>"
+	tests := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		wantCode    string // of the *Error, "" when it is not one
+	}{
+		{name: "web page", status: 200, contentType: "text/html; charset=utf-8", body: page},
+		{name: "web server's 404", status: 404, contentType: "text/html", body: page, wantCode: "http_404"},
+		{name: "proxy's 502", status: 502, contentType: "text/plain", body: "bad gateway secret-looking", wantCode: "http_502"},
+		{name: "another JSON API", status: 200, contentType: "application/json", body: `{"data":[],"secret-looking":1}`},
+		{name: "JSON that is not an object", status: 200, contentType: "application/json", body: `["secret-looking"]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.contentType)
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}), time.Second)
+			_, _, err := c.Rollouts(context.Background())
+			if !errors.Is(err, apiclient.ErrBadResponse) {
+				t.Fatalf("Rollouts: %v, want ErrBadResponse", err)
+			}
+			if strings.Contains(err.Error(), "secret-looking") {
+				t.Errorf("the error quotes the body: %v", err)
+			}
+			if !strings.Contains(err.Error(), fmt.Sprintf("%d bytes", len(tc.body))) {
+				t.Errorf("the error does not describe the answer: %v", err)
+			}
+			var e *apiclient.Error
+			if got := errors.As(err, &e); got != (tc.wantCode != "") || (got && e.Code != tc.wantCode) {
+				t.Errorf("Rollouts: %#v, want an *Error with code %q", err, tc.wantCode)
+			}
+		})
 	}
 }

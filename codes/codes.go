@@ -56,6 +56,7 @@ const (
 	OperatorResume     = "operator_resume"
 	OperatorCancel     = "operator_cancel"
 	OperatorRollback   = "operator_rollback"
+	AlreadyInState     = "already_in_state"
 	IllegalTransition  = "illegal_transition"
 	UnknownRollout     = "unknown_rollout"
 	UnknownIntent      = "unknown_intent"
@@ -211,6 +212,7 @@ var registry = []Info{
 	{OperatorResume, 0, exitNone, "an operator resumed the rollout"},
 	{OperatorCancel, 0, exitNone, "an operator cancelled the rollout"},
 	{OperatorRollback, 0, exitNone, "an operator asked for the rollout to be rolled back"},
+	{AlreadyInState, 0, exitNone, "an intent whose outcome already holds (pause of a Halted rollout, …): accepted, nothing moves"},
 	{IllegalTransition, 409, exitFailed, "an intent the rollout's state does not allow"},
 	{UnknownRollout, 409, exitFailed, "an intent for a rollout that does not exist"},
 	{UnknownIntent, 409, exitFailed, "an intent of a kind that does not exist"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
 )
@@ -41,6 +42,14 @@ func (t *tick) intents() {
 			res.Reason = Reason{Code: codes.UnknownIntent, Actor: in.Actor, Message: fmt.Sprintf("unknown intent %q", in.Kind)}
 		case w == nil:
 			res.Reason = Reason{Code: codes.UnknownRollout, Actor: in.Actor, Message: fmt.Sprintf("no rollout %q", in.RolloutID)}
+		case alreadyIn(ev, w.r.State):
+			// A repeat (pause of a halted rollout, …): accepted, and
+			// nothing moves. Decided here, in filing order like every
+			// intent, so that a repeat never overtakes an intent filed
+			// before it (rfcs/0007 §Intents).
+			res.Accepted = true
+			res.Reason = Reason{Code: codes.AlreadyInState, Actor: in.Actor,
+				Message: fmt.Sprintf("rollout %s is already %s (%s); nothing to do", w.r.ID, w.r.State, stateSince(&w.r))}
 		default:
 			if _, err := w.r.State.Next(ev); err != nil {
 				res.Reason = Reason{Code: codes.IllegalTransition, Actor: in.Actor,
@@ -80,6 +89,37 @@ func (t *tick) intents() {
 		t.emit(Event{Kind: kind, RolloutID: in.RolloutID, Wave: -1, Reason: res.Reason})
 		t.results = append(t.results, res)
 	}
+}
+
+// alreadyIn reports whether the outcome of an operator intent ev already
+// holds in state s: pause of a Halted rollout (whatever halted it), resume
+// of an Active one, cancel of a Cancelled one, rollback of a Reverting or
+// Reverted one.
+func alreadyIn(ev RolloutEvent, s RolloutState) bool {
+	switch ev {
+	case EvPause:
+		return s == RolloutHalted
+	case EvResume:
+		return s == RolloutActive
+	case EvCancel:
+		return s == RolloutCancelled
+	case EvRollback:
+		return s == RolloutReverting || s == RolloutReverted
+	}
+	return false
+}
+
+// stateSince says why and since when a rollout is in its state, like
+// "pause by alice at 2026-11-21T10:00:00Z".
+func stateSince(r *Rollout) string {
+	why := r.Reason.Message
+	if why == "" {
+		why = cmp.Or(r.Reason.Code, "no reason recorded")
+	}
+	if r.UpdatedAt.IsZero() {
+		return why
+	}
+	return why + " at " + r.UpdatedAt.UTC().Format(time.RFC3339)
 }
 
 // newerOnChannel returns a rollout of the same channel opened after w, if

@@ -789,6 +789,17 @@ var scenarios = []goldenCase{
 		check: all(intentAccepted("pause"), wantEvent(rc.EventRolloutTransition, "", "Halted", codes.OperatorPause), wantIntents()),
 	},
 	{
+		name: "rule10-repeated-pause-is-a-no-op",
+		desc: "rule 10: pausing a rollout an operator already paused is accepted as already_in_state, naming who paused it and when; nothing moves",
+		build: func(s *scenario) {
+			soakingA(s)
+			s.intent("i1", id1, rc.IntentPause, "alice").tick().advance(time.Minute)
+			s.intent("i2", id1, rc.IntentPause, "bob")
+		},
+		check: all(intentAccepted("pause"), wantEvent(rc.EventIntentAccepted, "", "", codes.AlreadyInState),
+			noEvent(rc.EventRolloutTransition), wantIntents()),
+	},
+	{
 		name: "rule10-resume-forgives-failures",
 		desc: "rule 10: resume after a health halt: Active, the failed host stays Failed, its failure is forgiven and the rollout goes on (the other canary converged while it was halted)",
 		build: func(s *scenario) {

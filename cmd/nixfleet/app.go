@@ -32,7 +32,7 @@ const (
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdin, stdout, stderr)
 	err := app.RunContext(ctx, args)
-	if err == nil {
+	if err == nil || errors.Is(err, errVersionShown) {
 		return exitOK
 	}
 	var ce *cliError
@@ -66,8 +66,16 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			releasesCommand(),
 			eventsCommand(),
 			hostCommand(),
+			versionCommand(),
+			completionCommand(),
+			manCommand(),
 		},
-		Flags: connFlags(), // the operator commands' connection, also accepted before the command
+		// The operator commands' connection, also accepted before the
+		// command; --version (the app's own, so that --json applies).
+		Flags:                append(connFlags(), versionFlag, hiddenJSONFlag),
+		HideVersion:          true,
+		Before:               showVersion,
+		EnableBashCompletion: true,
 	}
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() == 0 {

@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -63,16 +63,6 @@ func eventsCommand() *cli.Command {
 	}, nil, runEvents)
 }
 
-// feedColumns are eventColumns with what each event is about: its
-// rollout, else its channel.
-var feedColumns = slices.Insert(slices.Clone(eventColumns), 2, eventColumn{"ABOUT", 20})
-
-func feedLine(st style, ev proto.Event) string {
-	cells, painted := eventCells(st, ev)
-	cells = slices.Insert(cells, 2, dash(cmpOr(ev.RolloutID, ev.Channel)))
-	return joinPadded(feedColumns, cells, map[int]string{6: painted})
-}
-
 func runEvents(c *cli.Context, o *operator, _ []string) error {
 	q := proto.EventQuery{AfterID: c.Int64("after"), Channel: c.String("channel"), Host: c.String("host")}
 	if q.AfterID < 0 {
@@ -86,7 +76,8 @@ func runEvents(c *cli.Context, o *operator, _ []string) error {
 	if err != nil || c.Bool("json") {
 		return err
 	}
-	printEvents(c.App.Writer, all, headerOf(feedColumns), func(ev proto.Event) string { return feedLine(o.st, ev) })
+	l := layoutFor(eventHosts(all)).withAbout()
+	printEvents(c.App.Writer, all, l.header(), func(ev proto.Event) string { return l.line(o.st, ev) })
 	return nil
 }
 
@@ -95,8 +86,10 @@ func runEvents(c *cli.Context, o *operator, _ []string) error {
 // error whose hint says how to resume.
 func followFeed(c *cli.Context, o *operator, q proto.EventQuery) error {
 	ctx, w, asJSON := c.Context, c.App.Writer, c.Bool("json")
+	// Hosts yet to come are not known: the host column takes its widest.
+	l := layoutFor([]string{strings.Repeat("x", maxHostWidth)}).withAbout()
 	if !asJSON {
-		fmt.Fprintln(w, headerOf(feedColumns))
+		fmt.Fprintln(w, l.header())
 	}
 	err := o.api.FollowEvents(ctx, q, func(ev proto.Event, m json.RawMessage) error {
 		q.AfterID = ev.ID
@@ -104,7 +97,7 @@ func followFeed(c *cli.Context, o *operator, q proto.EventQuery) error {
 			_, err := fmt.Fprintf(w, "%s\n", m)
 			return err
 		}
-		_, err := fmt.Fprintln(w, feedLine(o.st, ev))
+		_, err := fmt.Fprintln(w, l.line(o.st, ev))
 		return err
 	})
 	if ctx.Err() != nil {

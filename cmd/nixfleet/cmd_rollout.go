@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -173,7 +176,8 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 	if err != nil || asJSON {
 		return err
 	}
-	printEvents(c.App.Writer, all, eventHeader(), func(ev proto.Event) string { return eventLine(o.st, ev) })
+	l := layoutFor(eventHosts(all))
+	printEvents(c.App.Writer, all, l.header(), func(ev proto.Event) string { return l.line(o.st, ev) })
 	return nil
 }
 
@@ -230,8 +234,18 @@ func printEvents(w io.Writer, all []proto.Event, header string, line func(proto.
 // With --json, each event is printed as the server sent it, one per line.
 func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 	ctx, w, asJSON := c.Context, c.App.Writer, c.Bool("json")
+	var l eventLayout
 	if !asJSON {
-		fmt.Fprintln(w, eventHeader())
+		// The rollout's hosts size the host column before any event.
+		r, _, err := o.api.Rollout(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return o.fail(c, err, followHint(err, id, after))
+		}
+		l = layoutFor(rolloutHosts(r))
+		fmt.Fprintln(w, l.header())
 	}
 	for {
 		err := o.api.Follow(ctx, id, after, func(ev proto.Event, m json.RawMessage) error {
@@ -240,7 +254,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 				_, err := fmt.Fprintf(w, "%s\n", m)
 				return err
 			}
-			_, err := fmt.Fprintln(w, eventLine(o.st, ev))
+			_, err := fmt.Fprintln(w, l.line(o.st, ev))
 			return err
 		})
 		if ctx.Err() != nil {
@@ -278,57 +292,125 @@ func followHint(err error, id string, after int64) string {
 	return fmt.Sprintf("resume with: nixfleet rollout events %s --follow --after %d", id, after)
 }
 
-// Event lines have fixed minimum widths, so that followed events line up
-// without knowing what comes next.
-var eventColumns = []eventColumn{{"ID", 5}, {"TIME", 20}, {"WAVE", 4}, {"HOST", 10}, {"EVENT", 18}, {"TRANSITION", 24}, {"REASON", 0}}
+// Event lines fit lineWidth columns (rfcs/0009 §Human output 4): id,
+// time, wave, host, what happened (the transition "from → to", else the
+// event's kind) and the reason. The columns have fixed widths but the
+// host's, so that followed events line up; the host column is as wide as
+// the longest host of the batch or rollout, at most maxHostWidth (longer
+// names are elided). Closures in reasons are shown by their name, without
+// the store path and hash; a reason that would pass the line's width is
+// wrapped onto lines of its own, indented to its column. --json keeps
+// every value whole.
+const (
+	lineWidth     = 120
+	maxHostWidth  = 24
+	minHostWidth  = len("HOST")
+	minReasonCols = 16
+)
 
-// eventColumn is a column of event lines: its heading and minimum width.
-type eventColumn struct {
-	name  string
-	width int
+// eventLayout is the column layout of a run of event lines.
+type eventLayout struct {
+	widths []int // of every column but the last (the reason)
+	// about adds, after the time, what each event is about (its rollout,
+	// else its channel): the whole journal mixes them.
+	about bool
 }
 
-func eventHeader() string { return headerOf(eventColumns) }
+// aboutWidth is the width of the about column.
+const aboutWidth = 16
 
-// headerOf is the heading line of columns.
-func headerOf(cols []eventColumn) string {
-	cells := make([]string, len(cols))
-	for i, col := range cols {
-		cells[i] = col.name
+// aboutText is what an event is about, short: its rollout as the channel
+// and the ref's first 7 characters (as git abbreviates a commit), else its
+// channel. --json has the whole id.
+func aboutText(ev proto.Event) string {
+	if ch, ref, ok := strings.Cut(ev.RolloutID, "@"); ok {
+		if len(ref) > 7 {
+			ref = ref[:7]
+		}
+		return ch + "@" + ref
 	}
-	return joinPadded(cols, cells, nil)
+	return dash(cmpOr(ev.RolloutID, ev.Channel))
 }
 
-// eventLine is one event for people: id, time, wave, host, kind,
-// transition (from → to) and reason, then the occupancy of the budgets
-// the decision touched, as in "[web 3/3, all 5/10]".
-func eventLine(st style, ev proto.Event) string {
-	cells, painted := eventCells(st, ev)
-	return joinPadded(eventColumns, cells, map[int]string{5: painted})
+// withAbout is the layout with the about column.
+func (l eventLayout) withAbout() eventLayout {
+	return eventLayout{widths: slices.Insert(slices.Clone(l.widths), 2, aboutWidth), about: true}
 }
 
-// eventCells are the cells of eventColumns for an event, and the
-// transition cell painted.
-func eventCells(st style, ev proto.Event) (cells []string, painted string) {
+// hostCol is the host column's index.
+func (l eventLayout) hostCol() int {
+	if l.about {
+		return 4
+	}
+	return 3
+}
+
+// eventColumnNames are the header's words.
+var eventColumnNames = []string{"ID", "TIME", "WAVE", "HOST", "EVENT", "REASON"}
+
+// layoutFor sizes the host column for these hosts.
+func layoutFor(hosts []string) eventLayout {
+	host := minHostWidth
+	for _, h := range hosts {
+		host = max(host, utf8.RuneCountInString(h))
+	}
+	return eventLayout{widths: []int{5, 20, 4, min(host, maxHostWidth), 22}}
+}
+
+// eventHosts are the hosts the events name.
+func eventHosts(evs []proto.Event) []string {
+	hosts := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		hosts = append(hosts, ev.Host)
+	}
+	return hosts
+}
+
+// rolloutHosts are a rollout's hosts, to size the lines of its events
+// before they arrive.
+func rolloutHosts(r proto.Rollout) []string {
+	hosts := make([]string, 0, len(r.Hosts))
+	for _, h := range r.Hosts {
+		hosts = append(hosts, h.Hostname)
+	}
+	return hosts
+}
+
+func (l eventLayout) header() string {
+	names := eventColumnNames
+	if l.about {
+		names = slices.Insert(slices.Clone(names), 2, "ABOUT")
+	}
+	return l.join(names, nil)
+}
+
+// line is one event for people.
+func (l eventLayout) line(st style, ev proto.Event) string {
 	wave := "-"
 	if ev.Wave >= 0 {
 		wave = fmt.Sprint(ev.Wave)
 	}
-	trans, painted := "-", "-"
+	what, painted := ev.Kind, ev.Kind
 	if ev.From != "" || ev.To != "" {
 		from, to := cmpOr(ev.From, "·"), cmpOr(ev.To, "·")
-		trans = from + " → " + to
+		what = from + " → " + to
 		painted = st.state(from) + " → " + st.state(to)
 	}
-	reason := reasonLine(ev.Reason.Code, ev.Reason.Message)
+	reason := reasonLine(ev.Reason.Code, elideClosures(ev.Reason.Message))
 	if ev.Reason.Gate != "" && ev.Reason.Gate != ev.Reason.Code {
 		reason += " (gate " + ev.Reason.Gate + ")"
 	}
 	if ev.Reason.Actor != "" && !strings.Contains(ev.Reason.Message, ev.Reason.Actor) {
 		reason += " (by " + ev.Reason.Actor + ")"
 	}
+
 	reason += budgetsText(ev.Budgets)
-	return []string{fmt.Sprint(ev.ID), when(ev.At), wave, dash(ev.Host), ev.Kind, trans, reason}, painted
+	host := elide(dash(ev.Host), l.widths[l.hostCol()])
+	cells := []string{fmt.Sprint(ev.ID), when(ev.At), wave, host, what, reason}
+	if l.about {
+		cells = slices.Insert(cells, 2, elide(aboutText(ev), l.widths[2]))
+	}
+	return l.join(cells, map[int]string{len(cells) - 2: painted})
 }
 
 // budgetsText is the occupancy of the budgets an event notes, as
@@ -344,21 +426,68 @@ func budgetsText(uses []proto.BudgetUse) string {
 	return " [" + strings.Join(parts, ", ") + "]"
 }
 
-// joinPadded pads each cell but the last to its column's width; painted
-// replaces a cell's text by a coloured rendering of the same width.
-func joinPadded(cols []eventColumn, cells []string, painted map[int]string) string {
+// join pads each cell but the last to its column's width, and wraps the
+// last at spaces onto lines indented to its column, so that every line
+// fits lineWidth; painted replaces a cell's text by a coloured rendering
+// of the same width.
+func (l eventLayout) join(cells []string, painted map[int]string) string {
 	var b strings.Builder
-	for i, c := range cells {
+	used := 0
+	for i, c := range cells[:len(cells)-1] {
 		text := c
 		if p, ok := painted[i]; ok {
 			text = p
 		}
-		b.WriteString(text)
-		if i < len(cells)-1 {
-			b.WriteString(strings.Repeat(" ", max(cols[i].width-utf8.RuneCountInString(c), 0)+2))
+		pad := max(l.widths[i]-utf8.RuneCountInString(c), 0) + 2
+		b.WriteString(text + strings.Repeat(" ", pad))
+		used += utf8.RuneCountInString(c) + pad
+	}
+	indent := "\n" + strings.Repeat(" ", used)
+	b.WriteString(strings.Join(wrap(cells[len(cells)-1], max(lineWidth-used, minReasonCols)), indent))
+	return strings.TrimRight(b.String(), " ")
+}
+
+// wrap breaks s into lines of at most n runes, at spaces; a word longer
+// than n is cut.
+func wrap(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		for utf8.RuneCountInString(w) > n {
+			if line != "" {
+				lines, line = append(lines, line), ""
+			}
+			r := []rune(w)
+			lines, w = append(lines, string(r[:n])), string(r[n:])
+		}
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= n:
+			line += " " + w
+		default:
+			lines, line = append(lines, line), w
 		}
 	}
-	return strings.TrimRight(b.String(), " ")
+	return append(lines, line)
+}
+
+// elide cuts s to n runes, its last one "…", when it is longer.
+func elide(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// storePath is a Nix store path, or a bare "<hash>-<name>" as manifests
+// name closures: the 32-character hash and the store directory go.
+var storePath = regexp.MustCompile(`(?:/nix/store/)?\b[0-9a-z]{32}-([0-9A-Za-z+._?=-]+)`)
+
+// elideClosures shows the closures a message names by their names.
+func elideClosures(msg string) string {
+	return storePath.ReplaceAllString(msg, "$1")
 }
 
 // intentCommand is "rollout pause|resume|cancel|rollback ID": file the
@@ -368,7 +497,9 @@ func intentCommand(kind, use string) *cli.Command {
 		Name:  kind,
 		Usage: use,
 		Description: "Files an operator intent; the control plane's next tick decides it (within\n" +
-			"about 5 s). Exit 0: accepted, or still queued when no tick decided in time.\n" +
+			"about 5 s). Exit 0: accepted; a repeat whose outcome already holds (pause of a\n" +
+			"Halted rollout, …: already_in_state, nothing moves); or still queued when no\n" +
+			"tick decided in time.\n" +
 			"Exit 1: refused, with the server's code (illegal_transition, forbidden, …).",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "comment", Usage: "`TEXT` kept with the intent and shown in its events (at most 500 bytes, one line)"}},
 	}, []string{"ID"}, func(c *cli.Context, o *operator, args []string) error {
@@ -403,6 +534,11 @@ func printIntent(w io.Writer, st style, kind, id string, iv proto.IntentResponse
 	if iv.Result == nil {
 		fmt.Fprintf(w, "%s %s: %s as intent %s; no tick decided it yet\n", kind, id, st.state("queued"), iv.Intent.ID)
 		fmt.Fprintf(w, "watch it with: nixfleet rollout events %s --follow\n", id)
+		return
+	}
+	if iv.Result.Reason.Code == codes.AlreadyInState {
+		// A repeat: nothing moved (rfcs/0007 §Intents).
+		fmt.Fprintln(w, iv.Result.Reason.Message)
 		return
 	}
 	fmt.Fprintf(w, "%s %s: %s %s (intent %s)\n", kind, id, st.state("accepted"),

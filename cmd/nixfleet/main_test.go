@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,6 +59,9 @@ func TestMain(m *testing.M) {
 //	fleet push VERSION N     sign VERSION as ciCommit N, promote it on every channel, and
 //	                         wait until a tick decided about it (sets STABLE<N>, EDGE<N>)
 //	normalize [-ids] SRC DST copy SRC to DST with times, hashes, intent ids (and event ids) replaced
+//	webserver KIND VAR       start an HTTP server on 127.0.0.1 that is not a control plane,
+//	                         and put its URL in VAR: KIND html (a web page on every path,
+//	                         404 under /v1/) or json (another JSON API's answers)
 //
 // DEAD_CP_URL is an https URL on which nothing listens.
 func TestScripts(t *testing.T) {
@@ -116,6 +121,7 @@ func TestScripts(t *testing.T) {
 			"jsonedit":   cmdJSONEdit,
 			"fleet":      cmdFleet,
 			"normalize":  cmdNormalize,
+			"webserver":  cmdWebserver,
 		},
 	})
 }
@@ -244,4 +250,29 @@ func jsonSet(doc *any, path []string, v any, del bool) error {
 		return nil
 	}
 	return fmt.Errorf("jsonedit: %s is not an object or array", strings.Join(path[:len(path)-1], "."))
+}
+
+// notOurs is what the webserver script command's servers answer: nothing
+// in it may reach an error line of nixfleet.
+const notOurs = "body-of-another-server"
+
+func cmdWebserver(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 || (args[0] != "html" && args[0] != "json") {
+		ts.Fatalf("usage: webserver html|json VAR")
+	}
+	kind := args[0]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if kind == "json" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"data": [], "note": %q}`+"\n", notOurs)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			w.WriteHeader(http.StatusNotFound)
+		}
+		fmt.Fprintf(w, "<!doctype html>\n<html><body><h1>%s</h1></body></html>\n", notOurs)
+	}))
+	ts.Defer(srv.Close)
+	ts.Setenv(args[1], srv.URL)
 }

@@ -101,9 +101,11 @@ func (r remoteError) Unwrap() error { return r.e }
 // fail turns an error of a call to the control plane into the command's
 // error (exit 1) with a stable code: the server's own code for an error
 // answer, "unavailable" when the control plane cannot be reached,
-// "bad_response" for an answer that cannot be read. With --json, the error
-// is also printed on stdout as {"error": {"code", "message", "status"?}}
-// (on one line when following a stream of JSON lines).
+// "bad_response" for an answer that is not the control plane API's (then
+// with a hint that --cp may name something else, and never the body).
+// With --json, the error is also printed on stdout as {"error": {"code",
+// "message", "status"?}} (on one line when following a stream of JSON
+// lines).
 func (o *operator) fail(c *cli.Context, err error, hint string) error {
 	ce := &cliError{exit: exitFailed, cmd: cmdName(c), err: err, hint: hint}
 	status := 0
@@ -113,6 +115,16 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.Is(err, apiclient.ErrBadResponse), errors.As(err, &se), errors.As(err, &te):
+		// Not the control plane's API: say so, and never print the body.
+		ce.code = codes.BadResponse
+		ce.err = fmt.Errorf("%s did not answer as a nixfleet control plane: %w", o.conn.URL, err)
+		if errors.As(err, &ae) {
+			status = ae.Status
+		}
+		if hint == "" {
+			ce.hint = fmt.Sprintf("is --cp a nixfleet control plane? (the URL came from %s)", o.conn.from["cp"])
+		}
 	case errors.As(err, &ae):
 		ce.code, ce.err, status = ae.Code, remoteError{ae}, ae.Status
 		if hint == "" {
@@ -132,8 +144,6 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 		if errors.As(err, &ua) || errors.As(err, &cv) || errors.As(err, &he) {
 			ce.hint = "the control plane's certificate is not trusted: pass its CA with --ca (NIXFLEET_CA, config ca)"
 		}
-	case errors.As(err, &se), errors.As(err, &te):
-		ce.code = codes.BadResponse
 	default:
 		ce.code = codes.Internal
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -109,26 +110,34 @@ func TestEventLine(t *testing.T) {
 	t.Parallel()
 	ev := proto.Event{ID: 7, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
 		Kind: "host_transition", RolloutID: "stable@1", Wave: 1, Host: "web-1", From: "Pending", To: "Activating",
-		Reason: proto.DecisionReason{Code: "dispatched", Message: "dispatched to x"}}
-	plain := eventLine(style{}, ev)
-	want := "7      2026-03-01T12:00:00Z  1     web-1       host_transition     Pending → Activating      [dispatched] dispatched to x"
+		Reason: proto.DecisionReason{Code: "dispatched", Message: "dispatched to /nix/store/0123456789abcdfghijklmnpqrsvwxyz-nixos-system-web-1-v2"}}
+	l := layoutFor([]string{"web-1", ""})
+	plain := l.line(style{}, ev)
+	want := "7      2026-03-01T12:00:00Z  1     web-1  Pending → Activating    [dispatched] dispatched to nixos-system-web-1-v2"
 	if plain != want {
 		t.Fatalf("event line\n got %q\nwant %q", plain, want)
 	}
 	// In colour, the columns stay where they are.
-	painted := eventLine(style{tty: true, colour: true}, ev)
+	painted := l.line(style{tty: true, colour: true}, ev)
 	stripped := strings.NewReplacer("\x1b[33m", "", "\x1b[36m", "", "\x1b[0m", "").Replace(painted)
 	if stripped != plain || painted == plain {
 		t.Fatalf("coloured line %q does not strip to %q", painted, plain)
 	}
-	header := eventHeader()
-	if got := strings.Index(header, "TRANSITION"); got != strings.Index(plain, "Pending") {
+	header := l.header()
+	if got := strings.Index(header, "EVENT"); got != strings.Index(plain, "Pending") {
 		t.Fatalf("header %q and line %q are not aligned", header, plain)
 	}
 	// The budgets the decision touched follow the reason.
 	ev.Budgets = []proto.BudgetUse{{Name: "web", InFlight: 3, Limit: 3}, {Name: "tags=db", InFlight: 1, Limit: 2}}
-	if got := eventLine(style{}, ev); got != want+" [web 3/3, tags=db 1/2]" {
-		t.Fatalf("event line with budgets\n got %q\nwant %q", got, want+" [web 3/3, tags=db 1/2]")
+	// A line they make too long wraps, and no line passes 120 columns.
+	got := l.line(style{}, ev)
+	if flat := strings.Join(strings.Fields(got), " "); flat != strings.Join(strings.Fields(plain), " ")+" [web 3/3, tags=db 1/2]" {
+		t.Fatalf("event line with budgets %q", got)
+	}
+	for _, line := range strings.Split(got, "\n") {
+		if utf8.RuneCountInString(line) > lineWidth {
+			t.Fatalf("a line of %d columns: %q", utf8.RuneCountInString(line), line)
+		}
 	}
 }
 
@@ -138,6 +147,51 @@ func TestWaveName(t *testing.T) {
 	for i, want := range []string{"0 (canary)", "1", "2"} {
 		if got := waveName(r, i); got != want {
 			t.Errorf("waveName(%d) = %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestEventLineWidth: long hosts are elided to the cap, long reasons
+// wrapped under their column, and every line fits lineWidth columns.
+func TestEventLineWidth(t *testing.T) {
+	t.Parallel()
+	long := "a-very-long-hostname-in-a-big-datacenter-01"
+	l := layoutFor([]string{long, "db"})
+	ev := proto.Event{ID: 123456, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Kind: "host_transition",
+		Wave: 12, Host: long, From: "Activating", To: "Converged",
+		Reason: proto.DecisionReason{Code: "health_failure", Message: strings.Repeat("word ", 30) + strings.Repeat("x", 90), Actor: "alice"}}
+	out := l.line(style{}, ev)
+	lines := strings.Split(l.header()+"\n"+out, "\n")
+	for _, line := range lines {
+		if n := utf8.RuneCountInString(line); n > lineWidth {
+			t.Errorf("%d columns: %q", n, line)
+		}
+	}
+	if !strings.Contains(out, "a-very-long-hostname-in…  Activating") {
+		t.Errorf("line %q: want the host elided to %d columns", out, maxHostWidth)
+	}
+	col := utf8.RuneCountInString(lines[1][:strings.Index(lines[1], "[health_failure]")]) // continuations are ASCII
+	for _, line := range lines[2:] {
+		if len(line) <= col || strings.TrimSpace(line[:col]) != "" || line[col] == ' ' {
+			t.Errorf("the reason is not wrapped under its column:\n%s", out)
+			break
+		}
+	}
+	all := strings.Join(lines[1:], "")
+	if strings.Count(all, "word") != 30 || strings.Count(all, "x") != 90 || !strings.HasSuffix(all, "(by alice)") {
+		t.Errorf("the wrapped reason lost something:\n%s", out)
+	}
+}
+
+func TestElideClosures(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"dispatched to j95csr2wpmgx75zdpmgx75zdpmgx75zd-nixos-system-canary-v1":       "dispatched to nixos-system-canary-v1",
+		"from /nix/store/n9ilzhjrv1k9bi3rv1k9bi3rv1k9bi3r-nixos-system-web-1-v1 to x": "from nixos-system-web-1-v1 to x",
+		"no closure here; a short-hash-name stays":                                    "no closure here; a short-hash-name stays",
+	} {
+		if got := elideClosures(in); got != want {
+			t.Errorf("elideClosures(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -20,9 +20,13 @@ func (u UsageError) Unwrap() error { return u.Err }
 func Usage(err error) error { return UsageError{Err: err} }
 
 // Run runs app with args, writing to stdout and stderr, and returns the
-// exit status; an error is printed as "<name>: <error>".
+// exit status; an error is printed as "<name>: <error>". An app without a
+// Version gets [Version], and with it urfave/cli's --version flag.
 func Run(ctx context.Context, app *cli.App, args []string, stdout, stderr io.Writer) int {
 	app.Writer, app.ErrWriter = stdout, stderr
+	if app.Version == "" {
+		app.Version = Version()
+	}
 	app.HideHelpCommand = true
 	app.ExitErrHandler = func(*cli.Context, error) {}
 	if err := app.RunContext(ctx, args); err != nil {

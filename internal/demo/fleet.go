@@ -187,14 +187,14 @@ func newFleet(n int) (*fleet, error) {
 	prodSel, stagingSel := prodChannel, stagingChannel
 	f.prodLimit = nProd * 20 / 100
 	if f.prodLimit >= 1 {
-		f.budgets = append(f.budgets, proto.DisruptionBudget{Selector: proto.Selector{Channel: &prodSel}, MaxInFlightPct: ptr(20)})
+		f.budgets = append(f.budgets, proto.DisruptionBudget{Name: "prod", Selector: proto.Selector{Channel: &prodSel}, MaxInFlightPct: ptr(20)})
 	} else {
 		f.prodLimit = 1
-		f.budgets = append(f.budgets, proto.DisruptionBudget{Selector: proto.Selector{Channel: &prodSel}, MaxInFlight: ptr(1)})
+		f.budgets = append(f.budgets, proto.DisruptionBudget{Name: "prod", Selector: proto.Selector{Channel: &prodSel}, MaxInFlight: ptr(1)})
 	}
 	f.budgets = append(f.budgets,
-		proto.DisruptionBudget{Selector: proto.Selector{Channel: &stagingSel}, MaxInFlightPct: ptr(50)},
-		proto.DisruptionBudget{Selector: proto.Selector{Tags: []string{"db"}}, MaxInFlight: ptr(1)})
+		proto.DisruptionBudget{Name: "staging", Selector: proto.Selector{Channel: &stagingSel}, MaxInFlightPct: ptr(50)},
+		proto.DisruptionBudget{Name: "databases", Selector: proto.Selector{Tags: []string{"db"}}, MaxInFlight: ptr(1)})
 	return f, nil
 }
 
