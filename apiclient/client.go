@@ -553,13 +553,23 @@ func refusal(resp *http.Response, data []byte) error {
 
 // Follow streams a rollout's events after the event id after, calling fn
 // with each event decoded and as the server sent it (one JSON line), until
-// the server ends the stream (the rollout is terminal), ctx ends, or fn
+// the server ends the stream (the rollout is over: terminal, and not its
+// channel's latest or with no way out, rfcs/0007 §Events), ctx ends, or fn
 // returns an error. The stream has no overall timeout (Options.Timeout
 // bounds only the wait for its headers); a connection lost mid-stream is
 // an error, and the caller resumes with after set to the last id it got.
 // A line that is not an event is an error.
 func (c *Client) Follow(ctx context.Context, rolloutID string, after int64, fn func(ev proto.Event, raw json.RawMessage) error) error {
+	return c.FollowRollout(ctx, rolloutID, after, false, fn)
+}
+
+// FollowRollout is Follow; with untilTerminal the server ends the stream
+// at the rollout's first terminal state, even one a rollback may reopen.
+func (c *Client) FollowRollout(ctx context.Context, rolloutID string, after int64, untilTerminal bool, fn func(ev proto.Event, raw json.RawMessage) error) error {
 	path := fmt.Sprintf("/v1/rollouts/%s/events?follow=1&after=%d", url.PathEscape(rolloutID), after)
+	if untilTerminal {
+		path += "&until=terminal"
+	}
 	return c.follow(ctx, path, rolloutID, fn)
 }
 

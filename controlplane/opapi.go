@@ -145,9 +145,19 @@ func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client)
 		return e
 	}
 	q.RolloutID = ro.ID
+	until := r.URL.Query().Get("until")
+	if until != "" && until != "terminal" {
+		return errorf(codes.BadRequest, "until must be terminal or absent")
+	}
 	return s.serveEvents(w, r, q, func() bool {
 		cur, err := s.st.Rollout(r.Context(), ro.ID)
-		return err != nil || cur.State.Terminal()
+		if err != nil || until == "terminal" || !cur.State.Terminal() {
+			return err != nil || cur.State.Terminal()
+		}
+		// Terminal, but a rollback or a catch-up's failure may reopen the
+		// channel's latest rollout: follow it until a newer one opens.
+		latest, e := s.latestIDs(r)
+		return e != nil || cur.State.Over(latest[cur.Channel] == cur.ID)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -137,5 +138,67 @@ func TestChannelsPushedTogether(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFollowAcrossARollback: a converged rollout that is its channel's
+// latest can be rolled back, so following it does not end at Converged:
+// the stream goes on through the rollback and ends when the rollout is
+// Reverted, which nothing reopens. With until=terminal it ends at the
+// first terminal state.
+func TestFollowAcrossARollback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", smallSpec(), nil)
+	hosts := e.hosts()
+	e.onboard(hosts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rolloutID("stable", 1)
+	viewer := e.client(e.viewKey.priv, "victor")
+
+	// until=terminal: the converged rollout's stream ends at once.
+	if err := viewer.FollowRollout(ctx, id, 0, true, func(proto.Event, json.RawMessage) error { return nil }); err != nil {
+		t.Fatalf("following until terminal: %v", err)
+	}
+
+	type result struct {
+		moves []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = viewer.Follow(ctx, id, 0, func(ev proto.Event, _ json.RawMessage) error {
+			if ev.Kind == string(reconciler.EventRolloutTransition) {
+				r.moves = append(r.moves, ev.From+"→"+ev.To)
+			}
+			return nil
+		})
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the stream of a converged latest rollout ended (%v, %v)", r.moves, r.err)
+	case <-time.After(1500 * time.Millisecond): // the server ends a stream after a quiet second
+	}
+	if _, _, err := e.client(e.opKey.priv, "alice").Act(ctx, id, "rollback", "follow test"); err != nil {
+		t.Fatal(err)
+	}
+	e.await(20*time.Second, "the rollback lands", func() bool {
+		for _, h := range hosts {
+			_ = h.Step(ctx, 0)
+		}
+		return rolloutState(t, e, id) == reconciler.RolloutReverted
+	})
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if !slices.Contains(r.moves, "Converged→Reverting") || !slices.Contains(r.moves, "Reverting→Reverted") {
+			t.Fatalf("followed transitions %v, want the rollback through to Reverted", r.moves)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stream did not end when the rollout was Reverted")
 	}
 }

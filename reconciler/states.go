@@ -212,6 +212,26 @@ var rolloutTable = map[rolloutMove]RolloutState{
 	{RolloutCancelled, EvRollback}:   RolloutReverting,
 }
 
+// Reopenable reports whether a rollout in s can still move on: a
+// terminal state with a way out (Converged and Cancelled can be rolled
+// back while they are their channel's latest, a Converged one halted by a
+// catch-up's failure) is over only for now.
+func (s RolloutState) Reopenable() bool {
+	for m := range rolloutTable {
+		if m.from == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Over reports whether a rollout in s will not move again: terminal, and
+// with no way out, or no longer its channel's latest (only the latest
+// rollout is rolled back or catches up).
+func (s RolloutState) Over(latest bool) bool {
+	return s.Terminal() && (!s.Reopenable() || !latest)
+}
+
 // Next applies ev to s, or refuses with ErrIllegalTransition.
 func (s RolloutState) Next(ev RolloutEvent) (RolloutState, error) {
 	if to, ok := rolloutTable[rolloutMove{s, ev}]; ok {

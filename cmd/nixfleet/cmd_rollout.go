@@ -34,7 +34,8 @@ func rolloutCommand() *cli.Command {
 				Name:  "events",
 				Usage: "a rollout's events, with --follow as they happen until the rollout ends",
 				Flags: []cli.Flag{
-					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "stream new events until the rollout is terminal"},
+					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "stream new events until the rollout is over (a converged or cancelled rollout that is its channel's latest can still be rolled back: it is followed until a newer one opens)"},
+					&cli.BoolFlag{Name: "until-terminal", Usage: "with --follow, end at the rollout's first terminal state"},
 					&cli.Int64Flag{Name: "after", Usage: "only events after the event `ID` (to resume)"},
 				},
 			}, []string{"ID"}, runRolloutEvents),
@@ -166,6 +167,9 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 		return usage(c, "--after must be an event id (0 or more)")
 	}
 	asJSON := c.Bool("json")
+	if c.Bool("until-terminal") && !c.Bool("follow") {
+		return usage(c, "--until-terminal goes with --follow")
+	}
 	if c.Bool("follow") {
 		return followEvents(c, o, id, after)
 	}
@@ -248,7 +252,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		fmt.Fprintln(w, l.header())
 	}
 	for {
-		err := o.api.Follow(ctx, id, after, func(ev proto.Event, m json.RawMessage) error {
+		err := o.api.FollowRollout(ctx, id, after, c.Bool("until-terminal"), func(ev proto.Event, m json.RawMessage) error {
 			after = ev.ID
 			if asJSON {
 				_, err := fmt.Fprintf(w, "%s\n", m)
