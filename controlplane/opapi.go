@@ -246,6 +246,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 	quiet := 0
 	for r.Context().Err() == nil {
 		signal := s.hub.followSignal()
+		// Whether the stream may end is judged before the read: the
+		// events of the tick that ended the rollout were committed with
+		// it, so a read after the judgement has them.
+		done := quiet > 0 && over()
 		evs, err := s.st.Events(r.Context(), q)
 		if err != nil {
 			return nil // the status line is sent; end the stream
@@ -263,7 +267,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 			quiet = 0
 			continue
 		}
-		if quiet > 0 && over() {
+		if done {
 			return nil
 		}
 		quiet++
