@@ -64,14 +64,18 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 		fmt.Fprintln(c.App.Writer, "no hosts")
 		return nil
 	}
-	t := newTable("HOST", "CHANNEL", "STATE", "SEEN", "ROLLOUT", "REASON")
+	t := newTable("HOST", "CHANNEL", "STATE", "SEEN", "RUNS", "TARGET", "ROLLOUT", "REASON")
 	t.paint[2], t.paint[3] = o.st.state, o.st.state
 	for _, h := range hosts {
-		state := "-"
+		state, target := "-", "-"
 		if h.Host != nil {
-			state = h.Host.State
+			state, target = h.Host.State, elideClosures(h.Host.Target)
 		}
-		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), dash(h.Rollout), dash(h.Explain.Code))
+		runs := dash(elideClosures(h.Observed.Current))
+		if h.Host != nil && h.Observed.Current == h.Host.Target {
+			runs = "= target"
+		}
+		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), runs, target, aboutText(proto.Event{RolloutID: h.Rollout}), dash(h.Explain.Code))
 	}
 	t.write(c.App.Writer)
 	return nil

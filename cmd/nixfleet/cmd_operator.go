@@ -100,7 +100,13 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 }
 
 func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *proto.Rollout) {
-	fmt.Fprintf(w, "\nchannel %s  ref %s  signed %s\n", ch.Name, dash(ch.Ref), when(ch.SignedAt))
+	commit := ch.SourceCommit
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	// The git commit is what `git log` of the channel ref shows; the CI
+	// commit is the one the release was built from (meta.ciCommit).
+	fmt.Fprintf(w, "\nchannel %s  commit %s  ci %s  signed %s\n", ch.Name, dash(commit), dash(ch.Ref), when(ch.SignedAt))
 	f := &fields{}
 	r := ch.Rollout
 	if full != nil {

@@ -506,6 +506,9 @@ var (
 // SHA-256 hashes by HASH and intent ids by INTENT, so that output can be
 // compared with cmp or cmpenv. With -ids, a number that starts a line
 // (an event id) becomes N, padded to its width.
+// gitCommit is a git commit as status shortens it, after "commit ".
+var gitCommit = regexp.MustCompile(`commit [0-9a-f]{12}\b`)
+
 func cmdNormalize(ts *testscript.TestScript, neg bool, args []string) {
 	ids := len(args) > 0 && args[0] == "-ids"
 	if ids {
@@ -521,5 +524,6 @@ func cmdNormalize(ts *testscript.TestScript, neg bool, args []string) {
 	s = rfc3339Time.ReplaceAllString(s, "YYYY-MM-DDThh:mm:ssZ")
 	s = sha256Hex.ReplaceAllString(s, "HASH")
 	s = intentID.ReplaceAllString(s, "INTENT")
+	s = gitCommit.ReplaceAllString(s, "commit COMMIT")
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(s), 0o644))
 }

@@ -78,7 +78,7 @@ func TestChannelStatusOnATerminal(t *testing.T) {
 	var b bytes.Buffer
 	printChannelStatus(&b, style{tty: true}, ch, r)
 	want := `
-channel stable  ref 2  signed 2026-03-01T12:00:00Z
+channel stable  commit -  ci 2  signed 2026-03-01T12:00:00Z
   rollout  stable@1  Active  wave 1 of waves 0-1 (dispatching)
   wave 0   [####################] 1/1 converged
   wave 1   [######..............] 1/3 converged, Pending 1, Soaking 1  <- current
