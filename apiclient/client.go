@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -264,13 +265,26 @@ func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path str
 func apiError(resp *http.Response, data []byte) error {
 	out := &Error{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	var e proto.Error
-	if json.Unmarshal(data, &e) != nil || e.Code == "" {
+	switch {
+	case (json.Unmarshal(data, &e) != nil || e.Code == "") && gatewayDown(resp.StatusCode):
+		// A proxy or load balancer in front of a control plane that is
+		// down or restarting answers for it: unavailable, not a foreign
+		// server.
+		out.Code = codes.Unavailable
+		out.Message = "a gateway answered for the control plane (" + describe(resp, data) + "): it is down or restarting"
+	case json.Unmarshal(data, &e) != nil || e.Code == "":
 		out.Code, out.foreign = "http_"+fmt.Sprint(resp.StatusCode), true
 		out.Message = "the answer (" + describe(resp, data) + ") is not an error of the nixfleet API"
-	} else {
+	default:
 		out.Code, out.Message = e.Code, e.Message
 	}
 	return out
+}
+
+// gatewayDown reports a status a gateway answers with when what is behind
+// it does not answer: 502, 503, 504.
+func gatewayDown(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out any) error {

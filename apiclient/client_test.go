@@ -114,7 +114,7 @@ func TestAct(t *testing.T) {
 			body: `{"intent":{"id":"i1"},"result":{"intentId":"i1","accepted":false,"reason":{"code":"illegal_transition","message":"a Converged rollout cannot resume"}}}`},
 		{name: "conflict error body", status: 409, wantCode: "busy", body: `{"code":"busy","message":"later"}`},
 		{name: "forbidden", status: 403, wantCode: "forbidden", body: `{"code":"forbidden","message":"viewers may not act"}`},
-		{name: "no code", status: 502, wantCode: "http_502", body: `bad gateway`},
+		{name: "no code", status: 500, wantCode: "http_500", body: `internal error`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,7 +327,7 @@ func TestNotTheAPI(t *testing.T) {
 	}{
 		{name: "web page", status: 200, contentType: "text/html; charset=utf-8", body: page},
 		{name: "web server's 404", status: 404, contentType: "text/html", body: page, wantCode: "http_404"},
-		{name: "proxy's 502", status: 502, contentType: "text/plain", body: "bad gateway secret-looking", wantCode: "http_502"},
+		{name: "a web server's 500", status: 500, contentType: "text/plain", body: "internal error secret-looking", wantCode: "http_500"},
 		{name: "another JSON API", status: 200, contentType: "application/json", body: `{"data":[],"secret-looking":1}`},
 		{name: "JSON that is not an object", status: 200, contentType: "application/json", body: `["secret-looking"]`},
 	}
@@ -354,5 +354,32 @@ func TestNotTheAPI(t *testing.T) {
 				t.Errorf("Rollouts: %#v, want an *Error with code %q", err, tc.wantCode)
 			}
 		})
+	}
+}
+
+// TestGatewayDownIsUnavailable: a proxy's 502/503/504 page in front of a
+// control plane that is down or restarting is unavailable, not a foreign
+// server; other pages without an API error are.
+func TestGatewayDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		code   string
+		bad    bool
+	}{
+		{http.StatusBadGateway, codes.Unavailable, false},
+		{http.StatusServiceUnavailable, codes.Unavailable, false},
+		{http.StatusGatewayTimeout, codes.Unavailable, false},
+		{http.StatusNotFound, "http_404", true},
+	} {
+		c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte("<html><body>secret proxy page</body></html>"))
+		}), 5*time.Second)
+		_, _, err := c.Rollouts(context.Background())
+		if !apiclient.IsCode(err, tc.code) || errors.Is(err, apiclient.ErrBadResponse) != tc.bad || strings.Contains(err.Error(), "secret") {
+			t.Errorf("HTTP %d: %v, want code %s (bad response %v), without the body", tc.status, err, tc.code, tc.bad)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -23,16 +24,31 @@ import (
 // by state, those that wait for a gate the fleet clears by itself counted
 // by gate, the next step of a halted rollout, and when its current wave's
 // soak ends. latest says whether it is its channel's latest rollout; a
-// host counts as online when this replica heard it within the offline
-// threshold.
-func (s *Server) summarize(r reconciler.Rollout, withHosts, latest bool) proto.Rollout {
+// host counts as online when it was heard within the offline
+// threshold, as the store recorded it (read only when a host is Skipped:
+// the others' situations do not depend on it).
+func (s *Server) summarize(ctx context.Context, r reconciler.Rollout, withHosts, latest bool) (proto.Rollout, error) {
 	out := wireRollout(r, withHosts)
 	out.Counts, out.Waiting, out.Next = map[string]int{}, map[string]int{}, reconciler.NextStep(r)
 	now := s.cfg.Now()
+	var seen map[string]time.Time
+	for _, h := range r.Hosts {
+		if h.State == reconciler.HostSkipped {
+			recs, err := s.st.Hosts(ctx)
+			if err != nil {
+				return out, err
+			}
+			seen = make(map[string]time.Time, len(recs))
+			for _, rec := range recs {
+				seen[rec.Hostname] = rec.Observed.LastSeen
+			}
+			break
+		}
+	}
 	var soak time.Time
 	for i, h := range r.Hosts {
 		out.Counts[string(h.State)]++
-		online := s.cfg.Tunables.Heard(s.hub.lastSeen(h.Hostname), now)
+		online := s.cfg.Tunables.Heard(seen[h.Hostname], now)
 		sit := reconciler.Situate(reconciler.Place{Rollout: r, Latest: latest, Host: h, Online: online}, now, s.cfg.Tunables)
 		if h.State == reconciler.HostPending && sit.Moves && h.Blocked.Gate != "" && sit.Code == h.Blocked.Gate {
 			out.Waiting[h.Blocked.Gate]++
@@ -45,11 +61,11 @@ func (s *Server) summarize(r reconciler.Rollout, withHosts, latest bool) proto.R
 			out.Hosts[i].Situation = &ws
 		}
 	}
-	if !soak.IsZero() {
+	if !soak.IsZero() && r.State == reconciler.RolloutActive { // only an active rollout promotes
 		soak = soak.UTC()
 		out.SoakUntil = &soak
 	}
-	return out
+	return out, nil
 }
 
 // latestIDs returns the id of each channel's latest rollout.
@@ -99,7 +115,11 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, s.summarize(ro, true, latest[ro.Channel] == ro.ID))
+	sum, err := s.summarize(r.Context(), ro, true, latest[ro.Channel] == ro.ID)
+	if err != nil {
+		return s.internal("reading hosts", err)
+	}
+	writeJSON(w, http.StatusOK, sum)
 	return nil
 }
 
@@ -522,7 +542,10 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 			if err != nil {
 				return s.internal("reading a rollout", err)
 			}
-			sum := s.summarize(full, false, true)
+			sum, err := s.summarize(r.Context(), full, false, true)
+			if err != nil {
+				return s.internal("reading hosts", err)
+			}
 			cs.Rollout = &sum
 			break
 		}

@@ -240,7 +240,12 @@ func (s *source) poll(ctx context.Context) error {
 		var ve *verifyError
 		switch {
 		case errors.As(err, &ve):
-			s.fail(ctx, r.channel, r.hash, nil, ve)
+			if err := s.fail(ctx, r.channel, r.hash, nil, ve); err != nil {
+				// The refusal is not recorded: no verdict yet, the next
+				// poll reads the ref again.
+				s.unavailable(r.channel, r.hash, err)
+				continue
+			}
 			s.seen[r.channel] = r.hash
 			continue
 		case err != nil:
@@ -311,10 +316,9 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
 			return false, nil // the release we already have (a restart, a re-poll)
 		}
-		s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
+		return false, s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
-		return false, nil
 	case putErr != nil:
 		return false, putErr
 	}
@@ -376,15 +380,16 @@ func samePlan(a, b []byte) bool {
 
 // fail records a verification failure: a metric, a log line, the ref in
 // the release log, an event. rel is the release when verification got
-// that far (a replay), else nil.
-func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, rel *store.Release, ve *verifyError) {
+// that far (a replay), else nil. An error is the release log's: the
+// refusal is not recorded, and the caller must not mark the ref seen.
+func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, rel *store.Release, ve *verifyError) error {
 	now := s.now()
 	refused := store.RefusedRelease{Channel: channel, Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
 	if rel != nil {
 		refused.Ref, refused.SignedAt = rel.Ref, rel.SignedAt
 	}
 	if err := s.st.RefuseRelease(ctx, refused); err != nil {
-		s.log.Error("recording a refused release in the release log", "err", err)
+		return fmt.Errorf("recording a refused release in the release log: %w", err)
 	}
 	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
 	s.m.verifyFailure.WithLabelValues(ve.code).Inc()
@@ -392,8 +397,9 @@ func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, r
 	ev := reconciler.Event{Kind: EventReleaseRejected, Channel: channel, Wave: -1,
 		Reason: reconciler.Reason{Code: ve.code, Message: fmt.Sprintf("commit %s: %v", hash.String()[:12], ve.err)}}
 	if err := s.st.AppendEvents(ctx, now, []reconciler.Event{ev}); err != nil {
-		s.log.Error("recording a refused release", "err", err)
+		return fmt.Errorf("recording a refused release: %w", err)
 	}
+	return nil
 }
 
 // unavailable records that the store failed while a channel's new ref was

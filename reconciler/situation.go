@@ -50,12 +50,13 @@ type Situation struct {
 func Situate(p Place, now time.Time, tu Tunables) Situation {
 	r, h := p.Rollout, p.Host
 	stopped := r.State != RolloutActive && r.State != RolloutOpening
+	if r.State == RolloutReverting {
+		if s, ok := reverting(r, h); ok {
+			return s
+		}
+	}
 	switch h.State {
 	case HostConverged:
-		if r.State == RolloutReverting {
-			return Situation{Code: codes.Converged, Moves: true,
-				Message: fmt.Sprintf("runs %s; rollout %s is reverting, so it is rolled back in turn", h.Target, r.ID)}
-		}
 		return Situation{Code: codes.Converged, Message: fmt.Sprintf("runs its target %s (%s)", h.Target, r.ID)}
 	case HostActivating:
 		by := h.Since.Add(tu.confirm())
@@ -74,6 +75,9 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 		}
 		return s
 	case HostDeferred:
+		if h.Blocked.Code != "" { // rebooted into its target, waiting for a slot to soak
+			return gated(h.Blocked)
+		}
 		return Situation{Code: codes.Deferred, Next: "reboot the host: its target is staged for the next boot",
 			Message: fmt.Sprintf("%s is staged for the next boot (a switch now would restart what cannot be restarted live)", h.Target)}
 	case HostFailed:
@@ -85,6 +89,9 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 	case HostSkipped:
 		if stopped && !(r.State == RolloutConverged && p.Latest) {
 			return pendingStopped(r, "skipped while it was away, and not caught up")
+		}
+		if h.Blocked.Code != "" {
+			return gated(h.Blocked)
 		}
 		if p.Online {
 			return Situation{Code: codes.CatchUp, Moves: true,
@@ -104,20 +111,50 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 		return Situation{Code: codes.WaveNotActive, Moves: true,
 			Message: fmt.Sprintf("waits for wave %d to start (wave %d is %s)", h.Wave, r.Wave, r.WavePhase)}
 	}
-	b := h.Blocked
-	if b.Code == "" && b.Gate == "" {
+	if h.Blocked.Code == "" && h.Blocked.Gate == "" {
 		return Situation{Code: codes.Waiting, Moves: true, Message: "dispatched at the next tick unless a gate holds it"}
 	}
+	return gated(h.Blocked)
+}
+
+// gated is the situation of a host a gate holds: most gates clear as the
+// fleet moves; a quarantine, failing compliance and a missing previous
+// closure do not.
+func gated(b Reason) Situation {
 	s := Situation{Code: cmpCode(b.Gate, b.Code), Message: b.Message, Moves: true}
-	switch b.Gate {
+	switch s.Code {
 	case codes.Quarantined:
 		s.Moves, s.Next = false, "push a release with another target for this host: this one failed on it"
 	case codes.ComplianceEarlierWave:
 		s.Moves, s.Next = false, "fix the failing compliance of the earlier wave and push a release"
 	case codes.NoPreviousClosure:
-		s.Moves, s.Next = false, "nothing to roll back to; cancel the rollout or push a release"
+		s.Moves, s.Next = false, "nothing to roll back to; cancel the rollout (its hosts stay where they are) or push a release"
 	}
 	return s
+}
+
+// reverting is the situation of a host of a reverting rollout that has
+// still to go back (rfcs/0003 rule 9: it moved, and ran another closure
+// before), or that has nothing to go back to; ok is false for the others,
+// whose answer does not depend on the revert (in flight, Pending, back).
+func reverting(r Rollout, h RolloutHost) (Situation, bool) {
+	switch h.State {
+	case HostSoaking, HostConverged, HostDeferred, HostFailed:
+	default:
+		return Situation{}, false
+	}
+	if h.Previous == h.Target {
+		if h.State != HostConverged {
+			return Situation{}, false
+		}
+		return Situation{Code: codes.Converged,
+			Message: fmt.Sprintf("runs %s, which it also ran before rollout %s: nothing to roll back", h.Target, r.ID)}, true
+	}
+	if h.Blocked.Code != "" {
+		return gated(h.Blocked), true
+	}
+	return Situation{Code: cmpCode(r.Reason.Code, codes.RollbackDispatched), Moves: true,
+		Message: fmt.Sprintf("rollout %s is reverting: it goes back to %s (after the hosts it gates, under the budgets)", r.ID, h.Previous)}, true
 }
 
 // pendingStopped is the situation of a host a rollout will not dispatch

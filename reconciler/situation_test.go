@@ -41,8 +41,11 @@ func TestSituationEveryPair(t *testing.T) {
 								WavePhase: rc.WavePhase("dispatching"), Waves: []rc.WaveSpec{{SoakMinutes: 10}, {SoakMinutes: 0}}}
 							h := rc.RolloutHost{Hostname: "web-01", Wave: wave, State: hs, Since: now.Add(-time.Minute),
 								Target: "t-web-01-v2", Previous: "t-web-01-v1", Reason: rc.Reason{Code: codes.Dispatched, Message: "why"}}
-							if hs == rc.HostPending || hs == rc.HostSkipped {
+							if hs == rc.HostPending || hs == rc.HostSkipped || (rs == rc.RolloutReverting && hs != rc.HostReverted) {
 								h.Blocked = gate
+							}
+							if flags&1 != 0 && hs == rc.HostConverged {
+								h.Previous = h.Target // a host the release did not change
 							}
 							s := rc.Situate(rc.Place{Rollout: r, Latest: latest, Host: h, Online: online}, now, tu)
 							n++
@@ -75,19 +78,29 @@ func checkSituation(t *testing.T, what string, r rc.Rollout, h rc.RolloutHost, l
 	dispatching := r.State == rc.RolloutActive || r.State == rc.RolloutOpening ||
 		(r.State == rc.RolloutConverged && latest && h.State == rc.HostSkipped)
 	waiting := h.State == rc.HostPending || h.State == rc.HostSkipped
+	back := h.State == rc.HostSoaking || h.State == rc.HostConverged || h.State == rc.HostDeferred || h.State == rc.HostFailed
+	sentBack := r.State == rc.RolloutReverting && back && h.Previous != h.Target
 	switch {
 	case waiting && !dispatching:
 		if s.Moves || s.Code != codes.RolloutStopped {
 			t.Errorf("%s: a rollout that dispatches no more shows the host as waiting", what)
 		}
-	case h.State.InFlight():
+	case h.State.InFlight() && !sentBack:
 		if !s.Moves || s.Until.IsZero() {
 			t.Errorf("%s: a host in flight lands by itself, at a known time", what)
 		}
 	}
-	done := h.State == rc.HostConverged || h.State == rc.HostReverted || r.State == rc.RolloutReverting
+	done := h.State == rc.HostConverged || h.State == rc.HostReverted || (r.State == rc.RolloutReverting && waiting)
 	if !s.Moves && !done && s.Next == "" {
 		t.Errorf("%s: nothing moves it and no next step is named", what)
+	}
+	// A host a revert sends back (rfcs/0003 rule 9) moves unless a gate
+	// that does not clear holds it, and is not said to converge.
+	if sentBack {
+		stuck := h.Blocked.Code == codes.Quarantined || h.Blocked.Code == codes.NoPreviousClosure
+		if s.Moves == stuck || strings.Contains(s.Message, "converges") {
+			t.Errorf("%s: a host the revert sends back", what)
+		}
 	}
 	if waiting && r.State == rc.RolloutHalted && r.Reason.Code == codes.OperatorPause && !strings.Contains(s.Next, "resume") {
 		t.Errorf("%s: a paused rollout's host does not name resume", what)

@@ -240,12 +240,13 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 	ctx, w, asJSON := c.Context, c.App.Writer, c.Bool("json")
 	var l eventLayout
 	if !asJSON {
-		// The rollout's hosts size the host column before any event.
+		// The rollout's hosts size the host column before any event; a
+		// ref that never opened has no rollout, and no host events.
 		r, _, err := o.api.Rollout(ctx, id)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil && !isNotFound(err):
 			return o.fail(c, err, followHint(err, id, after))
 		}
 		l = layoutFor(rolloutHosts(r))

@@ -33,5 +33,13 @@ INSERT INTO channel_refs (channel, commit_hash, ref, rollout_id, seen_at, signed
 	SELECT r.channel, '', r.ref, r.id, r.opened_at, 0, 'opened', '', 'ref_moved', 'recorded before the release log existed', r.opened_at
 	FROM rollouts r;
 
+-- The channels' current releases that had not opened a rollout yet (a ref
+-- waiting for its channel's active rollout, or deferred by a channel
+-- edge): pending, so that the tick that decides them records their fate.
+INSERT INTO channel_refs (channel, commit_hash, ref, rollout_id, seen_at, signed_at, fate, blocked_by, code, message, updated_at)
+	SELECT c.channel, c.source_commit, c.ref, c.channel || '@' || c.ref, c.verified_at, c.signed_at, 'pending', '', 'ref_moved', 'verified before the release log existed', c.verified_at
+	FROM channels c
+	WHERE NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.id = c.channel || '@' || c.ref);
+
 -- intents.comment: the operator's words with an intent, bounded by the API.
 ALTER TABLE intents ADD COLUMN comment TEXT NOT NULL DEFAULT '';

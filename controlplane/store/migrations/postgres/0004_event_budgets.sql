@@ -1,4 +1,4 @@
--- 0003_event_budgets (PostgreSQL): the occupancy of the disruption budgets
+-- 0004_event_budgets (PostgreSQL): the occupancy of the disruption budgets
 -- a decision touched (rfcs/0003 rule 5), as a JSON list of {name,
 -- inFlight, limit}; 'null' when it touched none, as every earlier event
 -- did.
