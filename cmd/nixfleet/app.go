@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nixfleet/nixfleet/codes"
 	"io"
 	"io/fs"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
 
 	"github.com/urfave/cli/v2"
 

@@ -2,8 +2,9 @@ package main
 
 import (
 	"errors"
-	"github.com/nixfleet/nixfleet/codes"
 	"strings"
+
+	"github.com/nixfleet/nixfleet/codes"
 
 	"github.com/urfave/cli/v2"
 )

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -53,16 +54,11 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
 		return usage(c, "--state %q is not a host state (%s)", state, hostStateNames())
 	}
-	hosts, raw, err := o.api.Hosts(c.Context, proto.HostQuery{Channel: c.String("channel"), State: state})
-	if err != nil {
-		return o.fail(c, err, "")
-	}
-	if c.Bool("json") {
-		return writeRaw(c.App.Writer, raw)
-	}
-	if len(hosts) == 0 {
-		fmt.Fprintln(c.App.Writer, "no hosts")
-		return nil
+	hosts, done, err := listed(c, o, "no hosts", func() ([]proto.HostView, json.RawMessage, error) {
+		return o.api.Hosts(c.Context, proto.HostQuery{Channel: c.String("channel"), State: state})
+	})
+	if done {
+		return err
 	}
 	t := newTable("HOST", "CHANNEL", "STATE", "SEEN", "RUNS", "TARGET", "ROLLOUT", "REASON")
 	t.paint[2], t.paint[3] = o.st.state, o.st.state

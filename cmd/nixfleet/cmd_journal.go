@@ -25,16 +25,11 @@ func releasesCommand() *cli.Command {
 }
 
 func runReleases(c *cli.Context, o *operator, _ []string) error {
-	rels, raw, err := o.api.Releases(c.Context, proto.ReleaseQuery{Channel: c.String("channel")})
-	if err != nil {
-		return o.fail(c, err, "")
-	}
-	if c.Bool("json") {
-		return writeRaw(c.App.Writer, raw)
-	}
-	if len(rels) == 0 {
-		fmt.Fprintln(c.App.Writer, "no releases seen")
-		return nil
+	rels, done, err := listed(c, o, "no releases seen", func() ([]proto.Release, json.RawMessage, error) {
+		return o.api.Releases(c.Context, proto.ReleaseQuery{Channel: c.String("channel")})
+	})
+	if done {
+		return err
 	}
 	t := newTable("SEEN", "CHANNEL", "ROLLOUT", "COMMIT", "FATE", "BY", "REASON")
 	t.paint[4] = o.st.state

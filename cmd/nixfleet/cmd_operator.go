@@ -3,10 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/nixfleet/nixfleet/codes"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/nixfleet/nixfleet/codes"
 
 	"github.com/urfave/cli/v2"
 

@@ -47,17 +47,29 @@ func rolloutCommand() *cli.Command {
 	}
 }
 
+// listed reads a list for a list command: a failure is reported, --json
+// prints the server's document, an empty list prints empty. done says the
+// command has nothing more to print (err is then its result).
+func listed[T any](c *cli.Context, o *operator, empty string, fetch func() ([]T, json.RawMessage, error)) (items []T, done bool, err error) {
+	items, raw, err := fetch()
+	switch {
+	case err != nil:
+		return nil, true, o.fail(c, err, "")
+	case c.Bool("json"):
+		return nil, true, writeRaw(c.App.Writer, raw)
+	case len(items) == 0:
+		fmt.Fprintln(c.App.Writer, empty)
+		return nil, true, nil
+	}
+	return items, false, nil
+}
+
 func runRolloutList(c *cli.Context, o *operator, _ []string) error {
-	rollouts, raw, err := o.api.Rollouts(c.Context)
-	if err != nil {
-		return o.fail(c, err, "")
-	}
-	if c.Bool("json") {
-		return writeRaw(c.App.Writer, raw)
-	}
-	if len(rollouts) == 0 {
-		fmt.Fprintln(c.App.Writer, "no rollouts")
-		return nil
+	rollouts, done, err := listed(c, o, "no rollouts", func() ([]proto.Rollout, json.RawMessage, error) {
+		return o.api.Rollouts(c.Context)
+	})
+	if done {
+		return err
 	}
 	t := newTable("ROLLOUT", "STATE", "WAVE", "WAVES", "OPENED", "REASON")
 	t.paint[1] = o.st.state

@@ -3,11 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/nixfleet/nixfleet/codes"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
 
 	"github.com/urfave/cli/v2"
 

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nixfleet/nixfleet/codes"
 	"io"
 	"io/fs"
 	"net"
@@ -16,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
 
 	"github.com/urfave/cli/v2"
 
