@@ -86,15 +86,7 @@ func followFeed(c *cli.Context, o *operator, q proto.EventQuery) error {
 	if !asJSON {
 		fmt.Fprintln(w, l.header())
 	}
-	err := o.api.FollowEvents(ctx, q, func(ev proto.Event, m json.RawMessage) error {
-		q.AfterID = ev.ID
-		if asJSON {
-			_, err := fmt.Fprintf(w, "%s\n", m)
-			return err
-		}
-		_, err := fmt.Fprintln(w, l.line(o.st, ev))
-		return err
-	})
+	err := o.api.FollowEvents(ctx, q, printEvent(w, o.st, l, asJSON, &q.AfterID))
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -232,6 +232,21 @@ func allEvents(c *cli.Context, o *operator, q proto.EventQuery, fetch func(proto
 	return all, nil
 }
 
+// printEvent is the callback of a followed stream: each event as the
+// server sent it (a JSON line) or as a line for people; last keeps the id
+// of the last one, to resume after.
+func printEvent(w io.Writer, st style, l eventLayout, asJSON bool, last *int64) func(proto.Event, json.RawMessage) error {
+	return func(ev proto.Event, m json.RawMessage) error {
+		*last = ev.ID
+		if asJSON {
+			_, err := fmt.Fprintf(w, "%s\n", m)
+			return err
+		}
+		_, err := fmt.Fprintln(w, l.line(st, ev))
+		return err
+	}
+}
+
 // printEvents prints events for people: header, then a line each.
 func printEvents(w io.Writer, all []proto.Event, header string, line func(proto.Event) string) {
 	if len(all) == 0 {
@@ -265,15 +280,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		fmt.Fprintln(w, l.header())
 	}
 	for {
-		err := o.api.FollowRollout(ctx, id, after, c.Bool("until-terminal"), func(ev proto.Event, m json.RawMessage) error {
-			after = ev.ID
-			if asJSON {
-				_, err := fmt.Fprintf(w, "%s\n", m)
-				return err
-			}
-			_, err := fmt.Fprintln(w, l.line(o.st, ev))
-			return err
-		})
+		err := o.api.FollowRollout(ctx, id, after, c.Bool("until-terminal"), printEvent(w, o.st, l, asJSON, &after))
 		if ctx.Err() != nil {
 			return nil
 		}
