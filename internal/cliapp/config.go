@@ -457,6 +457,10 @@ func decodeTOML(path string, data []byte) ([]entry, error) {
 	return out, nil
 }
 
+// maxLineDepth bounds how deep valueLine looks into nested tables for a
+// line; deeper, the line is not known (0).
+const maxLineDepth = 8
+
 // lineProbe always fails to decode: see valueLine.
 type lineProbe struct{}
 
@@ -469,13 +473,14 @@ func (lineProbe) UnmarshalTOML(any) error { return errLineProbe }
 // in the ParseError for an error a toml.Unmarshaler returns, so decoding
 // into a lineProbe, which always fails, reads it out (one pass over the
 // file). A table made by its children's dotted keys or headers has no
-// position of its own: its first child's in the file is taken.
+// position of its own: its first child's in the file is taken, down to
+// maxLineDepth tables (each costs a pass; no setting is a table).
 func valueLine(md *toml.MetaData, p toml.Primitive, key toml.Key) int {
 	var pe toml.ParseError
 	if err := md.PrimitiveDecode(p, &lineProbe{}); errors.As(err, &pe) && pe.Message == errLineProbe.Error() && pe.Position.Line > 0 {
 		return pe.Position.Line
 	}
-	if len(key) >= 8 {
+	if len(key) >= maxLineDepth {
 		return 0
 	}
 	for _, k := range md.Keys() {
