@@ -253,6 +253,9 @@ type EventQuery struct {
 	// AfterID: only events after this id.
 	AfterID int64
 	Limit   int
+	// Newest selects the newest Limit events instead of the oldest (still
+	// returned in id order): a journal's tail.
+	Newest bool
 }
 
 // EventList answers the event endpoints without follow.

@@ -159,7 +159,7 @@ const (
 
 // Events returns journal entries matching q, in ID order: after AfterID,
 // at most Limit (DefaultEventLimit when zero or negative, at most
-// MaxEventLimit).
+// MaxEventLimit), the oldest such or, with q.Newest, the newest.
 func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error) {
 	where := []string{"id > ?"}
 	args := []any{q.AfterID}
@@ -175,6 +175,10 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 	}
 	limit = min(limit, MaxEventLimit)
 	args = append(args, limit)
+	order := "ASC"
+	if q.Newest {
+		order = "DESC"
+	}
 	out := []proto.Event{}
 	err := s.read(ctx, func(tx *txn) error {
 		reasons := reasonDecoder{}
@@ -196,11 +200,14 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 			e.Reason = proto.DecisionReason(r)
 			e.Budgets, err = decodeEventBudgets(budgets)
 			return e, err
-		}, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+" ORDER BY id LIMIT ?", args...)
+		}, "SELECT id, "+eventCols+" FROM events WHERE "+strings.Join(where, " AND ")+" ORDER BY id "+order+" LIMIT ?", args...)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	if q.Newest {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

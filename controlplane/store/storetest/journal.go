@@ -148,6 +148,9 @@ func testEvents(t *testing.T, s store.Store) {
 		{"after, limit", proto.EventQuery{AfterID: all[0].ID, Limit: 2}, id(1, 2)},
 		{"no match", proto.EventQuery{Host: "nope"}, nil},
 		{"after the last", proto.EventQuery{AfterID: all[4].ID}, nil},
+		{"newest, limit", proto.EventQuery{Limit: 2, Newest: true}, id(3, 4)},
+		{"newest of a rollout", proto.EventQuery{RolloutID: "a@1", Limit: 1, Newest: true}, id(2)},
+		{"newest after", proto.EventQuery{AfterID: all[2].ID, Limit: 10, Newest: true}, id(3, 4)},
 	} {
 		if got := ids(tc.q); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: ids %v, want %v", tc.name, got, tc.want)
