@@ -30,7 +30,8 @@ import (
 
 // Errors. Functions document which they return; wrap-check with errors.Is.
 var (
-	// ErrNotFound: the rollout, host, lease or release does not exist.
+	// ErrNotFound: the rollout, host, lease, release, dashboard sign-in
+	// or session does not exist (or no longer counts).
 	ErrNotFound = errors.New("store: not found")
 	// ErrNotLeader: the caller's lease is not (or no longer) the current
 	// holder of the tick lease; nothing was written.
@@ -40,7 +41,7 @@ var (
 	// ErrStaleRelease: a release signed no later than the channel's
 	// current one (a replay or a reordering); nothing was written.
 	ErrStaleRelease = errors.New("store: release is not newer than the channel's current one")
-	// ErrDuplicate: an intent id that already exists.
+	// ErrDuplicate: an intent id or a sign-in token that already exists.
 	ErrDuplicate = errors.New("store: duplicate")
 )
 
@@ -127,6 +128,39 @@ type Watermark struct {
 	Events int64
 	// Changes grows with every write a tick must see.
 	Changes int64
+}
+
+// WebLogin is a one-time dashboard sign-in an operator's CLI asked for
+// (rfcs/0011): whoever presents its token before Expires gets a session,
+// once.
+type WebLogin struct {
+	// TokenHash is the hex SHA-256 of the one-time token; the token itself
+	// is never stored.
+	TokenHash string
+	// Operator is the operator's name.
+	Operator string
+	// KeyHash is the hex SHA-256 of the operator's public key when the
+	// login was made.
+	KeyHash string
+	// Expires is when the token stops being redeemable.
+	Expires time.Time
+	// SessionTTL is how long the session the login becomes lasts.
+	SessionTTL time.Duration
+}
+
+// WebSession is a signed-in dashboard session, made by redeeming a
+// WebLogin.
+type WebSession struct {
+	// Hash is the hex SHA-256 of the session secret the browser holds in
+	// its cookie.
+	Hash string
+	// Operator and KeyHash are the login's.
+	Operator string
+	KeyHash  string
+	// Created is when the login was redeemed.
+	Created time.Time
+	// Expires is when the session ends unless signed out before.
+	Expires time.Time
 }
 
 // IntentRecord is an operator intent and, once consumed, its result.
@@ -239,8 +273,9 @@ type Store interface {
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
 	// Prune deletes events older than before, terminal rollouts (with
 	// their hosts and manifests) last updated before it that are not the
-	// latest of their channel, and the refs of the release log whose fate
-	// is settled and last changed before it. It returns how many events
+	// latest of their channel, the refs of the release log whose fate
+	// is settled and last changed before it, and the dashboard sign-ins
+	// and sessions that expired before it. It returns how many events
 	// and rollouts went.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
 
@@ -253,4 +288,21 @@ type Store interface {
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration, now time.Time) (Lease, error)
 	// ReleaseLease gives a held lease up at once.
 	ReleaseLease(ctx context.Context, l Lease) error
+
+	// AddWebLogin records a dashboard sign-in (ErrDuplicate for a known
+	// TokenHash; an error when a field is empty or SessionTTL is shorter
+	// than a microsecond).
+	AddWebLogin(ctx context.Context, l WebLogin) error
+	// RedeemWebLogin exchanges a sign-in for a session, once — also when
+	// replicas race for it — and only while now is before the login's
+	// Expires. The session's Hash is sessionHash, Created now and Expires
+	// now+SessionTTL. ErrNotFound when the token is unknown, expired or
+	// already redeemed.
+	RedeemWebLogin(ctx context.Context, tokenHash, sessionHash string, now time.Time) (WebSession, error)
+	// WebSession returns a session by its hash (ErrNotFound when it is
+	// unknown, ended, or expired at or before now).
+	WebSession(ctx context.Context, hash string, now time.Time) (WebSession, error)
+	// EndWebSession ends a session at once (sign out); ending an unknown
+	// one does nothing.
+	EndWebSession(ctx context.Context, hash string) error
 }

@@ -73,6 +73,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TickNeverReadsTheFuture", testTickClock},
 		{"Leases", testLeases},
 		{"LeaseAcquireRace", testLeaseAcquireRace},
+		{"WebSessions", testWebSessions},
+		{"WebLoginRace", testWebLoginRace},
 		{"RecordStatus", testRecordStatus},
 		{"TouchHosts", testTouchHosts},
 		{"Releases", testReleases},
