@@ -150,6 +150,12 @@ type Client struct {
 	key    ed25519.PrivateKey
 }
 
+// Link is the control plane's URL with a path (and query) appended, as
+// the server names it: what a person opens in a browser.
+func (c *Client) Link(pathAndQuery string) string {
+	return c.base.String() + pathAndQuery
+}
+
 // connectTimeout bounds dialling and the TLS handshake of every request.
 const connectTimeout = 10 * time.Second
 
@@ -563,6 +569,19 @@ func refusal(resp *http.Response, data []byte) error {
 		return &Error{Status: http.StatusConflict, Code: answer.Result.Reason.Code, Message: answer.Result.Reason.Message}
 	}
 	return apiError(resp, data)
+}
+
+// WebLogin asks for a one-time dashboard sign-in link
+// (POST /v1/web/logins, rfcs/0011), valid for validSeconds (0: the
+// server's default). The link is the client's base URL and the answer's
+// path.
+func (c *Client) WebLogin(ctx context.Context, validSeconds int) (proto.WebLogin, json.RawMessage, error) {
+	var out proto.WebLogin
+	var raw json.RawMessage
+	if err := c.post(ctx, "/v1/web/logins", proto.WebLoginRequest{ValidSeconds: validSeconds}, &raw); err != nil {
+		return out, nil, err
+	}
+	return out, raw, json.Unmarshal(raw, &out)
 }
 
 // Follow streams a rollout's events after the event id after, calling fn

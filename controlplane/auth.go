@@ -188,6 +188,32 @@ func (id *identities) asHost(c client, hostname string) *apiError {
 	return nil
 }
 
+// operatorKeyHash is the hex SHA-256 of a named operator's key ("" for no
+// such operator): what a dashboard session is bound to.
+func (id *identities) operatorKeyHash(name string) string {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	for k, op := range id.operators {
+		if op.Name == name {
+			return hashHex(k)
+		}
+	}
+	return ""
+}
+
+// operatorByName returns the named operator if its key still hashes to
+// keyHash.
+func (id *identities) operatorByName(name, keyHash string) (Operator, bool) {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	for k, op := range id.operators {
+		if op.Name == name {
+			return op, keyHash != "" && hashHex(k) == keyHash
+		}
+	}
+	return Operator{}, false
+}
+
 // hostKey returns a host's key, for report signatures.
 func (id *identities) hostKey(hostname string) (ed25519.PublicKey, bool) {
 	id.mu.RLock()

@@ -46,6 +46,9 @@ type Config struct {
 	// EventRetention prunes older events and finished rollouts (default
 	// 30 days; 0 keeps the default, negative disables pruning).
 	EventRetention time.Duration
+	// WebSessionTTL is how long a dashboard session lasts after its
+	// sign-in (default 8 h; rfcs/0011).
+	WebSessionTTL time.Duration
 	// Tunables go to the reconciler.
 	Tunables reconciler.Tunables
 	// RateLimit bounds how fast each client may call the API (rfcs/0006
@@ -71,6 +74,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 5 * time.Second
+	}
+	if c.WebSessionTTL == 0 {
+		c.WebSessionTTL = 8 * time.Hour
 	}
 	if c.EventRetention == 0 {
 		c.EventRetention = 30 * 24 * time.Hour

@@ -111,16 +111,26 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	if e != nil {
 		return e
 	}
-	latest, e := s.latestIDs(r)
+	sum, e := s.rolloutView(r, ro)
 	if e != nil {
 		return e
 	}
-	sum, err := s.summarize(r.Context(), ro, true, latest[ro.Channel] == ro.ID)
-	if err != nil {
-		return s.internal("reading hosts", err)
-	}
 	writeJSON(w, http.StatusOK, sum)
 	return nil
+}
+
+// rolloutView is a rollout with its hosts, each with its situation, as
+// GET /v1/rollouts/{id} and the dashboard show it.
+func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Rollout, *apiError) {
+	latest, e := s.latestIDs(r)
+	if e != nil {
+		return proto.Rollout{}, e
+	}
+	sum, err := s.summarize(r.Context(), ro, true, latest[ro.Channel] == ro.ID)
+	if err != nil {
+		return sum, s.internal("reading hosts", err)
+	}
+	return sum, nil
 }
 
 func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
@@ -332,13 +342,31 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 	if e != nil {
 		return e
 	}
+	sent, status, e := s.fileIntent(r, ro, kind, c.actor(), req.Comment)
+	if e == nil && sent {
+		writeJSON(w, status.code, status.resp)
+	}
+	return e
+}
+
+// intentAnswer is what filing an intent answers: 200 with the result, 409
+// when the tick refused it, 202 when no tick took it in time.
+type intentAnswer struct {
+	code int
+	resp proto.IntentResponse
+}
+
+// fileIntent records an operator intent on a rollout and waits up to
+// intentWait for the tick that decides it. sent is false when the client
+// went away before an answer.
+func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, kind, actor, comment string) (sent bool, ans intentAnswer, e *apiError) {
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
-	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: c.actor(), At: s.cfg.Now(), Comment: req.Comment}
+	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: actor, At: s.cfg.Now(), Comment: comment}
 	if err := s.st.AddIntent(r.Context(), in); err != nil {
-		return s.internal("recording an intent", err)
+		return false, ans, s.internal("recording an intent", err)
 	}
-	s.log.Info("operator intent", "actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", req.Comment)
+	s.log.Info("operator intent", "actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", comment)
 	s.board.post(wakeTick)
 	// The tick that takes the intent signals the hub (this replica's tick
 	// at once, another replica's when the hub sees its events): read the
@@ -349,23 +377,21 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 		signal := s.hub.followSignal()
 		rec, err := s.st.Intent(r.Context(), in.ID)
 		if err != nil {
-			return s.internal("reading an intent", err)
+			return false, ans, s.internal("reading an intent", err)
 		}
 		if rec.Result != nil {
 			status := http.StatusOK
 			if !rec.Result.Accepted {
 				status = http.StatusConflict
 			}
-			writeJSON(w, status, proto.IntentResponse{Intent: proto.Intent(in), Result: wireIntentResult(rec.Result)})
-			return nil
+			return true, intentAnswer{status, proto.IntentResponse{Intent: proto.Intent(in), Result: wireIntentResult(rec.Result)}}, nil
 		}
 		select {
 		case <-r.Context().Done():
-			return nil
+			return false, ans, nil
 		case <-signal:
 		case <-wait.C():
-			writeJSON(w, http.StatusAccepted, proto.IntentResponse{Intent: proto.Intent(in)})
-			return nil
+			return true, intentAnswer{http.StatusAccepted, proto.IntentResponse{Intent: proto.Intent(in)}}, nil
 		}
 	}
 }
@@ -507,21 +533,33 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if e := may(c, false); e != nil {
 		return e
 	}
+	st, e := s.statusView(r)
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// statusView is every channel, its release and its latest rollout, as
+// GET /v1/status and the dashboard's overview show them.
+func (s *Server) statusView(r *http.Request) (proto.Status, *apiError) {
+	var st proto.Status
 	rels, err := s.st.Releases(r.Context())
 	if err != nil {
-		return s.internal("reading releases", err)
+		return st, s.internal("reading releases", err)
 	}
 	rs, err := s.st.Rollouts(r.Context())
 	if err != nil {
-		return s.internal("listing rollouts", err)
+		return st, s.internal("listing rollouts", err)
 	}
 	sight, err := s.st.Sight(r.Context())
 	if err != nil {
-		return s.internal("reading the watch", err)
+		return st, s.internal("reading the watch", err)
 	}
 	_, fails := s.src.status()
 	_, leader := s.ticker.isLeader()
-	st := proto.Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []proto.ChannelStatus{}}
+	st = proto.Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []proto.ChannelStatus{}}
 	if !sight.WatchingSince.IsZero() {
 		from := sight.WatchingSince.Add(s.cfg.Tunables.OfflineThreshold())
 		st.Watch = &proto.Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Now().Before(from), LastTick: sight.LastTick}
@@ -540,11 +578,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 			}
 			full, err := s.st.Rollout(r.Context(), ro.ID)
 			if err != nil {
-				return s.internal("reading a rollout", err)
+				return st, s.internal("reading a rollout", err)
 			}
 			sum, err := s.summarize(r.Context(), full, false, true)
 			if err != nil {
-				return s.internal("reading hosts", err)
+				return st, s.internal("reading hosts", err)
 			}
 			cs.Rollout = &sum
 			break
@@ -555,6 +593,5 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 		}
 		st.Channels = append(st.Channels, cs)
 	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return st, nil
 }

@@ -42,6 +42,8 @@ type Server struct {
 	replica string
 	mux     *http.ServeMux
 
+	devCSRF string // --insecure-dev's dashboard CSRF token, random per process
+
 	ready     chan struct{}
 	readyOnce sync.Once
 	ln        net.Listener
@@ -85,7 +87,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica,
-		board: newBoard(), ready: make(chan struct{})}
+		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret()}
 	s.limits = newRateLimits(cfg, m, log.Warn)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
 	s.src.ids, s.src.board = s.ids, s.board
@@ -263,6 +265,7 @@ func (s *Server) routes() {
 		"GET /v1/hosts":                      s.listHosts,
 		"GET /v1/hosts/{name}":               s.getHost,
 		"GET /v1/status":                     s.status,
+		"POST /v1/web/logins":                s.webLogins,
 	}
 	for pattern, h := range api {
 		s.mux.Handle(pattern, s.wrap(pattern, h, authenticated))
@@ -272,6 +275,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", s.readyz, probe))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})) // a probe: not limited
 	s.mux.Handle("/", s.wrap("other", s.notFound, anonymous))
+	s.webRoutes()
 }
 
 // access is how wrap lets a request in.

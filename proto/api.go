@@ -188,3 +188,22 @@ type IntentRequest struct {
 
 // MaxCommentBytes bounds an intent's comment.
 const MaxCommentBytes = 500
+
+// WebLoginRequest is POST /v1/web/logins: an operator's CLI asks for a
+// one-time dashboard sign-in link (rfcs/0011). The body may be empty.
+type WebLoginRequest struct {
+	// ValidSeconds is how long the link may be opened (default 120, at
+	// most 3600). The session it becomes lasts the control plane's
+	// session lifetime.
+	ValidSeconds int `json:"validSeconds,omitempty"`
+}
+
+// WebLogin answers POST /v1/web/logins.
+type WebLogin struct {
+	// Path is the link's path and query, to append to the control plane's
+	// URL: it signs in whoever opens it first, once.
+	Path     string    `json:"path"`
+	Operator string    `json:"operator"`
+	Role     string    `json:"role"`
+	Expires  time.Time `json:"expires"`
+}

@@ -23,9 +23,9 @@ type budgetGroup struct {
 	whyAt    int    // the occupancy why was made at
 }
 
-// budgetLimit is one frozen budget's cap: maxInFlight and
+// BudgetLimit is one frozen budget's cap: maxInFlight and
 // maxInFlightPct of its hosts (rounded down, at least 1) both apply.
-func budgetLimit(b proto.RolloutBudget) int {
+func BudgetLimit(b proto.RolloutBudget) int {
 	limit := math.MaxInt
 	if b.MaxInFlight != nil {
 		limit = min(limit, max(*b.MaxInFlight, 0))
@@ -100,7 +100,7 @@ func (t *tick) group(b proto.RolloutBudget) *budgetGroup {
 	}
 	// The budget that sets the limit names the group; of equal limits,
 	// the first met (rollouts go oldest first).
-	if l := budgetLimit(b); l < g.limit {
+	if l := BudgetLimit(b); l < g.limit {
 		g.limit, g.name, g.why = l, b.Label(), Reason{}
 	}
 	return g

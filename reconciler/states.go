@@ -225,6 +225,19 @@ func (s RolloutState) Reopenable() bool {
 	return false
 }
 
+// Takes reports whether a rollout in s has a move for an operator intent
+// of that kind (pause, resume, cancel, rollback). The tick may still
+// refuse it for other reasons (a newer rollout on the channel, a stalled
+// revert), and a repeat is accepted without a move.
+func (s RolloutState) Takes(kind string) bool {
+	ev, ok := map[string]RolloutEvent{IntentPause: EvPause, IntentResume: EvResume, IntentCancel: EvCancel, IntentRollback: EvRollback}[kind]
+	if !ok {
+		return false
+	}
+	_, err := s.Next(ev)
+	return err == nil
+}
+
 // Over reports whether a rollout in s will not move again: terminal, and
 // with no way out, or no longer its channel's latest (only the latest
 // rollout is rolled back or catches up).

@@ -62,6 +62,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "poll-interval", Value: 5 * time.Second, EnvVars: env("poll-interval"), Usage: "git poll"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: 10 * time.Second, EnvVars: env("lease-ttl"), Usage: "leader lease"},
 			&cli.DurationFlag{Name: "debounce", Value: 500 * time.Millisecond, EnvVars: env("debounce"), Usage: "collapse triggers into one tick"},
+			&cli.DurationFlag{Name: "web-session-ttl", Value: 8 * time.Hour, EnvVars: env("web-session-ttl"), Usage: "how long a dashboard sign-in lasts (rfcs/0011)"},
 			&cli.DurationFlag{Name: "retention", Value: 30 * 24 * time.Hour, EnvVars: env("retention"), Usage: "keep events and finished rollouts this long"},
 			&cli.DurationFlag{Name: "offline-threshold", Value: reconciler.DefaultOfflineThreshold, EnvVars: env("offline-threshold")},
 			&cli.DurationFlag{Name: "confirm-window", Value: reconciler.DefaultConfirmWindow, EnvVars: env("confirm-window")},
@@ -118,6 +119,7 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"), InsecureDev: c.Bool("insecure-dev"),
 		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"),
 		LeaseTTL: c.Duration("lease-ttl"), Debounce: c.Duration("debounce"), EventRetention: c.Duration("retention"),
+		WebSessionTTL: c.Duration("web-session-ttl"),
 		Tunables: reconciler.Tunables{
 			OfflineThresholdSeconds:   int(c.Duration("offline-threshold") / time.Second),
 			ConfirmWindowSeconds:      int(c.Duration("confirm-window") / time.Second),

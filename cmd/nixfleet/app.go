@@ -67,6 +67,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			releasesCommand(),
 			eventsCommand(),
 			hostCommand(),
+			uiCommand(),
 			versionCommand(),
 			completionCommand(),
 			manCommand(),

@@ -1,0 +1,754 @@
+package controlplane
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// The dashboard (rfcs/0011): HTML pages under /ui/ on the API's own
+// listener, made with html/template from the same views as the operator
+// API, kept live by a stream of the journal (/ui/events, Server-Sent
+// Events), with forms that file the same intents as the CLI.
+
+//go:embed web
+var webFS embed.FS
+
+// webAssets are the dashboard's static files and their version: a hash of
+// their contents, added to their URLs so that browsers may cache them.
+var webAssets, webAssetVersion = func() (fs.FS, string) {
+	sub, err := fs.Sub(webFS, "web/static")
+	if err != nil {
+		panic(err)
+	}
+	h := sha256.New()
+	_ = fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := fs.ReadFile(sub, p)
+			h.Write([]byte(p))
+			h.Write(b)
+		}
+		return nil
+	})
+	return sub, hex.EncodeToString(h.Sum(nil))[:12]
+}()
+
+// webTemplates are the pages; each page defines "main" and renders in
+// "layout".
+var webTemplates = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"stateClass": stateClass,
+		"ago":        ago,
+		"when":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"iso":        func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"short":      shortHash,
+		"until":      until,
+		"pct":        func(n, total int) string { return strconv.FormatFloat(pct(n, total), 'f', 2, 64) },
+		"add":        func(a, b int) int { return a + b },
+		"asset":      func(name string) string { return "/ui/static/" + name + "?v=" + webAssetVersion },
+		"urlPath":    urlPath,
+		"title":      func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
+	}
+	out := map[string]*template.Template{}
+	for _, page := range []string{"overview", "rollout", "host", "releases", "error"} {
+		t := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+page+".html"))
+		out[page] = t
+	}
+	return out
+}()
+
+// webAccess is what a dashboard route needs.
+type webAccess int
+
+const (
+	webRead webAccess = iota // a signed-in user (or --insecure-dev)
+	webPost                  // a signed-in user, with a same-origin form carrying the CSRF token
+	webAct                   // as webPost, and the user's role must be operator
+	webOpen                  // nobody: sign-in, signed out, static files
+)
+
+// webHandler is a dashboard handler: it gets the signed-in user (zero
+// for webOpen routes).
+type webHandler func(w http.ResponseWriter, r *http.Request, u webUser) *apiError
+
+// webRoutes adds the dashboard to the mux.
+func (s *Server) webRoutes() {
+	routes := []struct {
+		pattern string
+		h       webHandler
+		acc     webAccess
+	}{
+		{"GET /ui/{$}", s.webOverview, webRead},
+		{"GET /ui/rollouts/{id}", s.webRollout, webRead},
+		{"GET /ui/hosts/{name}", s.webHost, webRead},
+		{"GET /ui/releases", s.webReleases, webRead},
+		{"GET /ui/events", s.webEvents, webRead},
+		{"POST /ui/rollouts/{id}/{action}", s.webIntent, webAct},
+		{"POST /ui/logout", s.webLogout, webPost},
+		{"GET /ui/login", func(w http.ResponseWriter, r *http.Request, _ webUser) *apiError { return s.webRedeem(w, r) }, webOpen},
+		{"GET /ui/signed-out", s.webSignedOut, webOpen},
+		{"GET /ui/static/{file}", s.webStatic, webOpen},
+		{"/ui/", s.webNotFound, webOpen},
+	}
+	for _, rt := range routes {
+		s.mux.Handle(rt.pattern, s.webWrap(rt.pattern, rt.h, rt.acc))
+	}
+	s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+}
+
+// webWrap sets the dashboard's security headers, identifies the user,
+// rate-limits (by operator, else by address), checks the role and the
+// CSRF token of state-changing requests, runs the handler, renders its
+// error as a page, and counts the request.
+func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		hd := rec.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		var (
+			u webUser
+			e *apiError
+		)
+		if acc != webOpen {
+			u, e = s.webIdentify(r)
+		}
+		if e == nil || e.code == codes.SignInRequired {
+			c := client{}
+			if u.Name != "" && !u.Dev {
+				c.operator = &Operator{Name: u.Name}
+			}
+			if le := s.limits.admit(rec, r, c); le != nil {
+				e = le
+			}
+		}
+		if e == nil && (acc == webPost || acc == webAct) {
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(rec, r.Body, maxSmallBody)
+			}
+			if err := r.ParseForm(); err != nil {
+				e = errorf(codes.BadRequest, "the form cannot be read: %v", err)
+			} else if e = checkCSRF(r, u); e == nil && acc == webAct && !u.CanAct() {
+				e = errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator", u.Name, u.Role)
+			}
+		}
+		if e == nil {
+			e = h(rec, r, u)
+		}
+		if e != nil {
+			s.webError(rec, r, u, e)
+		}
+		s.m.httpRequests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+	})
+}
+
+// webError answers an error: a page for people, JSON for the event
+// stream and for scripts that ask for it.
+func (s *Server) webError(w http.ResponseWriter, r *http.Request, u webUser, e *apiError) {
+	if r.URL.Path == "/ui/events" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		writeError(w, e)
+		return
+	}
+	data := struct {
+		webPage
+		Code, Message string
+		Status        int
+		Retry         bool
+	}{webPage: webPage{Title: http.StatusText(e.status), User: u}, Code: string(e.code), Message: e.msg, Status: e.status}
+	// A session cookie is SameSite=Strict: a link followed from another
+	// site (a chat, an alert) arrives without it. The page reloads itself
+	// once, from this site, when the cookie is then sent.
+	data.Retry = e.code == codes.SignInRequired && r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site"
+	s.render(w, e.status, "error", &data)
+}
+
+// webPage is what every page shows around its content.
+type webPage struct {
+	Title string
+	User  webUser
+	// Nav is the navigation entry of the page: "fleet" or "releases".
+	Nav string
+	// Stream is the query of /ui/events that keeps the page live ("" for
+	// a page that is not), and After the newest event id the page shows.
+	Stream string
+	After  int64
+	// Now is when the page was made.
+	Now time.Time
+}
+
+// page starts a live page: the newest event id is read before anything
+// the page shows, so that its stream misses nothing.
+func (s *Server) page(r *http.Request, u webUser, title, nav, stream string) (webPage, *apiError) {
+	wm, err := s.st.Watermark(r.Context())
+	if err != nil {
+		return webPage{}, s.internal("reading the journal's watermark", err)
+	}
+	return webPage{Title: title, User: u, Nav: nav, Stream: stream, After: wm.Events, Now: s.cfg.Now()}, nil
+}
+
+// render executes a page into a buffer first, so that a template error is
+// a clean 500, not half a page.
+func (s *Server) render(w http.ResponseWriter, status int, page string, data any) {
+	var buf bytes.Buffer
+	if err := webTemplates[page].Execute(&buf, data); err != nil {
+		s.log.Error("rendering a dashboard page", "page", page, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// webStatic serves the embedded CSS and JS.
+func (s *Server) webStatic(w http.ResponseWriter, r *http.Request, _ webUser) *apiError {
+	name := r.PathValue("file")
+	b, err := fs.ReadFile(webAssets, name)
+	if err != nil || strings.Contains(name, "/") {
+		return errorf(codes.NotFound, "no dashboard file %q", name)
+	}
+	w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	_, _ = w.Write(b)
+	return nil
+}
+
+func (s *Server) webNotFound(w http.ResponseWriter, r *http.Request, _ webUser) *apiError {
+	return errorf(codes.NotFound, "the dashboard has no page %s", r.URL.Path)
+}
+
+// webSignedOut is the page after signing out.
+func (s *Server) webSignedOut(w http.ResponseWriter, _ *http.Request, _ webUser) *apiError {
+	data := struct {
+		webPage
+		Code, Message string
+		Status        int
+		Retry         bool
+	}{webPage: webPage{Title: "Signed out"}, Code: "signed_out", Message: "You are signed out. Run `nixfleet ui` to sign in again.", Status: http.StatusOK}
+	s.render(w, http.StatusOK, "error", &data)
+	return nil
+}
+
+// webOverview is GET /ui/: every channel, its latest rollout with its
+// waves, budgets and what holds it.
+func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+	p, e := s.page(r, u, "Fleet", "fleet", "")
+	if e != nil {
+		return e
+	}
+	st, full, e := s.statusAndRollouts(r)
+	if e != nil {
+		return e
+	}
+	inflight, e := s.inFlightHosts(r)
+	if e != nil {
+		return e
+	}
+	data := struct {
+		webPage
+		Status   proto.Status
+		Channels []channelCard
+	}{webPage: p, Status: st}
+	for _, cs := range st.Channels {
+		card := channelCard{ChannelStatus: cs}
+		if ro, ok := full[cs.Name]; ok && cs.Rollout != nil {
+			card.Waves = waveBars(ro, cs.Rollout)
+			card.Budgets = budgetUses(ro, inflight)
+			card.Actions = actionsFor(ro, true)
+		}
+		data.Channels = append(data.Channels, card)
+	}
+	s.render(w, http.StatusOK, "overview", &data)
+	return nil
+}
+
+// channelCard is a channel on the overview.
+type channelCard struct {
+	proto.ChannelStatus
+	Waves   []waveBar
+	Budgets []proto.BudgetUse
+	Actions []string
+}
+
+// waveBar is a wave's progress: its hosts counted by how far they are.
+type waveBar struct {
+	Index, Total                           int
+	Name                                   string
+	Converged, InFlight, Failed, Remaining int
+	Other                                  int // skipped, deferred, reverted
+	Current                                bool
+	SoakMinutes                            int
+}
+
+// Label is how people call the wave: "wave 1 (canary)".
+func (b waveBar) Label() string {
+	if b.Name != "" {
+		return fmt.Sprintf("wave %d (%s)", b.Index+1, b.Name)
+	}
+	return fmt.Sprintf("wave %d", b.Index+1)
+}
+
+// segment is a part of a progress bar, in percent of its width.
+type segment struct {
+	Class, Label string
+	X, W         string
+}
+
+// Segments are the bar's parts, left to right: converged, in flight,
+// failed, other; what remains is the bar's background.
+func (b waveBar) Segments() []segment {
+	var out []segment
+	x := 0.0
+	for _, p := range []struct {
+		n            int
+		class, label string
+	}{{b.Converged, "st-ok", "converged"}, {b.InFlight, "st-busy", "in flight"}, {b.Failed, "st-bad", "failed"}, {b.Other, "st-idle", "skipped, deferred or reverted"}} {
+		if p.n == 0 {
+			continue
+		}
+		w := pct(p.n, b.Total)
+		out = append(out, segment{Class: p.class, Label: fmt.Sprintf("%d %s", p.n, p.label),
+			X: strconv.FormatFloat(x, 'f', 2, 64), W: strconv.FormatFloat(w, 'f', 2, 64)})
+		x += w
+	}
+	return out
+}
+
+// Summary is the bar as text, for everyone who does not see its colours.
+func (b waveBar) Summary() string {
+	parts := []string{fmt.Sprintf("%d of %d converged", b.Converged, b.Total)}
+	for _, p := range []struct {
+		n     int
+		label string
+	}{{b.InFlight, "in flight"}, {b.Failed, "failed"}, {b.Remaining, "pending"}, {b.Other, "skipped, deferred or reverted"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.label))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waveBars counts a rollout's hosts wave by wave.
+func waveBars(ro reconciler.Rollout, sum *proto.Rollout) []waveBar {
+	bars := make([]waveBar, len(sum.Waves))
+	for i, wv := range sum.Waves {
+		bars[i] = waveBar{Index: i, Name: wv.Name, SoakMinutes: wv.SoakMinutes, Current: i == ro.Wave && !ro.State.Terminal()}
+	}
+	for _, h := range ro.Hosts {
+		if h.Wave < 0 || h.Wave >= len(bars) {
+			continue
+		}
+		b := &bars[h.Wave]
+		b.Total++
+		switch {
+		case h.State == reconciler.HostConverged:
+			b.Converged++
+		case h.State.InFlight():
+			b.InFlight++
+		case h.State == reconciler.HostFailed:
+			b.Failed++
+		case h.State == reconciler.HostPending:
+			b.Remaining++
+		default:
+			b.Other++
+		}
+	}
+	return bars
+}
+
+// inFlightHosts is every host in flight in any rollout: what disruption
+// budgets count (rfcs/0003 rule 5).
+func (s *Server) inFlightHosts(r *http.Request) (map[string]bool, *apiError) {
+	as, err := s.st.Assignments(r.Context())
+	if err != nil {
+		return nil, s.internal("reading assignments", err)
+	}
+	out := map[string]bool{}
+	for host, a := range as {
+		if a.Host.State.InFlight() {
+			out[host] = true
+		}
+	}
+	return out, nil
+}
+
+// budgetUses is the occupancy of a rollout's budgets now.
+func budgetUses(ro reconciler.Rollout, inflight map[string]bool) []proto.BudgetUse {
+	var out []proto.BudgetUse
+	for _, b := range ro.Budgets {
+		use := proto.BudgetUse{Name: b.Label(), Limit: reconciler.BudgetLimit(b)}
+		for _, h := range b.Hosts {
+			if inflight[h] {
+				use.InFlight++
+			}
+		}
+		out = append(out, use)
+	}
+	return out
+}
+
+// actionsFor are the intents a rollout in its state would take now:
+// the dashboard offers only those (the tick decides anyway).
+func actionsFor(ro reconciler.Rollout, latest bool) []string {
+	var out []string
+	for _, kind := range []string{reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback} {
+		if kind == reconciler.IntentRollback && !latest {
+			continue
+		}
+		if ro.State.Takes(kind) {
+			out = append(out, kind)
+		}
+	}
+	return out
+}
+
+// statusAndRollouts is the status view and, by channel, the full latest
+// rollout it summarises.
+func (s *Server) statusAndRollouts(r *http.Request) (proto.Status, map[string]reconciler.Rollout, *apiError) {
+	st, e := s.statusView(r)
+	if e != nil {
+		return st, nil, e
+	}
+	full := map[string]reconciler.Rollout{}
+	for _, cs := range st.Channels {
+		if cs.Rollout == nil {
+			continue
+		}
+		ro, err := s.st.Rollout(r.Context(), cs.Rollout.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // pruned in between
+		}
+		if err != nil {
+			return st, nil, s.internal("reading a rollout", err)
+		}
+		full[cs.Name] = ro
+	}
+	return st, full, nil
+}
+
+// Rollout pages show each host as a tile up to tileLimit hosts in a wave;
+// a bigger wave shows a tile per state and per situation, and the hosts
+// that need attention, up to attentionLimit.
+const (
+	tileLimit      = 300
+	attentionLimit = 60
+	journalTail    = 40
+)
+
+// waveView is a wave on the rollout page.
+type waveView struct {
+	waveBar
+	Hosts     []proto.RolloutHost // every host, when the wave is small
+	Aggregate bool
+	States    []stateCount // by state, when the wave is big
+	Codes     []stateCount // by situation code, when the wave is big
+	Attention []proto.RolloutHost
+	More      int // hosts needing attention beyond Attention
+}
+
+type stateCount struct {
+	Name  string
+	Count int
+}
+
+// webRollout is GET /ui/rollouts/{id}.
+func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+	ro, e := s.rollout(r)
+	if e != nil {
+		return e
+	}
+	p, e := s.page(r, u, "Rollout "+ro.ID, "fleet", "rollout="+ro.ID)
+	if e != nil {
+		return e
+	}
+	sum, e := s.rolloutView(r, ro)
+	if e != nil {
+		return e
+	}
+	latest, e := s.latestIDs(r)
+	if e != nil {
+		return e
+	}
+	inflight, e := s.inFlightHosts(r)
+	if e != nil {
+		return e
+	}
+	evs, err := s.st.Events(r.Context(), proto.EventQuery{RolloutID: ro.ID, Limit: journalTail, Newest: true})
+	if err != nil {
+		return s.internal("reading events", err)
+	}
+	data := struct {
+		webPage
+		R       proto.Rollout
+		Waves   []waveView
+		Budgets []proto.BudgetUse
+		Actions []string
+		Events  []proto.Event
+		Intent  *proto.IntentResponse
+	}{webPage: p, R: sum, Budgets: budgetUses(ro, inflight), Actions: actionsFor(ro, latest[ro.Channel] == ro.ID), Events: reversed(evs)}
+	for _, b := range waveBars(ro, &sum) {
+		data.Waves = append(data.Waves, waveView{waveBar: b, Aggregate: b.Total > tileLimit})
+	}
+	states, sits := make([]map[string]int, len(data.Waves)), make([]map[string]int, len(data.Waves))
+	for _, h := range sum.Hosts {
+		if h.Wave < 0 || h.Wave >= len(data.Waves) {
+			continue
+		}
+		wv := &data.Waves[h.Wave]
+		if !wv.Aggregate {
+			wv.Hosts = append(wv.Hosts, h)
+			continue
+		}
+		if states[h.Wave] == nil {
+			states[h.Wave], sits[h.Wave] = map[string]int{}, map[string]int{}
+		}
+		states[h.Wave][h.State]++
+		if h.Situation != nil {
+			sits[h.Wave][h.Situation.Code]++
+		}
+		if needsAttention(h) {
+			if len(wv.Attention) < attentionLimit {
+				wv.Attention = append(wv.Attention, h)
+			} else {
+				wv.More++
+			}
+		}
+	}
+	for i := range data.Waves {
+		if data.Waves[i].Aggregate {
+			data.Waves[i].States = ordered(states[i], stateOrder)
+			data.Waves[i].Codes = ordered(sits[i], nil)
+		}
+	}
+	if id := r.URL.Query().Get("intent"); id != "" && nameable(id) {
+		if rec, err := s.st.Intent(r.Context(), id); err == nil && rec.Intent.RolloutID == ro.ID {
+			data.Intent = &proto.IntentResponse{Intent: proto.Intent(rec.Intent), Result: wireIntentResult(rec.Result)}
+		}
+	}
+	s.render(w, http.StatusOK, "rollout", &data)
+	return nil
+}
+
+// stateOrder is the order host states are listed in.
+var stateOrder = func() []string {
+	out := make([]string, len(reconciler.HostStates))
+	for i, st := range reconciler.HostStates {
+		out[i] = string(st)
+	}
+	return out
+}()
+
+// ordered lists counts in order's order, then the rest by count and name.
+func ordered(m map[string]int, order []string) []stateCount {
+	var out []stateCount
+	for _, k := range order {
+		if m[k] > 0 {
+			out = append(out, stateCount{k, m[k]})
+		}
+	}
+	var rest []stateCount
+	for k, n := range m {
+		if n > 0 && !containsString(order, k) {
+			rest = append(rest, stateCount{k, n})
+		}
+	}
+	sortCounts(rest)
+	return append(out, rest...)
+}
+
+// needsAttention: a host an operator should look at in a big wave.
+func needsAttention(h proto.RolloutHost) bool {
+	switch reconciler.HostState(h.State) {
+	case reconciler.HostFailed, reconciler.HostSkipped, reconciler.HostRollingBack:
+		return true
+	}
+	return h.Situation != nil && !h.Situation.Moves && h.State != string(reconciler.HostConverged)
+}
+
+func reversed(evs []proto.Event) []proto.Event {
+	out := make([]proto.Event, len(evs))
+	for i, e := range evs {
+		out[len(evs)-1-i] = e
+	}
+	return out
+}
+
+// webHost is GET /ui/hosts/{name}: its situation, what it runs, its target
+// and its history across rollouts.
+func (s *Server) webHost(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+	name := r.PathValue("name")
+	if !nameable(name) {
+		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+	}
+	rec, err := s.st.Host(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+	}
+	if err != nil {
+		return s.internal("reading a host", err)
+	}
+	p, e := s.page(r, u, "Host "+name, "fleet", "host="+name)
+	if e != nil {
+		return e
+	}
+	hd, e := s.heads(r)
+	if e != nil {
+		return e
+	}
+	evs, err := s.st.Events(r.Context(), proto.EventQuery{Host: name, Limit: 100, Newest: true})
+	if err != nil {
+		return s.internal("reading events", err)
+	}
+	data := struct {
+		webPage
+		H      proto.HostView
+		Events []proto.Event
+	}{webPage: p, H: s.hostView(rec, hd, p.Now), Events: reversed(evs)}
+	s.render(w, http.StatusOK, "host", &data)
+	return nil
+}
+
+// webReleases is GET /ui/releases: every ref seen and its fate.
+func (s *Server) webReleases(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+	p, e := s.page(r, u, "Releases", "releases", "kind=release")
+	if e != nil {
+		return e
+	}
+	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{})
+	if err != nil {
+		return s.internal("reading the release log", err)
+	}
+	data := struct {
+		webPage
+		Releases []proto.Release
+	}{webPage: p, Releases: rels}
+	s.render(w, http.StatusOK, "releases", &data)
+	return nil
+}
+
+// webIntent is POST /ui/rollouts/{id}/{action}: the form of an action
+// button files the intent as the API would, with the comment the form
+// requires, and the browser goes back to the rollout page, which shows
+// the result.
+func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+	kind := r.PathValue("action")
+	switch kind {
+	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
+	default:
+		return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback)", kind)
+	}
+	comment := strings.TrimSpace(r.PostFormValue("comment"))
+	if comment == "" {
+		return errorf(codes.BadRequest, "say why in the comment: it goes into the journal with your name")
+	}
+	if e := checkComment(comment); e != nil {
+		return e
+	}
+	ro, e := s.rollout(r)
+	if e != nil {
+		return e
+	}
+	sent, ans, e := s.fileIntent(r, ro, kind, u.Name, comment)
+	if e != nil || !sent {
+		return e
+	}
+	http.Redirect(w, r, "/ui/rollouts/"+urlPath(ro.ID)+"?intent="+ans.resp.Intent.ID, http.StatusSeeOther)
+	return nil
+}
+
+// webEvents is GET /ui/events: the journal as Server-Sent Events, each
+// with its id, from after the query's after (or the Last-Event-ID a
+// reconnecting browser sends), filtered by rollout, host or kind=release.
+// The stream waits for the hub's signal, not a timer, so an open page
+// costs nothing while nothing happens; a comment every 20 s keeps proxies
+// from closing it, and it ends when the session does.
+func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+	q := proto.EventQuery{RolloutID: r.URL.Query().Get("rollout"), Host: r.URL.Query().Get("host"), Limit: 500}
+	releasesOnly := r.URL.Query().Get("kind") == "release"
+	for _, v := range []string{q.RolloutID, q.Host} {
+		if !nameable(v) {
+			return errorf(codes.BadRequest, "rollout and host must be UTF-8 without control characters")
+		}
+	}
+	after := r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = r.URL.Query().Get("after")
+	}
+	if after != "" {
+		n, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || n < 0 {
+			return errorf(codes.BadRequest, "after and Last-Event-ID must be an event id")
+		}
+		q.AfterID = n
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return errorf(codes.Internal, "the connection cannot stream")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprint(w, "retry: 3000\n\n")
+	flusher.Flush()
+	for r.Context().Err() == nil {
+		signal := s.hub.followSignal()
+		if !u.Dev && !u.Expires.IsZero() && !s.cfg.Now().Before(u.Expires) {
+			_, _ = fmt.Fprint(w, "event: signed-out\ndata: {}\n\n")
+			flusher.Flush()
+			return nil
+		}
+		evs, err := s.st.Events(r.Context(), q)
+		if err != nil {
+			return nil // the status line is sent; the browser reconnects
+		}
+		for _, ev := range evs {
+			q.AfterID = ev.ID
+			if releasesOnly && !strings.HasPrefix(ev.Kind, "ref_") && !strings.HasPrefix(ev.Kind, "release_") && ev.Kind != "rollout_opened" {
+				continue
+			}
+			b, _ := json.Marshal(ev)
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: journal\ndata: %s\n\n", ev.ID, b); err != nil {
+				return nil
+			}
+		}
+		flusher.Flush()
+		if len(evs) == q.Limit {
+			continue
+		}
+		t := s.cfg.Clock.NewTimer(20 * time.Second)
+		select {
+		case <-signal:
+		case <-t.C():
+			if _, err := fmt.Fprint(w, ": still here\n\n"); err != nil {
+				t.Stop()
+				return nil
+			}
+			flusher.Flush()
+		case <-r.Context().Done():
+		}
+		t.Stop()
+	}
+	return nil
+}

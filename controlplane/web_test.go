@@ -1,0 +1,322 @@
+package controlplane_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// browser is an HTTP client that keeps cookies and does not follow
+// redirects, as the tests look at them.
+type browser struct {
+	t    testing.TB
+	e    *env
+	c    *http.Client
+	jar  http.CookieJar
+	last string // the body of the last page
+}
+
+func (e *env) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	c := e.httpClient()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{t: e.t, e: e, c: c, jar: jar}
+}
+
+// signIn asks for a sign-in link with an operator's key and opens it.
+func (b *browser) signIn(key []byte, name string) string {
+	b.t.Helper()
+	login, _, err := b.e.client(key, name).WebLogin(context.Background(), 0)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	link := b.e.url + login.Path
+	res := b.do("GET", link, nil, nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/ui/" {
+		b.t.Fatalf("opening the sign-in link: %d %s, location %q", res.StatusCode, b.last, res.Header.Get("Location"))
+	}
+	return link
+}
+
+func (b *browser) do(method, u string, form url.Values, header http.Header) *http.Response {
+	b.t.Helper()
+	if !strings.HasPrefix(u, "http") {
+		u = b.e.url + u
+	}
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	data, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	b.last = string(data)
+	return res
+}
+
+// page gets a page and fails unless its status is want.
+func (b *browser) page(path string, want int) string {
+	b.t.Helper()
+	res := b.do("GET", path, nil, nil)
+	if res.StatusCode != want {
+		b.t.Fatalf("GET %s: %d, want %d: %s", path, res.StatusCode, want, b.last)
+	}
+	return b.last
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t testing.TB, page string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF field in the page")
+	}
+	return m[1]
+}
+
+// wantCode fails unless the last answer carries the code.
+func (b *browser) wantCode(res *http.Response, status int, code string) {
+	b.t.Helper()
+	if res.StatusCode != status || !strings.Contains(b.last, code) {
+		b.t.Fatalf("got %d %s, want %d with %s", res.StatusCode, b.last, status, code)
+	}
+}
+
+// TestWebSignIn: a one-time link becomes a session cookie once; the
+// session has a role; forms need the session's CSRF token from this
+// origin; sessions expire and end when their operator leaves the
+// operators file or signs out.
+func TestWebSignIn(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backend, smallSpec(), func(c *controlplane.Config) { c.WebSessionTTL = time.Hour })
+			e.onboard(e.hosts())
+			id := rolloutID("stable", 1)
+
+			anon := e.browser()
+			res := anon.do("GET", "/ui/", nil, nil)
+			anon.wantCode(res, http.StatusUnauthorized, codes.SignInRequired)
+			for h, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+				if got := res.Header.Get(h); got != want {
+					t.Errorf("%s: %q, want %q", h, got, want)
+				}
+			}
+			if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
+				t.Errorf("Content-Security-Policy %q", csp)
+			}
+			res = anon.do("GET", "/ui/login?token=forged", nil, nil)
+			anon.wantCode(res, http.StatusUnauthorized, codes.LoginLinkInvalid)
+			// The API refuses to make links for unknown keys.
+			if _, _, err := e.client(newOperatorKey(t).priv, "mallory").WebLogin(context.Background(), 0); err == nil || !strings.Contains(err.Error(), codes.UnknownClient) {
+				t.Fatalf("a link for an unknown key: %v", err)
+			}
+
+			op := e.browser()
+			link := op.signIn(e.opKey.priv, "alice")
+			var cookie *http.Cookie
+			for _, c := range op.jar.Cookies(mustURL(t, e.url)) {
+				cookie = c
+			}
+			if cookie == nil || !strings.HasPrefix(cookie.Name, "__Host-") {
+				t.Fatalf("session cookie %v", cookie)
+			}
+			// The link works once only: a second browser gets nothing.
+			other := e.browser()
+			res = other.do("GET", link, nil, nil)
+			other.wantCode(res, http.StatusUnauthorized, codes.LoginLinkInvalid)
+
+			overview := op.page("/ui/", http.StatusOK)
+			for _, want := range []string{"Channel stable", id, "Converged", "Signed in as <strong>alice</strong> (operator)"} {
+				if !strings.Contains(overview, want) {
+					t.Errorf("the overview lacks %q", want)
+				}
+			}
+			page := op.page("/ui/rollouts/"+id, http.StatusOK)
+			if !strings.Contains(page, "Rollback…") || strings.Contains(page, "Pause…") {
+				t.Errorf("a converged rollout offers rollback only:\n%s", page)
+			}
+			token := csrfOf(t, page)
+
+			// A viewer sees no buttons, and the server refuses its form.
+			viewer := e.browser()
+			viewer.signIn(e.viewKey.priv, "victor")
+			vpage := viewer.page("/ui/rollouts/"+id, http.StatusOK)
+			if strings.Contains(vpage, "Rollback…") || strings.Contains(vpage, "Confirm") {
+				t.Errorf("a viewer is offered actions")
+			}
+			res = viewer.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {csrfOf(t, vpage)}, "comment": {"x"}}, nil)
+			viewer.wantCode(res, http.StatusForbidden, codes.Forbidden)
+
+			// Forged forms: no token, another session's token, another
+			// site's request.
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"comment": {"x"}}, nil)
+			op.wantCode(res, http.StatusForbidden, codes.CSRFRefused)
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {csrfOf(t, vpage)}, "comment": {"x"}}, nil)
+			op.wantCode(res, http.StatusForbidden, codes.CSRFRefused)
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {token}, "comment": {"x"}}, http.Header{"Origin": {"https://evil.example"}})
+			op.wantCode(res, http.StatusForbidden, codes.CSRFRefused)
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {token}, "comment": {"x"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+			op.wantCode(res, http.StatusForbidden, codes.CSRFRefused)
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {token}, "comment": {"  "}}, nil)
+			op.wantCode(res, http.StatusBadRequest, codes.BadRequest)
+			res = op.do("POST", "/ui/rollouts/"+id+"/explode", url.Values{"csrf": {token}, "comment": {"x"}}, nil)
+			op.wantCode(res, http.StatusNotFound, codes.NotFound)
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {token}, "comment": {strings.Repeat("y", 20<<10)}}, nil)
+			if res.StatusCode < 400 {
+				t.Fatalf("an oversized form: %d", res.StatusCode)
+			}
+			var evs []proto.Event
+			evs, _, err := e.client(e.viewKey.priv, "victor").RolloutEvents(context.Background(), id, proto.EventQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if ev.Kind == reconciler.EventIntentAccepted || ev.Kind == reconciler.EventIntentRefused {
+					t.Fatalf("a refused form filed an intent: %+v", ev)
+				}
+			}
+
+			// A real form files the intent with the operator's name and
+			// comment, and the rollout page shows its result.
+			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {token}, "comment": {"bad release"}},
+				http.Header{"Origin": {e.url}, "Sec-Fetch-Site": {"same-origin"}})
+			if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/ui/rollouts/"+id+"?intent=") {
+				t.Fatalf("filing: %d %q %s", res.StatusCode, res.Header.Get("Location"), op.last)
+			}
+			after := op.page(res.Header.Get("Location"), http.StatusOK)
+			if !strings.Contains(after, "rollback by alice: accepted") {
+				t.Errorf("the page does not show the accepted rollback:\n%s", after)
+			}
+			if got := rolloutState(t, e, id); got != reconciler.RolloutReverting && got != reconciler.RolloutReverted {
+				t.Errorf("rollout %s after the rollback", got)
+			}
+
+			// Signing out ends the session; the viewer's expires.
+			res = op.do("POST", "/ui/logout", url.Values{"csrf": {token}}, nil)
+			if res.StatusCode != http.StatusSeeOther {
+				t.Fatalf("sign out: %d %s", res.StatusCode, op.last)
+			}
+			res = op.do("GET", "/ui/", nil, nil)
+			op.wantCode(res, http.StatusUnauthorized, codes.SignInRequired)
+			viewer.page("/ui/", http.StatusOK)
+			e.clock.Advance(time.Hour)
+			res = viewer.do("GET", "/ui/", nil, nil)
+			viewer.wantCode(res, http.StatusUnauthorized, codes.SignInRequired)
+		})
+	}
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestWebOperatorsFileEndsSessions: a replica started with an operators
+// file that drops an operator, or gives it another key, refuses that
+// operator's sessions; one that changes the role changes what the
+// session may do.
+func TestWebOperatorsFileEndsSessions(t *testing.T) {
+	e := newEnv(t, "sqlite", smallSpec(), nil)
+	op, viewer := e.browser(), e.browser()
+	op.signIn(e.opKey.priv, "alice")
+	viewer.signIn(e.viewKey.priv, "victor")
+	e.stop()
+	// alice is re-keyed, victor becomes an operator.
+	e.opKey = newOperatorKey(t)
+	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"operator","key":%q}]`, e.opKey.pub, e.viewKey.pub)
+	writeFile(t, e.cfg.OperatorsFile, ops)
+	e.start()
+	res := op.do("GET", "/ui/", nil, nil)
+	op.wantCode(res, http.StatusUnauthorized, codes.SignInRequired)
+	if page := viewer.page("/ui/", http.StatusOK); !strings.Contains(page, "(operator)") {
+		t.Errorf("victor's session keeps the old role")
+	}
+}
+
+// TestWebEventStream: /ui/events streams the journal as Server-Sent
+// Events with ids, and a reconnect with Last-Event-ID resumes after it.
+func TestWebEventStream(t *testing.T) {
+	e := newEnv(t, "sqlite", smallSpec(), nil)
+	e.onboard(e.hosts())
+	b := e.browser()
+	b.signIn(e.viewKey.priv, "victor")
+	id := rolloutID("stable", 1)
+	all, _, err := e.client(e.viewKey.priv, "victor").RolloutEvents(context.Background(), id, proto.EventQuery{})
+	if err != nil || len(all) < 3 {
+		t.Fatalf("events %d, %v", len(all), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/ui/events?rollout="+url.QueryEscape(id), nil)
+	req.Header.Set("Last-Event-ID", fmt.Sprint(all[1].ID))
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(res.Body)
+	var ids []string
+	for sc.Scan() && len(ids) < len(all)-2 {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			ids = append(ids, v)
+		}
+	}
+	if ids[0] != fmt.Sprint(all[2].ID) || ids[len(ids)-1] != fmt.Sprint(all[len(all)-1].ID) {
+		t.Fatalf("resumed with ids %v, want %d…%d", ids, all[2].ID, all[len(all)-1].ID)
+	}
+	// Bad input: a resume point that is no id.
+	req, _ = http.NewRequest("GET", e.url+"/ui/events", nil)
+	req.Header.Set("Last-Event-ID", "-3")
+	res2, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2.Body.Close()
+	if res2.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad Last-Event-ID: %d", res2.StatusCode)
+	}
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
