@@ -64,6 +64,7 @@ var webTemplates = func() map[string]*template.Template {
 		"add":        func(a, b int) int { return a + b },
 		"asset":      func(name string) string { return "/ui/static/" + name + "?v=" + webAssetVersion },
 		"urlPath":    urlPath,
+		"row":        func(e proto.Event, rollout bool) eventRow { return eventRow{e, rollout} },
 		"title":      func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
 	}
 	out := map[string]*template.Template{}
@@ -73,6 +74,13 @@ var webTemplates = func() map[string]*template.Template {
 	}
 	return out
 }()
+
+// eventRow is a journal line; Rollout says whether it names its rollout
+// (not on the rollout's own page).
+type eventRow struct {
+	E       proto.Event
+	Rollout bool
+}
 
 // webAccess is what a dashboard route needs.
 type webAccess int
@@ -124,7 +132,9 @@ func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler
 		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer a browser sends
+		// "Origin: null" on form posts, which checkCSRF refuses.
+		hd.Set("Referrer-Policy", "same-origin")
 		var (
 			u webUser
 			e *apiError

@@ -126,7 +126,7 @@ func TestWebSignIn(t *testing.T) {
 			anon := e.browser()
 			res := anon.do("GET", "/ui/", nil, nil)
 			anon.wantCode(res, http.StatusUnauthorized, codes.SignInRequired)
-			for h, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+			for h, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
 				if got := res.Header.Get(h); got != want {
 					t.Errorf("%s: %q, want %q", h, got, want)
 				}

@@ -12,10 +12,16 @@
     return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
   }
 
+  // Countdowns run on the server's clock: the page says what time it was
+  // made, and the difference to this machine's clock is kept.
+  var skew = 0;
+  var serverNow = Date.parse(document.body.dataset.serverNow || '');
+  if (!isNaN(serverNow)) skew = serverNow - Date.now();
+
   function countdowns() {
     var els = document.querySelectorAll('time[data-countdown]');
     for (var i = 0; i < els.length; i++) {
-      var d = Date.parse(els[i].getAttribute('datetime')) - Date.now();
+      var d = Date.parse(els[i].getAttribute('datetime')) - (Date.now() + skew);
       els[i].textContent = d <= 0 ? 'now' : 'in ' + span(d);
     }
   }
@@ -53,7 +59,7 @@
     return a && region.contains(a) && a.matches('input, textarea, select');
   }
 
-  var refreshing = false, again = false, stale = false, last = 0, timer = null;
+  var refreshing = false, again = false, stale = false, last = 0, took = 0, timer = null;
   function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = true;
@@ -77,17 +83,21 @@
     }).catch(function () {
       say('Could not refresh; retrying on the next event.', 'st-wait');
     }).then(function () {
+      took = Date.now() - last;
       refreshing = false;
       if (again) { again = false; schedule(); }
     });
   }
 
-  // schedule refreshes at most once a second however many events come,
-  // and not at all while the tab is hidden (once when it shows again).
+  // schedule refreshes at most once a second however many events come
+  // (less often for a page that takes long to make: a tenth of the time
+  // at most goes to refreshing), and not at all while the tab is hidden
+  // (once when it shows again).
   function schedule() {
     if (document.hidden) { stale = true; return; }
     if (timer) return;
-    timer = setTimeout(function () { timer = null; refresh(); }, Math.max(0, 1000 - (Date.now() - last)));
+    var gap = Math.max(1000, 10 * took);
+    timer = setTimeout(function () { timer = null; refresh(); }, Math.max(0, gap - (Date.now() - last)));
   }
   document.addEventListener('visibilitychange', function () {
     if (!document.hidden && stale) { stale = false; schedule(); }
