@@ -61,10 +61,16 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// (rfcs/0003 rule 8): that one must reach the reconciler now.
 	fresh := ok && a.Host.State == reconciler.HostSoaking && !now.Before(s.hub.soakEnd(a)) &&
 		!s.hub.soakSeen(req.Hostname, a.Host.Since)
+	// So does the first check-in of a host rolling back that runs its
+	// previous closure (rule 8): its status need not have changed (a host
+	// whose switch failed never left that closure), and without it the
+	// rollback would wait for a periodic tick.
+	fresh = fresh || ok && a.Host.State == reconciler.HostRollingBack && req.Current == a.Host.Previous &&
+		!s.hub.soakSeen(req.Hostname, a.Host.Since)
 	if write || !online || fresh {
 		// A change, a host coming (back) online, or the check-in that
-		// ends a soak is something the reconciler must see at once, with
-		// the time it was seen.
+		// ends a soak or a rollback is something the reconciler must see
+		// at once, with the time it was seen.
 		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
 			return s.internal("recording a check-in", err)
 		}

@@ -204,7 +204,8 @@ func (h *hub) lastSeen(host string) time.Time {
 }
 
 // soakSeen reports whether this replica has written the check-in that
-// ends the host's soak that began at since.
+// ends the host's soak that began at since (or, for a host rolling back
+// since then, the first check-in back on its previous closure).
 func (h *hub) soakSeen(host string, since time.Time) bool {
 	h.seenMu.Lock()
 	defer h.seenMu.Unlock()
@@ -212,7 +213,8 @@ func (h *hub) soakSeen(host string, since time.Time) bool {
 }
 
 // noteSoak notes that the check-in that ends the soak that began at since
-// is written.
+// (or the first one back on the previous closure of a rollback) is
+// written.
 func (h *hub) noteSoak(host string, since time.Time) {
 	h.seenMu.Lock()
 	defer h.seenMu.Unlock()

@@ -145,6 +145,18 @@ func (h *Host) Step(ctx context.Context, wait time.Duration) error {
 	if t.Kind == proto.TargetDispatch {
 		action = h.Decide(*t)
 	}
+	err = h.act(ctx, t, action)
+	if err != nil {
+		// Not acted on (a refused or lost confirm or report, a rate
+		// limit): the next check-in acts on the target again, as a real
+		// agent retries.
+		h.known = nil
+	}
+	return err
+}
+
+// act does what the host decided about a target.
+func (h *Host) act(ctx context.Context, t *proto.Target, action Action) error {
 	switch action {
 	case Confirm, SwitchUnhealthy:
 		h.current, h.booted = t.Closure, t.Closure
