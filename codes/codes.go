@@ -125,7 +125,7 @@ const (
 	Unavailable      = "unavailable"
 	SignInRequired   = "sign_in_required"
 	LoginLinkInvalid = "login_link_invalid"
-	CSRFRefused      = "csrf_refused"
+	CsrfRefused      = "csrf_refused"
 	Internal         = "internal"
 )
 
@@ -271,7 +271,7 @@ var registry = []Info{
 	{Unavailable, 503, exitFailed, "the control plane is not ready or cannot be reached"},
 	{SignInRequired, 401, exitFailed, "dashboard: no live session (none, expired, signed out, or its operator left the operators file)"},
 	{LoginLinkInvalid, 401, exitFailed, "dashboard: the one-time sign-in link is unknown, expired or already used"},
-	{CSRFRefused, 403, exitFailed, "dashboard: a state-changing request without this session's CSRF token or from another site"},
+	{CsrfRefused, 403, exitFailed, "dashboard: a state-changing request without this session's CSRF token or from another site"},
 	{Internal, 500, exitFailed, "an error nothing more specific describes; details in the log"},
 
 	{MissingArtifact, 0, exitNone, "release refused: the commit, an artifact or its .sig cannot be read"},

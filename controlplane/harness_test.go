@@ -180,6 +180,9 @@ func (e *env) start() {
 	e.srv, e.cancel, e.done = srv, cancel, make(chan error, 1)
 	go func() { e.done <- srv.Run(ctx) }()
 	e.url = "https://" + srv.Addr()
+	if e.cfg.InsecureDev {
+		e.url = "http://" + srv.Addr()
+	}
 	e.t.Cleanup(e.stop)
 	e.waitReady()
 }

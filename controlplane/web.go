@@ -155,7 +155,10 @@ func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler
 			if r.Body != nil {
 				r.Body = http.MaxBytesReader(rec, r.Body, maxSmallBody)
 			}
-			if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			if err := r.ParseForm(); errors.As(err, &tooBig) {
+				e = errorf(codes.BodyTooLarge, "the form exceeds %d bytes", maxSmallBody)
+			} else if err != nil {
 				e = errorf(codes.BadRequest, "the form cannot be read: %v", err)
 			} else if e = checkCSRF(r, u); e == nil && acc == webAct && !u.CanAct() {
 				e = errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator", u.Name, u.Role)
@@ -254,7 +257,7 @@ func (s *Server) webSignedOut(w http.ResponseWriter, _ *http.Request, _ webUser)
 		Code, Message string
 		Status        int
 		Retry         bool
-	}{webPage: webPage{Title: "Signed out"}, Code: "signed_out", Message: "You are signed out. Run `nixfleet ui` to sign in again.", Status: http.StatusOK}
+	}{webPage: webPage{Title: "Signed out"}, Message: "You are signed out. Run `nixfleet ui` to sign in again.", Status: http.StatusOK}
 	s.render(w, http.StatusOK, "error", &data)
 	return nil
 }

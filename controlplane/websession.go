@@ -171,17 +171,17 @@ func (s *Server) webIdentify(r *http.Request) (webUser, *apiError) {
 // token.
 func checkCSRF(r *http.Request, u webUser) *apiError {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return errorf(codes.CSRFRefused, "a %s request may not change anything", site)
+		return errorf(codes.CsrfRefused, "a %s request may not change anything", site)
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		o, err := url.Parse(origin)
 		if err != nil || o.Host != r.Host {
-			return errorf(codes.CSRFRefused, "the request comes from %q, not from this dashboard", origin)
+			return errorf(codes.CsrfRefused, "the request comes from %q, not from this dashboard", origin)
 		}
 	}
 	token := r.PostFormValue("csrf")
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(u.CSRF)) != 1 {
-		return errorf(codes.CSRFRefused, "the form's CSRF token is missing or not this session's; reload the page")
+		return errorf(codes.CsrfRefused, "the form's CSRF token is missing or not this session's; reload the page")
 	}
 	return nil
 }

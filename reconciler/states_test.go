@@ -95,3 +95,20 @@ func TestRolloutStateMachine(t *testing.T) {
 		}
 	}
 }
+
+// TestTakes: a rollout state takes an intent exactly when the rollout
+// state machine has a move for its event; unknown kinds are never taken.
+func TestTakes(t *testing.T) {
+	events := map[string]RolloutEvent{IntentPause: EvPause, IntentResume: EvResume, IntentCancel: EvCancel, IntentRollback: EvRollback}
+	for _, s := range RolloutStates {
+		for kind, ev := range events {
+			_, legal := rolloutTable[rolloutMove{s, ev}]
+			if got := s.Takes(kind); got != legal {
+				t.Errorf("%s takes %s: %v, want %v", s, kind, got, legal)
+			}
+		}
+		if s.Takes("approve") || s.Takes("") {
+			t.Errorf("%s takes an unknown intent", s)
+		}
+	}
+}

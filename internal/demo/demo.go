@@ -92,10 +92,12 @@ func errorf(code, format string, args ...any) *Error {
 
 // session is one run of the demo.
 type session struct {
-	opts  Options
-	view  *view
-	start time.Time
-	fleet *fleet
+	opts Options
+	// dashboard is, with --keep, the one-time dashboard link.
+	dashboard string
+	view      *view
+	start     time.Time
+	fleet     *fleet
 
 	dir        string
 	repo       *fleetrepo.Repo
@@ -163,6 +165,14 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	}
 	if de == nil && opts.Keep {
 		rep.Dir, rep.Config, rep.URL = d.dir, d.configFile, d.url
+		// The dashboard, signed in: a one-time link for the demo's
+		// operator, good for an hour (rfcs/0011).
+		login, _, err := d.op.WebLogin(ctx, 3600)
+		if err != nil {
+			de = &Error{Code: codes.Internal, Err: fmt.Errorf("asking for a dashboard sign-in link: %w", err)}
+		} else {
+			rep.Dashboard, d.dashboard = d.op.Link(login.Path), d.op.Link(login.Path)
+		}
 	}
 	if opts.JSON {
 		if err := writeJSON(stdout, rep); err != nil && de == nil {
@@ -733,6 +743,9 @@ type report struct {
 	Dir    string `json:"dir,omitempty"`
 	Config string `json:"config,omitempty"`
 	URL    string `json:"url,omitempty"`
+	// Dashboard is, with --keep, a one-time link that opens the dashboard
+	// signed in as the demo's operator (valid for an hour).
+	Dashboard string `json:"dashboard,omitempty"`
 }
 
 type channelReport struct {

@@ -3,12 +3,18 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,4 +213,84 @@ func TestRunRefusesBadOptions(t *testing.T) {
 			t.Errorf("%+v: %v, output %q; want a usage error and no output", opts, err, out.String())
 		}
 	}
+}
+
+// syncBuffer is a buffer written by one goroutine and read by another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemoKeepDashboard: with --keep the report carries a link that signs
+// the demo's operator in to the dashboard, once, while the control plane
+// keeps running.
+func TestDemoKeepDashboard(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("NO_COLOR", "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Hosts: 4, JSON: true, Keep: true, Timeout: 2 * time.Minute}, &stdout, &stderr)
+	}()
+	var rep struct {
+		OK        bool   `json:"ok"`
+		Dir       string `json:"dir"`
+		Dashboard string `json:"dashboard"`
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for json.Unmarshal([]byte(stdout.String()), &rep) != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("the demo ended: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no report; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !rep.OK || !strings.Contains(rep.Dashboard, "/ui/login?token=") {
+		t.Fatalf("report ok %v, dashboard %q", rep.OK, rep.Dashboard)
+	}
+	pem, err := os.ReadFile(filepath.Join(rep.Dir, "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	res, err := hc.Get(rep.Dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "Signed in as <strong>demo-operator</strong>") ||
+		!strings.Contains(string(body), "Channel prod") {
+		t.Fatalf("opening the link: %d\n%s", res.StatusCode, body)
+	}
+	if !strings.Contains(stderr.String(), rep.Dashboard) {
+		t.Errorf("the explanation does not print the dashboard link:\n%s", stderr.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("stopping: %v", err)
+	}
+	os.RemoveAll(rep.Dir)
 }

@@ -114,6 +114,7 @@ func (d *session) explain(w io.Writer) {
 		{"nixfleet rollout show " + prod, "hosts, waves, budgets"},
 		{"nixfleet rollout rollback " + prod, "take prod back to v0 by hand..."},
 		{"nixfleet rollout events " + prod + " --follow", "...and watch it"},
+		{"nixfleet ui", "the dashboard, signed in with the operator key"},
 	}
 	fmt.Fprintf(w, "\nThe control plane (%s) and %d agents keep running until Ctrl-C.\n", d.url, len(d.fleet.hosts))
 	fmt.Fprintf(w, "In another terminal, with nixfleet built from this tree (go build -o nixfleet ./cmd/nixfleet):\n\n")
@@ -130,6 +131,8 @@ func (d *session) explain(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-*s  # %s\n", width, l[0], l[1])
 	}
+	fmt.Fprintf(w, "\nThe dashboard, signed in as %s (the link works once, within an hour; the browser\n"+
+		"warns about the demo's own certificate, cert.pem):\n\n  %s\n", operatorName, d.dashboard)
 	fmt.Fprintf(w, "\nIn %s: config.toml (that configuration), operator_key, cert.pem (the server's\n"+
 		"certificate), trust.json, operators.json, fleet/ (the fleet repository), cp.db and cp.log (the\n"+
 		"control plane's database and log).\n", d.dir)
