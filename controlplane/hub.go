@@ -178,6 +178,14 @@ func (h *hub) followSignal() <-chan struct{} {
 	return h.followCh
 }
 
+// eventMark is the newest event id the hub has seen in the store: a
+// stream whose reads are past it has nothing new to read.
+func (h *hub) eventMark() int64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.mark.Events
+}
+
 // signal closes the current follow signal.
 func (h *hub) signal() {
 	h.mu.Lock()

@@ -306,6 +306,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 		case <-signal:
 		case <-t.C():
 		case <-r.Context().Done():
+		case <-s.stopping:
+			t.Stop()
+			return nil
 		}
 		t.Stop()
 	}

@@ -43,6 +43,10 @@ type Server struct {
 	mux     *http.ServeMux
 
 	devCSRF string // --insecure-dev's dashboard CSRF token, random per process
+	// stopping closes when the HTTP server shuts down: streams end at
+	// once instead of holding the shutdown for its whole grace period.
+	stopping chan struct{}
+	streams  webStreams // open dashboard streams, per user
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -87,7 +91,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica,
-		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret()}
+		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret(), stopping: make(chan struct{})}
 	s.limits = newRateLimits(cfg, m, log.Warn)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
 	s.src.ids, s.src.board = s.ids, s.board
@@ -179,6 +183,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.hub.run(bg) }()
 	go func() { defer wg.Done(); s.prune(bg) }()
 
+	srv.RegisterOnShutdown(func() { close(s.stopping) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if err := s.loop(ctx, errc); err != nil {
@@ -218,11 +223,9 @@ func (s *Server) loop(ctx context.Context, errc <-chan error) error {
 	}
 }
 
-// prune deletes old events and finished rollouts every hour, on the leader.
+// prune deletes expired dashboard sessions, and old events and finished
+// rollouts (unless retention is negative), every hour, on the leader.
 func (s *Server) prune(ctx context.Context) {
-	if s.cfg.EventRetention < 0 {
-		return
-	}
 	t := s.cfg.Clock.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -231,6 +234,14 @@ func (s *Server) prune(ctx context.Context) {
 			return
 		case <-t.C():
 			if _, leader := s.ticker.isLeader(); !leader {
+				continue
+			}
+			if n, err := s.st.PruneWebSessions(ctx, s.cfg.Now()); err != nil {
+				s.log.Error("pruning dashboard sessions", "err", err)
+			} else if n > 0 {
+				s.log.Info("pruned dashboard sessions", "rows", n)
+			}
+			if s.cfg.EventRetention < 0 {
 				continue
 			}
 			ev, ro, err := s.st.Prune(ctx, s.cfg.Now().Add(-s.cfg.EventRetention))

@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
-	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
@@ -139,17 +142,17 @@ func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler
 			u webUser
 			e *apiError
 		)
-		if acc != webOpen {
-			u, e = s.webIdentify(r)
+		// Limited by address before anything is read: a flood of made-up
+		// cookies costs no session lookups.
+		e = s.limits.admit(rec, r, client{})
+		if e == nil && s.cfg.InsecureDev && !loopbackHost(r.Host) {
+			// --insecure-dev authenticates nobody: a page of another site
+			// whose name resolves to 127.0.0.1 (DNS rebinding) would pass
+			// the same-origin checks, so only loopback names are served.
+			e = errorf(codes.Forbidden, "--insecure-dev serves the dashboard under loopback names only (localhost, 127.0.0.1, [::1]), not %q", r.Host)
 		}
-		if e == nil || e.code == codes.SignInRequired {
-			c := client{}
-			if u.Name != "" && !u.Dev {
-				c.operator = &Operator{Name: u.Name}
-			}
-			if le := s.limits.admit(rec, r, c); le != nil {
-				e = le
-			}
+		if e == nil && acc != webOpen {
+			u, e = s.webIdentify(r)
 		}
 		if e == nil && (acc == webPost || acc == webAct) {
 			if r.Body != nil {
@@ -172,6 +175,20 @@ func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler
 		}
 		s.m.httpRequests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 	})
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback: localhost, 127.0.0.0/8 or [::1], with any port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // webError answers an error: a page for people, JSON for the event
@@ -200,8 +217,9 @@ type webPage struct {
 	User  webUser
 	// Nav is the navigation entry of the page: "fleet" or "releases".
 	Nav string
-	// Stream is the query of /ui/events that keeps the page live ("" for
-	// a page that is not), and After the newest event id the page shows.
+	// Live pages follow /ui/events with the query Stream ("": every
+	// event), after After, the newest event id the page shows.
+	Live   bool
 	Stream string
 	After  int64
 	// Now is when the page was made.
@@ -215,7 +233,7 @@ func (s *Server) page(r *http.Request, u webUser, title, nav, stream string) (we
 	if err != nil {
 		return webPage{}, s.internal("reading the journal's watermark", err)
 	}
-	return webPage{Title: title, User: u, Nav: nav, Stream: stream, After: wm.Events, Now: s.cfg.Now()}, nil
+	return webPage{Title: title, User: u, Nav: nav, Live: true, Stream: stream, After: wm.Events, Now: s.cfg.Now()}, nil
 }
 
 // render executes a page into a buffer first, so that a template error is
@@ -240,7 +258,12 @@ func (s *Server) webStatic(w http.ResponseWriter, r *http.Request, _ webUser) *a
 	if err != nil || strings.Contains(name, "/") {
 		return errorf(codes.NotFound, "no dashboard file %q", name)
 	}
-	w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
+	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+	ct, ok := types[path.Ext(name)]
+	if !ok {
+		return errorf(codes.NotFound, "no dashboard file %q", name)
+	}
+	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "public, max-age=86400")
 	_, _ = w.Write(b)
 	return nil
@@ -486,11 +509,12 @@ type stateCount struct {
 
 // webRollout is GET /ui/rollouts/{id}.
 func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
-	ro, e := s.rollout(r)
+	id := r.PathValue("id")
+	p, e := s.page(r, u, "Rollout "+id, "fleet", url.Values{"rollout": {id}}.Encode())
 	if e != nil {
 		return e
 	}
-	p, e := s.page(r, u, "Rollout "+ro.ID, "fleet", "rollout="+ro.ID)
+	ro, e := s.rollout(r)
 	if e != nil {
 		return e
 	}
@@ -613,16 +637,16 @@ func (s *Server) webHost(w http.ResponseWriter, r *http.Request, u webUser) *api
 	if !nameable(name) {
 		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
 	}
+	p, e := s.page(r, u, "Host "+name, "fleet", url.Values{"host": {name}}.Encode())
+	if e != nil {
+		return e
+	}
 	rec, err := s.st.Host(r.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
 	}
 	if err != nil {
 		return s.internal("reading a host", err)
-	}
-	p, e := s.page(r, u, "Host "+name, "fleet", "host="+name)
-	if e != nil {
-		return e
 	}
 	hd, e := s.heads(r)
 	if e != nil {
@@ -643,7 +667,7 @@ func (s *Server) webHost(w http.ResponseWriter, r *http.Request, u webUser) *api
 
 // webReleases is GET /ui/releases: every ref seen and its fate.
 func (s *Server) webReleases(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
-	p, e := s.page(r, u, "Releases", "releases", "kind=release")
+	p, e := s.page(r, u, "Releases", "releases", "")
 	if e != nil {
 		return e
 	}
@@ -691,13 +715,15 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 
 // webEvents is GET /ui/events: the journal as Server-Sent Events, each
 // with its id, from after the query's after (or the Last-Event-ID a
-// reconnecting browser sends), filtered by rollout, host or kind=release.
-// The stream waits for the hub's signal, not a timer, so an open page
-// costs nothing while nothing happens; a comment every 20 s keeps proxies
-// from closing it, and it ends when the session does.
+// reconnecting browser sends), filtered by rollout or host (rfcs/0011
+// §Live updates). The stream reads the store only when the hub saw new
+// events, so an open page costs nothing while nothing happens; a comment
+// every 20 s keeps proxies from closing it, and the session is looked at
+// again then, so that a stream ends within 20 s of a sign-out or expiry.
+// A backlog of more than one read (a page asleep for hours) is skipped:
+// the page is told to resync, which reloads it anyway.
 func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
 	q := proto.EventQuery{RolloutID: r.URL.Query().Get("rollout"), Host: r.URL.Query().Get("host"), Limit: 500}
-	releasesOnly := r.URL.Query().Get("kind") == "release"
 	for _, v := range []string{q.RolloutID, q.Host} {
 		if !nameable(v) {
 			return errorf(codes.BadRequest, "rollout and host must be UTF-8 without control characters")
@@ -718,6 +744,11 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if !ok {
 		return errorf(codes.Internal, "the connection cannot stream")
 	}
+	if !s.streams.open(u.Name) {
+		w.Header().Set("Retry-After", "10")
+		return errorf(codes.RateLimited, "%s has %d dashboard streams open on this replica already; close a tab", u.Name, maxWebStreams)
+	}
+	defer s.streams.done(u.Name)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -725,43 +756,117 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	w.WriteHeader(http.StatusOK)
 	_, _ = fmt.Fprint(w, "retry: 3000\n\n")
 	flusher.Flush()
-	for r.Context().Err() == nil {
-		signal := s.hub.followSignal()
-		if !u.Dev && !u.Expires.IsZero() && !s.cfg.Now().Before(u.Expires) {
-			_, _ = fmt.Fprint(w, "event: signed-out\ndata: {}\n\n")
-			flusher.Flush()
-			return nil
-		}
-		evs, err := s.st.Events(r.Context(), q)
-		if err != nil {
-			return nil // the status line is sent; the browser reconnects
-		}
-		for _, ev := range evs {
-			q.AfterID = ev.ID
-			if releasesOnly && !strings.HasPrefix(ev.Kind, "ref_") && !strings.HasPrefix(ev.Kind, "release_") && ev.Kind != "rollout_opened" {
-				continue
-			}
-			b, _ := json.Marshal(ev)
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: journal\ndata: %s\n\n", ev.ID, b); err != nil {
-				return nil
-			}
+	send := func(format string, args ...any) bool {
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
 		}
 		flusher.Flush()
-		if len(evs) == q.Limit {
-			continue
+		return true
+	}
+	read := int64(-1) // the hub's mark at the last read
+	first := true
+	for r.Context().Err() == nil {
+		signal := s.hub.followSignal()
+		if !u.Dev && !s.cfg.Now().Before(u.Expires) { // no read needed
+			send("event: signed-out\ndata: {}\n\n")
+			return nil
+		}
+		if mark := s.hub.eventMark(); mark != read || first {
+			read = mark
+			evs, err := s.st.Events(r.Context(), q)
+			if err != nil {
+				return nil // the status line is sent; the browser reconnects
+			}
+			if first && len(evs) == q.Limit {
+				// Too far behind to be worth replaying: start from now.
+				wm, err := s.st.Watermark(r.Context())
+				if err != nil {
+					return nil
+				}
+				q.AfterID = wm.Events
+				if !send("id: %d\nevent: resync\ndata: {}\n\n", wm.Events) {
+					return nil
+				}
+				evs = nil
+			}
+			first = false
+			var b strings.Builder
+			for _, ev := range evs {
+				q.AfterID = ev.ID
+				data, _ := json.Marshal(ev)
+				fmt.Fprintf(&b, "id: %d\nevent: journal\ndata: %s\n\n", ev.ID, data)
+			}
+			if b.Len() > 0 && !send("%s", b.String()) {
+				return nil
+			}
+			if len(evs) == q.Limit {
+				read = -1 // more to read at once
+				continue
+			}
 		}
 		t := s.cfg.Clock.NewTimer(20 * time.Second)
 		select {
 		case <-signal:
 		case <-t.C():
-			if _, err := fmt.Fprint(w, ": still here\n\n"); err != nil {
+			if e := s.stillSignedIn(r, u); e != nil {
+				t.Stop()
+				send("event: signed-out\ndata: {}\n\n")
+				return nil
+			}
+			if !send(": still here\n\n") {
 				t.Stop()
 				return nil
 			}
-			flusher.Flush()
 		case <-r.Context().Done():
+		case <-s.stopping:
+			t.Stop()
+			return nil
 		}
 		t.Stop()
 	}
 	return nil
+}
+
+// stillSignedIn looks at a stream's session again: signed out, expired,
+// or its operator dropped from the operators file.
+func (s *Server) stillSignedIn(r *http.Request, u webUser) *apiError {
+	if u.Dev {
+		return nil
+	}
+	if !s.cfg.Now().Before(u.Expires) {
+		return errorf(codes.SignInRequired, "the session expired")
+	}
+	_, e := s.webIdentify(r)
+	return e
+}
+
+// maxWebStreams bounds the dashboard streams one user may hold open on a
+// replica (a page each).
+const maxWebStreams = 32
+
+// webStreams counts the open dashboard streams per user.
+type webStreams struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (ws *webStreams) open(user string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.n == nil {
+		ws.n = map[string]int{}
+	}
+	if ws.n[user] >= maxWebStreams {
+		return false
+	}
+	ws.n[user]++
+	return true
+}
+
+func (ws *webStreams) done(user string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.n[user]--; ws.n[user] <= 0 {
+		delete(ws.n, user)
+	}
 }

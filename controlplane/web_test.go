@@ -141,7 +141,15 @@ func TestWebSignIn(t *testing.T) {
 				t.Fatalf("a link for an unknown key: %v", err)
 			}
 
+			// A link followed from another site's page is refused (login
+			// CSRF), and stays good for its operator.
 			op := e.browser()
+			xlogin, _, err := e.client(e.opKey.priv, "alice").WebLogin(context.Background(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res = op.do("GET", xlogin.Path, nil, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+			op.wantCode(res, http.StatusForbidden, codes.CsrfRefused)
 			link := op.signIn(e.opKey.priv, "alice")
 			var cookie *http.Cookie
 			for _, c := range op.jar.Cookies(mustURL(t, e.url)) {
@@ -193,7 +201,6 @@ func TestWebSignIn(t *testing.T) {
 			op.wantCode(res, http.StatusNotFound, codes.NotFound)
 			res = op.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"csrf": {token}, "comment": {strings.Repeat("y", 20<<10)}}, nil)
 			op.wantCode(res, http.StatusRequestEntityTooLarge, codes.BodyTooLarge)
-			var evs []proto.Event
 			evs, _, err := e.client(e.viewKey.priv, "victor").RolloutEvents(context.Background(), id, proto.EventQuery{})
 			if err != nil {
 				t.Fatal(err)
@@ -299,6 +306,32 @@ func TestWebEventStream(t *testing.T) {
 	if ids[0] != fmt.Sprint(all[2].ID) || ids[len(ids)-1] != fmt.Sprint(all[len(all)-1].ID) {
 		t.Fatalf("resumed with ids %v, want %d…%d", ids, all[2].ID, all[len(all)-1].ID)
 	}
+	// A user may hold maxWebStreams (32) streams on a replica; one more
+	// is refused with 429 and Retry-After.
+	var open []*http.Response
+	defer func() {
+		for _, o := range open {
+			o.Body.Close()
+		}
+	}()
+	for i := 0; ; i++ {
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/ui/events", nil)
+		r, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode != http.StatusOK {
+			r.Body.Close()
+			if i != 31 || r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("stream %d: %d, want 429 after 32", i+2, r.StatusCode)
+			}
+			break
+		}
+		open = append(open, r)
+		if i > 40 {
+			t.Fatal("no cap on streams")
+		}
+	}
 	// Bad input: a resume point that is no id.
 	req, _ = http.NewRequest("GET", e.url+"/ui/events", nil)
 	req.Header.Set("Last-Event-ID", "-3")
@@ -336,6 +369,17 @@ func TestWebInsecureDev(t *testing.T) {
 	res := b.do("GET", "/ui/login?token=anything", nil, nil)
 	if res.StatusCode != http.StatusSeeOther {
 		t.Errorf("a sign-in link under --insecure-dev: %d", res.StatusCode)
+	}
+	// DNS rebinding: another name for 127.0.0.1 is not served.
+	req, _ := http.NewRequest("GET", e.url+"/ui/", nil)
+	req.Host = "attacker.example:80"
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("a foreign Host under --insecure-dev: %d, want 403", res.StatusCode)
 	}
 	res = b.do("POST", "/ui/rollouts/"+id+"/rollback", url.Values{"comment": {"x"}}, nil)
 	b.wantCode(res, http.StatusForbidden, codes.CsrfRefused)

@@ -114,6 +114,12 @@ func (s *Server) webRedeem(w http.ResponseWriter, r *http.Request) *apiError {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 		return nil
 	}
+	// A link opened from another site's page would sign the browser in
+	// as whoever made the link (login CSRF): links are opened directly,
+	// by `nixfleet ui` or pasted, which browsers send as "none".
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return errorf(codes.CsrfRefused, "a sign-in link must be opened directly, not followed from another site")
+	}
 	token := r.URL.Query().Get("token")
 	if token == "" || len(token) > 100 {
 		return errorf(codes.LoginLinkInvalid, "this sign-in link has no valid token; run `nixfleet ui` for a new one")
@@ -129,6 +135,9 @@ func (s *Server) webRedeem(w http.ResponseWriter, r *http.Request) *apiError {
 	if _, ok := s.ids.operatorByName(sess.Operator, sess.KeyHash); !ok {
 		_ = s.st.EndWebSession(r.Context(), sess.Hash)
 		return errorf(codes.SignInRequired, "operator %s is no longer in the operators file with the key that asked for this link", sess.Operator)
+	}
+	if old, err := r.Cookie(webCookie); err == nil && old.Value != "" && len(old.Value) <= 100 {
+		_ = s.st.EndWebSession(r.Context(), hashHex(old.Value)) // the browser's previous session ends
 	}
 	http.SetCookie(w, &http.Cookie{Name: webCookie, Value: secret, Path: "/", Expires: sess.Expires,
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})

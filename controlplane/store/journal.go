@@ -218,9 +218,8 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 // matters to a tick — a host in flight, or an unconsumed intent naming it —
 // is kept until it no longer does. The release log loses the refs whose
 // fate is settled and last changed before it: superseded and refused
-// ones, and opened ones whose rollout went. Dashboard sign-ins and
-// sessions that expired before it go too. It returns how many events and
-// rollouts went.
+// ones, and opened ones whose rollout went. It returns how many events
+// and rollouts went.
 func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error) {
 	cut := micros(before)
 	err = s.write(ctx, func(tx *txn) error {
@@ -251,10 +250,7 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 		if err != nil {
 			return err
 		}
-		if err := pruneReleaseLog(ctx, tx, cut); err != nil {
-			return err
-		}
-		return pruneWebSessions(ctx, tx, cut)
+		return pruneReleaseLog(ctx, tx, cut)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: prune: %w", err)

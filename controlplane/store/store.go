@@ -273,11 +273,13 @@ type Store interface {
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
 	// Prune deletes events older than before, terminal rollouts (with
 	// their hosts and manifests) last updated before it that are not the
-	// latest of their channel, the refs of the release log whose fate
-	// is settled and last changed before it, and the dashboard sign-ins
-	// and sessions that expired before it. It returns how many events
-	// and rollouts went.
+	// latest of their channel, and the refs of the release log whose
+	// fate is settled and last changed before it. It returns how many
+	// events and rollouts went.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
+	// PruneWebSessions deletes the dashboard sign-ins and sessions that
+	// expired before now, and returns how many went.
+	PruneWebSessions(ctx context.Context, now time.Time) (int64, error)
 
 	// AcquireLease takes the named lease for holder until now+ttl if it is
 	// free, expired, or already the holder's (ErrLeaseHeld otherwise). A

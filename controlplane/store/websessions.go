@@ -14,7 +14,8 @@ import (
 // exactly one changes the row (PostgreSQL re-checks the condition after
 // waiting for the other's row lock; SQLite has one writer). expires_at is
 // the row's end: the token's until it is redeemed, then the session's, so
-// Prune needs one condition for both. Ending a session deletes its row.
+// PruneWebSessions needs one condition for both. Ending a session deletes
+// its row.
 
 // AddWebLogin records a dashboard sign-in (ErrDuplicate for a known
 // TokenHash; an error when a field is empty or SessionTTL is shorter than
@@ -111,9 +112,17 @@ func (s *db) EndWebSession(ctx context.Context, hash string) error {
 	return nil
 }
 
-// pruneWebSessions deletes the sign-ins and sessions that expired before
-// cut (a time in microseconds).
-func pruneWebSessions(ctx context.Context, tx *txn, cut int64) error {
-	_, err := tx.exec(ctx, "DELETE FROM web_sessions WHERE expires_at < ?", cut)
-	return err
+// PruneWebSessions deletes the sign-ins and sessions that expired before
+// now, and returns how many went.
+func (s *db) PruneWebSessions(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *txn) error {
+		var err error
+		n, err = tx.exec(ctx, "DELETE FROM web_sessions WHERE expires_at < ?", micros(now))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune web sessions: %w", err)
+	}
+	return n, nil
 }

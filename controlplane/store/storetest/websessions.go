@@ -11,7 +11,7 @@ import (
 
 // testWebSessions: a dashboard sign-in becomes a session once, only
 // before its token expires; a session counts until it expires or is
-// ended; duplicates and incomplete logins are refused; Prune removes what
+// ended; duplicates and incomplete logins are refused; PruneWebSessions removes what
 // expired.
 func testWebSessions(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -106,7 +106,7 @@ func testWebSessions(t *testing.T, s store.Store) {
 		t.Fatalf("the session after ending the empty hash: %v", err)
 	}
 
-	// Prune removes the logins and sessions expired before the cut:
+	// PruneWebSessions removes the logins and sessions expired before the cut:
 	// tok-late (expired at t0+1m); not sess-5 nor a login still valid.
 	in := internals(t, s)
 	must(t, s.AddWebLogin(ctx, login("tok-open", t0.Add(2*time.Hour))))
@@ -119,12 +119,12 @@ func testWebSessions(t *testing.T, s store.Store) {
 	if n := count(); n != 3 {
 		t.Fatalf("%d web_sessions rows, want 3 (tok-late, sess-5, tok-open)", n)
 	}
-	_, _, err = s.Prune(ctx, t0.Add(time.Minute))
+	_, err = s.PruneWebSessions(ctx, t0.Add(time.Minute))
 	must(t, err)
 	if n := count(); n != 3 {
 		t.Fatalf("Prune at the expiry of tok-late left %d rows, want 3 (it expired at, not before, the cut)", n)
 	}
-	_, _, err = s.Prune(ctx, t0.Add(90*time.Minute))
+	_, err = s.PruneWebSessions(ctx, t0.Add(90*time.Minute))
 	must(t, err)
 	if n := count(); n != 2 {
 		t.Fatalf("Prune left %d rows, want 2", n)
@@ -135,7 +135,7 @@ func testWebSessions(t *testing.T, s store.Store) {
 	if _, err := s.RedeemWebLogin(ctx, "tok-open", "sess-6", t0.Add(time.Minute)); err != nil {
 		t.Fatalf("Prune removed a live login: %v", err)
 	}
-	_, _, err = s.Prune(ctx, ws2.Expires.Add(time.Microsecond))
+	_, err = s.PruneWebSessions(ctx, ws2.Expires.Add(time.Microsecond))
 	must(t, err)
 	if n := count(); n != 1 {
 		t.Fatalf("Prune after sess-5 expired left %d rows, want 1 (sess-6)", n)

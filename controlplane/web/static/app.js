@@ -37,6 +37,18 @@
     }
   }, true);
 
+  // The comment's limit is 500 bytes, as the server counts, not characters.
+  document.addEventListener('submit', function (e) {
+    var c = e.target.querySelector && e.target.querySelector('input[name=comment]');
+    if (!c) return;
+    var bytes = new TextEncoder().encode(c.value).length;
+    c.setCustomValidity(bytes > 500 ? 'At most 500 bytes (this is ' + bytes + ').' : '');
+    if (bytes > 500) { e.preventDefault(); c.reportValidity(); }
+  }, true);
+  document.addEventListener('input', function (e) {
+    if (e.target.name === 'comment') e.target.setCustomValidity('');
+  }, true);
+
   var body = document.body;
   var status = document.getElementById('live-status');
   function say(text, cls) {
@@ -46,20 +58,23 @@
   }
   if (body.dataset.stream === undefined) return;
 
+  var es = null, ended = false;
   function signedOut() {
+    ended = true;
+    if (es) es.close();
     say('Your session has ended: run nixfleet ui to sign in again.', 'st-bad');
     body.classList.add('signed-out');
   }
 
-  // A region is left alone while someone is using it: an open action,
-  // or the focus in a field.
+  // A region is left alone while someone is in it: an open action, or the
+  // focus on anything inside it. It is refreshed when they leave.
   function inUse(region) {
     if (region.querySelector('details[open]')) return true;
     var a = document.activeElement;
-    return a && region.contains(a) && a.matches('input, textarea, select');
+    return a && a !== body && region.contains(a);
   }
 
-  var refreshing = false, again = false, stale = false, last = 0, took = 0, timer = null;
+  var refreshing = false, again = false, stale = false, skipped = false, last = 0, took = 0, timer = null;
   function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = true;
@@ -71,13 +86,14 @@
     }).then(function (html) {
       if (html == null) return;
       var doc = new DOMParser().parseFromString(html, 'text/html');
-      var focused = document.activeElement && document.activeElement.id;
       var regions = document.querySelectorAll('[data-live]');
+      skipped = false;
       for (var i = 0; i < regions.length; i++) {
         var fresh = doc.getElementById(regions[i].id);
-        if (fresh && !inUse(regions[i])) regions[i].innerHTML = fresh.innerHTML;
+        if (!fresh) continue;
+        if (inUse(regions[i])) { skipped = true; continue; }
+        regions[i].innerHTML = fresh.innerHTML;
       }
-      if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
       countdowns();
       body.dataset.refreshed = String(Number(body.dataset.refreshed || 0) + 1);
     }).catch(function () {
@@ -94,6 +110,7 @@
   // at most goes to refreshing), and not at all while the tab is hidden
   // (once when it shows again).
   function schedule() {
+    if (ended) return;
     if (document.hidden) { stale = true; return; }
     if (timer) return;
     var gap = Math.max(1000, 10 * took);
@@ -102,20 +119,36 @@
   document.addEventListener('visibilitychange', function () {
     if (!document.hidden && stale) { stale = false; schedule(); }
   });
+  // Leaving a region that was skipped refreshes it.
+  function left() { if (skipped) setTimeout(schedule, 0); }
+  document.addEventListener('focusout', left);
+  document.addEventListener('toggle', left, true);
 
-  var q = body.dataset.stream;
-  var es = new EventSource('/ui/events?' + (q ? q + '&' : '') + 'after=' + encodeURIComponent(body.dataset.after || '0'));
-  es.onopen = function () { say('Live', 'st-ok'); };
-  es.addEventListener('journal', schedule);
-  es.addEventListener('signed-out', function () { es.close(); signedOut(); });
-  es.onerror = function () {
-    if (es.readyState === EventSource.CLOSED) {
-      // Refused (the session ended, or the server is gone): ask the page.
+  // The stream resumes after the last event it delivered: the browser
+  // sends Last-Event-ID when it reconnects by itself; after a refusal
+  // (rate limit, a replica going away) the page opens it again, later.
+  var lastId = body.dataset.after || '0', backoff = 2000;
+  function connect() {
+    var q = body.dataset.stream;
+    es = new EventSource('/ui/events?' + (q ? q + '&' : '') + 'after=' + encodeURIComponent(lastId));
+    es.onopen = function () { backoff = 2000; say('Live', 'st-ok'); };
+    function onEvent(e) { if (e.lastEventId) lastId = e.lastEventId; schedule(); }
+    es.addEventListener('journal', onEvent);
+    es.addEventListener('resync', onEvent);
+    es.addEventListener('signed-out', signedOut);
+    es.onerror = function () {
+      if (es.readyState !== EventSource.CLOSED) { say('Reconnecting…', 'st-wait'); return; }
       fetch(location.href, { credentials: 'same-origin' }).then(function (res) {
-        if (res.status === 401) signedOut(); else say('Disconnected; reload the page.', 'st-bad');
-      }, function () { say('Disconnected; reload the page.', 'st-bad'); });
-    } else {
-      say('Reconnecting…', 'st-wait');
-    }
-  };
+        if (res.status === 401) { signedOut(); return; }
+        say('Reconnecting…', 'st-wait');
+        setTimeout(connect, backoff);
+        backoff = Math.min(backoff * 2, 60000);
+      }, function () {
+        say('Disconnected; reconnecting…', 'st-bad');
+        setTimeout(connect, backoff);
+        backoff = Math.min(backoff * 2, 60000);
+      });
+    };
+  }
+  connect();
 })();
