@@ -415,17 +415,21 @@ func TestDashboard10000Hosts(t *testing.T) {
 //
 //	go test ./controlplane -run '^$' -bench WebRolloutPage10000 -benchtime 20x
 func BenchmarkWebRolloutPage10000(b *testing.B) {
-	e := newEnv(b, "sqlite", bigSpec(10000), nil)
-	id := rolloutID("prod", 1)
-	e.await(60*time.Second, "the release opens", func() bool {
-		var r proto.Rollout
-		return e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r) == nil
-	})
-	br := e.browser()
-	br.signIn(e.opKey.priv, "alice")
-	b.ResetTimer()
-	for b.Loop() {
-		br.page("/ui/rollouts/"+id, 200)
+	for _, backend := range backends {
+		b.Run(backend, func(b *testing.B) {
+			e := newEnv(b, backend, bigSpec(10000), nil)
+			id := rolloutID("prod", 1)
+			e.await(60*time.Second, "the release opens", func() bool {
+				var r proto.Rollout
+				return e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r) == nil
+			})
+			br := e.browser()
+			br.signIn(e.opKey.priv, "alice")
+			b.ResetTimer()
+			for b.Loop() {
+				br.page("/ui/rollouts/"+id, 200)
+			}
+			b.ReportMetric(float64(len(br.last)), "bytes/page")
+		})
 	}
-	b.ReportMetric(float64(len(br.last)), "bytes/page")
 }
