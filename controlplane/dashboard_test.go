@@ -120,8 +120,14 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 func waitFor(t *testing.T, ctx context.Context, what, js string, step func()) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	guarded := `(() => { try { return !!(` + js + `); } catch (e) { return false; } })()`
 	for {
-		if eval[bool](t, ctx, js) {
+		// A page between two documents (a form's answer loading) has no
+		// body yet, or no context at all: that is a "not yet".
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ok, err := chromedp.Run(ectx, chromedp.Evaluate[bool](guarded))
+		cancel()
+		if err == nil && ok {
 			return
 		}
 		if time.Now().After(deadline) {
