@@ -79,3 +79,13 @@ func readJSON(w http.ResponseWriter, r *http.Request, max int64, v any) ([]byte,
 	}
 	return data, decodeJSON(data, v)
 }
+
+// readOptionalJSON decodes a small request body into v, when there is one:
+// an empty body leaves v as it is.
+func readOptionalJSON(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	body, e := readBody(w, r, maxSmallBody)
+	if e != nil || len(body) == 0 {
+		return e
+	}
+	return decodeJSON(body, v)
+}

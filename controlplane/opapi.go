@@ -323,20 +323,12 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 		return e
 	}
 	kind := r.PathValue("action")
-	switch kind {
-	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
-	default:
-		return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback)", kind)
-	}
-	var req proto.IntentRequest
-	body, e := readBody(w, r, maxSmallBody)
-	if e != nil {
+	if e := checkIntentKind(kind); e != nil {
 		return e
 	}
-	if len(body) > 0 {
-		if e := decodeJSON(body, &req); e != nil {
-			return e
-		}
+	var req proto.IntentRequest
+	if e := readOptionalJSON(w, r, &req); e != nil {
+		return e
 	}
 	if e := checkComment(req.Comment); e != nil {
 		return e
@@ -397,6 +389,15 @@ func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, kind, actor,
 			return true, intentAnswer{http.StatusAccepted, proto.IntentResponse{Intent: proto.Intent(in)}}, nil
 		}
 	}
+}
+
+// checkIntentKind refuses an action that is no operator intent.
+func checkIntentKind(kind string) *apiError {
+	switch kind {
+	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
+		return nil
+	}
+	return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback)", kind)
 }
 
 // intentWait is how long an operator action waits for its tick.
@@ -511,16 +512,9 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	if e := may(c, false); e != nil {
 		return e
 	}
-	name := r.PathValue("name")
-	if !nameable(name) {
-		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
-	}
-	rec, err := s.st.Host(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
-	}
-	if err != nil {
-		return s.internal("reading a host", err)
+	rec, e := s.hostRecord(r, r.PathValue("name"))
+	if e != nil {
+		return e
 	}
 	hd, e := s.heads(r)
 	if e != nil {
@@ -528,6 +522,22 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	}
 	writeJSON(w, http.StatusOK, s.hostView(rec, hd, s.cfg.Now()))
 	return nil
+}
+
+// hostRecord reads the named host (404 when it neither checked in nor is
+// in a rollout).
+func (s *Server) hostRecord(r *http.Request, name string) (store.HostRecord, *apiError) {
+	if !nameable(name) {
+		return store.HostRecord{}, errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+	}
+	rec, err := s.st.Host(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+	}
+	if err != nil {
+		return rec, s.internal("reading a host", err)
+	}
+	return rec, nil
 }
 
 // status is GET /v1/status: every channel, its release and its latest

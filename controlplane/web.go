@@ -198,17 +198,22 @@ func (s *Server) webError(w http.ResponseWriter, r *http.Request, u webUser, e *
 		writeError(w, e)
 		return
 	}
-	data := struct {
-		webPage
-		Code, Message string
-		Status        int
-		Retry         bool
-	}{webPage: webPage{Title: http.StatusText(e.status), User: u}, Code: string(e.code), Message: e.msg, Status: e.status}
+	data := errorPage{webPage: webPage{Title: http.StatusText(e.status), User: u}, Code: string(e.code), Message: e.msg, Status: e.status}
 	// A session cookie is SameSite=Strict: a link followed from another
 	// site (a chat, an alert) arrives without it. The page reloads itself
 	// once, from this site, when the cookie is then sent.
 	data.Retry = e.code == codes.SignInRequired && r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site"
 	s.render(w, e.status, "error", &data)
+}
+
+// errorPage is an error, or the signed-out page: the code (none for the
+// latter), the message, the HTTP status, and whether the page reloads
+// itself once (see webError).
+type errorPage struct {
+	webPage
+	Code, Message string
+	Status        int
+	Retry         bool
 }
 
 // webPage is what every page shows around its content.
@@ -275,12 +280,7 @@ func (s *Server) webNotFound(w http.ResponseWriter, r *http.Request, _ webUser) 
 
 // webSignedOut is the page after signing out.
 func (s *Server) webSignedOut(w http.ResponseWriter, _ *http.Request, _ webUser) *apiError {
-	data := struct {
-		webPage
-		Code, Message string
-		Status        int
-		Retry         bool
-	}{webPage: webPage{Title: "Signed out"}, Message: "You are signed out. Run `nixfleet ui` to sign in again.", Status: http.StatusOK}
+	data := errorPage{webPage: webPage{Title: "Signed out"}, Message: "You are signed out. Run `nixfleet ui` to sign in again.", Status: http.StatusOK}
 	s.render(w, http.StatusOK, "error", &data)
 	return nil
 }
@@ -634,19 +634,13 @@ func reversed(evs []proto.Event) []proto.Event {
 // and its history across rollouts.
 func (s *Server) webHost(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
 	name := r.PathValue("name")
-	if !nameable(name) {
-		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
-	}
 	p, e := s.page(r, u, "Host "+name, "fleet", url.Values{"host": {name}}.Encode())
 	if e != nil {
 		return e
 	}
-	rec, err := s.st.Host(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
-	}
-	if err != nil {
-		return s.internal("reading a host", err)
+	rec, e := s.hostRecord(r, name)
+	if e != nil {
+		return e
 	}
 	hd, e := s.heads(r)
 	if e != nil {
@@ -689,10 +683,8 @@ func (s *Server) webReleases(w http.ResponseWriter, r *http.Request, u webUser) 
 // the result.
 func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
 	kind := r.PathValue("action")
-	switch kind {
-	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
-	default:
-		return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback)", kind)
+	if e := checkIntentKind(kind); e != nil {
+		return e
 	}
 	comment := strings.TrimSpace(r.PostFormValue("comment"))
 	if comment == "" {

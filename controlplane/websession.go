@@ -74,14 +74,8 @@ func (s *Server) webLogins(w http.ResponseWriter, r *http.Request, c client) *ap
 		return e
 	}
 	var req proto.WebLoginRequest
-	body, e := readBody(w, r, maxSmallBody)
-	if e != nil {
+	if e := readOptionalJSON(w, r, &req); e != nil {
 		return e
-	}
-	if len(body) > 0 {
-		if e := decodeJSON(body, &req); e != nil {
-			return e
-		}
 	}
 	ttl := webLoginTTL
 	if req.ValidSeconds != 0 {
