@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nixfleet/nixfleet/internal/jsonscan"
 )
@@ -34,6 +35,10 @@ type FleetResolved struct {
 	ChannelEdges []ChannelEdge `json:"channelEdges"`
 	// DisruptionBudgets cap in-flight hosts fleet-wide.
 	DisruptionBudgets []DisruptionBudget `json:"disruptionBudgets"`
+	// Freezes are periods in which nothing new rolls out (rfcs/0001
+	// §Change control): no rollout opens and no host is dispatched on the
+	// channels they name. An addition of ours.
+	Freezes []Freeze `json:"freezes,omitempty"`
 	// Meta is stamped at signing time.
 	Meta Meta `json:"meta"`
 }
@@ -111,6 +116,45 @@ type RolloutPolicy struct {
 	HealthGate HealthGate `json:"healthGate"`
 	// OnHealthFailure is "halt" or "rollback-and-halt".
 	OnHealthFailure string `json:"onHealthFailure"`
+	// Windows are the maintenance windows of the channel's hosts: a host
+	// is dispatched only inside one (rfcs/0001 §Change control). A wave's
+	// own windows, and a host selector's, take precedence. Absent: any
+	// time. An addition of ours.
+	Windows []Window `json:"windows,omitempty"`
+	// HostWindows give the hosts a selector matches their own windows;
+	// the first entry that matches a host is its. An addition of ours.
+	HostWindows []HostWindows `json:"hostWindows,omitempty"`
+}
+
+// Window is a weekly maintenance window: it opens on each of Days at
+// Start, local time in TimeZone, and lasts DurationMinutes.
+type Window struct {
+	// Days are "mon", "tue", "wed", "thu", "fri", "sat", "sun".
+	Days []string `json:"days"`
+	// Start is "HH:MM", 24-hour, in TimeZone.
+	Start string `json:"start"`
+	// DurationMinutes is from 1 to 10080 (a week).
+	DurationMinutes int `json:"durationMinutes"`
+	// TimeZone is an IANA time zone name ("Europe/Berlin", "UTC"). The
+	// binaries embed the time zone database, so hosts and control plane
+	// agree without the operating system's.
+	TimeZone string `json:"timeZone"`
+}
+
+// HostWindows are the windows of the hosts Selector matches.
+type HostWindows struct {
+	Selector Selector `json:"selector"`
+	Windows  []Window `json:"windows"`
+}
+
+// Freeze is an absolute period in which nothing new rolls out on the
+// channels it names (every channel when Channels is empty).
+type Freeze struct {
+	From  time.Time `json:"from"`
+	Until time.Time `json:"until"`
+	// Reason says why, for people (explain shows it).
+	Reason   string   `json:"reason"`
+	Channels []string `json:"channels,omitempty"`
 }
 
 // PolicyWave is one wave of a rollout policy, before resolution.
@@ -120,6 +164,9 @@ type PolicyWave struct {
 	Name        string   `json:"name,omitempty"`
 	Selector    Selector `json:"selector"`
 	SoakMinutes int      `json:"soakMinutes"`
+	// Windows are the wave's hosts' maintenance windows (see
+	// RolloutPolicy.Windows). An addition of ours.
+	Windows []Window `json:"windows,omitempty"`
 }
 
 // HealthGate bounds what counts as a healthy host. Absent members impose
@@ -156,6 +203,8 @@ type Wave struct {
 	// ours, 0001).
 	Name        string `json:"name,omitempty"`
 	SoakMinutes int    `json:"soakMinutes"`
+	// Windows are copied from the policy wave (an addition of ours).
+	Windows []Window `json:"windows,omitempty"`
 }
 
 // Edge orders two hosts of the same channel inside a rollout: Gated is not
