@@ -99,6 +99,8 @@ const (
 	RollbackOrder         = "rollback_order"
 	RolloutStopped        = "rollout_stopped"
 	Unheard               = "unheard"
+	Window                = "window"
+	Freeze                = "freeze"
 )
 
 // Answers to an agent or an operator that no tick recorded.
@@ -251,6 +253,8 @@ var registry = []Info{
 	{RollbackOrder, 0, exitNone, "gate: the hosts this one gates are rolled back first"},
 	{RolloutStopped, 0, exitNone, "gate: the rollout is halted or cancelled"},
 	{Unheard, 0, exitNone, "gate: not heard yet, and not watched long enough to call it offline"},
+	{Window, 0, exitNone, "gate: outside the host's maintenance window (rollbacks are not held)"},
+	{Freeze, 0, exitNone, "gate and deferral: a freeze holds the channel; nothing opens or is dispatched"},
 
 	{NotInRollout, 0, exitNone, "no rollout includes the host"},
 	{Waiting, 0, exitNone, "the host is pending and no gate holds it yet"},

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/schedule"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -110,7 +113,13 @@ func isAlnum(c byte) bool {
 //     and '-', at most MaxLabelLen long, starting with a letter or digit;
 //     a budget's name is unique among the fleet's budgets, and no other
 //     budget's label (Selector.Short, when it has no name) equals it; a
-//     wave's name is unique in its policy.
+//     wave's name is unique in its policy;
+//   - maintenance windows (of a policy, a policy wave, a resolved wave, a
+//     policy's hostWindows) have distinct known days, a start HH:MM, a
+//     duration of 1 to 10080 minutes and an IANA time zone (schedule.Check);
+//     a hostWindows entry has at least one window;
+//   - a freeze ends after it begins, has a one-line reason of at most
+//     MaxFreezeReasonLen bytes, and names declared channels, once each.
 //
 // It returns warnings (hosts without a closure, selectors that match
 // nothing, budgets of 1 over TightBudgetHosts or more hosts, budgets
@@ -157,6 +166,7 @@ func (v *validator) run() {
 	v.hostEdges()
 	v.channelEdges()
 	v.budgets()
+	v.freezes()
 }
 
 func (v *validator) hosts() {
@@ -233,6 +243,16 @@ func (v *validator) policies() {
 			if w.SoakMinutes < 0 {
 				v.errorf("%s: soakMinutes %d is negative", where, w.SoakMinutes)
 			}
+			v.windows(where, w.Windows)
+		}
+		v.windows(fmt.Sprintf("rollout policy %q", name), p.Windows)
+		for i, hw := range p.HostWindows {
+			where := fmt.Sprintf("rollout policy %q hostWindows[%d]", name, i)
+			v.selector(where, hw.Selector)
+			if len(hw.Windows) == 0 {
+				v.errorf("%s: windows is empty", where)
+			}
+			v.windows(where, hw.Windows)
 		}
 		g := p.HealthGate
 		if g.MaxFailures != nil && *g.MaxFailures < 0 {
@@ -249,6 +269,45 @@ func (v *validator) policies() {
 		}
 	}
 }
+
+// windows checks maintenance windows (rfcs/0001 §Change control).
+func (v *validator) windows(where string, ws []proto.Window) {
+	for i, w := range ws {
+		if err := schedule.Check(w); err != nil {
+			v.errorf("%s: windows[%d]: %v", where, i, err)
+		}
+	}
+}
+
+// freezes checks the fleet's freezes: a real period, a reason, declared
+// channels.
+func (v *validator) freezes() {
+	for i, f := range v.f.Freezes {
+		where := fmt.Sprintf("freezes[%d]", i)
+		if !f.Until.After(f.From) {
+			v.errorf("%s: until %s is not after from %s", where, f.Until.Format(time.RFC3339), f.From.Format(time.RFC3339))
+		}
+		switch {
+		case strings.TrimSpace(f.Reason) == "":
+			v.errorf("%s: reason is empty; say why nothing may roll out", where)
+		case len(f.Reason) > MaxFreezeReasonLen || strings.ContainsFunc(f.Reason, unicode.IsControl):
+			v.errorf("%s: reason must be at most %d bytes on one line", where, MaxFreezeReasonLen)
+		}
+		seen := map[string]bool{}
+		for _, ch := range f.Channels {
+			if _, ok := v.f.Channels[ch]; !ok {
+				v.errorf("%s: channel %q does not exist", where, ch)
+			}
+			if seen[ch] {
+				v.errorf("%s: channel %q is listed twice", where, ch)
+			}
+			seen[ch] = true
+		}
+	}
+}
+
+// MaxFreezeReasonLen bounds a freeze's reason.
+const MaxFreezeReasonLen = 200
 
 func (v *validator) selector(where string, s proto.Selector) {
 	if s.UsesCombinators() {
@@ -267,6 +326,7 @@ func (v *validator) waves() {
 		}
 		for i, w := range v.f.Waves[ch] {
 			v.label(fmt.Sprintf("waves.%s[%d]", ch, i), w.Name)
+			v.windows(fmt.Sprintf("waves.%s[%d]", ch, i), w.Windows)
 			if w.SoakMinutes < 0 {
 				v.errorf("waves.%s[%d]: soakMinutes %d is negative", ch, i, w.SoakMinutes)
 			}

@@ -94,6 +94,9 @@ type RolloutWave struct {
 	// Name is the policy's name for the wave; absent when it has none.
 	Name        string `json:"name,omitempty"`
 	SoakMinutes int    `json:"soakMinutes"`
+	// Windows are the wave's maintenance windows (rfcs/0001 §Change
+	// control), when it has its own.
+	Windows []Window `json:"windows,omitempty"`
 }
 
 // RolloutHost is a host's place and state in a rollout.

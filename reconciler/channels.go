@@ -160,6 +160,12 @@ func (t *tick) openChannel(name string) *work {
 				name, blocker.channel, blocker.what)}})
 		return nil
 	}
+	// Rule 14: a freeze holds the opening.
+	if fs := t.freezesOf(name); len(fs) > 0 {
+		why := freezeReason(name, fs)
+		t.deferRef(c, codes.Freeze, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1, Reason: why})
+		return nil
+	}
 	return t.open(c)
 }
 
@@ -215,6 +221,21 @@ func (t *tick) open(c *Channel) *work {
 	}
 	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok {
 		r.OnHealthFailure = p.OnHealthFailure
+		r.Windows = slices.Clone(p.Windows)
+		// Host selectors' windows, resolved to the channel's hosts of the
+		// manifest (rule 13): a host takes the first that lists it.
+		for _, hw := range p.HostWindows {
+			var hosts []string
+			for _, h := range m.HostSet {
+				if hw.Selector.Matches(h.Hostname, f.Hosts[h.Hostname]) {
+					hosts = append(hosts, h.Hostname)
+				}
+			}
+			if len(hosts) > 0 {
+				slices.Sort(hosts)
+				r.HostWindows = append(r.HostWindows, HostWindowSpec{Hosts: hosts, Windows: slices.Clone(hw.Windows)})
+			}
+		}
 	}
 	// The waves: those of waves.<channel> with their soaks, as many as the
 	// manifest's wave indexes need, and at least one. A channel rolled out
@@ -236,9 +257,12 @@ func (t *tick) open(c *Channel) *work {
 	for i := range max(n, 1) {
 		var spec WaveSpec
 		if i < len(waves) {
-			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes}
+			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes, Windows: slices.Clone(waves[i].Windows)}
 			if spec.Name == "" && policyWaves != nil {
 				spec.Name = policyWaves[i].Name // a resolver that did not copy it
+			}
+			if len(spec.Windows) == 0 && policyWaves != nil {
+				spec.Windows = slices.Clone(policyWaves[i].Windows)
 			}
 		}
 		r.Waves = append(r.Waves, spec)

@@ -223,9 +223,13 @@ func (t *tick) earlyGate(w *work, i int, edge *blocker) Reason {
 	return Reason{}
 }
 
-// lateGate returns the first of gates 5–7 (host_edge, budget,
-// compliance_earlier_wave) that holds a host, or a zero Reason.
+// lateGate returns the first of the time gates (freeze, window: rules 13
+// and 14) and gates 5–7 (host_edge, budget, compliance_earlier_wave) that
+// holds a host, or a zero Reason.
 func (t *tick) lateGate(w *work, i int, failWave int) Reason {
+	if why := t.timeGate(w, i); why.Gate != "" {
+		return why
+	}
 	h := &w.r.Hosts[i]
 	for _, p := range w.preds[i] {
 		if w.r.Hosts[p].State != HostConverged {

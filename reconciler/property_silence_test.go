@@ -371,6 +371,10 @@ func checkDeadline(_ *rapid.T, c tickCase) []string {
 			case h.State == reconciler.HostPending && slices.Contains([]string{codes.Budget, codes.Busy,
 				codes.ChannelEdge, codes.HostEdge}, h.Blocked.Gate):
 				waiting = true
+			case h.State == reconciler.HostPending && (h.Blocked.Gate == codes.Window || h.Blocked.Gate == codes.Freeze):
+				// waiting for its window to open or a freeze to end
+				// (rules 13, 14): time, not the fleet, moves it
+				waiting = true
 			case h.State == reconciler.HostPending && h.Blocked.Gate == codes.Unheard:
 				// held while the control plane warms up or the channel
 				// recovers: judged within one offline threshold

@@ -53,6 +53,7 @@ import (
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/schedule"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -260,6 +261,7 @@ func simClosure(host string, gen int) string {
 
 // fleetModel is what a fleet.resolved is built from; releases mutate a copy.
 type fleetModel struct {
+	freezes  []proto.Freeze
 	channels []string
 	hosts    []modelHost // sorted by name
 	policies []modelPolicy
@@ -282,6 +284,7 @@ type modelPolicy struct {
 	waves     []proto.PolicyWave
 	gate      proto.HealthGate
 	onFailure string
+	windows   []proto.Window // the channel's maintenance windows
 }
 
 type fleetGenOpts struct {
@@ -291,6 +294,37 @@ type fleetGenOpts struct {
 	chainChannels bool
 	// channelBudgets: budgets select one channel's hosts only.
 	channelBudgets bool
+	// changeControl: policies and waves may have maintenance windows,
+	// and the fleet freezes (rfcs/0003 rules 13, 14).
+	changeControl bool
+}
+
+// simZones are the time zones drawn windows use: with and without
+// daylight saving time, and one off the hour.
+var simZones = []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"}
+
+// drawWindows draws up to max maintenance windows that recur often
+// enough to open and close within a run.
+func drawWindows(t *rapid.T, max int) []proto.Window {
+	var out []proto.Window
+	for range rapid.IntRange(1, max).Draw(t, "windowCount") {
+		w := proto.Window{Start: fmt.Sprintf("%02d:%02d", rapid.IntRange(0, 23).Draw(t, "windowHour"), 15*rapid.IntRange(0, 3).Draw(t, "windowQuarter")),
+			DurationMinutes: rapid.IntRange(30, 600).Draw(t, "windowMinutes"), TimeZone: rapid.SampledFrom(simZones).Draw(t, "windowZone")}
+		if rapid.Bool().Draw(t, "everyDay") {
+			w.Days = slices.Clone(schedule.Days)
+		} else {
+			for _, d := range schedule.Days {
+				if rapid.Bool().Draw(t, "windowDay") {
+					w.Days = append(w.Days, d)
+				}
+			}
+			if len(w.Days) == 0 {
+				w.Days = []string{"sun"}
+			}
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func simPolicyName(i int) string { return "policy-" + strconv.Itoa(i) }
@@ -345,7 +379,14 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 			if w < nw-1 {
 				sel = m.drawSelector(t)
 			}
-			p.waves = append(p.waves, proto.PolicyWave{Selector: sel, SoakMinutes: rapid.IntRange(0, 30).Draw(t, "soakMinutes")})
+			pw := proto.PolicyWave{Selector: sel, SoakMinutes: rapid.IntRange(0, 30).Draw(t, "soakMinutes")}
+			if o.changeControl && rapid.IntRange(0, 4).Draw(t, "waveWindows") == 0 {
+				pw.Windows = drawWindows(t, 2)
+			}
+			p.waves = append(p.waves, pw)
+		}
+		if o.changeControl && rapid.IntRange(0, 2).Draw(t, "policyWindows") > 0 {
+			p.windows = drawWindows(t, 2)
 		}
 		if mf := rapid.IntRange(0, 4).Draw(t, "maxFailures"); mf < 4 {
 			p.gate.MaxFailures = &mf
@@ -403,6 +444,22 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 		}
 		seen[[2]int{a, b}] = true
 		m.edges = append(m.edges, proto.Edge{Gates: m.hosts[a].name, Gated: m.hosts[b].name, Reason: "drawn"})
+	}
+
+	if o.changeControl {
+		for range rapid.IntRange(0, 2).Draw(t, "freezeCount") {
+			from := simEpoch.Add(time.Duration(rapid.IntRange(0, 20*60).Draw(t, "freezeFromMinutes")) * time.Minute)
+			f := proto.Freeze{From: from, Until: from.Add(time.Duration(rapid.IntRange(30, 6*60).Draw(t, "freezeMinutes")) * time.Minute),
+				Reason: "drawn freeze"}
+			if !rapid.Bool().Draw(t, "freezeEveryChannel") {
+				for _, ch := range m.channels {
+					if rapid.Bool().Draw(t, "freezeChannel") {
+						f.Channels = append(f.Channels, ch)
+					}
+				}
+			}
+			m.freezes = append(m.freezes, f)
+		}
 	}
 
 	// Channel edges along a drawn order: a DAG.
@@ -588,6 +645,7 @@ func (m *fleetModel) build(commit string) *proto.FleetResolved {
 		Edges:           edges,
 		ChannelEdges:    slices.Clone(m.chEdges),
 		Meta:            proto.Meta{SchemaVersion: &v, CICommit: &commit},
+		Freezes:         slices.Clone(m.freezes),
 	}
 	for _, b := range m.budgets {
 		f.DisruptionBudgets = append(f.DisruptionBudgets, cloneDisruptionBudget(b))
@@ -598,13 +656,13 @@ func (m *fleetModel) build(commit string) *proto.FleetResolved {
 			strategy = "all-at-once"
 		}
 		f.RolloutPolicies[simPolicyName(i)] = proto.RolloutPolicy{Strategy: strategy, Waves: append([]proto.PolicyWave{}, p.waves...),
-			HealthGate: p.gate, OnHealthFailure: p.onFailure}
+			HealthGate: p.gate, OnHealthFailure: p.onFailure, Windows: p.windows}
 	}
 	for _, ch := range m.channels {
 		f.Channels[ch] = m.chCfg[ch]
 		f.Waves[ch] = []proto.Wave{} // an empty list when the policy has no waves: all at once
 		for _, pw := range m.policies[m.chPolicy[ch]].waves {
-			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes})
+			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes, Windows: pw.Windows})
 		}
 	}
 	return f
@@ -1105,7 +1163,12 @@ type tickCheck func(t *rapid.T, c tickCase) []string
 // runChaos drives a random fleet for a drawn number of ticks (at most 150)
 // and checks an invariant after every tick.
 func runChaos(t *rapid.T, check tickCheck) {
-	s := newFleetSim(t, fleetGenOpts{maxHosts: 300}, false)
+	runChaosWith(t, fleetGenOpts{maxHosts: 300, changeControl: rapid.Bool().Draw(t, "changeControl")}, check)
+}
+
+// runChaosWith is runChaos with the fleet's options given.
+func runChaosWith(t *rapid.T, o fleetGenOpts, check tickCheck) {
+	s := newFleetSim(t, o, false)
 	s.maxReleases = uniformIntGen(0, 5).Draw(t, "maxReleases")
 	ticks := uniformIntGen(10, 150).Draw(t, "ticks")
 	for s.tick = 0; s.tick < ticks; s.tick++ {

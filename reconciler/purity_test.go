@@ -20,6 +20,7 @@ var (
 		"cmp": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true, "errors": true, "fmt": true, "maps": true, "math": true,
 		"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
 		"github.com/nixfleet/nixfleet/codes": true, "github.com/nixfleet/nixfleet/proto": true,
+		"github.com/nixfleet/nixfleet/schedule": true,
 	}
 	// Reading the clock, sleeping, timers, and printing.
 	forbiddenCalls = map[string]bool{
@@ -40,10 +41,16 @@ func TestPurity(t *testing.T) {
 	scanAllowed := map[string]bool{"bytes": true, "errors": true, "fmt": true, "math": true,
 		"slices": true, "strconv": true, "unicode/utf16": true, "unicode/utf8": true}
 	codesAllowed := map[string]bool{"slices": true, "strings": true}
-	for _, p := range append(append(append(checkPure(t, ".", allowedImports, forbiddenCalls),
+	// schedule reads the time zone database (the system's, else the one
+	// embedded in the binary) and nothing else: windows depend on the
+	// rules of their zones, as they should, and never on the clock.
+	scheduleAllowed := map[string]bool{"errors": true, "fmt": true, "slices": true, "strings": true, "sync": true, "time": true,
+		"time/tzdata": true, "github.com/nixfleet/nixfleet/proto": true}
+	for _, p := range append(append(append(append(checkPure(t, ".", allowedImports, forbiddenCalls),
 		checkPure(t, "../proto", protoAllowed, forbiddenCalls)...),
 		checkPure(t, "../internal/jsonscan", scanAllowed, forbiddenCalls)...),
-		checkPure(t, "../codes", codesAllowed, forbiddenCalls)...) {
+		checkPure(t, "../codes", codesAllowed, forbiddenCalls)...),
+		checkPure(t, "../schedule", scheduleAllowed, forbiddenCalls)...) {
 		t.Error(p)
 	}
 }

@@ -91,7 +91,7 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 			return pendingStopped(r, "skipped while it was away, and not caught up")
 		}
 		if h.Blocked.Code != "" {
-			return gated(h.Blocked)
+			return windowed(gated(h.Blocked), &r, &h, now)
 		}
 		if p.Online {
 			return Situation{Code: codes.CatchUp, Moves: true,
@@ -114,7 +114,20 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 	if h.Blocked.Code == "" && h.Blocked.Gate == "" {
 		return Situation{Code: codes.Waiting, Moves: true, Message: "dispatched at the next tick unless a gate holds it"}
 	}
-	return gated(h.Blocked)
+	return windowed(gated(h.Blocked), &r, &h, now)
+}
+
+// windowed adds to the situation of a host its window holds when the next
+// window opens, from now (rule 13).
+func windowed(s Situation, r *Rollout, h *RolloutHost, now time.Time) Situation {
+	if s.Code != codes.Window {
+		return s
+	}
+	if until, label := windowUntil(r, h, now); !until.IsZero() {
+		s.Until = until
+		s.Message = fmt.Sprintf("outside its maintenance window; the next opens %s, in %s (%s)", label, approx(until.Sub(now)), stamp(until))
+	}
+	return s
 }
 
 // gated is the situation of a host a gate holds: most gates clear as the
@@ -122,6 +135,9 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 // closure do not.
 func gated(b Reason) Situation {
 	s := Situation{Code: cmpCode(b.Gate, b.Code), Message: b.Message, Moves: true}
+	if s.Code == codes.Freeze {
+		s.Next = "wait for the freeze to end"
+	}
 	switch s.Code {
 	case codes.Quarantined:
 		s.Moves, s.Next = false, "push a release with another target for this host: this one failed on it"

@@ -189,6 +189,11 @@ type Rollout struct {
 	Frameworks      []string              `json:"complianceFrameworks"`
 	Edges           []Edge                `json:"edges"`
 	Budgets         []proto.RolloutBudget `json:"budgets"`
+	// Windows, HostWindows: the maintenance windows frozen at open
+	// (rfcs/0003 rule 13): the channel's, and those of host selectors,
+	// resolved to the rollout's hosts. A wave's own are in Waves.
+	Windows     []proto.Window   `json:"windows,omitempty"`
+	HostWindows []HostWindowSpec `json:"hostWindows,omitempty"`
 
 	// Hosts of the rollout, sorted by hostname.
 	Hosts []RolloutHost `json:"hosts"`
@@ -199,6 +204,8 @@ type WaveSpec struct {
 	// Name is the policy's name for the wave; empty when it has none.
 	Name        string `json:"name,omitempty"`
 	SoakMinutes int    `json:"soakMinutes"`
+	// Windows are the wave's maintenance windows (rule 13).
+	Windows []proto.Window `json:"windows,omitempty"`
 }
 
 // Edge orders two hosts of a rollout: Gated waits until Gates converged.
@@ -316,6 +323,12 @@ type Deferral struct {
 	Channel   string `json:"channel"`
 	Ref       string `json:"ref"`
 	BlockedBy string `json:"blockedBy"`
+}
+
+// HostWindowSpec gives Hosts (sorted) their own maintenance windows.
+type HostWindowSpec struct {
+	Hosts   []string       `json:"hosts"`
+	Windows []proto.Window `json:"windows"`
 }
 
 // Reason is the structured explanation every decision carries.

@@ -129,23 +129,27 @@ func bytesOrEmpty(b []byte) []byte {
 
 // frozen is what a rollout froze at open, stored as one JSON column.
 type frozen struct {
-	Waves           []reconciler.WaveSpec `json:"waves"`
-	HealthGate      proto.HealthGate      `json:"healthGate"`
-	OnHealthFailure string                `json:"onHealthFailure"`
-	ComplianceMode  string                `json:"complianceMode"`
-	Frameworks      []string              `json:"complianceFrameworks"`
-	Edges           []reconciler.Edge     `json:"edges"`
-	Budgets         []proto.RolloutBudget `json:"budgets"`
+	Waves           []reconciler.WaveSpec       `json:"waves"`
+	HealthGate      proto.HealthGate            `json:"healthGate"`
+	OnHealthFailure string                      `json:"onHealthFailure"`
+	ComplianceMode  string                      `json:"complianceMode"`
+	Frameworks      []string                    `json:"complianceFrameworks"`
+	Edges           []reconciler.Edge           `json:"edges"`
+	Budgets         []proto.RolloutBudget       `json:"budgets"`
+	Windows         []proto.Window              `json:"windows,omitempty"`
+	HostWindows     []reconciler.HostWindowSpec `json:"hostWindows,omitempty"`
 }
 
 func frozenOf(r *reconciler.Rollout) frozen {
 	return frozen{Waves: r.Waves, HealthGate: r.HealthGate, OnHealthFailure: r.OnHealthFailure,
-		ComplianceMode: r.ComplianceMode, Frameworks: r.Frameworks, Edges: r.Edges, Budgets: r.Budgets}
+		ComplianceMode: r.ComplianceMode, Frameworks: r.Frameworks, Edges: r.Edges, Budgets: r.Budgets,
+		Windows: r.Windows, HostWindows: r.HostWindows}
 }
 
 func (f frozen) into(r *reconciler.Rollout) {
 	r.Waves, r.HealthGate, r.OnHealthFailure = f.Waves, f.HealthGate, f.OnHealthFailure
 	r.ComplianceMode, r.Frameworks, r.Edges, r.Budgets = f.ComplianceMode, f.Frameworks, f.Edges, f.Budgets
+	r.Windows, r.HostWindows = f.Windows, f.HostWindows
 }
 
 // rolloutCols are the columns of a rollout header, in rolloutArgs order.
