@@ -108,16 +108,25 @@ func mustEvalCase(t testing.TB, file, attr string, v any) []byte {
 	return r.stdout
 }
 
+// caseRoots hold the mkFleet cases, relative to the repository, each in
+// its fleets/ and invalid/: testdata/nix, and nix/tests for the
+// change-control cases. nix/tests/default.nix runs the same.
+var caseRoots = []string{"testdata/nix", "nix/tests"}
+
 // caseFiles returns the case files (relative to the repository) of
-// testdata/nix/<dir>, sorted.
+// <root>/<dir> for each of caseRoots, sorted.
 func caseFiles(t testing.TB, dir string) []string {
 	t.Helper()
-	matches, err := filepath.Glob(filepath.Join(repoRoot, "testdata", "nix", dir, "*.nix"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(matches) == 0 {
-		t.Fatalf("no cases in testdata/nix/%s", dir)
+	var matches []string
+	for _, root := range caseRoots {
+		m, err := filepath.Glob(filepath.Join(repoRoot, filepath.FromSlash(root), dir, "*.nix"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m) == 0 {
+			t.Fatalf("no cases in %s/%s", root, dir)
+		}
+		matches = append(matches, m...)
 	}
 	var files []string
 	for _, m := range matches {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,7 +75,8 @@ func TestEveryNixFileParses(t *testing.T) {
 	}
 }
 
-// TestMkFleetFleets: each fleet of testdata/nix/fleets evaluates, with
+// TestMkFleetFleets: each fleet of testdata/nix/fleets and nix/tests/fleets
+// (caseRoots) evaluates, with
 // nix-instantiate and with nix eval, to its golden fleet.resolved.json and
 // traces exactly the expected warnings; the Go side decodes it strictly,
 // resolves the policies' selectors to the same waves, and, with a closure
@@ -125,12 +127,15 @@ func TestMkFleetFleets(t *testing.T) {
 	}
 }
 
-// TestMkFleetInvalid: each fleet of testdata/nix/invalid fails evaluation
+// TestMkFleetInvalid: each fleet of testdata/nix/invalid and
+// nix/tests/invalid (caseRoots) fails evaluation
 // with one error that lists every expected problem, with nix-instantiate
 // and with nix eval; mkFleet's `errors` and `warnings` are exactly the
 // expected ones, in order; and when the input itself is well-formed,
 // manifest.ValidateFleet reports the same problems and warnings for the
-// same document (`unchecked`, with the closures CI would fill).
+// same document (`unchecked`, with the closures CI would fill) — for a
+// document with maintenance windows or freezes, once it checks them
+// (goChecksChangeControl).
 func TestMkFleetInvalid(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
@@ -181,6 +186,9 @@ func TestMkFleetInvalid(t *testing.T) {
 			f, err := proto.DecodeFleetResolved(doc)
 			if err != nil {
 				t.Fatalf("the Go decoder refuses the document: %v", err)
+			}
+			if usesChangeControl(f) && !goChecksChangeControl() {
+				t.Skip("manifest.ValidateFleet does not check maintenance windows and freezes yet; mkFleet's problems were checked above")
 			}
 			warns, err := manifest.ValidateFleet(f)
 			var ve *manifest.ValidationError
@@ -312,6 +320,105 @@ func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMkFleetChangeControl: the maintenance windows and freezes declared
+// in nix/tests/fleets/change-control.nix reach fleet.resolved as the Go
+// side decodes them: the policy's windows, its host selectors' (a
+// combinator written out as the hosts it matches), each wave's copied to
+// the channel's resolved wave, and the freezes with their offsets; empty
+// lists are left out, like absent ones. manifest.ValidateFleet accepts the
+// document without a warning.
+func TestMkFleetChangeControl(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	const file = "nix/tests/fleets/change-control.nix"
+	raw := bytes.TrimSpace(mustEvalCase(t, file, "resolved", nil))
+	var built []string
+	mustEvalCase(t, file, "built", &built)
+	f, err := proto.DecodeFleetResolved(withClosures(t, raw, fakeClosures(built)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	weekends := proto.Window{Days: []string{"sat", "sun"}, Start: "22:00", DurationMinutes: 240, TimeZone: "Europe/Berlin"}
+	officeHours := proto.Window{Days: []string{"mon", "tue", "wed", "thu", "fri"}, Start: "09:00", DurationMinutes: 480, TimeZone: "Europe/Berlin"}
+	wantPolicies := map[string]proto.RolloutPolicy{
+		"windowed": {
+			Strategy: "staged",
+			Waves: []proto.PolicyWave{
+				{Name: "canary", Selector: proto.Selector{Tags: []string{"canary"}}, SoakMinutes: 30, Windows: []proto.Window{officeHours}},
+				{Selector: proto.Selector{All: true}, SoakMinutes: 60},
+			},
+			OnHealthFailure: "halt",
+			Windows:         []proto.Window{weekends},
+			HostWindows: []proto.HostWindows{
+				{
+					Selector: proto.Selector{Tags: []string{"db"}},
+					Windows:  []proto.Window{{Days: []string{"sun"}, Start: "03:00", DurationMinutes: 120, TimeZone: "UTC"}},
+				},
+				{
+					Selector: proto.Selector{Hosts: []string{"web-02", "web-03"}},
+					Windows: []proto.Window{
+						{Days: []string{"tue", "thu"}, Start: "23:30", DurationMinutes: 90, TimeZone: "America/Argentina/Buenos_Aires"},
+						{Days: []string{"sat"}, Start: "00:00", DurationMinutes: 10080, TimeZone: "Etc/GMT+5"},
+					},
+				},
+			},
+		},
+		"anytime": {Strategy: "all-at-once", OnHealthFailure: "halt"},
+	}
+	if diff := cmp.Diff(wantPolicies, f.RolloutPolicies, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("rolloutPolicies (-want +mkFleet's):\n%s", diff)
+	}
+	wantWaves := map[string][]proto.Wave{
+		"prod": {
+			{Hosts: []string{"web-01"}, Name: "canary", SoakMinutes: 30, Windows: []proto.Window{officeHours}},
+			{Hosts: []string{"db-01", "web-02", "web-03"}, SoakMinutes: 60},
+		},
+		"lab": {},
+	}
+	if diff := cmp.Diff(wantWaves, f.Waves, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("waves (-want +mkFleet's):\n%s", diff)
+	}
+	cet := time.FixedZone("", 60*60)
+	wantFreezes := []proto.Freeze{
+		{From: time.Date(2026, 12, 20, 0, 0, 0, 0, time.UTC), Until: time.Date(2027, 1, 4, 0, 0, 0, 0, time.UTC), Reason: "holiday freeze", Channels: []string{"prod"}},
+		{From: time.Date(2026, 11, 26, 18, 0, 0, 0, cet), Until: time.Date(2026, 11, 27, 6, 0, 0, 0, cet), Reason: "datacenter move"},
+	}
+	if diff := cmp.Diff(wantFreezes, f.Freezes, cmpopts.EquateApproxTime(0)); diff != "" {
+		t.Errorf("freezes (-want +mkFleet's):\n%s", diff)
+	}
+
+	// The members as mkFleet writes them: empty lists are left out, not
+	// written empty.
+	var doc struct {
+		RolloutPolicies map[string]map[string]json.RawMessage   `json:"rolloutPolicies"`
+		Waves           map[string][]map[string]json.RawMessage `json:"waves"`
+		Freezes         []map[string]json.RawMessage            `json:"freezes"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"windows", "hostWindows"} {
+		if v, ok := doc.RolloutPolicies["anytime"][m]; ok {
+			t.Errorf("rolloutPolicies.anytime.%s is %s; an empty list must be left out", m, v)
+		}
+	}
+	if v, ok := doc.Waves["prod"][1]["windows"]; ok {
+		t.Errorf("waves.prod[1].windows is %s; an empty list must be left out", v)
+	}
+	if v, ok := doc.Freezes[1]["channels"]; ok {
+		t.Errorf("freezes[1].channels is %s; an empty list must be left out", v)
+	}
+
+	warns, err := manifest.ValidateFleet(f)
+	if err != nil {
+		t.Errorf("manifest.ValidateFleet: %v", err)
+	}
+	if len(warns) > 0 {
+		t.Errorf("manifest.ValidateFleet warns: %q", warns)
+	}
+}
+
 // TestNixRunner: nix/tests (what the flake's mkfleet check runs) passes
 // every case with Nix alone.
 func TestNixRunner(t *testing.T) {
@@ -404,7 +511,8 @@ func checkGolden(t *testing.T, file string, got []byte) {
 
 // checkWavesAgree resolves each channel's policy waves with the Go
 // selectors (rfcs/0001 §2.1) as mkFleet does (the channel's hosts, each
-// in the first wave that matches it) and compares with waves.<channel>.
+// in the first wave that matches it, with the policy wave's name, soak and
+// windows) and compares with waves.<channel>.
 func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 	t.Helper()
 	for _, ch := range sortedKeys(f.Channels) {
@@ -412,7 +520,7 @@ func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 		taken := map[string]bool{}
 		var want []proto.Wave
 		for _, w := range policy.Waves {
-			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes}
+			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes, Windows: w.Windows}
 			for _, h := range w.Selector.Resolve(f.Hosts) {
 				if f.Hosts[h].Channel == ch && !taken[h] {
 					taken[h] = true
@@ -461,6 +569,31 @@ func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *rel
 		}
 	}
 }
+
+// usesChangeControl: the fleet declares maintenance windows or freezes.
+func usesChangeControl(f *proto.FleetResolved) bool {
+	if len(f.Freezes) > 0 {
+		return true
+	}
+	for _, p := range f.RolloutPolicies {
+		if len(p.Windows) > 0 || len(p.HostWindows) > 0 || slices.ContainsFunc(p.Waves, func(w proto.PolicyWave) bool { return len(w.Windows) > 0 }) {
+			return true
+		}
+	}
+	return false
+}
+
+// goChecksChangeControl reports whether manifest.ValidateFleet checks
+// maintenance windows and freezes: it refuses a freeze with no period and
+// no reason. Until it does (the Go rules and mkFleet's mirror of them are
+// written side by side), TestMkFleetInvalid cannot compare problems for
+// fleets that use them; once it does, the comparison is exact, and this
+// probe can go.
+var goChecksChangeControl = sync.OnceValue(func() bool {
+	_, err := manifest.ValidateFleet(&proto.FleetResolved{SchemaVersion: proto.SchemaVersion, Freezes: []proto.Freeze{{}}})
+	var ve *manifest.ValidationError
+	return errors.As(err, &ve) && slices.ContainsFunc(ve.Problems, func(p string) bool { return strings.HasPrefix(p, "freezes[0]: ") })
+})
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

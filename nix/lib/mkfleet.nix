@@ -11,6 +11,12 @@
 #     disruptionBudgets = [ { name = "web"; selector.tags = [ "web" ]; maxInFlight = 2; } ];
 #     # or every host of the channel at once, under the budgets:
 #     # rolloutPolicies.now.strategy = "all-at-once";
+#     # change control: maintenance windows (per policy, per wave, per host
+#     # selector) and freezes
+#     # rolloutPolicies.canary.windows = [ { days = [ "sat" ]; start = "22:00";
+#     #   durationMinutes = 240; timeZone = "Europe/Berlin"; } ];
+#     # freezes = [ { from = "2026-12-20T00:00:00Z"; until = "2027-01-04T00:00:00Z";
+#     #   reason = "holiday freeze"; channels = [ "stable" ]; } ];
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -69,6 +75,55 @@ let
   requiredTyped =
     where: a: name: pred: what:
     if a ? ${name} && !(pred a.${name}) then [ "${where}: ${name} must be ${what}" ] else [ ];
+
+  # Input problems of the maintenance windows ws, the member `windows` of
+  # `where`: a list of { days; start; durationMinutes; timeZone; }, each
+  # member of its type. Their values are the document's business
+  # (validate.nix, as schedule.Check on the Go side).
+  windowsProblems =
+    where: ws:
+    if !(isList ws) then
+      [ "${where}: windows must be a list of { days; start; durationMinutes; timeZone; }" ]
+    else
+      u.concatImap (
+        i: w:
+        let
+          ww = "${where}: windows[${toString i}]";
+          wa = attrsOr w;
+        in
+        u.shapeProblems ww {
+          required = [
+            "days"
+            "start"
+            "durationMinutes"
+            "timeZone"
+          ];
+        } w
+        ++ requiredTyped ww wa "days" u.isStringList "a list of day names (\"mon\" … \"sun\")"
+        ++ requiredTyped ww wa "start" isString "a string \"HH:MM\""
+        ++ requiredTyped ww wa "durationMinutes" isInt "an integer (minutes)"
+        ++ requiredTyped ww wa "timeZone" isString "a string (an IANA time zone such as \"Europe/Berlin\")"
+      ) ws;
+  # The same for an optional `windows` member (absent and null: none).
+  optionalWindowsProblems = where: a: if (a.windows or null) == null then [ ] else windowsProblems where a.windows;
+
+  # A window as fleet.resolved carries it: its four members, null where
+  # mistyped (an input problem).
+  windowOut =
+    w:
+    let
+      ww = attrsOr w;
+    in
+    {
+      days = if u.isStringList (ww.days or null) then ww.days else null;
+      start = stringOr null (ww.start or null);
+      durationMinutes = intOr null (ww.durationMinutes or null);
+      timeZone = stringOr null (ww.timeZone or null);
+    };
+  # { windows = [ … ]; } for a non-empty list of windows, else nothing:
+  # like `name`, the optional `windows` of a policy or a wave is left out
+  # when it has none.
+  windowsOf = v: if isList v && v != [ ] then { windows = map windowOut v; } else { };
 in
 args:
 let
@@ -79,6 +134,7 @@ let
   inEdges = listOr (a.edges or [ ]);
   inChannelEdges = listOr (a.channelEdges or [ ]);
   inBudgets = listOr (a.disruptionBudgets or [ ]);
+  inFreezes = listOr (a.freezes or [ ]);
 
   # ---- input problems: shapes and types, and selector references ----
 
@@ -94,6 +150,7 @@ let
           "edges"
           "channelEdges"
           "disruptionBudgets"
+          "freezes"
         ];
       }
       args
@@ -106,6 +163,7 @@ let
       "edges"
       "channelEdges"
       "disruptionBudgets"
+      "freezes"
     ];
 
   selectorProblems = where: s: sel.problems where inHosts inChannels s;
@@ -216,6 +274,8 @@ let
         "strategy"
         "healthGate"
         "onHealthFailure"
+        "windows"
+        "hostWindows"
       ]
       ++ (if allAtOnce then [ "waves" ] else [ ]);
     } p
@@ -232,12 +292,31 @@ let
         optional = [
           "name"
           "soakMinutes"
+          "windows"
         ];
       } w
       ++ optionalTyped ww (attrsOr w) "name" isString "a string"
       ++ optionalTyped ww (attrsOr w) "soakMinutes" isInt "an integer (minutes)"
       ++ (if attrsOr w ? selector then selectorProblems "${ww} selector" w.selector else [ ])
+      ++ optionalWindowsProblems ww (attrsOr w)
     ) (listOr (pp.waves or [ ]))
+    ++ optionalWindowsProblems where pp
+    ++ optionalTyped where pp "hostWindows" isList "a list of { selector; windows; }"
+    ++ u.concatImap (
+      i: hw:
+      let
+        hwWhere = "${where} hostWindows[${toString i}]";
+        hh = attrsOr hw;
+      in
+      u.shapeProblems hwWhere {
+        required = [
+          "selector"
+          "windows"
+        ];
+      } hw
+      ++ (if hh ? selector then selectorProblems "${hwWhere} selector" hh.selector else [ ])
+      ++ (if hh ? windows then windowsProblems hwWhere hh.windows else [ ])
+    ) (listOr (pp.hostWindows or [ ]))
     ++ (
       if gate == null then
         [ ]
@@ -360,6 +439,39 @@ let
     ++ (if attrsOr b ? selector then selectorProblems "${where} selector" b.selector else [ ])
   ) inBudgets;
 
+  # A freeze's from and until must be times Go's decoder reads; the rest
+  # (until after from, the reason, the channels) is the document's
+  # business.
+  freezeProblems = u.concatImap (
+    i: f:
+    let
+      where = "freezes[${toString i}]";
+      ff = attrsOr f;
+    in
+    u.shapeProblems where {
+      required = [
+        "from"
+        "until"
+        "reason"
+      ];
+      optional = [ "channels" ];
+    } f
+    ++ concatMap (
+      k:
+      if !(ff ? ${k}) || u.isRFC3339 ff.${k} then
+        [ ]
+      else if isString ff.${k} then
+        [ "${where}: ${k} ${u.q ff.${k}} is not an RFC 3339 time such as \"2026-12-20T00:00:00Z\"" ]
+      else
+        [ "${where}: ${k} must be a string (an RFC 3339 time such as \"2026-12-20T00:00:00Z\")" ]
+    ) [
+      "from"
+      "until"
+    ]
+    ++ requiredTyped where ff "reason" isString "a string"
+    ++ optionalTyped where ff "channels" u.isStringList "a list of channel names"
+  ) inFreezes;
+
   inputErrors =
     topProblems
     ++ hostProblems
@@ -367,7 +479,8 @@ let
     ++ policyProblems
     ++ edgeProblems
     ++ channelEdgeProblems
-    ++ budgetProblems;
+    ++ budgetProblems
+    ++ freezeProblems;
 
   # ---- the document ----
 
@@ -432,6 +545,7 @@ let
       selector = sel.normalize ((attrsOr w).selector or { });
       soakMinutes = intOr defaults.soakMinutes ((attrsOr w).soakMinutes or null);
       name = stringOr "" ((attrsOr w).name or null);
+      windows = (attrsOr w).windows or null;
     }) (listOr ((attrsOr p).waves or [ ]))
   ) inPolicies;
 
@@ -456,19 +570,46 @@ let
         { }
     );
 
-  rolloutPolicies = mapAttrs (name: p: {
-    strategy = stringOr defaults.strategy ((attrsOr p).strategy or null);
-    waves = map (
-      w:
+  # { hostWindows = [ … ]; } for a non-empty list, else nothing; the
+  # selectors in the fleet.resolved form, the windows as given (an empty
+  # list stays, for validation to report).
+  hostWindowsOf =
+    v:
+    if isList v && v != [ ] then
       {
-        selector = sel.toWire hosts w.selector;
-        inherit (w) soakMinutes;
+        hostWindows = map (
+          hw:
+          let
+            hh = attrsOr hw;
+          in
+          {
+            selector = sel.toWire hosts (sel.normalize (hh.selector or { }));
+            windows = if isList (hh.windows or null) then map windowOut hh.windows else null;
+          }
+        ) v;
       }
-      // nameOf w.name
-    ) policyWaves.${name};
-    healthGate = healthGate ((attrsOr p).healthGate or null);
-    onHealthFailure = stringOr defaults.onHealthFailure ((attrsOr p).onHealthFailure or null);
-  }) inPolicies;
+    else
+      { };
+
+  rolloutPolicies = mapAttrs (
+    name: p:
+    {
+      strategy = stringOr defaults.strategy ((attrsOr p).strategy or null);
+      waves = map (
+        w:
+        {
+          selector = sel.toWire hosts w.selector;
+          inherit (w) soakMinutes;
+        }
+        // nameOf w.name
+        // windowsOf w.windows
+      ) policyWaves.${name};
+      healthGate = healthGate ((attrsOr p).healthGate or null);
+      onHealthFailure = stringOr defaults.onHealthFailure ((attrsOr p).onHealthFailure or null);
+    }
+    // windowsOf ((attrsOr p).windows or null)
+    // hostWindowsOf ((attrsOr p).hostWindows or null)
+  ) inPolicies;
 
   # waves.<channel>: the channel's policy waves, each resolved to the
   # channel's hosts its selector matches that no earlier wave took. Wave
@@ -495,6 +636,7 @@ let
                 inherit (w) soakMinutes;
               }
               // nameOf w.name
+              // windowsOf w.windows
             )
           ];
         };
@@ -542,6 +684,21 @@ let
     // (if isInt (bb.maxInFlightPct or null) then { inherit (bb) maxInFlightPct; } else { })
   ) inBudgets;
 
+  # Freezes as fleet.resolved carries them: `channels` left out when
+  # absent or empty (every channel).
+  freezes = map (
+    f:
+    let
+      ff = attrsOr f;
+    in
+    {
+      from = stringOr null (ff.from or null);
+      until = stringOr null (ff.until or null);
+      reason = stringOr null (ff.reason or null);
+    }
+    // (if u.isStringList (ff.channels or null) && ff.channels != [ ] then { inherit (ff) channels; } else { })
+  ) inFreezes;
+
   doc = {
     schemaVersion = 1;
     inherit
@@ -558,7 +715,8 @@ let
       signedAt = null;
       ciCommit = null;
     };
-  };
+  }
+  // (if freezes != [ ] then { inherit freezes; } else { });
 
   checked = validate {
     inherit doc;

@@ -104,6 +104,41 @@ rec {
     else
       dropUntil x (tail l);
 
+  # Whether s is a date-time in the RFC 3339 form Go's time.Time reads from
+  # JSON: "2026-12-20T00:00:00Z", "2026-12-20T01:00:00+01:00", with
+  # optional fractional seconds after a "."; an upper-case T and Z, and a
+  # day the month has (29 February only in leap years). Go's decoder, which
+  # is a little more lenient (a "," before the fraction, an offset of
+  # 24:00), stays authoritative.
+  isRFC3339 =
+    s:
+    let
+      m =
+        if builtins.isString s then
+          builtins.match "([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])" s
+        else
+          null;
+      num = t: builtins.fromJSON (builtins.head (builtins.match "0*([0-9]+)" t));
+      year = num (builtins.elemAt m 0);
+      month = num (builtins.elemAt m 1);
+      day = num (builtins.elemAt m 2);
+      divides = d: n: n / d * d == n;
+      leap = divides 4 year && (!(divides 100 year) || divides 400 year);
+      monthDays =
+        if month == 2 then
+          (if leap then 29 else 28)
+        else if elem month [
+          4
+          6
+          9
+          11
+        ] then
+          30
+        else
+          31;
+    in
+    m != null && day <= monthDays;
+
   # Print every warning (in order) when v is forced, then return v.
   traceAll = ws: v: foldl' (acc: w: builtins.trace w acc) v ws;
 

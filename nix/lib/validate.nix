@@ -1,5 +1,6 @@
 # The validation of a fleet.resolved document, rule for rule, in the order
-# and with the messages of manifest/validate.go (rfcs/0001 §3), so that the
+# and with the messages of manifest/validate.go (rfcs/0001 §3; maintenance
+# windows as schedule.Check checks them), so that the
 # Nix library and the Go side report the same problems for the same fleet
 # (the Go tests in nix/ compare them).
 #
@@ -18,9 +19,11 @@ let
   inherit (builtins)
     attrNames
     concatMap
+    concatStringsSep
     elem
     filter
     foldl'
+    genList
     isAttrs
     isInt
     isList
@@ -170,6 +173,99 @@ let
     ) { state = { }; cycle = null; } (attrNames adj)).cycle;
 
   cycleText = c: builtins.concatStringsSep " -> " c;
+
+  listOf = v: if isList v then v else [ ];
+  # The first i members of l.
+  take = i: l: genList (builtins.elemAt l) i;
+
+  # schedule.Days and schedule.MaxDurationMinutes (a week).
+  weekDays = [
+    "mon"
+    "tue"
+    "wed"
+    "thu"
+    "fri"
+    "sat"
+    "sun"
+  ];
+  maxDurationMinutes = 10080;
+  # What an IANA time zone name looks like ("UTC", "Europe/Berlin",
+  # "America/Argentina/Buenos_Aires", "Etc/GMT+5"). Nix has no zone
+  # database: a name of this shape that names no zone is left to the Go
+  # side, which has one. Every name that fails it names no zone, so the
+  # message is Go's.
+  zoneShaped = s: match "[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*" s != null;
+
+  # schedule.Check: the problems of one maintenance window, in its order.
+  # Members of the wrong type (input problems of mkFleet) are not checked.
+  windowProblems =
+    w:
+    let
+      days = w.days or null;
+      start = w.start or null;
+      duration = w.durationMinutes or null;
+      zone = w.timeZone or null;
+    in
+    (if days == [ ] then [ "days is empty" ] else [ ])
+    ++ u.concatImap (
+      i: d:
+      if !(elem d weekDays) then
+        [ "day ${u.q d} is not one of ${concatStringsSep ", " weekDays}" ]
+      else if elem d (take i days) then
+        [ "day ${u.q d} is listed twice" ]
+      else
+        [ ]
+    ) (listOf days)
+    ++ (
+      if !(isString start) then
+        [ ]
+      else if stringLength start != 5 || builtins.substring 2 1 start != ":" then
+        [ "start ${u.q start} is not HH:MM" ]
+      else if match "([01][0-9]|2[0-3]):[0-5][0-9]" start == null then
+        [ "start ${u.q start} is not a time of day HH:MM (00:00 to 23:59)" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isInt duration && (duration < 1 || duration > maxDurationMinutes) then
+        [ "durationMinutes ${toString duration} must be between 1 and ${toString maxDurationMinutes}" ]
+      else
+        [ ]
+    )
+    ++ (
+      if !(isString zone) then
+        [ ]
+      else if zone == "" || zone == "Local" then
+        [ "time zone ${u.q zone}: name an IANA zone, like Europe/Berlin or UTC" ]
+      else if !(zoneShaped zone) then
+        [ "time zone ${u.q zone} is not in the IANA database" ]
+      else
+        [ ]
+    );
+
+  # manifest's validator.windows: one error per bad window of the list ws
+  # (of `where`), its problems joined with "; ".
+  windowErrors =
+    where: ws:
+    u.concatImap (
+      i: w:
+      let
+        ps = windowProblems w;
+      in
+      if ps == [ ] then [ ] else [ "${where}: windows[${toString i}]: ${concatStringsSep "; " ps}" ]
+    ) (listOf ws);
+
+  # manifest.MaxFreezeReasonLen, in bytes.
+  maxFreezeReasonLen = 200;
+  # The date and time of an RFC 3339 time in UTC ("…T00:00:00Z", with or
+  # without fractional seconds), without the fraction (as Go prints it);
+  # null for any other form.
+  zuluSeconds =
+    s:
+    let
+      m = if isString s then match "([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})([.][0-9]+)?Z" s else null;
+    in
+    if m == null then null else builtins.head m + "Z";
 in
 {
   doc,
@@ -184,6 +280,7 @@ let
   edges = listOr (doc.edges or [ ]);
   channelEdges = listOr (doc.channelEdges or [ ]);
   budgets = listOr (doc.disruptionBudgets or [ ]);
+  freezes = listOr (doc.freezes or [ ]);
 
   # Hosts in the form selectors match against.
   matchable = mapAttrs (_: h: {
@@ -332,11 +429,35 @@ let
                 else
                   [ ]
               )
-              ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ]);
+              ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
+              ++ windowErrors where (w.windows or null);
             warnings = if !(usesCombinators s) && count s == 0 then [ "${where}: selector matches no host" ] else [ ];
           }
         ]
       ) (listOr (p.waves or [ ]));
+      # The policy's windows, then each host selector's: its selector as
+      # a budget's is checked, and at least one window.
+      hostWindowChecks = u.imap (
+        i: hw:
+        let
+          where = "rollout policy ${u.q name} hostWindows[${toString i}]";
+          s = hw.selector or { };
+        in
+        {
+          errors =
+            (
+              if usesCombinators s then
+                [
+                  "${where}: selector uses \"and\"/\"not\", which are resolved at evaluation time and have no meaning in fleet.resolved"
+                ]
+              else
+                [ ]
+            )
+            ++ (if (hw.windows or [ ]) == [ ] then [ "${where}: windows is empty" ] else [ ])
+            ++ windowErrors where (hw.windows or null);
+          warnings = if !(usesCombinators s) && count s == 0 then [ "${where}: selector matches no host" ] else [ ];
+        }
+      ) (listOr (p.hostWindows or [ ]));
     in
     [
       {
@@ -353,6 +474,8 @@ let
               [ "rollout policy ${u.q name}: onHealthFailure ${u.q onFailure} is not halt or rollback-and-halt" ]
           )
           ++ concatMap (c: c.errors) waveChecks
+          ++ windowErrors "rollout policy ${u.q name}" (p.windows or null)
+          ++ concatMap (c: c.errors) hostWindowChecks
           ++ (
             if isInt maxFailures && maxFailures < 0 then
               [ "rollout policy ${u.q name}: healthGate.maxFailures ${toString maxFailures} is negative" ]
@@ -379,7 +502,7 @@ let
             else
               [ ]
           );
-        warnings = concatMap (c: c.warnings) waveChecks;
+        warnings = concatMap (c: c.warnings) waveChecks ++ concatMap (c: c.warnings) hostWindowChecks;
       }
     ]
   ) (attrNames policies);
@@ -419,6 +542,7 @@ let
           soak = w.soakMinutes or 0;
         in
         labelErrors where (nameOf w)
+        ++ windowErrors where (w.windows or null)
         ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
         ++ map (h: "${where}: host ${u.q h} does not exist") (
           filter (h: !(hosts ? ${h})) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
@@ -617,6 +741,48 @@ let
           );
       }
   ) budgets;
+
+  # manifest's validator.freezes: a real period, a reason on one line,
+  # declared channels named once. Nix compares from and until only when
+  # both are in UTC with the same number of fractional digits, where
+  # comparing the strings is comparing the times; the Go side compares
+  # every pair.
+  freezeErrors = u.concatImap (
+    i: f:
+    let
+      where = "freezes[${toString i}]";
+      from = f.from or null;
+      until = f.until or null;
+      reason = f.reason or null;
+      chs = f.channels or null;
+    in
+    (
+      if
+        zuluSeconds from != null
+        && zuluSeconds until != null
+        && stringLength from == stringLength until
+        && !(until > from)
+      then
+        [ "${where}: until ${zuluSeconds until} is not after from ${zuluSeconds from}" ]
+      else
+        [ ]
+    )
+    ++ (
+      if !(isString reason) then
+        [ ]
+      else if match "[[:space:]]*" reason != null then
+        [ "${where}: reason is empty; say why nothing may roll out" ]
+      else if stringLength reason > maxFreezeReasonLen || match "[^[:cntrl:]]*" reason == null then
+        [ "${where}: reason must be at most ${toString maxFreezeReasonLen} bytes on one line" ]
+      else
+        [ ]
+    )
+    ++ u.concatImap (
+      j: ch:
+      (if isString ch && channels ? ${ch} then [ ] else [ "${where}: channel ${u.q ch} does not exist" ])
+      ++ (if elem ch (take j chs) then [ "${where}: channel ${u.q ch} is listed twice" ] else [ ])
+    ) (listOf chs)
+  ) freezes;
 in
 {
   errors =
@@ -628,7 +794,8 @@ in
     ++ hostEdgeErrors
     ++ channelEdgeErrors
     ++ budgetNames.errors
-    ++ concatMap (c: c.errors) budgetChecks;
+    ++ concatMap (c: c.errors) budgetChecks
+    ++ freezeErrors;
   warnings =
     concatMap (c: c.warnings) hostChecks
     ++ concatMap (c: c.warnings) policyChecks

@@ -1,4 +1,5 @@
-# Every mkFleet case of testdata/nix, run by Nix alone (the flake's
+# Every mkFleet case of testdata/nix and of nix/tests/{fleets,invalid}
+# (the change-control cases), run by Nix alone (the flake's
 # `checks.<system>.mkfleet`; the Go tests in nix/ run the same cases and
 # more):
 #
@@ -23,44 +24,76 @@ let
     toJSON
     tryEval
     ;
-  cases =
-    dir:
+  # The cases of the directories dirs ({ label; dir; }), each named
+  # <label>/<name> and with the path of its golden document.
+  cases = concatMap (
+    { label, dir }:
     let
       entries = readDir dir;
     in
-    map (n: {
-      name = substring 0 (stringLength n - 4) n;
-      c = import ./case.nix { file = dir + "/${n}"; };
-    }) (filter (n: entries.${n} == "regular" && match ".*[.]nix" n != null) (attrNames entries));
-  fleets = ../../testdata/nix/fleets;
-  invalid = ../../testdata/nix/invalid;
+    map (
+      n:
+      let
+        name = substring 0 (stringLength n - 4) n;
+      in
+      {
+        name = "${label}/${name}";
+        golden = dir + "/${name}.resolved.json";
+        c = import ./case.nix { file = dir + "/${n}"; };
+      }
+    ) (filter (n: entries.${n} == "regular" && match ".*[.]nix" n != null) (attrNames entries))
+  );
+  fleets = [
+    {
+      label = "fleets";
+      dir = ../../testdata/nix/fleets;
+    }
+    {
+      label = "nix/tests/fleets";
+      dir = ./fleets;
+    }
+  ];
+  invalid = [
+    {
+      label = "invalid";
+      dir = ../../testdata/nix/invalid;
+    }
+    {
+      label = "nix/tests/invalid";
+      dir = ./invalid;
+    }
+  ];
 
   compare =
     what: got: want:
     if got == want then [ ] else [ "${what}: got ${toJSON got}, want ${toJSON want}" ];
 
   validResults = map (
-    { name, c }:
     {
-      name = "fleets/${name}";
+      name,
+      golden,
+      c,
+    }:
+    {
+      inherit name;
       problems =
         compare "errors" c.errors [ ]
         ++ compare "warnings" c.warnings c.expect.warnings
         ++ (
           if c.errors != [ ] then
             [ ]
-          else if c.resolved == fromJSON (readFile (fleets + "/${name}.resolved.json")) then
+          else if c.resolved == fromJSON (readFile golden) then
             [ ]
           else
-            [ "resolved differs from ${name}.resolved.json" ]
+            [ "resolved differs from ${baseNameOf golden}" ]
         );
     }
   ) (cases fleets);
 
   invalidResults = map (
-    { name, c }:
+    { name, c, ... }:
     {
-      name = "invalid/${name}";
+      inherit name;
       problems =
         compare "errors" c.errors c.expect.errors
         ++ compare "warnings" c.warnings c.expect.warnings
