@@ -172,7 +172,7 @@
           units = machine.config.systemd.units;
         in
         {
-          # Every mkFleet case of testdata/nix (nix/tests).
+          # Every mkFleet case of testdata/nix and nix/tests (nix/tests).
           mkfleet =
             if tests.failures == [ ] then
               pkgs.runCommand "nixfleet-mkfleet-tests" { } ''

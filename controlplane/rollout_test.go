@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -201,4 +203,95 @@ func TestFollowAcrossARollback(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the stream did not end when the rollout was Reverted")
 	}
+}
+
+// TestChangeControl: a maintenance window and a freeze, through the
+// store and the API (rfcs/0003 rules 13, 14): hosts outside their window
+// wait with the next opening in their explain; a release that declares a
+// freeze waits, deferred by it, in the release log.
+func TestChangeControl(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			spec := smallSpec()
+			e := newEnv(t, backend, spec, nil)
+			hosts := e.hosts()
+			e.onboard(hosts)
+			ctx := context.Background()
+			viewer := e.client(e.viewKey.priv, "victor")
+
+			// v1 may go out only in a window that is closed now: an hour,
+			// starting twelve hours from now, every day.
+			opens := e.clock.Now().Add(12 * time.Hour).UTC()
+			e.spec.Windows = []proto.Window{{Days: []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"},
+				Start: opens.Format("15:04"), DurationMinutes: 60, TimeZone: "UTC"}}
+			e.release("v1", 2)
+			id := rolloutID("stable", 2)
+			e.await(10*time.Second, "the canary waits for its window", func() bool {
+				var h proto.HostView
+				return viewer.Get(ctx, "/v1/hosts/canary", &h) == nil && h.Rollout == id && h.Explain.Code == codes.Window
+			})
+			var h proto.HostView
+			if err := viewer.Get(ctx, "/v1/hosts/canary", &h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Explain.Until == nil || !strings.Contains(h.Explain.Message, "UTC, in 11 h") || !strings.Contains(h.Explain.Message, "the next opens") {
+				t.Errorf("explain: %+v", h.Explain)
+			}
+			var r proto.Rollout
+			if err := viewer.Get(ctx, "/v1/rollouts/"+id, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Waiting[codes.Window] != 1 || r.State != string(reconciler.RolloutActive) {
+				t.Errorf("rollout %s, waiting %v", r.State, r.Waiting)
+			}
+
+			// The window opens: the canary is dispatched.
+			e.clock.Advance(12 * time.Hour)
+			e.await(10*time.Second, "the canary is dispatched in its window", func() bool {
+				for _, h := range hosts {
+					_ = h.Step(ctx, 0)
+				}
+				return hostState(t, e, id, "canary") != reconciler.HostPending
+			})
+
+			// A release declaring a freeze of every channel: it waits for
+			// the running rollout, whose next wave the freeze holds once
+			// the canary converged; cancelled, the running rollout lets
+			// the frozen release come next, and the freeze defers it.
+			e.spec.Windows = nil
+			e.spec.Freezes = []proto.Freeze{{From: e.clock.Now().Add(-time.Minute), Until: e.clock.Now().Add(24 * time.Hour), Reason: "year-end freeze"}}
+			e.release("v2", 3)
+			e.await(10*time.Second, "the freeze holds the next wave", func() bool {
+				for _, h := range hosts {
+					_ = h.Step(ctx, 0)
+				}
+				var r proto.Rollout
+				return viewer.Get(ctx, "/v1/rollouts/"+id, &r) == nil && r.Waiting[codes.Freeze] == 3
+			})
+			if _, _, err := e.client(e.opKey.priv, "alice").Act(ctx, id, reconciler.IntentCancel, "make way"); err != nil {
+				t.Fatal(err)
+			}
+			e.await(10*time.Second, "the frozen release is deferred", func() bool {
+				rels, _, err := viewer.Releases(ctx, proto.ReleaseQuery{Channel: "stable"})
+				return err == nil && len(rels) > 0 && rels[0].Ref == fleetkit.Commit(3) && rels[0].Reason.Code == codes.Freeze &&
+					rels[0].Fate == proto.FateDeferred && strings.Contains(rels[0].Reason.Message, "year-end freeze")
+			})
+		})
+	}
+}
+
+// hostState is a host's state in a rollout, read from the API.
+func hostState(t *testing.T, e *env, rollout, host string) reconciler.HostState {
+	t.Helper()
+	var r proto.Rollout
+	if err := e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+rollout, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range r.Hosts {
+		if h.Hostname == host {
+			return reconciler.HostState(h.State)
+		}
+	}
+	return ""
 }

@@ -270,7 +270,7 @@ func (v *validator) policies() {
 	}
 }
 
-// windows checks maintenance windows (rfcs/0001 §Change control).
+// windows checks maintenance windows (rfcs/0001 §2.2).
 func (v *validator) windows(where string, ws []proto.Window) {
 	for i, w := range ws {
 		if err := schedule.Check(w); err != nil {

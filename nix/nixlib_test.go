@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -133,9 +132,7 @@ func TestMkFleetFleets(t *testing.T) {
 // and with nix eval; mkFleet's `errors` and `warnings` are exactly the
 // expected ones, in order; and when the input itself is well-formed,
 // manifest.ValidateFleet reports the same problems and warnings for the
-// same document (`unchecked`, with the closures CI would fill) — for a
-// document with maintenance windows or freezes, once it checks them
-// (goChecksChangeControl).
+// same document (`unchecked`, with the closures CI would fill).
 func TestMkFleetInvalid(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
@@ -186,9 +183,6 @@ func TestMkFleetInvalid(t *testing.T) {
 			f, err := proto.DecodeFleetResolved(doc)
 			if err != nil {
 				t.Fatalf("the Go decoder refuses the document: %v", err)
-			}
-			if usesChangeControl(f) && !goChecksChangeControl() {
-				t.Skip("manifest.ValidateFleet does not check maintenance windows and freezes yet; mkFleet's problems were checked above")
 			}
 			warns, err := manifest.ValidateFleet(f)
 			var ve *manifest.ValidationError
@@ -569,31 +563,6 @@ func checkManifests(t *testing.T, f *proto.FleetResolved, built []string, b *rel
 		}
 	}
 }
-
-// usesChangeControl: the fleet declares maintenance windows or freezes.
-func usesChangeControl(f *proto.FleetResolved) bool {
-	if len(f.Freezes) > 0 {
-		return true
-	}
-	for _, p := range f.RolloutPolicies {
-		if len(p.Windows) > 0 || len(p.HostWindows) > 0 || slices.ContainsFunc(p.Waves, func(w proto.PolicyWave) bool { return len(w.Windows) > 0 }) {
-			return true
-		}
-	}
-	return false
-}
-
-// goChecksChangeControl reports whether manifest.ValidateFleet checks
-// maintenance windows and freezes: it refuses a freeze with no period and
-// no reason. Until it does (the Go rules and mkFleet's mirror of them are
-// written side by side), TestMkFleetInvalid cannot compare problems for
-// fleets that use them; once it does, the comparison is exact, and this
-// probe can go.
-var goChecksChangeControl = sync.OnceValue(func() bool {
-	_, err := manifest.ValidateFleet(&proto.FleetResolved{SchemaVersion: proto.SchemaVersion, Freezes: []proto.Freeze{{}}})
-	var ve *manifest.ValidationError
-	return errors.As(err, &ve) && slices.ContainsFunc(ve.Problems, func(p string) bool { return strings.HasPrefix(p, "freezes[0]: ") })
-})
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

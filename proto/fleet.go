@@ -36,8 +36,8 @@ type FleetResolved struct {
 	// DisruptionBudgets cap in-flight hosts fleet-wide.
 	DisruptionBudgets []DisruptionBudget `json:"disruptionBudgets"`
 	// Freezes are periods in which nothing new rolls out (rfcs/0001
-	// §Change control): no rollout opens and no host is dispatched on the
-	// channels they name. An addition of ours.
+	// §2.2): no rollout opens and no host is dispatched on the channels
+	// they name. An addition of ours.
 	Freezes []Freeze `json:"freezes,omitempty"`
 	// Meta is stamped at signing time.
 	Meta Meta `json:"meta"`
@@ -117,7 +117,7 @@ type RolloutPolicy struct {
 	// OnHealthFailure is "halt" or "rollback-and-halt".
 	OnHealthFailure string `json:"onHealthFailure"`
 	// Windows are the maintenance windows of the channel's hosts: a host
-	// is dispatched only inside one (rfcs/0001 §Change control). A wave's
+	// is dispatched only inside one (rfcs/0001 §2.2). A wave's
 	// own windows, and a host selector's, take precedence. Absent: any
 	// time. An addition of ours.
 	Windows []Window `json:"windows,omitempty"`

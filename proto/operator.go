@@ -94,8 +94,8 @@ type RolloutWave struct {
 	// Name is the policy's name for the wave; absent when it has none.
 	Name        string `json:"name,omitempty"`
 	SoakMinutes int    `json:"soakMinutes"`
-	// Windows are the wave's maintenance windows (rfcs/0001 §Change
-	// control), when it has its own.
+	// Windows are the wave's maintenance windows (rfcs/0001 §2.2), when
+	// it has its own.
 	Windows []Window `json:"windows,omitempty"`
 }
 

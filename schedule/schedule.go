@@ -1,5 +1,5 @@
 // Package schedule evaluates the time-based parts of change control
-// (rfcs/0001 §Change control): weekly maintenance windows in IANA time
+// (rfcs/0001 §2.2): weekly maintenance windows in IANA time
 // zones and absolute freezes. It is pure: every answer is for a time the
 // caller gives.
 //

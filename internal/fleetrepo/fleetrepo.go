@@ -147,6 +147,10 @@ type Spec struct {
 	ChannelEdges []proto.ChannelEdge
 	// FreshnessMinutes is every channel's window (default 1440).
 	FreshnessMinutes int
+	// Windows are every channel's maintenance windows, and Freezes the
+	// fleet's (rfcs/0001 §2.2).
+	Windows []proto.Window
+	Freezes []proto.Freeze
 	// Closures, when set, gives the closure of a host at a version
 	// (Closures[version][host]) instead of Closure(host, version): real
 	// store paths, for tests that run Nix.
@@ -171,7 +175,7 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 	for ch, soaks := range s.Channels {
 		f.Channels[ch] = proto.Channel{RolloutPolicy: ch, FreshnessWindow: window, SigningIntervalMinutes: window / 2,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
-		p := proto.RolloutPolicy{Strategy: "staged", Waves: []proto.PolicyWave{}, OnHealthFailure: onFail}
+		p := proto.RolloutPolicy{Strategy: "staged", Waves: []proto.PolicyWave{}, OnHealthFailure: onFail, Windows: s.Windows}
 		f.Waves[ch] = []proto.Wave{}
 		if len(soaks) == 0 {
 			p.Strategy = "all-at-once"
@@ -197,6 +201,7 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 		}
 		w[h.Wave].Hosts = append(w[h.Wave].Hosts, h.Name)
 	}
+	f.Freezes = s.Freezes
 	v := 1
 	f.Meta = proto.Meta{SchemaVersion: &v}
 	return json.Marshal(f)
