@@ -53,8 +53,8 @@ import (
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
-	"github.com/nixfleet/nixfleet/schedule"
 	"github.com/nixfleet/nixfleet/reconciler"
+	"github.com/nixfleet/nixfleet/schedule"
 )
 
 // ---- the properties ----
