@@ -56,6 +56,10 @@ const (
 	OperatorResume     = "operator_resume"
 	OperatorCancel     = "operator_cancel"
 	OperatorRollback   = "operator_rollback"
+	OperatorApprove    = "operator_approve"
+	FreezeBroken       = "freeze_broken"
+	NotApprovable      = "not_approvable"
+	NotFrozen          = "not_frozen"
 	AlreadyInState     = "already_in_state"
 	IllegalTransition  = "illegal_transition"
 	UnknownRollout     = "unknown_rollout"
@@ -101,6 +105,7 @@ const (
 	Unheard               = "unheard"
 	Window                = "window"
 	Freeze                = "freeze"
+	Approval              = "approval"
 )
 
 // Answers to an agent or an operator that no tick recorded.
@@ -217,6 +222,10 @@ var registry = []Info{
 	{OperatorResume, 0, exitNone, "an operator resumed the rollout"},
 	{OperatorCancel, 0, exitNone, "an operator cancelled the rollout"},
 	{OperatorRollback, 0, exitNone, "an operator asked for the rollout to be rolled back"},
+	{OperatorApprove, 0, exitNone, "an approver approved a wave of the rollout (rule 15)"},
+	{FreezeBroken, 0, exitNone, "an approver let the rollout through its channel's freezes (rule 14)"},
+	{NotApprovable, 409, exitFailed, "an approval for a wave that needs none, does not exist, or of a rollout that is over"},
+	{NotFrozen, 409, exitFailed, "a break-freeze for a rollout whose channel no freeze holds, or that cannot open now"},
 	{AlreadyInState, 0, exitNone, "an intent whose outcome already holds (pause of a Halted rollout, …): accepted, nothing moves"},
 	{IllegalTransition, 409, exitFailed, "an intent the rollout's state does not allow"},
 	{UnknownRollout, 409, exitFailed, "an intent for a rollout that does not exist"},
@@ -255,6 +264,7 @@ var registry = []Info{
 	{Unheard, 0, exitNone, "gate: not heard yet, and not watched long enough to call it offline"},
 	{Window, 0, exitNone, "gate: outside the host's maintenance window (rollbacks are not held)"},
 	{Freeze, 0, exitNone, "gate and deferral: a freeze holds the channel; nothing opens or is dispatched"},
+	{Approval, 0, exitNone, "gate: the wave waits for its approvals"},
 
 	{NotInRollout, 0, exitNone, "no rollout includes the host"},
 	{Waiting, 0, exitNone, "the host is pending and no gate holds it yet"},

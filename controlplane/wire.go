@@ -29,6 +29,13 @@ func wireRollout(r reconciler.Rollout, withHosts bool) proto.Rollout {
 			out.Waves[i] = proto.RolloutWave(w)
 		}
 	}
+	for _, a := range r.Approvals {
+		out.Approvals = append(out.Approvals, proto.WaveApproval(a))
+	}
+	if b := r.FreezeBreak; b != nil {
+		fb := proto.FreezeBreak(*b)
+		out.FreezeBreak = &fb
+	}
 	if r.Edges != nil {
 		out.Edges = make([]proto.Edge, len(r.Edges))
 		for i, e := range r.Edges {

@@ -167,6 +167,25 @@ type PolicyWave struct {
 	// Windows are the wave's hosts' maintenance windows (see
 	// RolloutPolicy.Windows). An addition of ours.
 	Windows []Window `json:"windows,omitempty"`
+	// Approval, when required, holds the wave until approvers approve it
+	// (rfcs/0001 §2.2). An addition of ours.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is a wave's approval gate: Approvers distinct approvers (at
+// least 1; 0 means 1) must approve each rollout's wave before it starts.
+type Approval struct {
+	Required  bool `json:"required"`
+	Approvers int  `json:"approvers,omitempty"`
+}
+
+// Need is how many distinct approvals the gate needs: 0 when it is not
+// required.
+func (a *Approval) Need() int {
+	if a == nil || !a.Required {
+		return 0
+	}
+	return max(a.Approvers, 1)
 }
 
 // HealthGate bounds what counts as a healthy host. Absent members impose
@@ -203,8 +222,10 @@ type Wave struct {
 	// ours, 0001).
 	Name        string `json:"name,omitempty"`
 	SoakMinutes int    `json:"soakMinutes"`
-	// Windows are copied from the policy wave (an addition of ours).
-	Windows []Window `json:"windows,omitempty"`
+	// Windows and Approval are copied from the policy wave (additions of
+	// ours).
+	Windows  []Window  `json:"windows,omitempty"`
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Edge orders two hosts of the same channel inside a rollout: Gated is not

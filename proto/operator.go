@@ -71,6 +71,10 @@ type Rollout struct {
 	Edges           []Edge          `json:"edges"`
 	Budgets         []RolloutBudget `json:"budgets"`
 
+	// Approvals are the approvals its waves received, and FreezeBreak the
+	// break of its channel's freezes, when an approver made one.
+	Approvals   []WaveApproval `json:"approvals,omitempty"`
+	FreezeBreak *FreezeBreak   `json:"freezeBreak,omitempty"`
 	// Hosts of the rollout, by hostname; null where a rollout is listed
 	// without them.
 	Hosts []RolloutHost `json:"hosts"`
@@ -88,6 +92,22 @@ type Rollout struct {
 	SoakUntil *time.Time `json:"soakUntil,omitempty"`
 }
 
+// WaveApproval is one approver's approval of one wave of a rollout.
+type WaveApproval struct {
+	Wave   int       `json:"wave"`
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+	Intent string    `json:"intent"`
+}
+
+// FreezeBreak is who let a rollout through its channel's freezes.
+type FreezeBreak struct {
+	Actor   string    `json:"actor"`
+	At      time.Time `json:"at"`
+	Intent  string    `json:"intent"`
+	Comment string    `json:"comment"`
+}
+
 // RolloutWave is one wave of a rollout. (The rollout's Edges are the
 // fleet's host edges without their reasons.)
 type RolloutWave struct {
@@ -95,8 +115,9 @@ type RolloutWave struct {
 	Name        string `json:"name,omitempty"`
 	SoakMinutes int    `json:"soakMinutes"`
 	// Windows are the wave's maintenance windows (rfcs/0001 §2.2), when
-	// it has its own.
-	Windows []Window `json:"windows,omitempty"`
+	// it has its own; Approval its approval gate, when it has one.
+	Windows  []Window  `json:"windows,omitempty"`
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // RolloutHost is a host's place and state in a rollout.
@@ -180,6 +201,8 @@ type Intent struct {
 	At    time.Time `json:"at"`
 	// Comment is the operator's words with the intent; absent when none.
 	Comment string `json:"comment,omitempty"`
+	// Wave is the wave an approve intent approves.
+	Wave *int `json:"wave,omitempty"`
 }
 
 // IntentResult is what the tick that consumed an intent decided.

@@ -194,6 +194,11 @@ type Rollout struct {
 	// resolved to the rollout's hosts. A wave's own are in Waves.
 	Windows     []proto.Window   `json:"windows,omitempty"`
 	HostWindows []HostWindowSpec `json:"hostWindows,omitempty"`
+	// Approvals are the approvals the rollout's waves received (rule 15),
+	// in the order they were accepted; FreezeBreak, when set, is the
+	// approver's break of its channel's freezes (rule 14). Both only grow.
+	Approvals   []Approval   `json:"approvals,omitempty"`
+	FreezeBreak *FreezeBreak `json:"freezeBreak,omitempty"`
 
 	// Hosts of the rollout, sorted by hostname.
 	Hosts []RolloutHost `json:"hosts"`
@@ -206,6 +211,9 @@ type WaveSpec struct {
 	SoakMinutes int    `json:"soakMinutes"`
 	// Windows are the wave's maintenance windows (rule 13).
 	Windows []proto.Window `json:"windows,omitempty"`
+	// Approval, when required, is how many distinct approvers must
+	// approve the wave before its hosts are dispatched (rule 15).
+	Approval *proto.Approval `json:"approval,omitempty"`
 }
 
 // Edge orders two hosts of a rollout: Gated waits until Gates converged.
@@ -303,6 +311,12 @@ const (
 	IntentResume   = "resume"
 	IntentCancel   = "cancel"
 	IntentRollback = "rollback"
+	// IntentApprove approves one wave of one rollout (rule 15); it names
+	// the wave.
+	IntentApprove = "approve"
+	// IntentBreakFreeze lets one rollout open and dispatch through the
+	// freezes of its channel (rule 14).
+	IntentBreakFreeze = "break-freeze"
 )
 
 // Intent is an operator's request about a rollout.
@@ -315,6 +329,8 @@ type Intent struct {
 	// Comment is the operator's words with the intent (bounded by the
 	// API); the verdict's reason carries it. Empty when none.
 	Comment string `json:"comment,omitempty"`
+	// Wave is the wave an approve intent approves; nil for the others.
+	Wave *int `json:"wave,omitempty"`
 }
 
 // Deferral records that a channel's new ref could not open a rollout
@@ -323,6 +339,22 @@ type Deferral struct {
 	Channel   string `json:"channel"`
 	Ref       string `json:"ref"`
 	BlockedBy string `json:"blockedBy"`
+}
+
+// Approval is one approver's approval of one wave.
+type Approval struct {
+	Wave   int       `json:"wave"`
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+	Intent string    `json:"intent"`
+}
+
+// FreezeBreak records who let a rollout through its channel's freezes.
+type FreezeBreak struct {
+	Actor   string    `json:"actor"`
+	At      time.Time `json:"at"`
+	Intent  string    `json:"intent"`
+	Comment string    `json:"comment"`
 }
 
 // HostWindowSpec gives Hosts (sorted) their own maintenance windows.

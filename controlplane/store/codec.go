@@ -138,18 +138,22 @@ type frozen struct {
 	Budgets         []proto.RolloutBudget       `json:"budgets"`
 	Windows         []proto.Window              `json:"windows,omitempty"`
 	HostWindows     []reconciler.HostWindowSpec `json:"hostWindows,omitempty"`
+	// Approvals and FreezeBreak are not frozen: they grow after the
+	// open, and are rewritten with the rest on every change.
+	Approvals   []reconciler.Approval   `json:"approvals,omitempty"`
+	FreezeBreak *reconciler.FreezeBreak `json:"freezeBreak,omitempty"`
 }
 
 func frozenOf(r *reconciler.Rollout) frozen {
 	return frozen{Waves: r.Waves, HealthGate: r.HealthGate, OnHealthFailure: r.OnHealthFailure,
 		ComplianceMode: r.ComplianceMode, Frameworks: r.Frameworks, Edges: r.Edges, Budgets: r.Budgets,
-		Windows: r.Windows, HostWindows: r.HostWindows}
+		Windows: r.Windows, HostWindows: r.HostWindows, Approvals: r.Approvals, FreezeBreak: r.FreezeBreak}
 }
 
 func (f frozen) into(r *reconciler.Rollout) {
 	r.Waves, r.HealthGate, r.OnHealthFailure = f.Waves, f.HealthGate, f.OnHealthFailure
 	r.ComplianceMode, r.Frameworks, r.Edges, r.Budgets = f.ComplianceMode, f.Frameworks, f.Edges, f.Budgets
-	r.Windows, r.HostWindows = f.Windows, f.HostWindows
+	r.Windows, r.HostWindows, r.Approvals, r.FreezeBreak = f.Windows, f.HostWindows, f.Approvals, f.FreezeBreak
 }
 
 // rolloutCols are the columns of a rollout header, in rolloutArgs order.

@@ -21,8 +21,12 @@ func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
 	var n int64
 	err := s.write(ctx, func(tx *txn) error {
 		var err error
-		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at, comment) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At), in.Comment)
+		wave := -1
+		if in.Wave != nil {
+			wave = *in.Wave
+		}
+		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at, comment, wave) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At), in.Comment, wave)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -37,6 +41,14 @@ func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
 	return nil
 }
 
+// waveOf is the wave an intents row names: -1 is none.
+func waveOf(wave int) *int {
+	if wave < 0 {
+		return nil
+	}
+	return &wave
+}
+
 // Intent returns an intent and its result (ErrNotFound).
 func (s *db) Intent(ctx context.Context, id string) (IntentRecord, error) {
 	rec := IntentRecord{Intent: reconciler.Intent{ID: id}}
@@ -44,11 +56,13 @@ func (s *db) Intent(ctx context.Context, id string) (IntentRecord, error) {
 		at       int64
 		consumed int
 		result   string
+		wave     int
 	)
 	err := s.read(ctx, func(tx *txn) error {
-		return tx.queryRow(ctx, "SELECT rollout_id, kind, actor, at, comment, consumed, result FROM intents WHERE id = ?", id).
-			Scan(&rec.RolloutID, &rec.Kind, &rec.Actor, &at, &rec.Comment, &consumed, &result)
+		return tx.queryRow(ctx, "SELECT rollout_id, kind, actor, at, comment, consumed, result, wave FROM intents WHERE id = ?", id).
+			Scan(&rec.RolloutID, &rec.Kind, &rec.Actor, &at, &rec.Comment, &consumed, &result, &wave)
 	})
+	rec.Wave = waveOf(wave)
 	if errors.Is(err, errNoRows) {
 		return IntentRecord{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
 	}

@@ -434,10 +434,11 @@ func loadIntents(ctx context.Context, c conn) ([]reconciler.Intent, error) {
 	out, err := collect(ctx, c, []reconciler.Intent{}, func(rs row) (reconciler.Intent, error) {
 		var it reconciler.Intent
 		var at int64
-		err := rs.Scan(&it.ID, &it.RolloutID, &it.Kind, &it.Actor, &at, &it.Comment)
-		it.At = fromMicros(at)
+		var wave int
+		err := rs.Scan(&it.ID, &it.RolloutID, &it.Kind, &it.Actor, &at, &it.Comment, &wave)
+		it.At, it.Wave = fromMicros(at), waveOf(wave)
 		return it, err
-	}, "SELECT id, rollout_id, kind, actor, at, comment FROM intents WHERE consumed = 0")
+	}, "SELECT id, rollout_id, kind, actor, at, comment, wave FROM intents WHERE consumed = 0")
 	if err != nil {
 		return nil, fmt.Errorf("store: load intents: %w", err)
 	}
