@@ -118,6 +118,8 @@ func isAlnum(c byte) bool {
 //     policy's hostWindows) have distinct known days, a start HH:MM, a
 //     duration of 1 to 10080 minutes and an IANA time zone (schedule.Check);
 //     a hostWindows entry has at least one window;
+//   - a wave's approval gives approvers only with required, from 1 to
+//     MaxApprovers;
 //   - a freeze ends after it begins, has a one-line reason of at most
 //     MaxFreezeReasonLen bytes, and names declared channels, once each.
 //
@@ -244,6 +246,7 @@ func (v *validator) policies() {
 				v.errorf("%s: soakMinutes %d is negative", where, w.SoakMinutes)
 			}
 			v.windows(where, w.Windows)
+			v.approval(where, w.Approval)
 		}
 		v.windows(fmt.Sprintf("rollout policy %q", name), p.Windows)
 		for i, hw := range p.HostWindows {
@@ -276,6 +279,23 @@ func (v *validator) windows(where string, ws []proto.Window) {
 		if err := schedule.Check(w); err != nil {
 			v.errorf("%s: windows[%d]: %v", where, i, err)
 		}
+	}
+}
+
+// MaxApprovers bounds a wave's approvals.
+const MaxApprovers = 100
+
+// approval checks a wave's approval gate: approvers only with required,
+// and from 1 to MaxApprovers.
+func (v *validator) approval(where string, a *proto.Approval) {
+	if a == nil || a.Approvers == 0 {
+		return
+	}
+	if a.Approvers < 1 || a.Approvers > MaxApprovers {
+		v.errorf("%s: approval.approvers %d must be between 1 and %d", where, a.Approvers, MaxApprovers)
+	}
+	if !a.Required {
+		v.errorf("%s: approval.approvers without approval.required = true", where)
 	}
 }
 
@@ -327,6 +347,7 @@ func (v *validator) waves() {
 		for i, w := range v.f.Waves[ch] {
 			v.label(fmt.Sprintf("waves.%s[%d]", ch, i), w.Name)
 			v.windows(fmt.Sprintf("waves.%s[%d]", ch, i), w.Windows)
+			v.approval(fmt.Sprintf("waves.%s[%d]", ch, i), w.Approval)
 			if w.SoakMinutes < 0 {
 				v.errorf("waves.%s[%d]: soakMinutes %d is negative", ch, i, w.SoakMinutes)
 			}

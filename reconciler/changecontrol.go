@@ -59,14 +59,19 @@ func freezeReason(channel string, fs []proto.Freeze) Reason {
 		Message: fmt.Sprintf("channel %s is frozen until %s: %s", channel, stamp(until), strings.Join(why, "; "))}
 }
 
-// timeGate returns the freeze or the closed window that holds a host, or
-// a zero Reason (rules 13, 14). Its message names the next opening, which
-// does not change while the window is closed.
+// timeGate returns the change-control gate that holds a host, or a zero
+// Reason: a freeze its rollout did not break (rule 14), its wave's
+// missing approvals (rule 15), its closed windows (rule 13). Each
+// message stays the same while it holds (the approvals' changes with
+// each approval); a window's names the next opening.
 func (t *tick) timeGate(w *work, i int) Reason {
-	if fs := t.freezesOf(w.r.Channel); len(fs) > 0 {
+	if fs := t.freezesOf(w.r.Channel); len(fs) > 0 && w.r.FreezeBreak == nil {
 		return freezeReason(w.r.Channel, fs)
 	}
 	h := &w.r.Hosts[i]
+	if why := approvalGate(w, h.Wave); why.Gate != "" {
+		return why
+	}
 	ws := HostWindows(&w.r, h)
 	if len(ws) == 0 {
 		return Reason{}
@@ -109,4 +114,120 @@ func approx(d time.Duration) string {
 		return fmt.Sprintf("%d h %d min", secs/3600, secs%3600/60)
 	}
 	return fmt.Sprintf("%d d %d h", secs/86400, secs%86400/3600)
+}
+
+// Approvers returns the distinct approvers of a rollout's wave, in the
+// order they approved.
+func Approvers(r *Rollout, wave int) []string {
+	var out []string
+	for _, a := range r.Approvals {
+		if a.Wave == wave && !slices.Contains(out, a.Actor) {
+			out = append(out, a.Actor)
+		}
+	}
+	return out
+}
+
+// approvalGate holds the hosts of a wave that needs more approvals than
+// it has (rule 15).
+func approvalGate(w *work, wave int) Reason {
+	if wave < 0 || wave >= len(w.r.Waves) {
+		return Reason{}
+	}
+	need := w.r.Waves[wave].Approval.Need()
+	got := Approvers(&w.r, wave)
+	if len(got) >= need {
+		return Reason{}
+	}
+	so := "none yet"
+	if len(got) > 0 {
+		so = fmt.Sprintf("%d so far: %s", len(got), strings.Join(got, ", "))
+	}
+	return Reason{Gate: codes.Approval, Code: codes.Approval,
+		Message: fmt.Sprintf("%s needs %d approval(s) (%s); an approver runs nixfleet rollout approve %s --wave %d", w.waveLabel(wave), need, so, w.r.ID, wave)}
+}
+
+// changeIntent decides an approve or break-freeze intent (rules 14, 15).
+func (t *tick) changeIntent(in Intent, w *work) IntentResult {
+	res := IntentResult{IntentID: in.ID}
+	refuse := func(code, format string, args ...any) IntentResult {
+		res.Reason = Reason{Code: code, Actor: in.Actor, Message: fmt.Sprintf(format, args...)}
+		return res
+	}
+	accept := func(code, msg string) IntentResult {
+		if in.Comment != "" {
+			msg += ": " + in.Comment
+		}
+		res.Accepted, res.Reason = true, Reason{Code: code, Actor: in.Actor, Message: msg}
+		return res
+	}
+	if in.Kind == IntentBreakFreeze {
+		return t.breakFreeze(in, w, refuse, accept)
+	}
+	switch {
+	case w == nil:
+		return refuse(codes.UnknownRollout, "no rollout %q", in.RolloutID)
+	case w.r.State.Terminal():
+		return refuse(codes.NotApprovable, "rollout %s is %s; there is nothing left to approve", w.r.ID, w.r.State)
+	case in.Wave == nil || *in.Wave < 0 || *in.Wave >= len(w.r.Waves):
+		return refuse(codes.NotApprovable, "rollout %s has waves 0 to %d; an approval names one", w.r.ID, len(w.r.Waves)-1)
+	}
+	wave := *in.Wave
+	need := w.r.Waves[wave].Approval.Need()
+	switch {
+	case need == 0:
+		return refuse(codes.NotApprovable, "%s of %s needs no approval", w.waveLabel(wave), w.r.ID)
+	case wave < w.r.Wave:
+		return refuse(codes.NotApprovable, "%s of %s is done; there is nothing left to approve", w.waveLabel(wave), w.r.ID)
+	}
+	got := Approvers(&w.r, wave)
+	if slices.Contains(got, in.Actor) {
+		res.Accepted = true
+		res.Reason = Reason{Code: codes.AlreadyInState, Actor: in.Actor,
+			Message: fmt.Sprintf("%s approved %s of %s already; an approver counts once (%d of %d)", actorName(in.Actor), w.waveLabel(wave), w.r.ID, len(got), need)}
+		return res
+	}
+	w.r.Approvals = append(w.r.Approvals, Approval{Wave: wave, Actor: in.Actor, At: t.now, Intent: in.ID})
+	w.changed = true
+	return accept(codes.OperatorApprove, fmt.Sprintf("%s approved by %s (%d of %d)", w.waveLabel(wave), actorName(in.Actor), len(got)+1, need))
+}
+
+// breakFreeze lets one rollout through its channel's freezes: a running
+// one, or the channel's ref that a freeze alone keeps from opening now.
+func (t *tick) breakFreeze(in Intent, w *work, refuse func(string, string, ...any) IntentResult, accept func(string, string) IntentResult) IntentResult {
+	if w != nil {
+		fs := t.freezesOf(w.r.Channel)
+		switch {
+		case w.r.State.Terminal():
+			return refuse(codes.NotFrozen, "rollout %s is %s; nothing is left to let through", w.r.ID, w.r.State)
+		case len(fs) == 0:
+			return refuse(codes.NotFrozen, "no freeze holds channel %s now", w.r.Channel)
+		case w.r.FreezeBreak != nil:
+			res := accept(codes.AlreadyInState, fmt.Sprintf("%s broke the freezes for %s already", actorName(w.r.FreezeBreak.Actor), w.r.ID))
+			res.Reason.Message = strings.TrimSuffix(res.Reason.Message, ": "+in.Comment)
+			return res
+		}
+		w.r.FreezeBreak = &FreezeBreak{Actor: in.Actor, At: t.now, Intent: in.ID, Comment: in.Comment}
+		w.changed = true
+		return accept(codes.FreezeBroken, fmt.Sprintf("%s lets %s through the freezes of channel %s", actorName(in.Actor), w.r.ID, w.r.Channel))
+	}
+	for _, name := range t.order {
+		c := t.channels[name]
+		if c == nil || c.Ref == "" || proto.RolloutID(name, c.Ref) != in.RolloutID {
+			continue
+		}
+		switch {
+		case !t.pendingRef(name):
+			return refuse(codes.UnknownRollout, "no rollout %q", in.RolloutID)
+		case len(t.freezesOf(name)) == 0:
+			return refuse(codes.NotFrozen, "no freeze holds channel %s now", name)
+		case t.nonTerminal(name) != nil:
+			return refuse(codes.NotFrozen, "%s cannot open now: it waits for %s; break the freeze when it can open", in.RolloutID, t.nonTerminal(name).r.ID)
+		case t.channelBlocker(name) != nil:
+			return refuse(codes.NotFrozen, "%s cannot open now: channel %s waits for channel %s; break the freeze when it can open", in.RolloutID, name, t.channelBlocker(name).channel)
+		}
+		t.openBreaks[name] = &FreezeBreak{Actor: in.Actor, At: t.now, Intent: in.ID, Comment: in.Comment}
+		return accept(codes.FreezeBroken, fmt.Sprintf("%s lets %s open through the freezes of channel %s", actorName(in.Actor), in.RolloutID, name))
+	}
+	return refuse(codes.UnknownRollout, "no rollout %q", in.RolloutID)
 }

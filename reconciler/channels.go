@@ -161,7 +161,7 @@ func (t *tick) openChannel(name string) *work {
 		return nil
 	}
 	// Rule 14: a freeze holds the opening.
-	if fs := t.freezesOf(name); len(fs) > 0 {
+	if fs := t.freezesOf(name); len(fs) > 0 && t.openBreaks[name] == nil {
 		why := freezeReason(name, fs)
 		t.deferRef(c, codes.Freeze, Event{Kind: EventRolloutDeferred, RolloutID: id, Channel: name, Wave: -1, Reason: why})
 		return nil
@@ -218,6 +218,7 @@ func (t *tick) open(c *Channel) *work {
 		ComplianceMode: cmp.Or(ch.Compliance.Mode, proto.ComplianceEnforce),
 		Frameworks:     slices.Clone(m.ComplianceFrameworks),
 		Budgets:        slices.Clone(m.DisruptionBudgets),
+		FreezeBreak:    t.openBreaks[c.Name],
 	}
 	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok {
 		r.OnHealthFailure = p.OnHealthFailure
@@ -257,12 +258,16 @@ func (t *tick) open(c *Channel) *work {
 	for i := range max(n, 1) {
 		var spec WaveSpec
 		if i < len(waves) {
-			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes, Windows: slices.Clone(waves[i].Windows)}
+			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes, Windows: slices.Clone(waves[i].Windows),
+				Approval: waves[i].Approval}
 			if spec.Name == "" && policyWaves != nil {
 				spec.Name = policyWaves[i].Name // a resolver that did not copy it
 			}
 			if len(spec.Windows) == 0 && policyWaves != nil {
 				spec.Windows = slices.Clone(policyWaves[i].Windows)
+			}
+			if spec.Approval == nil && policyWaves != nil {
+				spec.Approval = policyWaves[i].Approval
 			}
 		}
 		r.Waves = append(r.Waves, spec)

@@ -31,10 +31,11 @@ func (t *tick) deadline(w *work) {
 			return
 		}
 		wave := min(max(w.r.Wave, 0), len(w.waves)-1)
-		// A wave that waits for a window or a freeze to end is not
-		// stalled: it moves when the time comes (rules 13, 14).
+		// A wave that waits for a window, the end of a freeze or its
+		// approvals is not stalled: it moves when the time comes, or the
+		// approvers (rules 13–15).
 		for _, i := range w.waves[wave] {
-			if h := w.r.Hosts[i]; h.State == HostPending && (h.Blocked.Gate == codes.Window || h.Blocked.Gate == codes.Freeze) {
+			if h := w.r.Hosts[i]; h.State == HostPending && (h.Blocked.Gate == codes.Window || h.Blocked.Gate == codes.Freeze || h.Blocked.Gate == codes.Approval) {
 				return
 			}
 		}

@@ -25,6 +25,10 @@ func (t *tick) intents() {
 		}
 		res := IntentResult{IntentID: in.ID}
 		w := t.byID[in.RolloutID]
+		if in.Kind == IntentApprove || in.Kind == IntentBreakFreeze {
+			t.finishIntent(in, t.changeIntent(in, w))
+			continue
+		}
 		var ev RolloutEvent
 		var code string
 		switch in.Kind {
@@ -80,15 +84,20 @@ func (t *tick) intents() {
 			t.setRollout(w, ev, reason)
 			res.Accepted, res.Reason = true, reason
 		}
-		kind := EventIntentRefused
-		if res.Accepted {
-			kind = EventIntentAccepted
-		} else if in.Comment != "" {
-			res.Reason.Message += fmt.Sprintf(" (comment: %s)", in.Comment)
-		}
-		t.emit(Event{Kind: kind, RolloutID: in.RolloutID, Wave: -1, Reason: res.Reason})
-		t.results = append(t.results, res)
+		t.finishIntent(in, res)
 	}
+}
+
+// finishIntent journals an intent's verdict and records its result.
+func (t *tick) finishIntent(in Intent, res IntentResult) {
+	kind := EventIntentRefused
+	if res.Accepted {
+		kind = EventIntentAccepted
+	} else if in.Comment != "" {
+		res.Reason.Message += fmt.Sprintf(" (comment: %s)", in.Comment)
+	}
+	t.emit(Event{Kind: kind, RolloutID: in.RolloutID, Wave: -1, Reason: res.Reason})
+	t.results = append(t.results, res)
 }
 
 // alreadyIn reports whether the outcome of an operator intent ev already

@@ -371,9 +371,9 @@ func checkDeadline(_ *rapid.T, c tickCase) []string {
 			case h.State == reconciler.HostPending && slices.Contains([]string{codes.Budget, codes.Busy,
 				codes.ChannelEdge, codes.HostEdge}, h.Blocked.Gate):
 				waiting = true
-			case h.State == reconciler.HostPending && (h.Blocked.Gate == codes.Window || h.Blocked.Gate == codes.Freeze):
-				// waiting for its window to open or a freeze to end
-				// (rules 13, 14): time, not the fleet, moves it
+			case h.State == reconciler.HostPending && slices.Contains([]string{codes.Window, codes.Freeze, codes.Approval}, h.Blocked.Gate):
+				// waiting for its window to open, a freeze to end or its
+				// approvals (rules 13–15): time or approvers move it
 				waiting = true
 			case h.State == reconciler.HostPending && h.Blocked.Gate == codes.Unheard:
 				// held while the control plane warms up or the channel

@@ -383,6 +383,9 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 			if o.changeControl && rapid.IntRange(0, 4).Draw(t, "waveWindows") == 0 {
 				pw.Windows = drawWindows(t, 2)
 			}
+			if o.changeControl && rapid.IntRange(0, 3).Draw(t, "waveApproval") == 0 {
+				pw.Approval = &proto.Approval{Required: true, Approvers: rapid.IntRange(0, 3).Draw(t, "approvers")}
+			}
 			p.waves = append(p.waves, pw)
 		}
 		if o.changeControl && rapid.IntRange(0, 2).Draw(t, "policyWindows") > 0 {
@@ -662,7 +665,8 @@ func (m *fleetModel) build(commit string) *proto.FleetResolved {
 		f.Channels[ch] = m.chCfg[ch]
 		f.Waves[ch] = []proto.Wave{} // an empty list when the policy has no waves: all at once
 		for _, pw := range m.policies[m.chPolicy[ch]].waves {
-			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes, Windows: pw.Windows})
+			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes, Windows: pw.Windows,
+				Approval: pw.Approval})
 		}
 	}
 	return f
@@ -990,7 +994,18 @@ func (s *fleetSim) advance(out reconciler.Output) {
 		}
 		slices.Sort(ids)
 		kind := "reboot" // not an intent kind
+		var wave *int
 		switch k := percentGen.Draw(t, "operatorKind"); {
+		case k < 15:
+			// Approvals, of any wave (or none), by one of three
+			// approvers; and now and then a break of the freezes.
+			kind = reconciler.IntentApprove
+			if w := rapid.IntRange(-1, 4).Draw(t, "approveWave"); w >= 0 {
+				wave = &w
+			}
+			if rapid.IntRange(0, 4).Draw(t, "breakFreeze") == 0 {
+				kind, wave = reconciler.IntentBreakFreeze, nil
+			}
 		case k < 30:
 			kind = reconciler.IntentRollback
 		case k < 50:
@@ -1005,8 +1020,9 @@ func (s *fleetSim) advance(out reconciler.Output) {
 			ID:        fmt.Sprintf("op-%04d", s.opSeq),
 			RolloutID: ids[uniformIntGen(0, len(ids)-1).Draw(t, "operatorRollout")],
 			Kind:      kind,
-			Actor:     rapid.SampledFrom([]string{"alice", ""}).Draw(t, "operatorActor"),
+			Actor:     rapid.SampledFrom([]string{"alice", "bob", "carol", ""}).Draw(t, "operatorActor"),
 			At:        now.Add(-time.Duration(rapid.IntRange(0, 120).Draw(t, "operatorAge")) * time.Second),
+			Wave:      wave,
 		})
 	}
 }

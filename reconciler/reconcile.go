@@ -115,6 +115,7 @@ type tick struct {
 	events       []Event
 	actions      []HostAction
 	results      []IntentResult
+	openBreaks   map[string]*FreezeBreak // break-freezes for refs about to open, per channel
 }
 
 // work is a rollout being reconciled: a private copy of its record plus
@@ -139,7 +140,8 @@ type work struct {
 
 func newTick(in Input) *tick {
 	t := &tick{in: in, now: in.Now, obs: in.Hosts, channels: map[string]*Channel{}, byID: map[string]*work{},
-		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}, deferSeen: map[Deferral]bool{}}
+		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}, deferSeen: map[Deferral]bool{},
+		openBreaks: map[string]*FreezeBreak{}}
 	if t.obs == nil {
 		t.obs = map[string]ObservedHost{}
 	}

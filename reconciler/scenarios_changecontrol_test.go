@@ -60,6 +60,42 @@ func wantBlockedSaying(host, gate, words string) func(*testing.T, rc.Output) {
 	}
 }
 
+// approving is three with wave 1 (b and c) needing approvers approvals.
+func approving(s *scenario, approvers int) *fleetkit.Builder {
+	return three(s).Policy("stable", func(p *proto.RolloutPolicy) {
+		p.Waves[1].Approval = &proto.Approval{Required: true, Approvers: approvers}
+	})
+}
+
+// approve files an approver's approval of a wave.
+func (s *scenario) approve(id, rollout string, wave int, actor string) *scenario {
+	s.in.Intents = append(s.in.Intents, rc.Intent{ID: id, RolloutID: rollout, Kind: rc.IntentApprove, Actor: actor, At: s.in.Now, Wave: &wave,
+		Comment: "change board said yes"})
+	return s
+}
+
+// canaryDone: the canary of approving converged, wave 1 is current.
+func canaryDone(s *scenario, approvers int) {
+	s.release(approving(s, approvers).Build(), fleetkit.Commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+	s.confirm(id1, "a").tick().advance(6 * time.Minute)
+}
+
+// wantResult wants an intent's verdict with a code.
+func wantResult(id string, accepted bool, code string) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		for _, r := range out.IntentResults {
+			if r.IntentID == id {
+				if r.Accepted != accepted || r.Reason.Code != code {
+					t.Fatalf("intent %s: accepted %v, %s (%s); want %v, %s", id, r.Accepted, r.Reason.Code, r.Reason.Message, accepted, code)
+				}
+				return
+			}
+		}
+		t.Fatalf("no result for intent %s in %s", id, mustJSON(t, out.IntentResults))
+	}
+}
+
 // noRolloutMove wants no rollout transition in the tick.
 func noRolloutMove() func(*testing.T, rc.Output) { return noEvent(rc.EventRolloutTransition) }
 
@@ -169,6 +205,85 @@ var changeControlScenarios = []goldenCase{
 			s.release(withFreezes(b.Bump("v2").Build(), frozen(0, 48*time.Hour)), fleetkit.Commit(2))
 		},
 		check: all(wantBlockedSaying("b", codes.Freeze, "quarter-end close"), wantIntents()),
+	},
+	{
+		name: "rule14-break-freeze-lets-a-running-rollout-through",
+		desc: "rule 14: a freeze holds the running rollout's next wave; an approver breaks it for this rollout, with a comment: b and c are dispatched, and the break is journalled",
+		build: func(s *scenario) {
+			b := started(s)
+			s.confirm(id1, "a").tick().advance(6 * time.Minute)
+			s.release(withFreezes(b.Bump("v2").Build(), frozen(0, 48*time.Hour)), fleetkit.Commit(2)).tick()
+			s.in.Intents = append(s.in.Intents, rc.Intent{ID: "bf1", RolloutID: id1, Kind: rc.IntentBreakFreeze, Actor: "carol", At: s.in.Now, Comment: "security fix"})
+		},
+		check: all(wantResult("bf1", true, codes.FreezeBroken), wantEvent(rc.EventIntentAccepted, "", "", codes.FreezeBroken), wantIntents("b", "c")),
+	},
+	{
+		name: "rule14-break-freeze-lets-a-ref-open",
+		desc: "rule 14: a freeze keeps the channel's release from opening; an approver breaks it for that rollout id: it opens and its canary is dispatched in the same tick",
+		build: func(s *scenario) {
+			s.release(withFreezes(three(s).Build(), frozen(-time.Hour, 24*time.Hour)), fleetkit.Commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+			s.in.Intents = append(s.in.Intents, rc.Intent{ID: "bf1", RolloutID: id1, Kind: rc.IntentBreakFreeze, Actor: "carol", At: s.in.Now, Comment: "hotfix"})
+		},
+		check: all(wantResult("bf1", true, codes.FreezeBroken), wantEvent(rc.EventRolloutOpened, "", "", codes.RefMoved), wantIntents("a")),
+	},
+	{
+		name: "rule14-break-freeze-without-a-freeze-refused",
+		desc: "rule 14: no freeze holds the channel: a break-freeze is refused (not_frozen)",
+		build: func(s *scenario) {
+			started(s)
+			s.in.Intents = append(s.in.Intents, rc.Intent{ID: "bf1", RolloutID: id1, Kind: rc.IntentBreakFreeze, Actor: "carol", At: s.in.Now, Comment: "just in case"})
+		},
+		check: wantResult("bf1", false, codes.NotFrozen),
+	},
+
+	// ---- rule 15: approval gates ----
+	{
+		name: "rule15-wave-waits-for-approvals",
+		desc: "rule 15: wave 1 needs two approvals; the canary converged and wave 1 is current, but b and c wait (gate approval), and no stall is declared",
+		build: func(s *scenario) {
+			canaryDone(s, 2)
+			s.advance(2 * time.Hour)
+		},
+		check: all(wantBlockedSaying("b", codes.Approval, "needs 2 approval(s) (none yet)"), wantIntents(), noRolloutMove()),
+	},
+	{
+		name: "rule15-an-approver-counts-once",
+		desc: "rule 15: alice approves wave 1 twice: the second is accepted as a repeat and counts nothing; b and c still wait for a second approver",
+		build: func(s *scenario) {
+			canaryDone(s, 2)
+			s.approve("ap1", id1, 1, "alice").tick().advance(time.Minute)
+			s.approve("ap2", id1, 1, "alice")
+		},
+		check: all(wantResult("ap2", true, codes.AlreadyInState), wantIntents(), noEvent(rc.EventHostWaiting)),
+	},
+	{
+		name: "rule15-two-approvers-release-the-wave",
+		desc: "rule 15: alice then bob approve wave 1: b and c are dispatched",
+		build: func(s *scenario) {
+			canaryDone(s, 2)
+			s.approve("ap1", id1, 1, "alice").tick().advance(time.Minute)
+			s.approve("ap2", id1, 1, "bob")
+		},
+		check: all(wantResult("ap2", true, codes.OperatorApprove), wantIntents("b", "c")),
+	},
+	{
+		name: "rule15-approvals-of-another-wave-or-rollout-do-not-count",
+		desc: "rule 15: approvals of wave 0 (which needs none), of a wave that does not exist, and of another rollout are refused, and b and c still wait",
+		build: func(s *scenario) {
+			canaryDone(s, 1)
+			s.approve("ap1", id1, 0, "alice").approve("ap2", id1, 7, "alice").approve("ap3", rid("stable", 9), 1, "alice")
+		},
+		check: all(wantResult("ap1", false, codes.NotApprovable), wantResult("ap2", false, codes.NotApprovable),
+			wantResult("ap3", false, codes.UnknownRollout), wantIntents()),
+	},
+	{
+		name: "rule15-approval-of-the-first-wave-holds-the-canary",
+		desc: "rule 15: wave 0 needs an approval: the canary waits from the start; an approval made before for another rollout does not count",
+		build: func(s *scenario) {
+			b := three(s).Policy("stable", func(p *proto.RolloutPolicy) { p.Waves[0].Approval = &proto.Approval{Required: true} })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c")
+		},
+		check: all(wantBlockedSaying("a", codes.Approval, "needs 1 approval(s)"), wantIntents()),
 	},
 	{
 		name: "rule14-freeze-ends",

@@ -117,10 +117,19 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 	return windowed(gated(h.Blocked), &r, &h, now)
 }
 
-// windowed adds to the situation of a host its window holds when the next
-// window opens, from now (rule 13).
+// windowed completes the situation of a host change control holds: when
+// its next window opens, from now (rule 13); what ends a freeze (rule 14)
+// or an approval gate (rule 15).
 func windowed(s Situation, r *Rollout, h *RolloutHost, now time.Time) Situation {
-	if s.Code != codes.Window {
+	switch s.Code {
+	case codes.Freeze:
+		s.Next = fmt.Sprintf("wait for the freeze to end, or an approver lets this rollout through: nixfleet rollout break-freeze %s --comment …", r.ID)
+		return s
+	case codes.Approval:
+		s.Next = fmt.Sprintf("approvers approve the wave: nixfleet rollout approve %s --wave %d --comment …", r.ID, h.Wave)
+		return s
+	case codes.Window:
+	default:
 		return s
 	}
 	if until, label := windowUntil(r, h, now); !until.IsZero() {
@@ -135,8 +144,8 @@ func windowed(s Situation, r *Rollout, h *RolloutHost, now time.Time) Situation 
 // closure do not.
 func gated(b Reason) Situation {
 	s := Situation{Code: cmpCode(b.Gate, b.Code), Message: b.Message, Moves: true}
-	if s.Code == codes.Freeze {
-		s.Next = "wait for the freeze to end"
+	if s.Code == codes.Approval {
+		s.Moves = false // approvers must act
 	}
 	switch s.Code {
 	case codes.Quarantined:
