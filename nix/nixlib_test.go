@@ -314,13 +314,14 @@ func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMkFleetChangeControl: the maintenance windows and freezes declared
-// in nix/tests/fleets/change-control.nix reach fleet.resolved as the Go
-// side decodes them: the policy's windows, its host selectors' (a
-// combinator written out as the hosts it matches), each wave's copied to
-// the channel's resolved wave, and the freezes with their offsets; empty
-// lists are left out, like absent ones. manifest.ValidateFleet accepts the
-// document without a warning.
+// TestMkFleetChangeControl: the maintenance windows, approval gates and
+// freezes declared in nix/tests/fleets/change-control.nix reach
+// fleet.resolved as the Go side decodes them: the policy's windows, its
+// host selectors' (a combinator written out as the hosts it matches), each
+// wave's windows and approval gate copied to the channel's resolved wave,
+// and the freezes with their offsets; empty lists are left out, like
+// absent ones, and so are approvers not given. manifest.ValidateFleet
+// accepts the document without a warning.
 func TestMkFleetChangeControl(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
@@ -335,12 +336,14 @@ func TestMkFleetChangeControl(t *testing.T) {
 
 	weekends := proto.Window{Days: []string{"sat", "sun"}, Start: "22:00", DurationMinutes: 240, TimeZone: "Europe/Berlin"}
 	officeHours := proto.Window{Days: []string{"mon", "tue", "wed", "thu", "fri"}, Start: "09:00", DurationMinutes: 480, TimeZone: "Europe/Berlin"}
+	twoApprovers := &proto.Approval{Required: true, Approvers: 2}
+	oneApprover := &proto.Approval{Required: true}
 	wantPolicies := map[string]proto.RolloutPolicy{
 		"windowed": {
 			Strategy: "staged",
 			Waves: []proto.PolicyWave{
-				{Name: "canary", Selector: proto.Selector{Tags: []string{"canary"}}, SoakMinutes: 30, Windows: []proto.Window{officeHours}},
-				{Selector: proto.Selector{All: true}, SoakMinutes: 60},
+				{Name: "canary", Selector: proto.Selector{Tags: []string{"canary"}}, SoakMinutes: 30, Windows: []proto.Window{officeHours}, Approval: twoApprovers},
+				{Selector: proto.Selector{All: true}, SoakMinutes: 60, Approval: oneApprover},
 			},
 			OnHealthFailure: "halt",
 			Windows:         []proto.Window{weekends},
@@ -365,8 +368,8 @@ func TestMkFleetChangeControl(t *testing.T) {
 	}
 	wantWaves := map[string][]proto.Wave{
 		"prod": {
-			{Hosts: []string{"web-01"}, Name: "canary", SoakMinutes: 30, Windows: []proto.Window{officeHours}},
-			{Hosts: []string{"db-01", "web-02", "web-03"}, SoakMinutes: 60},
+			{Hosts: []string{"web-01"}, Name: "canary", SoakMinutes: 30, Windows: []proto.Window{officeHours}, Approval: twoApprovers},
+			{Hosts: []string{"db-01", "web-02", "web-03"}, SoakMinutes: 60, Approval: oneApprover},
 		},
 		"lab": {},
 	}
@@ -383,7 +386,7 @@ func TestMkFleetChangeControl(t *testing.T) {
 	}
 
 	// The members as mkFleet writes them: empty lists are left out, not
-	// written empty.
+	// written empty, and so are approvers not given.
 	var doc struct {
 		RolloutPolicies map[string]map[string]json.RawMessage   `json:"rolloutPolicies"`
 		Waves           map[string][]map[string]json.RawMessage `json:"waves"`
@@ -402,6 +405,26 @@ func TestMkFleetChangeControl(t *testing.T) {
 	}
 	if v, ok := doc.Freezes[1]["channels"]; ok {
 		t.Errorf("freezes[1].channels is %s; an empty list must be left out", v)
+	}
+	var policy struct {
+		Waves []map[string]json.RawMessage `json:"waves"`
+	}
+	if err := json.Unmarshal(doc.RolloutPolicies["windowed"]["waves"], &policy.Waves); err != nil {
+		t.Fatal(err)
+	}
+	for where, w := range map[string]map[string]json.RawMessage{
+		"rolloutPolicies.windowed.waves[0]": policy.Waves[0],
+		"rolloutPolicies.windowed.waves[1]": policy.Waves[1],
+		"waves.prod[0]":                     doc.Waves["prod"][0],
+		"waves.prod[1]":                     doc.Waves["prod"][1],
+	} {
+		want := `{"approvers":2,"required":true}`
+		if strings.HasSuffix(where, "[1]") {
+			want = `{"required":true}`
+		}
+		if got := string(w["approval"]); got != want {
+			t.Errorf("%s.approval is %s, want %s", where, got, want)
+		}
 	}
 
 	warns, err := manifest.ValidateFleet(f)
@@ -505,8 +528,8 @@ func checkGolden(t *testing.T, file string, got []byte) {
 
 // checkWavesAgree resolves each channel's policy waves with the Go
 // selectors (rfcs/0001 §2.1) as mkFleet does (the channel's hosts, each
-// in the first wave that matches it, with the policy wave's name, soak and
-// windows) and compares with waves.<channel>.
+// in the first wave that matches it, with the policy wave's name, soak,
+// windows and approval gate) and compares with waves.<channel>.
 func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 	t.Helper()
 	for _, ch := range sortedKeys(f.Channels) {
@@ -514,7 +537,7 @@ func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 		taken := map[string]bool{}
 		var want []proto.Wave
 		for _, w := range policy.Waves {
-			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes, Windows: w.Windows}
+			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes, Windows: w.Windows, Approval: w.Approval}
 			for _, h := range w.Selector.Resolve(f.Hosts) {
 				if f.Hosts[h].Channel == ch && !taken[h] {
 					taken[h] = true

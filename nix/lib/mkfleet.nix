@@ -17,6 +17,8 @@
 #     #   durationMinutes = 240; timeZone = "Europe/Berlin"; } ];
 #     # freezes = [ { from = "2026-12-20T00:00:00Z"; until = "2027-01-04T00:00:00Z";
 #     #   reason = "holiday freeze"; channels = [ "stable" ]; } ];
+#     # and approval gates: a wave that waits for approvers
+#     # { selector.all = true; approval = { required = true; approvers = 2; }; }
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -107,6 +109,35 @@ let
   # The same for an optional `windows` member (absent and null: none).
   optionalWindowsProblems = where: a: if (a.windows or null) == null then [ ] else windowsProblems where a.windows;
 
+  # Input problems of the optional approval gate of the wave a (of
+  # `where`): { required; approvers ? 1; } (absent and null: none),
+  # required a boolean, approvers an integer. A given approvers = 0 is
+  # refused here, with the document's message: fleet.resolved cannot tell
+  # it from none (Go's int, omitempty, 0 meaning 1), so the document's
+  # checks, like Go's, read it as none.
+  approvalProblems =
+    where: a:
+    let
+      g = a.approval or null;
+      gw = "${where}: approval";
+      gg = attrsOr g;
+    in
+    if g == null then
+      [ ]
+    else
+      u.shapeProblems gw {
+        required = [ "required" ];
+        optional = [ "approvers" ];
+      } g
+      ++ requiredTyped gw gg "required" isBool "a boolean"
+      ++ optionalTyped gw gg "approvers" isInt "an integer (how many distinct approvers, 1 to 100)"
+      ++ (
+        if isInt (gg.approvers or null) && gg.approvers == 0 then
+          [ "${where}: approval.approvers 0 must be between 1 and 100" ]
+        else
+          [ ]
+      );
+
   # A window as fleet.resolved carries it: its four members, null where
   # mistyped (an input problem).
   windowOut =
@@ -124,6 +155,21 @@ let
   # like `name`, the optional `windows` of a policy or a wave is left out
   # when it has none.
   windowsOf = v: if isList v && v != [ ] then { windows = map windowOut v; } else { };
+  # { approval = { required; approvers?; }; } for a wave's approval gate,
+  # else nothing: copied as given, approvers left out when not given (it
+  # then means 1), required null and approvers left out where mistyped (an
+  # input problem). Absent and null: left out.
+  approvalOf =
+    v:
+    if isAttrs v then
+      {
+        approval = {
+          required = if isBool (v.required or null) then v.required else null;
+        }
+        // (if isInt (v.approvers or null) then { inherit (v) approvers; } else { });
+      }
+    else
+      { };
 in
 args:
 let
@@ -293,12 +339,14 @@ let
           "name"
           "soakMinutes"
           "windows"
+          "approval"
         ];
       } w
       ++ optionalTyped ww (attrsOr w) "name" isString "a string"
       ++ optionalTyped ww (attrsOr w) "soakMinutes" isInt "an integer (minutes)"
       ++ (if attrsOr w ? selector then selectorProblems "${ww} selector" w.selector else [ ])
       ++ optionalWindowsProblems ww (attrsOr w)
+      ++ approvalProblems ww (attrsOr w)
     ) (listOr (pp.waves or [ ]))
     ++ optionalWindowsProblems where pp
     ++ optionalTyped where pp "hostWindows" isList "a list of { selector; windows; }"
@@ -546,6 +594,7 @@ let
       soakMinutes = intOr defaults.soakMinutes ((attrsOr w).soakMinutes or null);
       name = stringOr "" ((attrsOr w).name or null);
       windows = (attrsOr w).windows or null;
+      approval = (attrsOr w).approval or null;
     }) (listOr ((attrsOr p).waves or [ ]))
   ) inPolicies;
 
@@ -603,6 +652,7 @@ let
         }
         // nameOf w.name
         // windowsOf w.windows
+        // approvalOf w.approval
       ) policyWaves.${name};
       healthGate = healthGate ((attrsOr p).healthGate or null);
       onHealthFailure = stringOr defaults.onHealthFailure ((attrsOr p).onHealthFailure or null);
@@ -637,6 +687,7 @@ let
               }
               // nameOf w.name
               // windowsOf w.windows
+              // approvalOf w.approval
             )
           ];
         };

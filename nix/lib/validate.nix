@@ -255,6 +255,33 @@ let
       if ps == [ ] then [ ] else [ "${where}: windows[${toString i}]: ${concatStringsSep "; " ps}" ]
     ) (listOf ws);
 
+  # manifest's validator.approval: the problems of a wave's approval gate
+  # a (of `where`), at most 100 approvers, and approvers only with
+  # required = true. approvers 0 is none, as for Go, whose int cannot tell
+  # them apart (mkFleet refuses a given 0 as an input problem); members of
+  # the wrong type (input problems) are not checked.
+  maxApprovers = 100;
+  approvalErrors =
+    where: a:
+    let
+      n = a.approvers or 0;
+    in
+    if !(isAttrs a) then
+      [ ]
+    else
+      (
+        if isInt n && (n < 0 || n > maxApprovers) then
+          [ "${where}: approval.approvers ${toString n} must be between 1 and ${toString maxApprovers}" ]
+        else
+          [ ]
+      )
+      ++ (
+        if (a.required or null) == false && isInt n && n != 0 then
+          [ "${where}: approval.approvers without approval.required = true" ]
+        else
+          [ ]
+      );
+
   # manifest.MaxFreezeReasonLen, in bytes.
   maxFreezeReasonLen = 200;
   # The date and time of an RFC 3339 time in UTC ("…T00:00:00Z", with or
@@ -430,7 +457,8 @@ let
                   [ ]
               )
               ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
-              ++ windowErrors where (w.windows or null);
+              ++ windowErrors where (w.windows or null)
+              ++ approvalErrors where (w.approval or null);
             warnings = if !(usesCombinators s) && count s == 0 then [ "${where}: selector matches no host" ] else [ ];
           }
         ]
@@ -543,6 +571,7 @@ let
         in
         labelErrors where (nameOf w)
         ++ windowErrors where (w.windows or null)
+        ++ approvalErrors where (w.approval or null)
         ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
         ++ map (h: "${where}: host ${u.q h} does not exist") (
           filter (h: !(hosts ? ${h})) (if u.isStringList (w.hosts or null) then w.hosts else [ ])

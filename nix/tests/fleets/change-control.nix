@@ -3,7 +3,8 @@
 # written out as its hosts), and two freezes, one on a channel and one,
 # with an empty channel list, on every channel. The lab's policy gives
 # empty lists, which are left out like absent ones, as is the second
-# wave's.
+# wave's. Both waves have an approval gate: the canary's needs two
+# approvers, the second's leaves approvers out (one).
 { system }:
 let
   host = channel: tags: name: {
@@ -88,6 +89,10 @@ in
             name = "canary";
             selector.tags = [ "canary" ];
             soakMinutes = 30;
+            approval = {
+              required = true;
+              approvers = 2;
+            };
             windows = [
               {
                 days = [
@@ -107,6 +112,7 @@ in
             selector.all = true;
             soakMinutes = 60;
             windows = [ ];
+            approval.required = true;
           }
         ];
       };
