@@ -1,6 +1,9 @@
 package proto
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The control plane's HTTP API bodies (rfcs/0007-protocol.md). Bodies are
 // JSON, decoded with the rules of this package (duplicate members and type
@@ -207,3 +210,40 @@ type WebLogin struct {
 	Role     string    `json:"role"`
 	Expires  time.Time `json:"expires"`
 }
+
+// IntentDocument is what an operator signs to file an intent (rfcs/0007
+// §Signed intents): its JCS bytes, signed with the operator's ed25519 key,
+// travel with the request and are kept verbatim, so that anyone with the
+// operators' public keys can check later who asked for what.
+type IntentDocument struct {
+	// Kind is pause, resume, cancel, rollback, approve or break-freeze.
+	Kind      string `json:"kind"`
+	RolloutID string `json:"rolloutId"`
+	// Wave is the wave an approve names.
+	Wave    *int   `json:"wave,omitempty"`
+	Comment string `json:"comment,omitempty"`
+	// Operator is the signer's name in the operators file.
+	Operator string `json:"operator"`
+	// IssuedAt is when the operator signed it; the control plane takes it
+	// within MaxIntentSkew of its own clock.
+	IssuedAt time.Time `json:"issuedAt"`
+	// Nonce is 32 lowercase hex digits, random; it becomes the intent's
+	// id, so a replayed document is refused.
+	Nonce string `json:"nonce"`
+}
+
+// SignedIntent is an IntentDocument as signed: Document holds its JCS
+// bytes exactly, Signature the base64 ed25519 signature of
+// IntentSigningContext followed by them.
+type SignedIntent struct {
+	Document  json.RawMessage `json:"document"`
+	Signature string          `json:"signature"`
+}
+
+// IntentSigningContext separates intent signatures from every other use
+// of an operator's key.
+const IntentSigningContext = "nixfleet intent v1\n"
+
+// MaxIntentSkew is how far an intent's issuedAt may be from the control
+// plane's clock, either way.
+const MaxIntentSkew = 5 * time.Minute

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,8 +16,23 @@ import (
 
 // AddIntent records an operator intent (ErrDuplicate for a known id).
 func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
+	return s.AddSignedIntent(ctx, in, nil)
+}
+
+// AddSignedIntent records an intent with the signed document it came
+// with, kept as the JSON of {document, signature} (ErrDuplicate for a
+// known id).
+func (s *db) AddSignedIntent(ctx context.Context, in reconciler.Intent, signed *proto.SignedIntent) error {
 	if in.ID == "" {
 		return fmt.Errorf("store: add intent: empty id")
+	}
+	kept := ""
+	if signed != nil {
+		b, err := json.Marshal(signed)
+		if err != nil {
+			return fmt.Errorf("store: add intent %s: %w", in.ID, err)
+		}
+		kept = string(b)
 	}
 	var n int64
 	err := s.write(ctx, func(tx *txn) error {
@@ -25,8 +41,8 @@ func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
 		if in.Wave != nil {
 			wave = *in.Wave
 		}
-		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at, comment, wave) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At), in.Comment, wave)
+		n, err = tx.exec(ctx, `INSERT INTO intents (id, rollout_id, kind, actor, at, comment, wave, signed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, in.ID, in.RolloutID, in.Kind, in.Actor, micros(in.At), in.Comment, wave, kept)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -41,6 +57,56 @@ func (s *db) AddIntent(ctx context.Context, in reconciler.Intent) error {
 	return nil
 }
 
+// intentCols are the columns scanIntent reads.
+const intentCols = "id, rollout_id, kind, actor, at, comment, consumed, result, wave, signed"
+
+// scanIntent reads one intents row (intentCols).
+func scanIntent(rs row) (IntentRecord, error) {
+	var (
+		rec            IntentRecord
+		at             int64
+		consumed, wave int
+		result, signed string
+	)
+	if err := rs.Scan(&rec.ID, &rec.RolloutID, &rec.Kind, &rec.Actor, &at, &rec.Comment, &consumed, &result, &wave, &signed); err != nil {
+		return rec, err
+	}
+	rec.At, rec.Wave = fromMicros(at), waveOf(wave)
+	if consumed != 0 {
+		var r reconciler.IntentResult
+		if err := unmarshal(result, &r); err != nil {
+			return rec, err
+		}
+		rec.Result = &r
+	}
+	if signed != "" {
+		var si proto.SignedIntent
+		if err := json.Unmarshal([]byte(signed), &si); err != nil {
+			return rec, err
+		}
+		rec.Signed = &si
+	}
+	return rec, nil
+}
+
+// Intents returns a rollout's intents (or all), oldest first.
+func (s *db) Intents(ctx context.Context, rolloutID string) ([]IntentRecord, error) {
+	where, args := "", []any{}
+	if rolloutID != "" {
+		where, args = " WHERE rollout_id = ?", append(args, rolloutID)
+	}
+	out := []IntentRecord{}
+	err := s.read(ctx, func(tx *txn) error {
+		var err error
+		out, err = collect(ctx, tx, out, scanIntent, "SELECT "+intentCols+" FROM intents"+where+" ORDER BY at, id", args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: intents: %w", err)
+	}
+	return out, nil
+}
+
 // waveOf is the wave an intents row names: -1 is none.
 func waveOf(wave int) *int {
 	if wave < 0 {
@@ -51,31 +117,17 @@ func waveOf(wave int) *int {
 
 // Intent returns an intent and its result (ErrNotFound).
 func (s *db) Intent(ctx context.Context, id string) (IntentRecord, error) {
-	rec := IntentRecord{Intent: reconciler.Intent{ID: id}}
-	var (
-		at       int64
-		consumed int
-		result   string
-		wave     int
-	)
+	var rec IntentRecord
 	err := s.read(ctx, func(tx *txn) error {
-		return tx.queryRow(ctx, "SELECT rollout_id, kind, actor, at, comment, consumed, result, wave FROM intents WHERE id = ?", id).
-			Scan(&rec.RolloutID, &rec.Kind, &rec.Actor, &at, &rec.Comment, &consumed, &result, &wave)
+		var err error
+		rec, err = scanIntent(tx.queryRow(ctx, "SELECT "+intentCols+" FROM intents WHERE id = ?", id))
+		return err
 	})
-	rec.Wave = waveOf(wave)
 	if errors.Is(err, errNoRows) {
 		return IntentRecord{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
 	}
 	if err != nil {
 		return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
-	}
-	rec.At = fromMicros(at)
-	if consumed != 0 {
-		var r reconciler.IntentResult
-		if err := unmarshal(result, &r); err != nil {
-			return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
-		}
-		rec.Result = &r
 	}
 	return rec, nil
 }

@@ -168,6 +168,9 @@ type IntentRecord struct {
 	reconciler.Intent
 	// Result is nil until a tick consumed the intent.
 	Result *reconciler.IntentResult
+	// Signed is the signed intent the operator sent, verbatim; nil for
+	// one filed unsigned.
+	Signed *proto.SignedIntent
 }
 
 // Store is the control plane's state. Implementations are safe for
@@ -243,6 +246,13 @@ type Store interface {
 
 	// AddIntent records an operator intent (ErrDuplicate for a known id).
 	AddIntent(ctx context.Context, in reconciler.Intent) error
+	// AddSignedIntent records an intent with the signed document it was
+	// filed with (ErrDuplicate for a known id: a replay).
+	AddSignedIntent(ctx context.Context, in reconciler.Intent, signed *proto.SignedIntent) error
+	// Intents returns the intents of a rollout (every intent when
+	// rolloutID is empty), oldest first, with their results and signed
+	// documents: what an audit checks (rfcs/0007 §Signed intents).
+	Intents(ctx context.Context, rolloutID string) ([]IntentRecord, error)
 	// Intent returns an intent and its result (ErrNotFound).
 	Intent(ctx context.Context, id string) (IntentRecord, error)
 

@@ -61,6 +61,33 @@ func testIntents(t *testing.T, s store.Store) {
 	if err := s.AddIntent(ctx, rc.Intent{}); err == nil {
 		t.Error("AddIntent accepted an empty id")
 	}
+
+	// A signed intent is kept verbatim, with its wave; a replay of its id
+	// is a duplicate; Intents lists a rollout's, oldest first.
+	wave := 2
+	signed := &proto.SignedIntent{Document: []byte(`{"kind":"approve","nonce":"00ff"}`), Signature: "c2ln"}
+	approve := rc.Intent{ID: "i2", RolloutID: id, Kind: rc.IntentApprove, Actor: "carol", At: t0.Add(3 * time.Second), Wave: &wave}
+	must(t, s.AddSignedIntent(ctx, approve, signed))
+	wantErr(t, s.AddSignedIntent(ctx, approve, signed), store.ErrDuplicate, "a replayed signed intent")
+	must(t, s.AddIntent(ctx, rc.Intent{ID: "j1", RolloutID: "other@1", Kind: rc.IntentPause, At: t0}))
+	rec, err = s.Intent(ctx, "i2")
+	must(t, err)
+	diff(t, "a signed intent", rec, store.IntentRecord{Intent: approve, Signed: signed})
+	all, err := s.Intents(ctx, id)
+	must(t, err)
+	var ids []string
+	for _, r := range all {
+		ids = append(ids, r.ID)
+	}
+	diff(t, "a rollout's intents, oldest first", ids, []string{"i0", "i1", "i2"})
+	if all[0].Result == nil || all[2].Result != nil || all[2].Signed == nil || all[1].Signed != nil {
+		t.Errorf("listed intents lost their results or signatures: %+v", all)
+	}
+	every, err := s.Intents(ctx, "")
+	must(t, err)
+	if len(every) != 4 {
+		t.Errorf("every intent: %d, want 4", len(every))
+	}
 }
 
 // testEvents: events keep every field (budget occupancy included) and
