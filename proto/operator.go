@@ -442,3 +442,26 @@ type SourceFailure struct {
 	Message string    `json:"message"`
 	At      time.Time `json:"at"`
 }
+
+// IntentEntry is one intent as GET /v1/intents lists it: what was filed,
+// what the tick decided (null while queued) and the signed document it
+// came with (null for an unsigned one: a dashboard session's, or under
+// --insecure-dev).
+type IntentEntry struct {
+	Intent Intent        `json:"intent"`
+	Result *IntentResult `json:"result"`
+	Signed *SignedIntent `json:"signed"`
+}
+
+// IntentList answers GET /v1/intents.
+type IntentList struct {
+	Intents []IntentEntry `json:"intents"`
+}
+
+// AuditExport is what `nixfleet audit export` writes and `nixfleet audit
+// verify --from` reads: every intent and every rollout (with its
+// approvals and freeze break).
+type AuditExport struct {
+	Intents  []IntentEntry `json:"intents"`
+	Rollouts []Rollout     `json:"rollouts"`
+}
