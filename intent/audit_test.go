@@ -58,7 +58,7 @@ func TestAudit(t *testing.T) {
 	// An approval the control plane invented, one moved to another wave,
 	// and a freeze break without its intent: caught.
 	invented := proto.AuditExport{Intents: []proto.IntentEntry{pause, approve}, Rollouts: []proto.Rollout{{ID: "prod@1",
-		Approvals: []proto.WaveApproval{{Wave: 1, Actor: "bob", Intent: "feedfeedfeedfeedfeedfeedfeedfeed"}, {Wave: 2, Actor: "carol", Intent: approve.Intent.ID}},
+		Approvals:   []proto.WaveApproval{{Wave: 1, Actor: "bob", Intent: "feedfeedfeedfeedfeedfeedfeedfeed"}, {Wave: 2, Actor: "carol", Intent: approve.Intent.ID}},
 		FreezeBreak: &proto.FreezeBreak{Actor: "carol", Intent: pause.Intent.ID}}}}
 	if rep := Audit(keys, invented); len(rep.Findings) != 3 {
 		t.Errorf("invented approvals and a break: %+v", rep)
