@@ -31,7 +31,8 @@ type Report struct {
 // Audit checks a control plane's record of intents against the operators'
 // public keys (rfcs/0007 §Signed intents): every signed intent must
 // verify with its operator's key and say what the record says (kind,
-// rollout, wave, comment, operator, id = nonce, filed within
+// rollout, wave, comment, id = nonce, signed by the key of the operator
+// it names, filed within
 // proto.MaxIntentSkew of its signing); every approval and freeze break a
 // rollout records must come from such an intent, of the right kind, by
 // the same operator, for the same rollout and wave. A control plane that
@@ -40,6 +41,7 @@ type Report struct {
 func Audit(keys map[string]ed25519.PublicKey, ex proto.AuditExport) Report {
 	rep := Report{Intents: len(ex.Intents), Findings: []Finding{}}
 	verified := map[string]proto.IntentDocument{}
+	actors := map[string]string{} // intent id -> the operator whose key signed it
 	for _, e := range ex.Intents {
 		in := e.Intent
 		add := func(format string, args ...any) {
@@ -69,7 +71,6 @@ func Audit(keys map[string]ed25519.PublicKey, ex proto.AuditExport) Report {
 		check("id (the nonce)", d.Nonce == in.ID)
 		check("kind", d.Kind == in.Kind)
 		check("rollout", d.RolloutID == in.RolloutID)
-		check("operator", d.Operator == in.Actor)
 		check("comment", d.Comment == in.Comment)
 		check("wave", (d.Wave == nil) == (in.Wave == nil) && (d.Wave == nil || *d.Wave == *in.Wave))
 		skew := in.At.Sub(d.IssuedAt)
@@ -78,7 +79,7 @@ func Audit(keys map[string]ed25519.PublicKey, ex proto.AuditExport) Report {
 			add("the record differs from what %s signed: %v", in.Actor, diffs)
 			continue
 		}
-		verified[in.ID] = d
+		verified[in.ID], actors[in.ID] = d, in.Actor
 		rep.Verified++
 	}
 	for _, r := range ex.Rollouts {
@@ -88,14 +89,14 @@ func Audit(keys map[string]ed25519.PublicKey, ex proto.AuditExport) Report {
 			case !ok:
 				rep.Findings = append(rep.Findings, Finding{Rollout: r.ID, Intent: a.Intent,
 					Problem: fmt.Sprintf("approval of wave %d by %s has no verified signed intent", a.Wave, a.Actor)})
-			case d.Kind != "approve" || d.RolloutID != r.ID || d.Operator != a.Actor || d.Wave == nil || *d.Wave != a.Wave:
+			case d.Kind != "approve" || d.RolloutID != r.ID || actors[a.Intent] != a.Actor || d.Wave == nil || *d.Wave != a.Wave:
 				rep.Findings = append(rep.Findings, Finding{Rollout: r.ID, Intent: a.Intent,
-					Problem: fmt.Sprintf("approval of wave %d by %s is not what intent %s signed (%s of %s by %s)", a.Wave, a.Actor, a.Intent, d.Kind, d.RolloutID, d.Operator)})
+					Problem: fmt.Sprintf("approval of wave %d by %s is not what intent %s signed (%s of %s by %s)", a.Wave, a.Actor, a.Intent, d.Kind, d.RolloutID, actors[a.Intent])})
 			}
 		}
 		if b := r.FreezeBreak; b != nil {
 			d, ok := verified[b.Intent]
-			if !ok || d.Kind != "break-freeze" || d.Operator != b.Actor || d.RolloutID != r.ID {
+			if !ok || d.Kind != "break-freeze" || actors[b.Intent] != b.Actor || d.RolloutID != r.ID {
 				rep.Findings = append(rep.Findings, Finding{Rollout: r.ID, Intent: b.Intent,
 					Problem: fmt.Sprintf("freeze break by %s has no verified signed break-freeze intent for this rollout", b.Actor)})
 			}

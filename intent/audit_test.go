@@ -12,14 +12,14 @@ import (
 
 // signedEntry is an intent as a control plane records it after checking
 // its signature.
-func signedEntry(t *testing.T, priv ed25519.PrivateKey, d proto.IntentDocument, at time.Time) proto.IntentEntry {
+func signedEntry(t *testing.T, actor string, priv ed25519.PrivateKey, d proto.IntentDocument, at time.Time) proto.IntentEntry {
 	t.Helper()
 	d.Nonce = NewNonce()
 	s, err := Sign(priv, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return proto.IntentEntry{Intent: proto.Intent{ID: d.Nonce, RolloutID: d.RolloutID, Kind: d.Kind, Actor: d.Operator, At: at,
+	return proto.IntentEntry{Intent: proto.Intent{ID: d.Nonce, RolloutID: d.RolloutID, Kind: d.Kind, Actor: actor, At: at,
 		Comment: d.Comment, Wave: d.Wave}, Signed: &s}
 }
 
@@ -29,8 +29,8 @@ func TestAudit(t *testing.T) {
 	keys := map[string]ed25519.PublicKey{"alice": alicePub, "carol": carolPub}
 	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	one := 1
-	pause := signedEntry(t, alice, proto.IntentDocument{Kind: "pause", RolloutID: "prod@1", Operator: "alice", IssuedAt: now, Comment: "slow"}, now.Add(time.Second))
-	approve := signedEntry(t, carol, proto.IntentDocument{Kind: "approve", RolloutID: "prod@1", Wave: &one, Operator: "carol", IssuedAt: now, Comment: "CAB ok"}, now.Add(2*time.Second))
+	pause := signedEntry(t, "alice", alice, proto.IntentDocument{Kind: "pause", RolloutID: "prod@1", IssuedAt: now, Comment: "slow"}, now.Add(time.Second))
+	approve := signedEntry(t, "carol", carol, proto.IntentDocument{Kind: "approve", RolloutID: "prod@1", Wave: &one, IssuedAt: now, Comment: "CAB ok"}, now.Add(2*time.Second))
 	rollout := proto.Rollout{ID: "prod@1", Approvals: []proto.WaveApproval{{Wave: 1, Actor: "carol", At: now, Intent: approve.Intent.ID}}}
 	good := proto.AuditExport{Intents: []proto.IntentEntry{pause, approve}, Rollouts: []proto.Rollout{rollout}}
 	if rep := Audit(keys, good); rep.Forged() || rep.Verified != 2 || len(rep.Findings) != 0 {
@@ -68,7 +68,7 @@ func TestAudit(t *testing.T) {
 	// an intent signed by someone not in the operators file is forged.
 	unsigned := proto.IntentEntry{Intent: proto.Intent{ID: "x1", RolloutID: "prod@1", Kind: "pause", Actor: "alice", At: now}}
 	_, mallory, _ := ed25519.GenerateKey(rand.Reader)
-	stranger := signedEntry(t, mallory, proto.IntentDocument{Kind: "cancel", RolloutID: "prod@1", Operator: "mallory", IssuedAt: now}, now)
+	stranger := signedEntry(t, "mallory", mallory, proto.IntentDocument{Kind: "cancel", RolloutID: "prod@1", IssuedAt: now}, now)
 	rep = Audit(keys, proto.AuditExport{Intents: []proto.IntentEntry{unsigned}})
 	if rep.Forged() || len(rep.Findings) != 1 || !rep.Findings[0].Unsigned {
 		t.Errorf("an unsigned intent: %+v", rep)
@@ -78,7 +78,7 @@ func TestAudit(t *testing.T) {
 	}
 	// Filed long after it was signed: a replay the control plane should
 	// have refused.
-	late := signedEntry(t, alice, proto.IntentDocument{Kind: "resume", RolloutID: "prod@1", Operator: "alice", IssuedAt: now}, now.Add(time.Hour))
+	late := signedEntry(t, "alice", alice, proto.IntentDocument{Kind: "resume", RolloutID: "prod@1", IssuedAt: now}, now.Add(time.Hour))
 	if rep := Audit(keys, proto.AuditExport{Intents: []proto.IntentEntry{late}}); !rep.Forged() {
 		t.Errorf("an intent filed an hour after its signing: %+v", rep)
 	}

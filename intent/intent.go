@@ -30,9 +30,13 @@ func NewNonce() string {
 
 var nonceRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-// Sign signs a document with an operator's key.
+// KeyString is how a document names its signer's key.
+func KeyString(pub ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(pub) }
+
+// Sign signs a document with an operator's key, which it names.
 func Sign(priv ed25519.PrivateKey, d proto.IntentDocument) (proto.SignedIntent, error) {
 	d.IssuedAt = d.IssuedAt.UTC()
+	d.Key = KeyString(priv.Public().(ed25519.PublicKey))
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return proto.SignedIntent{}, err
@@ -79,8 +83,11 @@ func Verify(pub ed25519.PublicKey, s proto.SignedIntent) (proto.IntentDocument, 
 	if err := dec.Decode(&d); err != nil {
 		return d, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if d.Kind == "" || d.RolloutID == "" || d.Operator == "" || d.IssuedAt.IsZero() || !nonceRE.MatchString(d.Nonce) {
-		return d, fmt.Errorf("%w: kind, rolloutId, operator, issuedAt and a 32-hex-digit nonce are required", ErrMalformed)
+	if d.Kind == "" || d.RolloutID == "" || d.IssuedAt.IsZero() || !nonceRE.MatchString(d.Nonce) {
+		return d, fmt.Errorf("%w: kind, rolloutId, issuedAt and a 32-hex-digit nonce are required", ErrMalformed)
+	}
+	if d.Key != KeyString(pub) {
+		return d, fmt.Errorf("%w: the document names another key", ErrSignature)
 	}
 	return d, nil
 }

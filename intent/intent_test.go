@@ -14,8 +14,7 @@ func TestSignVerify(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	other, _, _ := ed25519.GenerateKey(rand.Reader)
 	wave := 1
-	d := proto.IntentDocument{Kind: "approve", RolloutID: "prod@abc", Wave: &wave, Comment: "CAB #4711: ok", Operator: "carol",
-		IssuedAt: time.Date(2026, 11, 25, 10, 0, 0, 0, time.FixedZone("CET", 3600)), Nonce: NewNonce()}
+	d := proto.IntentDocument{Kind: "approve", RolloutID: "prod@abc", Wave: &wave, Comment: "CAB #4711: ok", IssuedAt: time.Date(2026, 11, 25, 10, 0, 0, 0, time.FixedZone("CET", 3600)), Nonce: NewNonce()}
 	s, err := Sign(priv, d)
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +23,7 @@ func TestSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Operator != "carol" || *got.Wave != 1 || !got.IssuedAt.Equal(d.IssuedAt) || got.Nonce != d.Nonce {
+	if got.Key != KeyString(pub) || *got.Wave != 1 || !got.IssuedAt.Equal(d.IssuedAt) || got.Nonce != d.Nonce {
 		t.Fatalf("verified %+v", got)
 	}
 	if _, err := Verify(other, s); !errors.Is(err, ErrSignature) {

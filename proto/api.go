@@ -222,8 +222,9 @@ type IntentDocument struct {
 	// Wave is the wave an approve names.
 	Wave    *int   `json:"wave,omitempty"`
 	Comment string `json:"comment,omitempty"`
-	// Operator is the signer's name in the operators file.
-	Operator string `json:"operator"`
+	// Key is the signer's ed25519 public key, base64 of its 32 bytes:
+	// the operators file names its owner.
+	Key string `json:"key"`
 	// IssuedAt is when the operator signed it; the control plane takes it
 	// within MaxIntentSkew of its own clock.
 	IssuedAt time.Time `json:"issuedAt"`
