@@ -116,24 +116,30 @@ const (
 
 // Error codes of the HTTP API.
 const (
-	BadRequest       = "bad_request"
-	BodyTooLarge     = "body_too_large"
-	RateLimited      = "rate_limited"
-	MalformedJSON    = "malformed_json"
-	Unauthenticated  = "unauthenticated"
-	UnknownClient    = "unknown_client"
-	UnknownHost      = "unknown_host"
-	HostMismatch     = "host_mismatch"
-	Forbidden        = "forbidden"
-	NotFound         = "not_found"
-	MethodNotAllowed = "method_not_allowed"
-	ConfirmRejected  = "confirm_rejected"
-	WebhookDisabled  = "webhook_disabled"
-	Unavailable      = "unavailable"
-	SignInRequired   = "sign_in_required"
-	LoginLinkInvalid = "login_link_invalid"
-	CsrfRefused      = "csrf_refused"
-	Internal         = "internal"
+	BadRequest         = "bad_request"
+	BodyTooLarge       = "body_too_large"
+	RateLimited        = "rate_limited"
+	MalformedJSON      = "malformed_json"
+	Unauthenticated    = "unauthenticated"
+	UnknownClient      = "unknown_client"
+	UnknownHost        = "unknown_host"
+	HostMismatch       = "host_mismatch"
+	Forbidden          = "forbidden"
+	NotFound           = "not_found"
+	MethodNotAllowed   = "method_not_allowed"
+	ConfirmRejected    = "confirm_rejected"
+	WebhookDisabled    = "webhook_disabled"
+	Unavailable        = "unavailable"
+	UnsignedIntent     = "unsigned_intent"
+	BadIntentSignature = "bad_intent_signature"
+	IntentMismatch     = "intent_mismatch"
+	StaleIntent        = "stale_intent"
+	ReplayedIntent     = "replayed_intent"
+	AuditFailed        = "audit_failed"
+	SignInRequired     = "sign_in_required"
+	LoginLinkInvalid   = "login_link_invalid"
+	CsrfRefused        = "csrf_refused"
+	Internal           = "internal"
 )
 
 // Release refusals of the channel source, besides the trust codes.
@@ -283,6 +289,12 @@ var registry = []Info{
 	{ConfirmRejected, 410, exitFailed, "a confirm not for the current activation, or too late (also why an agent rolls back)"},
 	{WebhookDisabled, 404, exitFailed, "the forge webhook has no secret"},
 	{Unavailable, 503, exitFailed, "the control plane is not ready or cannot be reached"},
+	{UnsignedIntent, 400, exitFailed, "an intent without the operator's signature (rfcs/0007 §Signed intents)"},
+	{BadIntentSignature, 403, exitFailed, "an intent whose signature does not verify with the requester's key, or that names another key"},
+	{IntentMismatch, 400, exitFailed, "a signed intent that says another kind, rollout, wave or comment than its request"},
+	{StaleIntent, 400, exitFailed, "a signed intent issued more than 5 minutes from the control plane's clock"},
+	{ReplayedIntent, 409, exitFailed, "a signed intent whose nonce was used already"},
+	{AuditFailed, 0, exitFailed, "nixfleet audit verify found an intent, approval or freeze break no operator signed"},
 	{SignInRequired, 401, exitFailed, "dashboard: no live session (none, expired, signed out, or its operator left the operators file)"},
 	{LoginLinkInvalid, 401, exitFailed, "dashboard: the one-time sign-in link is unknown, expired or already used"},
 	{CsrfRefused, 403, exitFailed, "dashboard: a state-changing request without this session's CSRF token or from another site"},

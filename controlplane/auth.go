@@ -126,9 +126,10 @@ func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
 
 // client is who sent a request.
 type client struct {
-	host     string    // a host, by its key
-	operator *Operator // an operator, by its key
-	dev      bool      // --insecure-dev: nobody is authenticated
+	host     string            // a host, by its key
+	operator *Operator         // an operator, by its key
+	key      ed25519.PublicKey // the operator's key, which signs its intents
+	dev      bool              // --insecure-dev: nobody is authenticated
 }
 
 func (c client) actor() string {
@@ -159,7 +160,7 @@ func (id *identities) identify(r *http.Request, dev bool) (client, *apiError) {
 		return client{host: host}, nil
 	}
 	if op, ok := id.operators[string(pub)]; ok {
-		return client{operator: &op}, nil
+		return client{operator: &op, key: pub}, nil
 	}
 	return client{}, errorf(codes.UnknownClient, "the client certificate's key belongs to no host of the signed fleet and no operator")
 }

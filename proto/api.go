@@ -187,6 +187,13 @@ type IntentRequest struct {
 	// intent_accepted or intent_refused event: at most MaxCommentBytes of
 	// UTF-8 without control characters.
 	Comment string `json:"comment,omitempty"`
+	// Wave is the wave an approve names (required for approve, refused
+	// for the other kinds).
+	Wave *int `json:"wave,omitempty"`
+	// Signed is the intent as the operator signed it (rfcs/0007 §Signed
+	// intents); required but under --insecure-dev. Its comment is the
+	// intent's comment.
+	Signed *SignedIntent `json:"signed,omitempty"`
 }
 
 // MaxCommentBytes bounds an intent's comment.
