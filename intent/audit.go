@@ -2,10 +2,13 @@ package intent
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/trust"
 )
 
 // Finding is one thing an audit found wrong, about an intent or a
@@ -117,4 +120,44 @@ func Audit(keys map[string]ed25519.PublicKey, ex proto.AuditExport) Report {
 // Forged reports whether the audit found anything but unsigned intents.
 func (r Report) Forged() bool {
 	return slices.ContainsFunc(r.Findings, func(f Finding) bool { return !f.Unsigned })
+}
+
+// OperatorKeys reads an operators file (a JSON array of {name, key, role};
+// a key is an OpenSSH ed25519 line or {"algorithm": "ed25519", "public":
+// base64}) into the keys an audit needs, by name.
+func OperatorKeys(data []byte) (map[string]ed25519.PublicKey, error) {
+	var ops []struct {
+		Name string          `json:"name"`
+		Key  json.RawMessage `json:"key"`
+	}
+	if err := json.Unmarshal(data, &ops); err != nil {
+		return nil, fmt.Errorf("operators file: %w", err)
+	}
+	out := map[string]ed25519.PublicKey{}
+	for i, op := range ops {
+		var line string
+		var pub ed25519.PublicKey
+		if err := json.Unmarshal(op.Key, &line); err == nil {
+			k, err := trust.ParseSSHEd25519(line)
+			if err != nil {
+				return nil, fmt.Errorf("operators file: operator %d (%q): %w", i, op.Name, err)
+			}
+			pub = k
+		} else {
+			var k proto.PublicKey
+			if json.Unmarshal(op.Key, &k) != nil || k.Algorithm != proto.AlgorithmEd25519 {
+				return nil, fmt.Errorf("operators file: operator %d (%q): key must be \"ssh-ed25519 …\" or {\"algorithm\":\"ed25519\",\"public\":…}", i, op.Name)
+			}
+			b, err := base64.StdEncoding.DecodeString(k.Public)
+			if err != nil || len(b) != ed25519.PublicKeySize {
+				return nil, fmt.Errorf("operators file: operator %d (%q): the key is not base64 of 32 bytes", i, op.Name)
+			}
+			pub = b
+		}
+		if op.Name == "" || out[op.Name] != nil {
+			return nil, fmt.Errorf("operators file: operator %d: missing or duplicate name %q", i, op.Name)
+		}
+		out[op.Name] = pub
+	}
+	return out, nil
 }

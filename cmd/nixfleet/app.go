@@ -68,6 +68,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			eventsCommand(),
 			hostCommand(),
 			uiCommand(),
+			auditCommand(),
 			versionCommand(),
 			completionCommand(),
 			manCommand(),
