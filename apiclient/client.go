@@ -517,16 +517,39 @@ func (c *Client) Host(ctx context.Context, name string) (proto.HostView, json.Ra
 	return getDoc[proto.HostView](ctx, c, "/v1/hosts/"+url.PathEscape(name))
 }
 
-// Act files an operator intent (pause, resume, cancel, rollback) and
-// returns the answer, {"intent": …, "result": …}. A result of null (HTTP
-// 202) means no tick decided the intent within the server's wait; it stays
-// queued. A refused intent (HTTP 409) is returned decoded too, with an
-// *Error whose Code is the server's reason for the refusal
-// (result.reason.code: illegal_transition, unknown_rollout); other failures
-// are the server's error codes, with no answer.
+// Act files an operator intent that carries a comment alone (pause,
+// resume, cancel, rollback, break-freeze): FileIntent with
+// proto.IntentRequest{Comment: comment}.
 func (c *Client) Act(ctx context.Context, rolloutID, action, comment string) (proto.IntentResponse, json.RawMessage, error) {
+	return c.FileIntent(ctx, rolloutID, action, proto.IntentRequest{Comment: comment})
+}
+
+// Approve files an approver's approval of a rollout's wave (0 is the
+// first); the comment is required. Answers as FileIntent.
+func (c *Client) Approve(ctx context.Context, rolloutID string, wave int, comment string) (proto.IntentResponse, json.RawMessage, error) {
+	return c.FileIntent(ctx, rolloutID, "approve", proto.IntentRequest{Wave: &wave, Comment: comment})
+}
+
+// BreakFreeze files an approver's break of the freezes that hold a
+// rollout (or a release the freezes keep from opening); the comment is
+// required. Answers as FileIntent.
+func (c *Client) BreakFreeze(ctx context.Context, rolloutID, comment string) (proto.IntentResponse, json.RawMessage, error) {
+	return c.FileIntent(ctx, rolloutID, "break-freeze", proto.IntentRequest{Comment: comment})
+}
+
+// FileIntent files an operator intent (pause, resume, cancel, rollback,
+// approve, break-freeze) with its request, and returns the answer,
+// {"intent": …, "result": …}. A result of null (HTTP 202) means no tick
+// decided the intent within the server's wait; it stays queued. A refused
+// intent (HTTP 409) is returned decoded too, with an *Error whose Code is
+// the server's reason for the refusal (result.reason.code:
+// illegal_transition, unknown_rollout, not_approvable, …); other failures
+// are the server's error codes, with no answer (forbidden for a role that
+// may not file the kind, bad_request for a request the kind does not
+// take).
+func (c *Client) FileIntent(ctx context.Context, rolloutID, action string, req proto.IntentRequest) (proto.IntentResponse, json.RawMessage, error) {
 	var out proto.IntentResponse
-	body, err := json.Marshal(proto.IntentRequest{Comment: comment})
+	body, err := json.Marshal(req)
 	if err != nil {
 		return out, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -146,6 +147,41 @@ func TestAct(t *testing.T) {
 			}
 			if tc.wantOut && string(raw) != tc.body {
 				t.Fatalf("answer as sent: %q, want %q", raw, tc.body)
+			}
+		})
+	}
+}
+
+// TestApproverIntents: Approve sends its wave (0 too: it is no absent
+// member), BreakFreeze and Act none, each to its action's path.
+func TestApproverIntents(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, path, body string
+		file             func(*apiclient.Client) (proto.IntentResponse, json.RawMessage, error)
+	}{
+		{"approve", "/v1/rollouts/stable@1/approve", `{"comment":"ok","wave":0}`, func(c *apiclient.Client) (proto.IntentResponse, json.RawMessage, error) {
+			return c.Approve(context.Background(), "stable@1", 0, "ok")
+		}},
+		{"break-freeze", "/v1/rollouts/stable@1/break-freeze", `{"comment":"hotfix"}`, func(c *apiclient.Client) (proto.IntentResponse, json.RawMessage, error) {
+			return c.BreakFreeze(context.Background(), "stable@1", "hotfix")
+		}},
+		{"pause", "/v1/rollouts/stable@1/pause", `{"comment":"why"}`, func(c *apiclient.Client) (proto.IntentResponse, json.RawMessage, error) {
+			return c.Act(context.Background(), "stable@1", "pause", "why")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if r.Method != http.MethodPost || r.URL.Path != tc.path || string(body) != tc.body {
+					t.Errorf("%s %s %s, want POST %s %s", r.Method, r.URL.Path, body, tc.path, tc.body)
+				}
+				fmt.Fprintln(w, `{"intent":{"id":"i1"},"result":null}`)
+			}), time.Second)
+			if out, _, err := tc.file(c); err != nil || out.Intent.ID != "i1" {
+				t.Fatalf("%+v, %v", out, err)
 			}
 		})
 	}

@@ -243,7 +243,7 @@ func documented(t *testing.T) map[string]string {
 	add("0007 §Release refusal codes", refusals[:strings.Index(refusals, "Trust codes also travel")])
 	add("0007 §Agent endpoints (check-in answers)", column(t, section(t, rfcProtocol, "#### `POST /v1/agent/checkin`"),
 		"| host's assignment", 2)...)
-	add("0007 §Intents", column(t, section(t, rfcProtocol, "#### Intents: `POST /v1/rollouts/{id}/{pause|resume|cancel|rollback}`"),
+	add("0007 §Intents", column(t, section(t, rfcProtocol, "#### Intents: `POST /v1/rollouts/{id}/{pause|resume|cancel|rollback|approve|break-freeze}`"),
 		"| status | `result` | when |", 2)...)
 	add("0008 §Decisions", column(t, section(t, agent, "### Decisions"), "| phase | condition | step |", 2)...)
 	add("0009 §Exit codes and error codes", column(t, section(t, cli, "### Exit codes and error codes"), "| exit | code | when |", 1)...)

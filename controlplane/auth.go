@@ -13,14 +13,49 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
-// Operator roles.
+// Operator roles (rfcs/0007 §Authentication 2). Each may do what the one
+// before it may, and more: a viewer reads; an operator also pauses,
+// resumes, cancels and rolls back; an approver also approves waves and
+// breaks freezes (change control: the people who may let a change through
+// a gate are named apart from those who run rollouts).
 const (
 	RoleViewer   = "viewer"
 	RoleOperator = "operator"
+	RoleApprover = "approver"
 )
+
+// roleActs reports whether a role may file the intents that steer a
+// rollout (pause, resume, cancel, rollback).
+func roleActs(role string) bool { return role == RoleOperator || role == RoleApprover }
+
+// roleApproves reports whether a role may approve a wave and break a
+// freeze.
+func roleApproves(role string) bool { return role == RoleApprover }
+
+// approverIntent reports whether an intent kind is for approvers only.
+func approverIntent(kind string) bool {
+	return kind == reconciler.IntentApprove || kind == reconciler.IntentBreakFreeze
+}
+
+// mayFile checks that an operator of a role may file an intent of a kind
+// (a kind that is no intent counts as one of an operator's, to be refused
+// by checkIntentKind after). dev (--insecure-dev, where nobody is
+// authenticated) may file every kind.
+func mayFile(name, role string, dev bool, kind string) *apiError {
+	switch {
+	case dev:
+		return nil
+	case approverIntent(kind) && !roleApproves(role):
+		return errorf(codes.Forbidden, "operator %s has role %s; %s needs role approver", name, role, kind)
+	case !roleActs(role):
+		return errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator or approver", name, role)
+	}
+	return nil
+}
 
 // Operator is an entry of the operators file.
 type Operator struct {
@@ -29,7 +64,8 @@ type Operator struct {
 	// ("ssh-ed25519 AAAA…") or {"algorithm": "ed25519", "public": base64}
 	// as `nixfleet keygen` writes it.
 	Key json.RawMessage `json:"key"`
-	// Role is "viewer" (read) or "operator" (read and act).
+	// Role is "viewer" (read), "operator" (read and act) or "approver"
+	// (read, act, approve waves and break freezes).
 	Role string `json:"role"`
 }
 
@@ -55,8 +91,8 @@ func LoadOperators(path string) ([]Operator, error) {
 			return nil, fmt.Errorf("%s: operator %d: missing or duplicate name %q", path, i, op.Name)
 		}
 		seen[op.Name] = true
-		if op.Role != RoleViewer && op.Role != RoleOperator {
-			return nil, fmt.Errorf("%s: operator %q: role %q is not viewer or operator", path, op.Name, op.Role)
+		if op.Role != RoleViewer && !roleActs(op.Role) {
+			return nil, fmt.Errorf("%s: operator %q: role %q is not viewer, operator or approver", path, op.Name, op.Role)
 		}
 		if _, err := operatorKey(op.Key); err != nil {
 			return nil, fmt.Errorf("%s: operator %q: %w", path, op.Name, err)
@@ -223,16 +259,17 @@ func (id *identities) hostKey(hostname string) (ed25519.PublicKey, bool) {
 	return k, ok
 }
 
-// may checks an operator's role: viewers read, operators also act. Hosts
-// may read a rollout's manifest only.
+// may checks an operator's role: viewers read, operators and approvers
+// also act (which intents each may file, mayFile says). Hosts may read a
+// rollout's manifest only.
 func may(c client, act bool) *apiError {
 	switch {
 	case c.dev:
 		return nil
 	case c.operator == nil:
 		return errorf(codes.Forbidden, "operator endpoints need an operator certificate")
-	case act && c.operator.Role != RoleOperator:
-		return errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator", c.operator.Name, c.operator.Role)
+	case act && !roleActs(c.operator.Role):
+		return errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator or approver", c.operator.Name, c.operator.Role)
 	}
 	return nil
 }

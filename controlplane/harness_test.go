@@ -52,10 +52,12 @@ type env struct {
 	url     string
 	cancel  context.CancelFunc
 	done    chan error
-	opKey   *keyPair
-	viewKey *keyPair
-	log     *strings.Builder
-	logMu   *sync.Mutex
+	opKey   *keyPair // alice, role operator
+	viewKey *keyPair // victor, role viewer
+	// apprKey and appr2Key are carol's and dave's, role approver.
+	apprKey, appr2Key *keyPair
+	log               *strings.Builder
+	logMu             *sync.Mutex
 }
 
 type keyPair struct {
@@ -80,8 +82,10 @@ func newEnv(t testing.TB, backend string, spec fleetrepo.Spec, tune func(*contro
 	if err := os.WriteFile(trustFile, repo.TrustJSON(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e.opKey, e.viewKey = newOperatorKey(t), newOperatorKey(t)
-	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"viewer","key":%q}]`, e.opKey.pub, e.viewKey.pub)
+	e.opKey, e.viewKey, e.apprKey, e.appr2Key = newOperatorKey(t), newOperatorKey(t), newOperatorKey(t), newOperatorKey(t)
+	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"viewer","key":%q},`+
+		`{"name":"carol","role":"approver","key":%q},{"name":"dave","role":"approver","key":%q}]`,
+		e.opKey.pub, e.viewKey.pub, e.apprKey.pub, e.appr2Key.pub)
 	opsFile := filepath.Join(dir, "operators.json")
 	if err := os.WriteFile(opsFile, []byte(ops), 0o644); err != nil {
 		t.Fatal(err)

@@ -233,6 +233,8 @@ func testHostileInput(t *testing.T, backend string) {
 	stranger := e.caller(ghostKey(), "canary") // claims canary's name, wrong key
 	anonymous := e.caller(nil, "")
 	viewer := e.caller(e.viewKey.priv, "victor")
+	alice := e.caller(e.opKey.priv, "alice")
+	carol := e.caller(e.apprKey.priv, "carol")
 	checkin := func(name string) []byte {
 		return mustJSON(t, proto.CheckinRequest{Hostname: name, Current: fleetrepo.Closure(name, "v0"), Booted: fleetrepo.Closure(name, "v0")})
 	}
@@ -338,6 +340,73 @@ func testHostileInput(t *testing.T, backend string) {
 		{"intent comment with a newline", func() answer {
 			return e.caller(e.opKey.priv, "alice").post("/v1/rollouts/"+rollout+"/pause", []byte(`{"comment":"two\nlines"}`))
 		}, 400, codes.BadRequest},
+
+		// Change control: approve and break-freeze are an approver's
+		// (rfcs/0007 §Intents); approve names its wave; both need a
+		// comment. None of these files an intent.
+		{"operator approves", func() answer {
+			return alice.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":1,"comment":"looks good"}`))
+		}, 403, codes.Forbidden},
+		{"operator breaks a freeze", func() answer {
+			return alice.post("/v1/rollouts/"+rollout+"/break-freeze", []byte(`{"comment":"hotfix"}`))
+		}, 403, codes.Forbidden},
+		{"viewer approves", func() answer {
+			return viewer.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":1,"comment":"looks good"}`))
+		}, 403, codes.Forbidden},
+		{"host approves", func() answer {
+			return canary.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":1,"comment":"looks good"}`))
+		}, 403, codes.Forbidden},
+		{"approve without a wave", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"comment":"looks good"}`))
+		}, 400, codes.BadRequest},
+		{"approve with a null wave", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":null,"comment":"looks good"}`))
+		}, 400, codes.BadRequest},
+		{"approve of a negative wave", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":-1,"comment":"looks good"}`))
+		}, 400, codes.BadRequest},
+		{"approve of a wave no store holds", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":2147483648,"comment":"looks good"}`))
+		}, 400, codes.BadRequest},
+		{"approve of a wave that is no integer", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":1.5,"comment":"looks good"}`))
+		}, 400, codes.MalformedJSON},
+		{"approve of a wave given as a string", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":"1","comment":"looks good"}`))
+		}, 400, codes.MalformedJSON},
+		{"approve without a body", func() answer { return carol.post("/v1/rollouts/"+rollout+"/approve", nil) }, 400, codes.BadRequest},
+		{"approve without a comment", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":1}`))
+		}, 400, codes.BadRequest},
+		{"approve with a blank comment", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/approve", []byte(`{"wave":1,"comment":"   "}`))
+		}, 400, codes.BadRequest},
+		{"approve with a comment over the limit", func() answer {
+			body := mustJSON(t, proto.IntentRequest{Wave: new(int), Comment: strings.Repeat("x", proto.MaxCommentBytes+1)})
+			return carol.post("/v1/rollouts/"+rollout+"/approve", body)
+		}, 400, codes.BadRequest},
+		{"break-freeze without a comment", func() answer { return carol.post("/v1/rollouts/"+rollout+"/break-freeze", nil) }, 400, codes.BadRequest},
+		{"break-freeze with a blank comment", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/break-freeze", []byte(`{"comment":" "}`))
+		}, 400, codes.BadRequest},
+		{"break-freeze with a wave", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/break-freeze", []byte(`{"wave":0,"comment":"hotfix"}`))
+		}, 400, codes.BadRequest},
+		{"pause with a wave", func() answer {
+			return alice.post("/v1/rollouts/"+rollout+"/pause", []byte(`{"wave":1}`))
+		}, 400, codes.BadRequest},
+		{"approver pauses with a wave", func() answer {
+			return carol.post("/v1/rollouts/"+rollout+"/pause", []byte(`{"wave":0,"comment":"x"}`))
+		}, 400, codes.BadRequest},
+		{"approve of an unknown rollout", func() answer {
+			return carol.post("/v1/rollouts/stable@nope/approve", []byte(`{"wave":0,"comment":"looks good"}`))
+		}, 404, codes.NotFound},
+		{"break-freeze of a rollout no release names", func() answer {
+			return carol.post("/v1/rollouts/stable@nope/break-freeze", []byte(`{"comment":"hotfix"}`))
+		}, 404, codes.NotFound},
+		{"break-freeze of a rollout id with NUL", func() answer {
+			return carol.post("/v1/rollouts/stable@%00/break-freeze", []byte(`{"comment":"hotfix"}`))
+		}, 404, codes.NotFound},
 		{"viewer reads the release log", func() answer { return viewer.do(http.MethodGet, "/v1/releases?channel=stable", nil, nil) }, 200, ""},
 		{"host reads the release log", func() answer { return canary.do(http.MethodGet, "/v1/releases", nil, nil) }, 403, codes.Forbidden},
 		{"release log of a channel with NUL", func() answer { return viewer.do(http.MethodGet, "/v1/releases?channel=%00", nil, nil) }, 400, codes.BadRequest},

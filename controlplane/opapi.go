@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -317,31 +318,68 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 
 // act is POST /v1/rollouts/{id}/{action}: an operator intent, recorded with
 // its actor. The reply waits up to a few seconds for the tick that decides
-// it (200 with the result), else says it is pending (202).
+// it (200 with the result), else says it is pending (202). Checks, in
+// order: the caller's role may act at all, the action, the role may file
+// it, the body, the rollout. (A viewer's approve or break-freeze is refused
+// by the third check, whose message names the role it needs.)
 func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError {
-	if e := may(c, true); e != nil {
+	kind := r.PathValue("action")
+	if e := may(c, !approverIntent(kind)); e != nil {
 		return e
 	}
-	kind := r.PathValue("action")
 	if e := checkIntentKind(kind); e != nil {
+		return e
+	}
+	var name, role string
+	if c.operator != nil {
+		name, role = c.operator.Name, c.operator.Role
+	}
+	if e := mayFile(name, role, c.dev, kind); e != nil {
 		return e
 	}
 	var req proto.IntentRequest
 	if e := readOptionalJSON(w, r, &req); e != nil {
 		return e
 	}
-	if e := checkComment(req.Comment); e != nil {
+	if e := checkIntentBody(kind, req.Wave, req.Comment); e != nil {
 		return e
 	}
-	ro, e := s.rollout(r)
+	ro, e := s.intentRollout(r, kind)
 	if e != nil {
 		return e
 	}
-	sent, status, e := s.fileIntent(r, ro, kind, c.actor(), req.Comment)
+	sent, status, e := s.fileIntent(r, ro, kind, c.actor(), req.Comment, req.Wave)
 	if e == nil && sent {
 		writeJSON(w, status.code, status.resp)
 	}
 	return e
+}
+
+// intentRollout reads the rollout an intent names. A break-freeze may also
+// name a rollout that has not opened: a ref the release log holds as
+// pending, waiting or deferred (a freeze defers an opening, rfcs/0003 rule
+// 14), which the tick may open through the freeze. Its Rollout has the id
+// and channel only.
+func (s *Server) intentRollout(r *http.Request, kind string) (reconciler.Rollout, *apiError) {
+	ro, e := s.rollout(r)
+	if e == nil || e.code != codes.NotFound || kind != reconciler.IntentBreakFreeze {
+		return ro, e
+	}
+	id := r.PathValue("id")
+	if !nameable(id) {
+		return ro, e
+	}
+	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{RolloutID: id})
+	if err != nil {
+		return ro, s.internal("reading the release log", err)
+	}
+	for _, rel := range rels {
+		switch rel.Fate {
+		case proto.FatePending, proto.FateWaiting, proto.FateDeferred:
+			return reconciler.Rollout{ID: id, Channel: rel.Channel}, nil
+		}
+	}
+	return ro, e
 }
 
 // intentAnswer is what filing an intent answers: 200 with the result, 409
@@ -351,17 +389,21 @@ type intentAnswer struct {
 	resp proto.IntentResponse
 }
 
-// fileIntent records an operator intent on a rollout and waits up to
-// intentWait for the tick that decides it. sent is false when the client
-// went away before an answer.
-func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, kind, actor, comment string) (sent bool, ans intentAnswer, e *apiError) {
+// fileIntent records an operator intent on a rollout (wave: the wave an
+// approve approves, else nil) and waits up to intentWait for the tick that
+// decides it. sent is false when the client went away before an answer.
+func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, kind, actor, comment string, wave *int) (sent bool, ans intentAnswer, e *apiError) {
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
-	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: actor, At: s.cfg.Now(), Comment: comment}
+	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: actor, At: s.cfg.Now(), Comment: comment, Wave: wave}
 	if err := s.st.AddIntent(r.Context(), in); err != nil {
 		return false, ans, s.internal("recording an intent", err)
 	}
-	s.log.Info("operator intent", "actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", comment)
+	attrs := []any{"actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", comment}
+	if wave != nil {
+		attrs = append(attrs, "wave", *wave)
+	}
+	s.log.Info("operator intent", attrs...)
 	s.board.post(wakeTick)
 	// The tick that takes the intent signals the hub (this replica's tick
 	// at once, another replica's when the hub sees its events): read the
@@ -394,10 +436,38 @@ func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, kind, actor,
 // checkIntentKind refuses an action that is no operator intent.
 func checkIntentKind(kind string) *apiError {
 	switch kind {
-	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback:
+	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback,
+		reconciler.IntentApprove, reconciler.IntentBreakFreeze:
 		return nil
 	}
-	return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback)", kind)
+	return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback, approve, break-freeze)", kind)
+}
+
+// maxWave bounds the wave an approve names: what the stores keep (a
+// PostgreSQL integer). Whether the rollout has that wave, and whether it
+// needs approvals, the tick decides (not_approvable).
+const maxWave = 1<<31 - 1
+
+// checkIntentBody checks what an intent of a kind carries: approve names
+// its wave (0 or more; no other kind names one); approve and break-freeze
+// need a comment that is not blank, as a record of why the gate was
+// passed; every comment is within checkComment's bounds.
+func checkIntentBody(kind string, wave *int, comment string) *apiError {
+	switch {
+	case kind == reconciler.IntentApprove && wave == nil:
+		return errorf(codes.BadRequest, "approve needs the wave it approves: {\"wave\": N} (the first wave is 0)")
+	case kind == reconciler.IntentApprove && (*wave < 0 || *wave > maxWave):
+		return errorf(codes.BadRequest, "wave %d is out of range: waves count from 0", *wave)
+	case kind != reconciler.IntentApprove && wave != nil:
+		return errorf(codes.BadRequest, "%s names no wave; only approve does", kind)
+	}
+	if e := checkComment(comment); e != nil {
+		return e
+	}
+	if approverIntent(kind) && strings.TrimSpace(comment) == "" {
+		return errorf(codes.BadRequest, "%s needs a comment saying why: it goes into the journal with your name", kind)
+	}
+	return nil
 }
 
 // intentWait is how long an operator action waits for its tick.

@@ -91,7 +91,7 @@ type webAccess int
 const (
 	webRead webAccess = iota // a signed-in user (or --insecure-dev)
 	webPost                  // a signed-in user, with a same-origin form carrying the CSRF token
-	webAct                   // as webPost, and the user's role must be operator
+	webAct                   // as webPost, and the user's role must file the route's {action} (mayFile)
 	webOpen                  // nobody: sign-in, signed out, static files
 )
 
@@ -163,8 +163,8 @@ func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler
 				e = errorf(codes.BodyTooLarge, "the form exceeds %d bytes", maxSmallBody)
 			} else if err != nil {
 				e = errorf(codes.BadRequest, "the form cannot be read: %v", err)
-			} else if e = checkCSRF(r, u); e == nil && acc == webAct && !u.CanAct() {
-				e = errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator", u.Name, u.Role)
+			} else if e = checkCSRF(r, u); e == nil && acc == webAct {
+				e = mayFile(u.Name, u.Role, u.Dev, r.PathValue("action"))
 			}
 		}
 		if e == nil {
@@ -304,6 +304,7 @@ func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) 
 		webPage
 		Status   proto.Status
 		Channels []channelCard
+		Intent   *proto.IntentResponse
 	}{webPage: p, Status: st}
 	for _, cs := range st.Channels {
 		card := channelCard{ChannelStatus: cs}
@@ -312,18 +313,48 @@ func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) 
 			card.Budgets = budgetUses(ro, inflight)
 			card.Actions = actionsFor(ro, true)
 		}
+		if cs.Pending {
+			if card.Frozen, e = s.frozenRef(r, cs); e != nil {
+				return e
+			}
+		}
 		data.Channels = append(data.Channels, card)
+	}
+	// A break-freeze of a ref that did not open comes back here.
+	if id := r.URL.Query().Get("intent"); id != "" && nameable(id) {
+		if rec, err := s.st.Intent(r.Context(), id); err == nil {
+			data.Intent = &proto.IntentResponse{Intent: proto.Intent(rec.Intent), Result: wireIntentResult(rec.Result)}
+		}
 	}
 	s.render(w, http.StatusOK, "overview", &data)
 	return nil
 }
 
-// channelCard is a channel on the overview.
+// frozenRef returns a channel's ref that a freeze keeps from opening, as
+// the release log holds it (deferred, reason freeze: rfcs/0003 rule 14);
+// nil when there is none.
+func (s *Server) frozenRef(r *http.Request, cs proto.ChannelStatus) (*proto.Release, *apiError) {
+	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{Channel: cs.Name})
+	if err != nil {
+		return nil, s.internal("reading the release log", err)
+	}
+	for _, rel := range rels {
+		if rel.Ref == cs.Ref && rel.RolloutID != "" && rel.Fate == proto.FateDeferred && rel.Reason.Code == codes.Freeze {
+			return &rel, nil
+		}
+	}
+	return nil, nil
+}
+
+// channelCard is a channel on the overview. Frozen is its release that a
+// freeze keeps from opening, which an approver may let through
+// (break-freeze).
 type channelCard struct {
 	proto.ChannelStatus
 	Waves   []waveBar
 	Budgets []proto.BudgetUse
 	Actions []string
+	Frozen  *proto.Release
 }
 
 // waveBar is a wave's progress: its hosts counted by how far they are.
@@ -534,16 +565,10 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 	if err != nil {
 		return s.internal("reading events", err)
 	}
-	data := struct {
-		webPage
-		R       proto.Rollout
-		Waves   []waveView
-		Budgets []proto.BudgetUse
-		Actions []string
-		Events  []proto.Event
-		Intent  *proto.IntentResponse
-	}{webPage: p, R: sum, Budgets: budgetUses(ro, inflight), Actions: actionsFor(ro, latest[ro.Channel] == ro.ID), Events: reversed(evs)}
-	for _, b := range waveBars(ro, &sum) {
+	data := rolloutPage{webPage: p, R: sum, Budgets: budgetUses(ro, inflight), Actions: actionsFor(ro, latest[ro.Channel] == ro.ID), Events: reversed(evs)}
+	bars := waveBars(ro, &sum)
+	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
+	for _, b := range bars {
 		data.Waves = append(data.Waves, waveView{waveBar: b, Aggregate: b.Total > tileLimit})
 	}
 	states, sits := make([]map[string]int, len(data.Waves)), make([]map[string]int, len(data.Waves))
@@ -584,6 +609,106 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 	}
 	s.render(w, http.StatusOK, "rollout", &data)
 	return nil
+}
+
+// rolloutPage is what the rollout page shows.
+type rolloutPage struct {
+	webPage
+	R       proto.Rollout
+	Waves   []waveView
+	Budgets []proto.BudgetUse
+	// Actions are the intents of actionsFor; Approvals the waves with an
+	// approval gate; BreakFreeze is set when a freeze holds hosts of the
+	// rollout and no approver broke it yet. The buttons each needs are
+	// shown by role (webUser.CanAct, CanApprove).
+	Actions     []string
+	Approvals   []waveApproval
+	BreakFreeze bool
+	Events      []proto.Event
+	Intent      *proto.IntentResponse
+}
+
+// waveApproval is a wave of a rollout with an approval gate, or with
+// approvals: who approved it so far, in order, and how many it needs.
+// Waiting says that the gate holds hosts of it now (a Pending host blocked
+// by gate approval, rfcs/0003): only then is approving offered.
+type waveApproval struct {
+	Wave    int
+	Label   string
+	Need    int
+	By      []string
+	Waiting bool
+}
+
+// Progress is the approvals so far: "1 of 2: alice".
+func (a waveApproval) Progress() string {
+	out := fmt.Sprintf("%d of %d", len(a.By), a.Need)
+	if a.Need == 0 { // the gate is not in the rollout's waves: say what was given
+		out = fmt.Sprintf("%d", len(a.By))
+	}
+	if len(a.By) > 0 {
+		out += ": " + strings.Join(a.By, ", ")
+	}
+	return out
+}
+
+// Approved reports whether a user is among the wave's approvers.
+func (a waveApproval) Approved(name string) bool { return containsString(a.By, name) }
+
+// Offers are the waves the page offers its user to approve: those waiting
+// for approval, to an approver who has not approved them yet.
+func (p *rolloutPage) Offers() []waveApproval {
+	if !p.User.CanApprove() {
+		return nil
+	}
+	var out []waveApproval
+	for _, a := range p.Approvals {
+		if a.Waiting && !a.Approved(p.User.Name) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// OffersBreakFreeze reports whether the page offers its user to break the
+// freeze that holds the rollout.
+func (p *rolloutPage) OffersBreakFreeze() bool { return p.BreakFreeze && p.User.CanApprove() }
+
+// HasActions reports whether the page offers its user any action.
+func (p *rolloutPage) HasActions() bool {
+	return (p.User.CanAct() && len(p.Actions) > 0) || len(p.Offers()) > 0 || p.OffersBreakFreeze()
+}
+
+// changeControl is what the rollout page shows of a rollout's change
+// control (rfcs/0003 rules 14, 15): its waves with an approval gate or
+// approvals, and whether a freeze holds hosts that an approver could let
+// through. A rollout that is over offers neither.
+func changeControl(ro reconciler.Rollout, bars []waveBar) (approvals []waveApproval, breakFreeze bool) {
+	waiting := map[int]bool{}
+	for _, h := range ro.Hosts {
+		if (h.State == reconciler.HostPending || h.State == reconciler.HostSkipped) && h.Blocked.Gate == codes.Freeze {
+			breakFreeze = true
+		}
+		if h.State == reconciler.HostPending && h.Blocked.Gate == codes.Approval {
+			waiting[h.Wave] = true
+		}
+	}
+	live := !ro.State.Terminal()
+	for i, wv := range ro.Waves {
+		a := waveApproval{Wave: i, Label: fmt.Sprintf("wave %d", i+1), Need: wv.Approval.Need(), Waiting: live && waiting[i]}
+		if i < len(bars) {
+			a.Label = bars[i].Label()
+		}
+		for _, ap := range ro.Approvals {
+			if ap.Wave == i {
+				a.By = append(a.By, ap.Actor)
+			}
+		}
+		if a.Need > 0 || len(a.By) > 0 || a.Waiting {
+			approvals = append(approvals, a)
+		}
+	}
+	return approvals, live && breakFreeze && ro.FreezeBreak == nil
 }
 
 // stateOrder is the order host states are listed in.
@@ -679,10 +804,11 @@ func (s *Server) webReleases(w http.ResponseWriter, r *http.Request, u webUser) 
 
 // webIntent is POST /ui/rollouts/{id}/{action}: the form of an action
 // button files the intent as the API would, with the comment the form
-// requires, and the browser goes back to the rollout page, which shows
-// the result.
+// requires (and, for approve, the wave in its hidden field), and the
+// browser goes back to the rollout page, which shows the result; to the
+// overview for a break-freeze of a ref that has not opened.
 func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
-	kind := r.PathValue("action")
+	kind := r.PathValue("action") // the role may file it (webAct)
 	if e := checkIntentKind(kind); e != nil {
 		return e
 	}
@@ -690,18 +816,30 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if comment == "" {
 		return errorf(codes.BadRequest, "say why in the comment: it goes into the journal with your name")
 	}
-	if e := checkComment(comment); e != nil {
+	var wave *int
+	if vs, ok := r.PostForm["wave"]; ok {
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || len(vs) != 1 {
+			return errorf(codes.BadRequest, "wave must be one wave's index, a whole number")
+		}
+		wave = &n
+	}
+	if e := checkIntentBody(kind, wave, comment); e != nil {
 		return e
 	}
-	ro, e := s.rollout(r)
+	ro, e := s.intentRollout(r, kind)
 	if e != nil {
 		return e
 	}
-	sent, ans, e := s.fileIntent(r, ro, kind, u.Name, comment)
+	sent, ans, e := s.fileIntent(r, ro, kind, u.Name, comment, wave)
 	if e != nil || !sent {
 		return e
 	}
-	http.Redirect(w, r, "/ui/rollouts/"+urlPath(ro.ID)+"?intent="+ans.resp.Intent.ID, http.StatusSeeOther)
+	to := "/ui/rollouts/" + urlPath(ro.ID)
+	if _, err := s.st.Rollout(r.Context(), ro.ID); errors.Is(err, store.ErrNotFound) {
+		to = "/ui/" // a ref that did not open has no page of its own
+	}
+	http.Redirect(w, r, to+"?intent="+ans.resp.Intent.ID, http.StatusSeeOther)
 	return nil
 }
 

@@ -47,8 +47,13 @@ type webUser struct {
 	hash    string // the session's, for signing out
 }
 
-// CanAct reports whether the user may pause, resume, cancel and roll back.
-func (u webUser) CanAct() bool { return u.Dev || u.Role == RoleOperator }
+// CanAct reports whether the user may pause, resume, cancel and roll back:
+// an operator or an approver.
+func (u webUser) CanAct() bool { return u.Dev || roleActs(u.Role) }
+
+// CanApprove reports whether the user may approve waves and break freezes:
+// an approver.
+func (u webUser) CanApprove() bool { return u.Dev || roleApproves(u.Role) }
 
 // hashHex is the hex SHA-256 of a secret, as the store keeps it.
 func hashHex(secret string) string {
@@ -86,7 +91,7 @@ func (s *Server) webLogins(w http.ResponseWriter, r *http.Request, c client) *ap
 	}
 	now := s.cfg.Now()
 	if c.dev {
-		writeJSON(w, http.StatusOK, proto.WebLogin{Path: "/ui/", Operator: c.actor(), Role: RoleOperator, Expires: now.Add(ttl).UTC()})
+		writeJSON(w, http.StatusOK, proto.WebLogin{Path: "/ui/", Operator: c.actor(), Role: RoleApprover, Expires: now.Add(ttl).UTC()})
 		return nil
 	}
 	token := newSecret()
@@ -147,7 +152,7 @@ func (s *Server) webRedeem(w http.ResponseWriter, r *http.Request) *apiError {
 // file's, now).
 func (s *Server) webIdentify(r *http.Request) (webUser, *apiError) {
 	if s.cfg.InsecureDev {
-		return webUser{Name: "insecure-dev", Role: RoleOperator, Dev: true, CSRF: s.devCSRF}, nil
+		return webUser{Name: "insecure-dev", Role: RoleApprover, Dev: true, CSRF: s.devCSRF}, nil
 	}
 	ck, err := r.Cookie(webCookie)
 	if err != nil || ck.Value == "" || len(ck.Value) > 100 {

@@ -615,6 +615,7 @@ func TestControlPlaneModule(t *testing.T) {
 		"operators": []map[string]any{
 			{"name": "alice", "key": alice, "role": "operator"},
 			{"name": "bob", "key": bob, "role": "viewer"},
+			{"name": "carol", "key": ciKey(t), "role": "approver"},
 		},
 		"tls":               map[string]any{"certFile": certs.CertFile, "keyFile": certs.KeyFile},
 		"webhookSecretFile": secret,
@@ -694,7 +695,7 @@ func TestControlPlaneModule(t *testing.T) {
 	setFlag(args, "trust", storeFile(t, dir, flags["trust"][0], e.Files["trust"]))
 	ops := storeFile(t, dir, flags["operators"][0], e.Files["operators"])
 	setFlag(args, "operators", ops)
-	if got, err := controlplane.LoadOperators(ops); err != nil || len(got) != 2 {
+	if got, err := controlplane.LoadOperators(ops); err != nil || len(got) != 3 {
 		t.Errorf("the operators file the module writes: %v, %v\n%s", got, err, e.Files["operators"])
 	}
 	setFlag(args, "state-dir", filepath.Join(dir, "state"))

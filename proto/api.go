@@ -180,15 +180,16 @@ type ReportResponse struct {
 	StatusTag string `json:"statusTag,omitempty"`
 }
 
-// IntentRequest is POST /v1/rollouts/{id}/{pause|resume|cancel|rollback}.
-// The body may be empty.
+// IntentRequest is POST /v1/rollouts/{id}/{pause|resume|cancel|rollback|approve|break-freeze}.
+// The body may be empty, except for approve and break-freeze.
 type IntentRequest struct {
 	// Comment is kept with the intent and written into the reason of its
 	// intent_accepted or intent_refused event: at most MaxCommentBytes of
-	// UTF-8 without control characters.
+	// UTF-8 without control characters. Approve and break-freeze need one
+	// that is not blank.
 	Comment string `json:"comment,omitempty"`
-	// Wave is the wave an approve names (required for approve, refused
-	// for the other kinds).
+	// Wave is the wave an approve approves (0 is the first), required
+	// there; the other kinds name none.
 	Wave *int `json:"wave,omitempty"`
 	// Signed is the intent as the operator signed it (rfcs/0007 §Signed
 	// intents); required but under --insecure-dev. Its comment is the

@@ -171,7 +171,7 @@ func apiHint(code string) string {
 	case codes.UnknownClient:
 		return "this key is not in the control plane's operators file (nixfleet-cp --operators)"
 	case codes.Forbidden:
-		return "use the key of an operator whose role is operator (--key, NIXFLEET_KEY, config key)"
+		return "use the key of an operator whose role is operator or approver (--key, NIXFLEET_KEY, config key)"
 	case codes.IllegalTransition:
 		return "the rollout's state does not allow it: see 'nixfleet rollout show ID'"
 	}

@@ -151,6 +151,9 @@ type Spec struct {
 	// fleet's (rfcs/0001 §2.2).
 	Windows []proto.Window
 	Freezes []proto.Freeze
+	// Approvals gives waves an approval gate: Approvals[channel][wave]
+	// (0001 §2.2; none where absent).
+	Approvals map[string]map[int]proto.Approval
 	// Closures, when set, gives the closure of a host at a version
 	// (Closures[version][host]) instead of Closure(host, version): real
 	// store paths, for tests that run Nix.
@@ -180,9 +183,13 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 		if len(soaks) == 0 {
 			p.Strategy = "all-at-once"
 		}
-		for _, soak := range soaks {
-			p.Waves = append(p.Waves, proto.PolicyWave{Selector: proto.Selector{All: true}, SoakMinutes: soak})
-			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: []string{}, SoakMinutes: soak})
+		for i, soak := range soaks {
+			var gate *proto.Approval
+			if a, ok := s.Approvals[ch][i]; ok {
+				gate = &a
+			}
+			p.Waves = append(p.Waves, proto.PolicyWave{Selector: proto.Selector{All: true}, SoakMinutes: soak, Approval: gate})
+			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: []string{}, SoakMinutes: soak, Approval: gate})
 		}
 		f.RolloutPolicies[ch] = p
 	}

@@ -150,8 +150,9 @@ let
         type = types.enum [
           "viewer"
           "operator"
+          "approver"
         ];
-        description = "`viewer` reads; `operator` also pauses, resumes, cancels and rolls back.";
+        description = "`viewer` reads; `operator` also pauses, resumes, cancels and rolls back; `approver` also approves waves and breaks freezes (change control).";
       };
     };
   };

@@ -1,0 +1,150 @@
+package controlplane
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// TestMayFile: viewers file nothing; operators pause, resume, cancel and
+// roll back; approvers do that too, and approve and break freezes;
+// --insecure-dev files everything.
+func TestMayFile(t *testing.T) {
+	kinds := []string{reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback,
+		reconciler.IntentApprove, reconciler.IntentBreakFreeze}
+	may := map[string]map[string]bool{
+		RoleViewer:   {},
+		RoleOperator: {reconciler.IntentPause: true, reconciler.IntentResume: true, reconciler.IntentCancel: true, reconciler.IntentRollback: true},
+		RoleApprover: {reconciler.IntentPause: true, reconciler.IntentResume: true, reconciler.IntentCancel: true, reconciler.IntentRollback: true,
+			reconciler.IntentApprove: true, reconciler.IntentBreakFreeze: true},
+	}
+	for role, allowed := range may {
+		for _, kind := range kinds {
+			e := mayFile("x", role, false, kind)
+			if allowed[kind] != (e == nil) {
+				t.Errorf("role %s, %s: %v, want allowed %v", role, kind, e, allowed[kind])
+			}
+			if e != nil && (e.code != codes.Forbidden || !strings.Contains(e.msg, "has role "+role)) {
+				t.Errorf("role %s, %s: %v", role, kind, e)
+			}
+			if e := mayFile("", "", true, kind); e != nil {
+				t.Errorf("--insecure-dev, %s: %v", kind, e)
+			}
+		}
+	}
+	u := webUser{Role: RoleApprover}
+	if !u.CanAct() || !u.CanApprove() {
+		t.Errorf("an approver: CanAct %v, CanApprove %v", u.CanAct(), u.CanApprove())
+	}
+	u.Role = RoleOperator
+	if !u.CanAct() || u.CanApprove() {
+		t.Errorf("an operator: CanAct %v, CanApprove %v", u.CanAct(), u.CanApprove())
+	}
+}
+
+// TestRolloutPageChangeControl: the rollout page shows a wave's approvals
+// so far to everyone, offers "Approve wave N…" to approvers who have not
+// approved it while its hosts wait on gate approval, and "Break freeze…"
+// to approvers while a freeze holds hosts; operators and viewers get
+// neither, and a rollout that is over offers neither.
+func TestRolloutPageChangeControl(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	gated := reconciler.Rollout{ID: "stable@abc", Channel: "stable", State: reconciler.RolloutActive, Wave: 1,
+		Waves: []reconciler.WaveSpec{{}, {Name: "web", Approval: &proto.Approval{Required: true, Approvers: 2}}},
+		Hosts: []reconciler.RolloutHost{
+			{Hostname: "canary", Wave: 0, State: reconciler.HostConverged},
+			{Hostname: "web-1", Wave: 1, State: reconciler.HostPending, Blocked: reconciler.Reason{Gate: codes.Approval, Code: codes.Approval}},
+			{Hostname: "web-2", Wave: 1, State: reconciler.HostPending, Blocked: reconciler.Reason{Gate: codes.Approval, Code: codes.Approval}},
+		},
+		Approvals: []reconciler.Approval{{Wave: 1, Actor: "dave", At: now, Intent: "i1"}},
+	}
+	frozen := reconciler.Rollout{ID: "stable@def", Channel: "stable", State: reconciler.RolloutActive, Wave: 1,
+		Waves: []reconciler.WaveSpec{{}, {}},
+		Hosts: []reconciler.RolloutHost{
+			{Hostname: "canary", Wave: 0, State: reconciler.HostConverged},
+			{Hostname: "web-1", Wave: 1, State: reconciler.HostPending, Blocked: reconciler.Reason{Gate: codes.Freeze, Code: codes.Freeze}},
+		},
+	}
+	broken := frozen
+	broken.FreezeBreak = &reconciler.FreezeBreak{Actor: "carol", At: now, Intent: "i2", Comment: "hotfix for the outage"}
+	over := gated
+	over.State = reconciler.RolloutCancelled
+
+	page := func(ro reconciler.Rollout, u webUser) (rolloutPage, string) {
+		t.Helper()
+		sum := wireRollout(ro, true)
+		p := rolloutPage{webPage: webPage{Title: "Rollout", User: u, Now: now}, R: sum, Actions: actionsFor(ro, true)}
+		p.Approvals, p.BreakFreeze = changeControl(ro, waveBars(ro, &sum))
+		var buf bytes.Buffer
+		if err := webTemplates["rollout"].Execute(&buf, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p, buf.String()
+	}
+	carol := webUser{Name: "carol", Role: RoleApprover, CSRF: "token"}
+	dave := webUser{Name: "dave", Role: RoleApprover, CSRF: "token"}
+	alice := webUser{Name: "alice", Role: RoleOperator, CSRF: "token"}
+	victor := webUser{Name: "victor", Role: RoleViewer, CSRF: "token"}
+
+	p, html := page(gated, carol)
+	want := []waveApproval{{Wave: 1, Label: "wave 2 (web)", Need: 2, By: []string{"dave"}, Waiting: true}}
+	if diff := cmp.Diff(want, p.Approvals); diff != "" || p.BreakFreeze {
+		t.Errorf("approvals (-want +got):\n%s\nbreak freeze %v", diff, p.BreakFreeze)
+	}
+	for _, s := range []string{"Approvals of wave 2 (web): 1 of 2: dave", "Approve wave 2 (web)…",
+		`action="/ui/rollouts/stable@abc/approve"`, `name="wave" value="1"`, "Pause…"} {
+		if !strings.Contains(html, s) {
+			t.Errorf("carol's page lacks %q:\n%s", s, html)
+		}
+	}
+	if strings.Contains(html, "Break freeze") {
+		t.Errorf("no freeze holds the rollout, yet carol is offered to break it")
+	}
+	for name, u := range map[string]webUser{"dave, who approved it": dave, "alice, an operator": alice, "victor, a viewer": victor} {
+		_, html := page(gated, u)
+		if strings.Contains(html, "Approve wave") || strings.Contains(html, "/approve") {
+			t.Errorf("%s is offered to approve", name)
+		}
+		if !strings.Contains(html, "Approvals of wave 2 (web): 1 of 2: dave") {
+			t.Errorf("%s does not see the approvals so far", name)
+		}
+	}
+	if _, html := page(over, carol); strings.Contains(html, "Approve wave") {
+		t.Errorf("a cancelled rollout offers approval")
+	}
+
+	p, html = page(frozen, carol)
+	if !p.BreakFreeze || len(p.Approvals) != 0 || !strings.Contains(html, "Break freeze…") ||
+		!strings.Contains(html, `action="/ui/rollouts/stable@def/break-freeze"`) {
+		t.Errorf("a frozen rollout does not offer carol to break the freeze:\n%s", html)
+	}
+	for name, u := range map[string]webUser{"alice, an operator": alice, "victor, a viewer": victor} {
+		if _, html := page(frozen, u); strings.Contains(html, "Break freeze") || strings.Contains(html, "/break-freeze") {
+			t.Errorf("%s is offered to break the freeze", name)
+		}
+	}
+	p, html = page(broken, carol)
+	if p.BreakFreeze || strings.Contains(html, "Break freeze…") || !strings.Contains(html, "Freeze broken by carol") ||
+		!strings.Contains(html, "hotfix for the outage") {
+		t.Errorf("a broken freeze is offered again or not shown:\n%s", html)
+	}
+
+	// The intent notice names an approve's wave as the page counts waves.
+	wave := 1
+	p, _ = page(gated, carol)
+	p.Intent = &proto.IntentResponse{Intent: proto.Intent{ID: "i3", Kind: reconciler.IntentApprove, Actor: "carol", Wave: &wave}}
+	var buf bytes.Buffer
+	if err := webTemplates["rollout"].Execute(&buf, &p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "approve of wave 2 by carol: filed") {
+		t.Errorf("the intent notice:\n%s", buf.String())
+	}
+}
