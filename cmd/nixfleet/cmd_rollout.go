@@ -43,6 +43,8 @@ func rolloutCommand() *cli.Command {
 			intentCommand(reconciler.IntentResume, "resume a halted rollout"),
 			intentCommand(reconciler.IntentCancel, "cancel a rollout: hosts stay where they are"),
 			intentCommand(reconciler.IntentRollback, "roll a rollout back: hosts it moved return to their previous closure"),
+			approveCommand(),
+			breakFreezeCommand(),
 		},
 	}
 }
@@ -527,17 +529,86 @@ func intentCommand(kind, use string) *cli.Command {
 			"Exit 1: refused, with the server's code (illegal_transition, forbidden, …).",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "comment", Usage: "`TEXT` kept with the intent and shown in its events (at most 500 bytes, one line)"}},
 	}, []string{"ID"}, func(c *cli.Context, o *operator, args []string) error {
-		return runIntent(c, o, kind, args[0])
+		return runIntent(c, o, kind, args[0], proto.IntentRequest{Comment: c.String("comment")})
 	})
 }
 
-func runIntent(c *cli.Context, o *operator, kind, id string) error {
-	iv, raw, err := o.api.Act(c.Context, id, kind, c.String("comment"))
+// approverDescription says what the approver's intents answer.
+const approverDescription = "Needs an operator key of role approver. The control plane's next tick decides\n" +
+	"the intent (within about 5 s). Exit 0: accepted, or still queued when no tick\n" +
+	"decided in time. Exit 1: refused, with the server's code (forbidden,\n" +
+	"not_approvable, not_frozen, …). Exit 2: a required flag is missing."
+
+// requiredComment is the --comment flag of the approver's intents.
+func requiredComment() cli.Flag {
+	return &cli.StringFlag{Name: "comment", Usage: "`TEXT` saying why, kept with the intent and shown in its events (required; at most 500 bytes, one line)"}
+}
+
+// approveCommand is "rollout approve ID --wave N --comment TEXT": an
+// approver's approval of a wave that waits for approvals (rfcs/0003).
+func approveCommand() *cli.Command {
+	return opCommand(&cli.Command{
+		Name:        reconciler.IntentApprove,
+		Usage:       "approve a wave of a rollout that its approval gate holds",
+		Description: approverDescription,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "wave", Usage: "the wave `N` to approve, by index as the journal counts them (0 is the first; required)"},
+			requiredComment(),
+		},
+	}, []string{"ID"}, func(c *cli.Context, o *operator, args []string) error {
+		if !c.IsSet("wave") {
+			return usage(c, "--wave N is required: the wave to approve (0 is the first)")
+		}
+		wave := c.Int("wave")
+		if wave < 0 {
+			return usage(c, "--wave %d is not a wave: waves count from 0", wave)
+		}
+		if e := checkRequiredComment(c); e != nil {
+			return e
+		}
+		return runIntent(c, o, reconciler.IntentApprove, args[0], proto.IntentRequest{Wave: &wave, Comment: c.String("comment")})
+	})
+}
+
+// breakFreezeCommand is "rollout break-freeze ID --comment TEXT": an
+// approver lets a rollout, or a release a freeze keeps from opening, through
+// its channel's freezes.
+func breakFreezeCommand() *cli.Command {
+	return opCommand(&cli.Command{
+		Name:  reconciler.IntentBreakFreeze,
+		Usage: "let a rollout (or a release that a freeze keeps from opening) through its channel's freezes",
+		Description: approverDescription + "\n" +
+			"ID may name a release that has not opened ('nixfleet releases': deferred by freeze).",
+		Flags: []cli.Flag{requiredComment()},
+	}, []string{"ID"}, func(c *cli.Context, o *operator, args []string) error {
+		if e := checkRequiredComment(c); e != nil {
+			return e
+		}
+		return runIntent(c, o, reconciler.IntentBreakFreeze, args[0], proto.IntentRequest{Comment: c.String("comment")})
+	})
+}
+
+// checkRequiredComment refuses a missing or blank --comment.
+func checkRequiredComment(c *cli.Context) error {
+	if strings.TrimSpace(c.String("comment")) == "" {
+		return usage(c, "--comment TEXT is required: say why; it goes into the journal with your name")
+	}
+	return nil
+}
+
+// runIntent files an intent and prints the verdict. A refusal by the tick
+// (409) exits 1 with its code, after --json prints the answer.
+func runIntent(c *cli.Context, o *operator, kind, id string, req proto.IntentRequest) error {
+	iv, raw, err := o.api.FileIntent(c.Context, id, kind, req)
 	var ae *apiclient.Error
 	if err != nil {
 		// A refusal (409) carries the intent and the tick's verdict.
 		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || raw == nil || iv.Result == nil {
-			return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
+			hint := notFoundHint(err, rolloutNotFoundHint)
+			if errors.As(err, &ae) && ae.Code == codes.Forbidden && (kind == reconciler.IntentApprove || kind == reconciler.IntentBreakFreeze) {
+				hint = "use the key of an operator whose role is approver (--key, NIXFLEET_KEY, config key)"
+			}
+			return o.fail(c, err, hint)
 		}
 		if c.Bool("json") {
 			if werr := writeRaw(c.App.Writer, raw); werr != nil {
@@ -554,9 +625,16 @@ func runIntent(c *cli.Context, o *operator, kind, id string) error {
 	return nil
 }
 
+// printIntent prints an intent's verdict: "pause ID: accepted [code]
+// message (intent X)", "approve ID wave N: …", the message alone for a
+// repeat, or that it is queued.
 func printIntent(w io.Writer, st style, kind, id string, iv proto.IntentResponse) {
+	what := kind + " " + id
+	if iv.Intent.Wave != nil {
+		what += fmt.Sprintf(" wave %d", *iv.Intent.Wave)
+	}
 	if iv.Result == nil {
-		fmt.Fprintf(w, "%s %s: %s as intent %s; no tick decided it yet\n", kind, id, st.state("queued"), iv.Intent.ID)
+		fmt.Fprintf(w, "%s: %s as intent %s; no tick decided it yet\n", what, st.state("queued"), iv.Intent.ID)
 		fmt.Fprintf(w, "watch it with: nixfleet rollout events %s --follow\n", id)
 		return
 	}
@@ -565,6 +643,6 @@ func printIntent(w io.Writer, st style, kind, id string, iv proto.IntentResponse
 		fmt.Fprintln(w, iv.Result.Reason.Message)
 		return
 	}
-	fmt.Fprintf(w, "%s %s: %s %s (intent %s)\n", kind, id, st.state("accepted"),
+	fmt.Fprintf(w, "%s: %s %s (intent %s)\n", what, st.state("accepted"),
 		reasonLine(iv.Result.Reason.Code, iv.Result.Reason.Message), iv.Intent.ID)
 }

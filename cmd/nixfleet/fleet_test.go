@@ -60,7 +60,7 @@ type testFleet struct {
 	done   chan error
 	log    *lockedBuffer
 
-	caFile, operatorKey, viewerKey string
+	caFile, operatorKey, viewerKey, approverKey string
 }
 
 const fleetHookSecret = "fleet-hook-secret"
@@ -104,8 +104,14 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 	if err != nil {
 		return nil, err
 	}
+	apprPub, err := writeOperatorKey(filepath.Join(dir, "approver_ed25519"))
+	if err != nil {
+		return nil, err
+	}
 	f.operatorKey, f.viewerKey = filepath.Join(dir, "operator_ed25519"), filepath.Join(dir, "viewer_ed25519")
-	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"viewer","key":%q}]`, opPub, viewPub)
+	f.approverKey = filepath.Join(dir, "approver_ed25519")
+	ops := fmt.Sprintf(`[{"name":"alice","role":"operator","key":%q},{"name":"victor","role":"viewer","key":%q},{"name":"carol","role":"approver","key":%q}]`,
+		opPub, viewPub, apprPub)
 	opsFile := filepath.Join(dir, "operators.json")
 	if err := os.WriteFile(opsFile, []byte(ops), 0o644); err != nil {
 		return nil, err
@@ -382,9 +388,10 @@ func deadURL() (string, error) {
 }
 
 // cmdFleet is the script command "fleet": start the test fleet (and set
-// NIXFLEET_CP_URL, NIXFLEET_CA, NIXFLEET_KEY, VIEWER_KEY and the rollout
-// ids STABLE1, STABLE2, EDGE1, EDGE2), or step its hosts until a rollout
-// reaches a state. "start insecure" serves plain HTTP without
+// NIXFLEET_CP_URL, NIXFLEET_CA, NIXFLEET_KEY (alice, role operator),
+// VIEWER_KEY (victor, viewer), APPROVER_KEY (carol, approver) and the
+// rollout ids STABLE1, STABLE2, EDGE1, EDGE2), or step its hosts until a
+// rollout reaches a state. "start insecure" serves plain HTTP without
 // authentication (nixfleet-cp --insecure-dev).
 //
 // "push" signs a new release and promotes it on every channel (see
@@ -418,6 +425,7 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Setenv("NIXFLEET_CA", f.caFile)
 		ts.Setenv("NIXFLEET_KEY", f.operatorKey)
 		ts.Setenv("VIEWER_KEY", f.viewerKey)
+		ts.Setenv("APPROVER_KEY", f.approverKey)
 		for _, ch := range []string{"stable", "edge"} {
 			for n := 1; n <= 2; n++ {
 				ts.Setenv(fmt.Sprintf("%s%d", strings.ToUpper(ch), n), fleetRollout(ch, n))
