@@ -131,6 +131,9 @@ type Options struct {
 	Key ed25519.PrivateKey
 	// Name goes into the client certificate's subject (informational).
 	Name string
+	// Now is the clock signed intents are dated with (tests give the
+	// control plane's fake one); nil is the system's.
+	Now func() time.Time
 	// ServerCAs verifies the server; nil uses the system roots.
 	ServerCAs *x509.CertPool
 	// Timeout bounds each request (default 70s, above the longest
@@ -148,6 +151,7 @@ type Client struct {
 	// handshake and the wait for the answer's headers.
 	stream *http.Client
 	key    ed25519.PrivateKey
+	clock  func() time.Time // Options.Now
 }
 
 // Link is the control plane's URL with a path (and query) appended, as
@@ -189,7 +193,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	str := tr.Clone()
 	str.ResponseHeaderTimeout = timeout
 	return &Client{base: u, http: &http.Client{Transport: tr, Timeout: timeout},
-		stream: &http.Client{Transport: str}, key: opts.Key}, nil
+		stream: &http.Client{Transport: str}, key: opts.Key, clock: opts.Now}, nil
 }
 
 // do sends a request and decodes a JSON answer into out (unless nil).
@@ -537,7 +541,8 @@ func (c *Client) BreakFreeze(ctx context.Context, rolloutID, comment string) (pr
 	return c.FileIntent(ctx, rolloutID, "break-freeze", proto.IntentRequest{Comment: comment})
 }
 
-// FileIntent files an operator intent (pause, resume, cancel, rollback,
+// FileIntent files an operator intent, signed with the client's key
+// (rfcs/0007 §Signed intents; pause, resume, cancel, rollback,
 // approve, break-freeze) with its request, and returns the answer,
 // {"intent": …, "result": …}. A result of null (HTTP 202) means no tick
 // decided the intent within the server's wait; it stays queued. A refused
@@ -549,6 +554,10 @@ func (c *Client) BreakFreeze(ctx context.Context, rolloutID, comment string) (pr
 // take).
 func (c *Client) FileIntent(ctx context.Context, rolloutID, action string, req proto.IntentRequest) (proto.IntentResponse, json.RawMessage, error) {
 	var out proto.IntentResponse
+	req, err := c.signed(action, rolloutID, req)
+	if err != nil {
+		return out, nil, err
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, nil, err

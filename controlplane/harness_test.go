@@ -221,7 +221,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // client returns an API client with a key (nil: no client certificate).
 func (e *env) client(key []byte, name string) *apiclient.Client {
 	e.t.Helper()
-	c, err := apiclient.New(e.url, apiclient.Options{Key: key, Name: name, ServerCAs: e.cert.Pool, Timeout: 20 * time.Second})
+	c, err := apiclient.New(e.url, apiclient.Options{Key: key, Name: name, ServerCAs: e.cert.Pool, Timeout: 20 * time.Second, Now: e.clock.Now})
 	if err != nil {
 		e.t.Fatal(err)
 	}

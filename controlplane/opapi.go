@@ -341,14 +341,25 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 	if e := readOptionalJSON(w, r, &req); e != nil {
 		return e
 	}
-	if e := checkIntentBody(kind, req.Wave, req.Comment); e != nil {
-		return e
-	}
 	ro, e := s.intentRollout(r, kind)
 	if e != nil {
 		return e
 	}
-	sent, status, e := s.fileIntent(r, ro, kind, c.actor(), req.Comment, req.Wave)
+	// An unsigned body is judged as it is first, so that its mistakes are
+	// named; a signed document, checked, gives the comment and the wave.
+	if req.Signed == nil {
+		if e := checkIntentBody(kind, req.Wave, req.Comment); e != nil {
+			return e
+		}
+	}
+	id, e := s.checkSigned(c, kind, ro.ID, &req)
+	if e != nil {
+		return e
+	}
+	if e := checkIntentBody(kind, req.Wave, req.Comment); e != nil {
+		return e
+	}
+	sent, status, e := s.fileIntent(r, ro, filing{kind: kind, actor: c.actor(), comment: req.Comment, wave: req.Wave, id: id, signed: req.Signed})
 	if e == nil && sent {
 		writeJSON(w, status.code, status.resp)
 	}
@@ -382,6 +393,16 @@ func (s *Server) intentRollout(r *http.Request, kind string) (reconciler.Rollout
 	return ro, e
 }
 
+// filing is an intent to file: its kind, who files it, their comment, the
+// wave it names, and, for a signed one, its id (the nonce) and the signed
+// document (rfcs/0007 §Signed intents).
+type filing struct {
+	kind, actor, comment string
+	wave                 *int
+	id                   string
+	signed               *proto.SignedIntent
+}
+
 // intentAnswer is what filing an intent answers: 200 with the result, 409
 // when the tick refused it, 202 when no tick took it in time.
 type intentAnswer struct {
@@ -392,11 +413,19 @@ type intentAnswer struct {
 // fileIntent records an operator intent on a rollout (wave: the wave an
 // approve approves, else nil) and waits up to intentWait for the tick that
 // decides it. sent is false when the client went away before an answer.
-func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, kind, actor, comment string, wave *int) (sent bool, ans intentAnswer, e *apiError) {
-	var idb [12]byte
-	_, _ = rand.Read(idb[:])
-	in := reconciler.Intent{ID: hex.EncodeToString(idb[:]), RolloutID: ro.ID, Kind: kind, Actor: actor, At: s.cfg.Now(), Comment: comment, Wave: wave}
-	if err := s.st.AddIntent(r.Context(), in); err != nil {
+func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, f filing) (sent bool, ans intentAnswer, e *apiError) {
+	kind, comment, wave := f.kind, f.comment, f.wave
+	if f.id == "" {
+		var idb [12]byte
+		_, _ = rand.Read(idb[:])
+		f.id = hex.EncodeToString(idb[:])
+	}
+	in := reconciler.Intent{ID: f.id, RolloutID: ro.ID, Kind: kind, Actor: f.actor, At: s.cfg.Now(), Comment: comment, Wave: wave}
+	err := s.st.AddSignedIntent(r.Context(), in, f.signed)
+	if errors.Is(err, store.ErrDuplicate) {
+		return false, ans, errorf(codes.ReplayedIntent, "intent %s was filed already: a signed intent is filed once", f.id)
+	}
+	if err != nil {
 		return false, ans, s.internal("recording an intent", err)
 	}
 	attrs := []any{"actor", in.Actor, "kind", kind, "rollout", ro.ID, "intent", in.ID, "comment", comment}

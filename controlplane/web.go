@@ -370,9 +370,9 @@ type waveBar struct {
 // Label is how people call the wave: "wave 1 (canary)".
 func (b waveBar) Label() string {
 	if b.Name != "" {
-		return fmt.Sprintf("wave %d (%s)", b.Index+1, b.Name)
+		return fmt.Sprintf("wave %d (%s)", b.Index, b.Name)
 	}
-	return fmt.Sprintf("wave %d", b.Index+1)
+	return fmt.Sprintf("wave %d", b.Index)
 }
 
 // segment is a part of a progress bar, in percent of its width.
@@ -674,9 +674,11 @@ func (p *rolloutPage) Offers() []waveApproval {
 // freeze that holds the rollout.
 func (p *rolloutPage) OffersBreakFreeze() bool { return p.BreakFreeze && p.User.CanApprove() }
 
-// HasActions reports whether the page offers its user any action.
+// HasActions reports whether the page offers its user any form; an
+// approver's approvals and freeze breaks are signed with the CLI, and the
+// page shows the commands instead (rfcs/0011 §Actions).
 func (p *rolloutPage) HasActions() bool {
-	return (p.User.CanAct() && len(p.Actions) > 0) || len(p.Offers()) > 0 || p.OffersBreakFreeze()
+	return p.User.CanAct() && len(p.Actions) > 0
 }
 
 // changeControl is what the rollout page shows of a rollout's change
@@ -812,6 +814,12 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if e := checkIntentKind(kind); e != nil {
 		return e
 	}
+	if approverIntent(kind) {
+		// The audit requires approvals and freeze breaks to be signed
+		// with the approver's key (rfcs/0007 §Signed intents), which a
+		// browser does not hold.
+		return errorf(codes.UnsignedIntent, "%s must be signed with your key: run nixfleet rollout %s", kind, kind)
+	}
 	comment := strings.TrimSpace(r.PostFormValue("comment"))
 	if comment == "" {
 		return errorf(codes.BadRequest, "say why in the comment: it goes into the journal with your name")
@@ -831,7 +839,7 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if e != nil {
 		return e
 	}
-	sent, ans, e := s.fileIntent(r, ro, kind, u.Name, comment, wave)
+	sent, ans, e := s.fileIntent(r, ro, filing{kind: kind, actor: u.Name, comment: comment, wave: wave})
 	if e != nil || !sent {
 		return e
 	}

@@ -29,6 +29,10 @@ func wireRollout(r reconciler.Rollout, withHosts bool) proto.Rollout {
 			out.Waves[i] = proto.RolloutWave(w)
 		}
 	}
+	out.Windows = r.Windows
+	for _, hw := range r.HostWindows {
+		out.HostWindows = append(out.HostWindows, proto.RolloutHostWindows(hw))
+	}
 	for _, a := range r.Approvals {
 		out.Approvals = append(out.Approvals, proto.WaveApproval(a))
 	}

@@ -71,6 +71,11 @@ type Rollout struct {
 	Edges           []Edge          `json:"edges"`
 	Budgets         []RolloutBudget `json:"budgets"`
 
+	// Windows are the channel's maintenance windows the rollout froze, and
+	// HostWindows those of host selectors, resolved to its hosts (rfcs/0001
+	// §2.2); a wave's own are in Waves.
+	Windows     []Window             `json:"windows,omitempty"`
+	HostWindows []RolloutHostWindows `json:"hostWindows,omitempty"`
 	// Approvals are the approvals its waves received, and FreezeBreak the
 	// break of its channel's freezes, when an approver made one.
 	Approvals   []WaveApproval `json:"approvals,omitempty"`
@@ -90,6 +95,12 @@ type Rollout struct {
 	// SoakUntil is when the current wave's last soaking host converges,
 	// if it stays healthy; absent when nothing soaks.
 	SoakUntil *time.Time `json:"soakUntil,omitempty"`
+}
+
+// RolloutHostWindows gives Hosts their own maintenance windows.
+type RolloutHostWindows struct {
+	Hosts   []string `json:"hosts"`
+	Windows []Window `json:"windows"`
 }
 
 // WaveApproval is one approver's approval of one wave of a rollout.
