@@ -2,6 +2,8 @@ package controlplane_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/intent"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -18,7 +21,7 @@ import (
 
 // The approver's intents (rfcs/0007 §Intents, 0011): approve and
 // break-freeze. Their refusals for role and input are in TestHostileInput;
-// the page each button is on, in TestRolloutPageChangeControl.
+// the page that shows each command, in TestRolloutPageChangeControl.
 
 // TestApproveFiledWithItsWave: an approve is filed with the wave it names,
 // which its answer and the dashboard's notice (read back from the store)
@@ -42,7 +45,7 @@ func TestApproveFiledWithItsWave(t *testing.T) {
 			}
 			b := e.browser()
 			b.signIn(e.viewKey.priv, "victor")
-			if page := b.page("/ui/rollouts/"+id+"?intent="+in.ID, http.StatusOK); !strings.Contains(page, "approve of wave 2 by carol:") {
+			if page := b.page("/ui/rollouts/"+id+"?intent="+in.ID, http.StatusOK); !strings.Contains(page, "approve of wave 1 by carol:") {
 				t.Errorf("the notice of the intent:\n%s", page)
 			}
 		})
@@ -50,11 +53,13 @@ func TestApproveFiledWithItsWave(t *testing.T) {
 }
 
 // TestApprovals: a wave with an approval gate of two approvers waits for
-// them (rfcs/0003 rule 15). Approvers are offered "Approve wave 2…" on the
-// rollout page with the approvals so far, operators are not; an approval
-// through the API and one through the dashboard let the wave go on.
-//
-// It needs the reconciler's approval gate and its decision of approve.
+// them (rfcs/0003 rule 15). Approvers are shown, on the rollout page, the
+// approvals so far and the signed CLI command that approves the wave
+// (waves counted from 0); operators and viewers see the approvals only. The
+// dashboard files no approval: a browser holds no operator key. Approvals
+// signed with the approvers' keys let the wave go on; a signed intent is
+// refused when it is unsigned, stale, for another rollout, signed by
+// another key or replayed (rfcs/0007 §Signed intents).
 func TestApprovals(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
@@ -78,6 +83,14 @@ func TestApprovals(t *testing.T) {
 				}
 				return true
 			}
+			approvals := func() []proto.WaveApproval {
+				t.Helper()
+				var r proto.Rollout
+				if err := viewer.Get(ctx, "/v1/rollouts/"+id, &r); err != nil {
+					t.Fatal(err)
+				}
+				return r.Approvals
+			}
 
 			e.spec.Approvals = map[string]map[int]proto.Approval{"stable": {1: {Required: true, Approvers: 2}}}
 			e.release("v1", 2)
@@ -86,64 +99,133 @@ func TestApprovals(t *testing.T) {
 				return webHeld()
 			})
 
-			carolB, daveB, aliceB := e.browser(), e.browser(), e.browser()
+			command := "nixfleet rollout approve " + id + " --wave 1 --comment"
+			carolB, daveB, aliceB, victorB := e.browser(), e.browser(), e.browser(), e.browser()
 			carolB.signIn(e.apprKey.priv, "carol")
 			daveB.signIn(e.appr2Key.priv, "dave")
 			aliceB.signIn(e.opKey.priv, "alice")
-			if page := carolB.page("/ui/rollouts/"+id, http.StatusOK); !strings.Contains(page, "Approve wave 2…") ||
-				!strings.Contains(page, "Approvals of wave 2: 0 of 2") {
+			victorB.signIn(e.viewKey.priv, "victor")
+			if page := carolB.page("/ui/rollouts/"+id, http.StatusOK); !strings.Contains(page, "Approve wave 1</strong>") ||
+				!strings.Contains(page, command) || !strings.Contains(page, "Approvals of wave 1: 0 of 2") ||
+				strings.Contains(page, "/approve\"") {
 				t.Errorf("carol's page:\n%s", page)
 			}
-			if page := aliceB.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, "Approve wave") {
-				t.Errorf("alice, an operator, is offered to approve")
+			for name, b := range map[string]*browser{"alice, an operator,": aliceB, "victor, a viewer,": victorB} {
+				// (The hosts' reason names the command too, without
+				// --comment: the block of it is the approvers'.)
+				if page := b.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, "Approve wave") || strings.Contains(page, "signed-action") ||
+					strings.Contains(page, command) || !strings.Contains(page, "Approvals of wave 1: 0 of 2") {
+					t.Errorf("%s is shown how to approve, or not the approvals so far:\n%s", name, page)
+				}
 			}
 
-			// carol approves through the API: one of two.
+			// carol approves through the API, signed: one of two.
 			iv, _, err := e.client(e.apprKey.priv, "carol").Approve(ctx, id, 1, "the canary is healthy")
-			if err != nil || iv.Result == nil || !iv.Result.Accepted || iv.Result.Reason.Code != codes.OperatorApprove {
+			if err != nil || iv.Result == nil || !iv.Result.Accepted || iv.Result.Reason.Code != codes.OperatorApprove ||
+				iv.Intent.Wave == nil || *iv.Intent.Wave != 1 {
 				t.Fatalf("carol's approval: %+v, %v", iv, err)
 			}
 			e.settle()
-			var r proto.Rollout
-			if err := viewer.Get(ctx, "/v1/rollouts/"+id, &r); err != nil {
-				t.Fatal(err)
+			if as := approvals(); len(as) != 1 || as[0].Actor != "carol" || as[0].Wave != 1 || !webHeld() {
+				t.Fatalf("after one approval of two: approvals %+v, web-1 %+v", as, hostIn(t, e, id, "web-1"))
 			}
-			if len(r.Approvals) != 1 || r.Approvals[0].Actor != "carol" || r.Approvals[0].Wave != 1 || !webHeld() {
-				t.Fatalf("after one approval of two: approvals %+v, web-1 %+v", r.Approvals, hostIn(t, e, id, "web-1"))
+			if page := carolB.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, command) ||
+				!strings.Contains(page, "Approvals of wave 1: 1 of 2: carol") {
+				t.Errorf("carol, who approved, is shown how to approve again, or does not see her approval:\n%s", page)
 			}
-			if page := carolB.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, "Approve wave 2…") ||
-				!strings.Contains(page, "Approvals of wave 2: 1 of 2: carol") {
-				t.Errorf("carol, who approved, is offered to approve again, or does not see her approval:\n%s", page)
-			}
-
-			// dave approves through the dashboard: the wave goes on.
 			page := daveB.page("/ui/rollouts/"+id, http.StatusOK)
-			if !strings.Contains(page, "Approve wave 2…") || !strings.Contains(page, "1 of 2: carol") {
+			if !strings.Contains(page, command) || !strings.Contains(page, "approvals so far: 1 of 2: carol") {
 				t.Fatalf("dave's page:\n%s", page)
 			}
+
+			// The dashboard refuses dave's approval: it cannot be signed.
+			before := e.settle()
 			res := daveB.do("POST", "/ui/rollouts/"+id+"/approve", url.Values{"csrf": {csrfOf(t, page)}, "wave": {"1"}, "comment": {"web looks fine"}},
 				http.Header{"Origin": {e.url}})
-			if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/ui/rollouts/"+id+"?intent=") {
-				t.Fatalf("dave's form: %d %q %s", res.StatusCode, res.Header.Get("Location"), daveB.last)
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(daveB.last, codes.UnsignedIntent) ||
+				!strings.Contains(daveB.last, "run nixfleet rollout approve") {
+				t.Errorf("dave's form: %d %s", res.StatusCode, daveB.last)
 			}
-			if after := daveB.page(res.Header.Get("Location"), http.StatusOK); !strings.Contains(after, "approve of wave 2 by dave: accepted") {
-				t.Errorf("the page does not show dave's approval accepted:\n%s", after)
+
+			// Signed intents the API refuses, sent raw with dave's
+			// certificate; none is filed.
+			dave := e.caller(e.appr2Key.priv, "dave")
+			wave := 1
+			body := func(key []byte, rollout string, at time.Time) []byte {
+				s, err := intent.Sign(key, proto.IntentDocument{Kind: reconciler.IntentApprove, RolloutID: rollout, Wave: &wave,
+					Comment: "web looks fine", IssuedAt: at, Nonce: intent.NewNonce()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return mustJSON(t, proto.IntentRequest{Wave: &wave, Comment: "web looks fine", Signed: &s})
 			}
+			path, now := "/v1/rollouts/"+id+"/approve", e.clock.Now()
+			expect(t, "an unsigned approval", dave.post(path, []byte(`{"wave":1,"comment":"web looks fine"}`)), http.StatusBadRequest, codes.UnsignedIntent)
+			expect(t, "an approval signed 10 minutes ago", dave.post(path, body(e.appr2Key.priv, id, now.Add(-10*time.Minute))),
+				http.StatusBadRequest, codes.StaleIntent)
+			expect(t, "an approval signed 10 minutes ahead", dave.post(path, body(e.appr2Key.priv, id, now.Add(10*time.Minute))),
+				http.StatusBadRequest, codes.StaleIntent)
+			expect(t, "an approval signed for another rollout", dave.post(path, body(e.appr2Key.priv, rolloutID("stable", 1), now)),
+				http.StatusBadRequest, codes.IntentMismatch)
+			expect(t, "an approval signed by carol, sent by dave", dave.post(path, body(e.apprKey.priv, id, now)),
+				http.StatusForbidden, codes.BadIntentSignature)
+			e.unchanged(before, "a refused approval changed the state")
+
+			// dave's approval, signed: the wave goes on. The same body
+			// again is a replay.
+			signed := body(e.appr2Key.priv, id, now)
+			a := dave.post(path, signed)
+			var dv proto.IntentResponse
+			if err := json.Unmarshal(a.body, &dv); err != nil || a.status != http.StatusOK || dv.Result == nil || !dv.Result.Accepted ||
+				dv.Intent.Actor != "dave" {
+				t.Fatalf("dave's approval: HTTP %d %s", a.status, a.body)
+			}
+			expect(t, "dave's approval replayed", dave.post(path, signed), http.StatusConflict, codes.ReplayedIntent)
 			e.await(10*time.Second, "the rollout converges", func() bool {
 				step()
 				return rolloutState(t, e, id) == reconciler.RolloutConverged
 			})
+			if as := approvals(); len(as) != 2 || as[0].Actor != "carol" || as[1].Actor != "dave" {
+				t.Errorf("approvals: %+v", as)
+			}
+			// The store keeps each approval once, with what was signed.
+			entries, _, err := viewer.Intents(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string][]byte{"carol": e.apprKey.priv, "dave": e.appr2Key.priv}
+			n := 0
+			for _, en := range entries {
+				if en.Intent.Kind != reconciler.IntentApprove {
+					continue
+				}
+				n++
+				if en.Signed == nil {
+					t.Errorf("%s's approval is kept unsigned", en.Intent.Actor)
+					continue
+				}
+				d, err := intent.Verify(ed25519.PrivateKey(keys[en.Intent.Actor]).Public().(ed25519.PublicKey), *en.Signed)
+				if err != nil || d.Nonce != en.Intent.ID || d.Wave == nil || *d.Wave != 1 {
+					t.Errorf("%s's approval: %+v, %v", en.Intent.Actor, d, err)
+				}
+			}
+			if n != 2 {
+				t.Errorf("%d approvals filed, want 2: %+v", n, entries)
+			}
+			if after := daveB.page("/ui/rollouts/"+id+"?intent="+dv.Intent.ID, http.StatusOK); !strings.Contains(after, "approve of wave 1 by dave: accepted") {
+				t.Errorf("the page does not show dave's approval accepted:\n%s", after)
+			}
 		})
 	}
 }
 
 // TestWebFreezeBreak: while a freeze holds a rollout's hosts, the rollout
-// page offers approvers "Break freeze…"; operators and viewers are not
-// offered it and their forms are refused, as are forged forms and forms
-// that are not what the intent takes. An approver's break lets the hosts
-// go.
-//
-// Its last part needs the reconciler's decision of break-freeze.
+// page shows approvers the signed CLI command that breaks it; operators
+// and viewers are not shown it. The dashboard files no break: its form
+// is refused, an approver's as unsigned_intent (a browser holds no
+// operator key), after the CSRF and role checks that refuse forged forms
+// and other roles' first. An approver's break through the API, signed,
+// lets the hosts go.
 func TestWebFreezeBreak(t *testing.T) {
 	e := newEnv(t, "sqlite", smallSpec(), nil)
 	hosts := e.hosts()
@@ -172,24 +254,28 @@ func TestWebFreezeBreak(t *testing.T) {
 		return true
 	})
 
+	command := "nixfleet rollout break-freeze " + id + " --comment"
 	carol, alice, victor := e.browser(), e.browser(), e.browser()
 	carol.signIn(e.apprKey.priv, "carol")
 	alice.signIn(e.opKey.priv, "alice")
 	victor.signIn(e.viewKey.priv, "victor")
 	cpage := carol.page("/ui/rollouts/"+id, http.StatusOK)
-	if !strings.Contains(cpage, "Break freeze…") || !strings.Contains(cpage, "Pause…") {
-		t.Errorf("carol, an approver, is not offered to break the freeze and to pause:\n%s", cpage)
+	if !strings.Contains(cpage, "Break the freeze") || !strings.Contains(cpage, command) || !strings.Contains(cpage, "Pause…") ||
+		strings.Contains(cpage, "/break-freeze\"") {
+		t.Errorf("carol, an approver, is not shown how to break the freeze, or not offered to pause, or offered a form to break it:\n%s", cpage)
 	}
 	apage := alice.page("/ui/rollouts/"+id, http.StatusOK)
-	if strings.Contains(apage, "Break freeze") || !strings.Contains(apage, "Pause…") {
-		t.Errorf("alice, an operator, is offered to break the freeze, or not to pause:\n%s", apage)
+	if strings.Contains(apage, "break-freeze") || strings.Contains(apage, "Break the freeze") || !strings.Contains(apage, "Pause…") {
+		t.Errorf("alice, an operator, is shown how to break the freeze, or not offered to pause:\n%s", apage)
 	}
 	vpage := victor.page("/ui/rollouts/"+id, http.StatusOK)
-	if strings.Contains(vpage, "Break freeze") || strings.Contains(vpage, "Confirm") {
-		t.Errorf("victor, a viewer, is offered actions")
+	if strings.Contains(vpage, "break-freeze") || strings.Contains(vpage, "Break the freeze") || strings.Contains(vpage, "Confirm") {
+		t.Errorf("victor, a viewer, is offered actions:\n%s", vpage)
 	}
 	token, origin := csrfOf(t, cpage), http.Header{"Origin": {e.url}}
 
+	// webWrap checks the CSRF token, then the role; webIntent then
+	// refuses an approver's intent as unsigned before it reads the form.
 	refused := []struct {
 		name   string
 		b      *browser
@@ -200,22 +286,24 @@ func TestWebFreezeBreak(t *testing.T) {
 	}{
 		{"an operator breaks the freeze", alice, "break-freeze", url.Values{"csrf": {csrfOf(t, apage)}, "comment": {"hotfix"}}, 403, "break-freeze needs role approver"},
 		{"an operator approves", alice, "approve", url.Values{"csrf": {csrfOf(t, apage)}, "wave": {"1"}, "comment": {"ok"}}, 403, codes.Forbidden},
+		{"an operator breaks the freeze without a token", alice, "break-freeze", url.Values{"comment": {"hotfix"}}, 403, codes.CsrfRefused},
 		{"a viewer breaks the freeze", victor, "break-freeze", url.Values{"csrf": {csrfOf(t, vpage)}, "comment": {"hotfix"}}, 403, "break-freeze needs role approver"},
 		{"a viewer pauses", victor, "pause", url.Values{"csrf": {csrfOf(t, vpage)}, "comment": {"stop"}}, 403, codes.Forbidden},
 		{"no token", carol, "break-freeze", url.Values{"comment": {"hotfix"}}, 403, codes.CsrfRefused},
 		{"another session's token", carol, "break-freeze", url.Values{"csrf": {csrfOf(t, apage)}, "comment": {"hotfix"}}, 403, codes.CsrfRefused},
-		{"a blank comment", carol, "break-freeze", url.Values{"csrf": {token}, "comment": {"  "}}, 400, codes.BadRequest},
-		{"a break with a wave", carol, "break-freeze", url.Values{"csrf": {token}, "wave": {"1"}, "comment": {"hotfix"}}, 400, codes.BadRequest},
-		{"an approval without a wave", carol, "approve", url.Values{"csrf": {token}, "comment": {"ok"}}, 400, codes.BadRequest},
-		{"an approval of a negative wave", carol, "approve", url.Values{"csrf": {token}, "wave": {"-1"}, "comment": {"ok"}}, 400, codes.BadRequest},
-		{"an approval of a wave that is no number", carol, "approve", url.Values{"csrf": {token}, "wave": {"two"}, "comment": {"ok"}}, 400, codes.BadRequest},
-		{"an approval of two waves", carol, "approve", url.Values{"csrf": {token}, "wave": {"1", "0"}, "comment": {"ok"}}, 400, codes.BadRequest},
+		{"an approver breaks the freeze", carol, "break-freeze", url.Values{"csrf": {token}, "comment": {"the fix for the outage"}}, 400, codes.UnsignedIntent},
+		{"an approver approves", carol, "approve", url.Values{"csrf": {token}, "wave": {"1"}, "comment": {"ok"}}, 400, codes.UnsignedIntent},
+		{"a blank comment", carol, "break-freeze", url.Values{"csrf": {token}, "comment": {"  "}}, 400, codes.UnsignedIntent},
+		{"an approval without a wave", carol, "approve", url.Values{"csrf": {token}, "comment": {"ok"}}, 400, codes.UnsignedIntent},
 		{"a pause with a wave", carol, "pause", url.Values{"csrf": {token}, "wave": {"0"}, "comment": {"stop"}}, 400, codes.BadRequest},
 	}
 	for _, c := range refused {
 		res := c.b.do("POST", "/ui/rollouts/"+id+"/"+c.action, c.form, origin)
 		if res.StatusCode != c.status || !strings.Contains(c.b.last, c.code) {
 			t.Errorf("%s: %d, want %d %s: %s", c.name, res.StatusCode, c.status, c.code, c.b.last)
+		}
+		if c.code == codes.UnsignedIntent && !strings.Contains(c.b.last, "run nixfleet rollout "+c.action) {
+			t.Errorf("%s: the refusal does not name the command: %s", c.name, c.b.last)
 		}
 	}
 	evs, _, err := e.client(e.viewKey.priv, "victor").RolloutEvents(ctx, id, proto.EventQuery{})
@@ -227,29 +315,33 @@ func TestWebFreezeBreak(t *testing.T) {
 			t.Fatalf("a refused form filed an intent: %+v", ev)
 		}
 	}
-
-	// carol breaks the freeze: the web hosts are dispatched.
-	res := carol.do("POST", "/ui/rollouts/"+id+"/break-freeze", url.Values{"csrf": {token}, "comment": {"the fix for the outage"}}, origin)
-	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/ui/rollouts/"+id+"?intent=") {
-		t.Fatalf("carol's form: %d %q %s", res.StatusCode, res.Header.Get("Location"), carol.last)
+	if h := hostIn(t, e, id, "web-1"); h.State != string(reconciler.HostPending) || h.Blocked.Gate != codes.Freeze {
+		t.Fatalf("after the refused forms, web-1: %+v", h)
 	}
-	if after := carol.page(res.Header.Get("Location"), http.StatusOK); !strings.Contains(after, "break-freeze by carol: accepted") {
+
+	// carol breaks the freeze with the API, signed: the web hosts are
+	// dispatched.
+	iv, _, err := e.client(e.apprKey.priv, "carol").BreakFreeze(ctx, id, "the fix for the outage")
+	if err != nil || iv.Result == nil || !iv.Result.Accepted || iv.Intent.Actor != "carol" || iv.Intent.Wave != nil {
+		t.Fatalf("carol's break: %+v, %v", iv, err)
+	}
+	if after := carol.page("/ui/rollouts/"+id+"?intent="+iv.Intent.ID, http.StatusOK); !strings.Contains(after, "break-freeze by carol: accepted") {
 		t.Fatalf("the page does not show carol's break accepted:\n%s", after)
 	}
 	e.await(10*time.Second, "the web hosts are dispatched", func() bool {
 		return hostIn(t, e, id, "web-1").State != string(reconciler.HostPending)
 	})
-	if page := carol.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, "Break freeze…") || !strings.Contains(page, "Freeze broken by carol") {
+	if page := carol.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, command) || !strings.Contains(page, "Freeze broken by carol") ||
+		!strings.Contains(page, "the fix for the outage") {
 		t.Errorf("after the break:\n%s", page)
 	}
 }
 
 // TestWebFrozenRelease: a release that a freeze keeps from opening is shown
-// on the overview with a "Break freeze…" form for approvers only; the API
-// files a break-freeze for its rollout id although no such rollout exists
+// on the overview, with the signed CLI command that breaks the freeze for
+// approvers only. The dashboard refuses to file the break; the API files
+// a signed break-freeze for its rollout id although no such rollout exists
 // yet, and an accepted one opens it.
-//
-// Its last part needs the reconciler's decision of break-freeze.
 func TestWebFrozenRelease(t *testing.T) {
 	e := newEnv(t, "sqlite", smallSpec(), nil)
 	e.onboard(e.hosts())
@@ -257,35 +349,48 @@ func TestWebFrozenRelease(t *testing.T) {
 	id := rolloutID("stable", 2)
 	e.spec.Freezes = []proto.Freeze{{From: e.clock.Now().Add(-time.Minute), Until: e.clock.Now().Add(24 * time.Hour), Reason: "year-end freeze"}}
 	e.release("v1", 2)
-	e.await(10*time.Second, "the freeze defers the release", func() bool {
+	deferred := func() bool {
 		rels, _, err := e.client(e.viewKey.priv, "victor").Releases(ctx, proto.ReleaseQuery{Channel: "stable"})
 		return err == nil && len(rels) > 0 && rels[0].Ref == fleetkit.Commit(2) && rels[0].Fate == proto.FateDeferred &&
 			rels[0].Reason.Code == codes.Freeze
-	})
+	}
+	e.await(10*time.Second, "the freeze defers the release", deferred)
 
 	carol, alice := e.browser(), e.browser()
 	carol.signIn(e.apprKey.priv, "carol")
 	alice.signIn(e.opKey.priv, "alice")
 	page := carol.page("/ui/", http.StatusOK)
-	form := `action="/ui/rollouts/` + id + `/break-freeze"`
-	if !strings.Contains(page, "Break freeze…") || !strings.Contains(page, form) || !strings.Contains(page, "year-end freeze") {
+	command := "nixfleet rollout break-freeze " + id + " --comment"
+	if !strings.Contains(page, command) || strings.Contains(page, "/break-freeze\"") || !strings.Contains(page, "year-end freeze") {
 		t.Fatalf("carol's overview:\n%s", page)
 	}
-	if apage := alice.page("/ui/", http.StatusOK); strings.Contains(apage, "Break freeze") || !strings.Contains(apage, "year-end freeze") {
-		t.Errorf("alice's overview offers to break the freeze, or does not show it:\n%s", apage)
+	if apage := alice.page("/ui/", http.StatusOK); strings.Contains(apage, "break-freeze") || !strings.Contains(apage, "year-end freeze") {
+		t.Errorf("alice's overview shows how to break the freeze, or does not show it:\n%s", apage)
 	}
-	// Nothing to break for an id no release names.
-	res := carol.do("POST", "/ui/rollouts/stable@nope/break-freeze", url.Values{"csrf": {csrfOf(t, page)}, "comment": {"hotfix"}}, http.Header{"Origin": {e.url}})
-	carol.wantCode(res, http.StatusNotFound, codes.NotFound)
+	// The dashboard files no break, for this release or for an id no
+	// release names.
+	for _, rid := range []string{id, "stable@nope"} {
+		res := carol.do("POST", "/ui/rollouts/"+rid+"/break-freeze", url.Values{"csrf": {csrfOf(t, page)}, "comment": {"the fix for the outage"}},
+			http.Header{"Origin": {e.url}})
+		carol.wantCode(res, http.StatusBadRequest, codes.UnsignedIntent)
+	}
+	e.tick()
+	if !deferred() || rolloutState(t, e, id) != "" {
+		t.Fatalf("the release opened after a refused form")
+	}
 
-	res = carol.do("POST", "/ui/rollouts/"+id+"/break-freeze", url.Values{"csrf": {csrfOf(t, page)}, "comment": {"the fix for the outage"}},
-		http.Header{"Origin": {e.url}})
-	loc := res.Header.Get("Location")
-	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/rollouts/"+id+"?intent=") && !strings.HasPrefix(loc, "/ui/?intent=") {
-		t.Fatalf("carol's form: %d %q %s", res.StatusCode, loc, carol.last)
+	// Nothing to break for an id no release names.
+	cc := e.client(e.apprKey.priv, "carol")
+	var ae *apiclient.Error
+	if _, _, err := cc.BreakFreeze(ctx, "stable@nope", "hotfix"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != codes.NotFound {
+		t.Errorf("a break of stable@nope: %v", err)
 	}
-	if after := carol.page(loc, http.StatusOK); !strings.Contains(after, "break-freeze by carol: accepted") {
-		t.Fatalf("the page does not show carol's break accepted:\n%s", after)
+	iv, _, err := cc.BreakFreeze(ctx, id, "the fix for the outage")
+	if err != nil || iv.Result == nil || !iv.Result.Accepted || iv.Intent.RolloutID != id {
+		t.Fatalf("carol's break: %+v, %v", iv, err)
+	}
+	if after := carol.page("/ui/?intent="+iv.Intent.ID, http.StatusOK); !strings.Contains(after, "break-freeze by carol: accepted") {
+		t.Fatalf("the overview does not show carol's break accepted:\n%s", after)
 	}
 	e.await(10*time.Second, "the release opens", func() bool { return rolloutState(t, e, id) != "" })
 }

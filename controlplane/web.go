@@ -697,7 +697,7 @@ func changeControl(ro reconciler.Rollout, bars []waveBar) (approvals []waveAppro
 	}
 	live := !ro.State.Terminal()
 	for i, wv := range ro.Waves {
-		a := waveApproval{Wave: i, Label: fmt.Sprintf("wave %d", i+1), Need: wv.Approval.Need(), Waiting: live && waiting[i]}
+		a := waveApproval{Wave: i, Label: fmt.Sprintf("wave %d", i), Need: wv.Approval.Need(), Waiting: live && waiting[i]}
 		if i < len(bars) {
 			a.Label = bars[i].Label()
 		}
@@ -835,7 +835,7 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if e := checkIntentBody(kind, wave, comment); e != nil {
 		return e
 	}
-	ro, e := s.intentRollout(r, kind)
+	ro, e := s.rollout(r)
 	if e != nil {
 		return e
 	}
@@ -843,11 +843,7 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if e != nil || !sent {
 		return e
 	}
-	to := "/ui/rollouts/" + urlPath(ro.ID)
-	if _, err := s.st.Rollout(r.Context(), ro.ID); errors.Is(err, store.ErrNotFound) {
-		to = "/ui/" // a ref that did not open has no page of its own
-	}
-	http.Redirect(w, r, to+"?intent="+ans.resp.Intent.ID, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/rollouts/"+urlPath(ro.ID)+"?intent="+ans.resp.Intent.ID, http.StatusSeeOther)
 	return nil
 }
 

@@ -50,10 +50,12 @@ func TestMayFile(t *testing.T) {
 }
 
 // TestRolloutPageChangeControl: the rollout page shows a wave's approvals
-// so far to everyone, offers "Approve wave N…" to approvers who have not
-// approved it while its hosts wait on gate approval, and "Break freeze…"
-// to approvers while a freeze holds hosts; operators and viewers get
-// neither, and a rollout that is over offers neither.
+// so far to everyone, and to approvers who have not approved a wave whose
+// hosts wait on gate approval the signed CLI command that approves it; to
+// approvers while a freeze holds hosts, the command that breaks it. The
+// page has no form for either (a browser holds no operator key), operators
+// and viewers get neither command, and a rollout that is over shows
+// neither. Waves are counted from 0, as in the journal and the CLI.
 func TestRolloutPageChangeControl(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	gated := reconciler.Rollout{ID: "stable@abc", Channel: "stable", State: reconciler.RolloutActive, Wave: 1,
@@ -92,51 +94,65 @@ func TestRolloutPageChangeControl(t *testing.T) {
 	dave := webUser{Name: "dave", Role: RoleApprover, CSRF: "token"}
 	alice := webUser{Name: "alice", Role: RoleOperator, CSRF: "token"}
 	victor := webUser{Name: "victor", Role: RoleViewer, CSRF: "token"}
+	const (
+		approve     = "nixfleet rollout approve "
+		breakFreeze = "nixfleet rollout break-freeze "
+	)
 
 	p, html := page(gated, carol)
-	want := []waveApproval{{Wave: 1, Label: "wave 2 (web)", Need: 2, By: []string{"dave"}, Waiting: true}}
+	want := []waveApproval{{Wave: 1, Label: "wave 1 (web)", Need: 2, By: []string{"dave"}, Waiting: true}}
 	if diff := cmp.Diff(want, p.Approvals); diff != "" || p.BreakFreeze {
 		t.Errorf("approvals (-want +got):\n%s\nbreak freeze %v", diff, p.BreakFreeze)
 	}
-	for _, s := range []string{"Approvals of wave 2 (web): 1 of 2: dave", "Approve wave 2 (web)…",
-		`action="/ui/rollouts/stable@abc/approve"`, `name="wave" value="1"`, "Pause…"} {
+	if diff := cmp.Diff(want, p.Offers()); diff != "" || p.OffersBreakFreeze() || !p.HasActions() {
+		t.Errorf("carol's offers (-want +got):\n%s\nbreak freeze %v, actions %v", diff, p.OffersBreakFreeze(), p.HasActions())
+	}
+	for _, s := range []string{"Approvals of wave 1 (web): 1 of 2: dave", "Approve wave 1 (web)</strong>", "approvals so far: 1 of 2: dave",
+		approve + "stable@abc --wave 1 --comment", "Pause…", `action="/ui/rollouts/stable@abc/pause"`} {
 		if !strings.Contains(html, s) {
 			t.Errorf("carol's page lacks %q:\n%s", s, html)
 		}
 	}
-	if strings.Contains(html, "Break freeze") {
-		t.Errorf("no freeze holds the rollout, yet carol is offered to break it")
+	if strings.Contains(html, "/approve") || strings.Contains(html, `name="wave"`) {
+		t.Errorf("carol's page has a form to approve:\n%s", html)
 	}
-	for name, u := range map[string]webUser{"dave, who approved it": dave, "alice, an operator": alice, "victor, a viewer": victor} {
-		_, html := page(gated, u)
-		if strings.Contains(html, "Approve wave") || strings.Contains(html, "/approve") {
-			t.Errorf("%s is offered to approve", name)
+	if strings.Contains(html, "break-freeze") || strings.Contains(html, "Break the freeze") {
+		t.Errorf("no freeze holds the rollout, yet carol is shown how to break it")
+	}
+	for name, u := range map[string]webUser{"dave, who approved it,": dave, "alice, an operator,": alice, "victor, a viewer,": victor} {
+		p, html := page(gated, u)
+		if len(p.Offers()) != 0 || strings.Contains(html, "Approve wave") || strings.Contains(html, approve) || strings.Contains(html, "/approve") {
+			t.Errorf("%s is shown how to approve", name)
 		}
-		if !strings.Contains(html, "Approvals of wave 2 (web): 1 of 2: dave") {
+		if !strings.Contains(html, "Approvals of wave 1 (web): 1 of 2: dave") {
 			t.Errorf("%s does not see the approvals so far", name)
 		}
 	}
-	if _, html := page(over, carol); strings.Contains(html, "Approve wave") {
+	if p, html := page(gated, victor); p.HasActions() || strings.Contains(html, "Confirm") {
+		t.Errorf("victor, a viewer, is offered actions")
+	}
+	if _, html := page(over, carol); strings.Contains(html, "Approve wave") || strings.Contains(html, approve) {
 		t.Errorf("a cancelled rollout offers approval")
 	}
 
 	p, html = page(frozen, carol)
-	if !p.BreakFreeze || len(p.Approvals) != 0 || !strings.Contains(html, "Break freeze…") ||
-		!strings.Contains(html, `action="/ui/rollouts/stable@def/break-freeze"`) {
-		t.Errorf("a frozen rollout does not offer carol to break the freeze:\n%s", html)
+	if !p.BreakFreeze || !p.OffersBreakFreeze() || len(p.Approvals) != 0 || !strings.Contains(html, "Break the freeze") ||
+		!strings.Contains(html, breakFreeze+"stable@def --comment") || strings.Contains(html, "/break-freeze") {
+		t.Errorf("a frozen rollout does not show carol how to break the freeze, or has a form for it:\n%s", html)
 	}
-	for name, u := range map[string]webUser{"alice, an operator": alice, "victor, a viewer": victor} {
-		if _, html := page(frozen, u); strings.Contains(html, "Break freeze") || strings.Contains(html, "/break-freeze") {
-			t.Errorf("%s is offered to break the freeze", name)
+	for name, u := range map[string]webUser{"alice, an operator,": alice, "victor, a viewer,": victor} {
+		if p, html := page(frozen, u); p.OffersBreakFreeze() || strings.Contains(html, "Break the freeze") || strings.Contains(html, "break-freeze") {
+			t.Errorf("%s is shown how to break the freeze", name)
 		}
 	}
 	p, html = page(broken, carol)
-	if p.BreakFreeze || strings.Contains(html, "Break freeze…") || !strings.Contains(html, "Freeze broken by carol") ||
+	if p.BreakFreeze || strings.Contains(html, breakFreeze) || !strings.Contains(html, "Freeze broken by carol") ||
 		!strings.Contains(html, "hotfix for the outage") {
 		t.Errorf("a broken freeze is offered again or not shown:\n%s", html)
 	}
 
-	// The intent notice names an approve's wave as the page counts waves.
+	// The intent notice names an approve's wave as the page counts waves,
+	// from 0.
 	wave := 1
 	p, _ = page(gated, carol)
 	p.Intent = &proto.IntentResponse{Intent: proto.Intent{ID: "i3", Kind: reconciler.IntentApprove, Actor: "carol", Wave: &wave}}
@@ -144,7 +160,7 @@ func TestRolloutPageChangeControl(t *testing.T) {
 	if err := webTemplates["rollout"].Execute(&buf, &p); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "approve of wave 2 by carol: filed") {
+	if !strings.Contains(buf.String(), "approve of wave 1 by carol: filed") {
 		t.Errorf("the intent notice:\n%s", buf.String())
 	}
 }

@@ -504,7 +504,7 @@ func lastLines(s string, n int) string {
 var (
 	rfc3339Time   = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 	sha256Hex     = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
-	intentID      = regexp.MustCompile(`\b[0-9a-f]{24}\b`)
+	intentID      = regexp.MustCompile(`\b[0-9a-f]{24}([0-9a-f]{8})?\b`)
 	leadingNumber = regexp.MustCompile(`(?m)^[0-9]+`)
 )
 
