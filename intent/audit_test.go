@@ -41,7 +41,7 @@ func TestAudit(t *testing.T) {
 	tampered := good
 	tampered.Intents = []proto.IntentEntry{pause, approve}
 	bad := *approve.Signed
-	bad.Document = []byte(strings.Replace(string(bad.Document), `"wave":1`, `"wave":2`, 1))
+	bad.Document = strings.Replace(bad.Document, `"wave":1`, `"wave":2`, 1)
 	tampered.Intents[1].Signed = &bad
 	rep := Audit(keys, tampered)
 	if !rep.Forged() || rep.Verified != 1 {

@@ -46,7 +46,7 @@ func Sign(priv ed25519.PrivateKey, d proto.IntentDocument) (proto.SignedIntent, 
 		return proto.SignedIntent{}, err
 	}
 	sig := ed25519.Sign(priv, append([]byte(proto.IntentSigningContext), canon...))
-	return proto.SignedIntent{Document: canon, Signature: base64.StdEncoding.EncodeToString(sig)}, nil
+	return proto.SignedIntent{Document: string(canon), Signature: base64.StdEncoding.EncodeToString(sig)}, nil
 }
 
 // Errors of Verify.
@@ -64,21 +64,22 @@ func Verify(pub ed25519.PublicKey, s proto.SignedIntent) (proto.IntentDocument, 
 	if len(s.Document) == 0 || s.Signature == "" {
 		return d, fmt.Errorf("%w: document and signature are required", ErrMalformed)
 	}
-	canon, err := trust.Canonicalize(s.Document)
+	doc := []byte(s.Document)
+	canon, err := trust.Canonicalize(doc)
 	if err != nil {
 		return d, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if !bytes.Equal(canon, s.Document) {
+	if !bytes.Equal(canon, doc) {
 		return d, ErrNotCanonical
 	}
 	sig, err := base64.StdEncoding.DecodeString(s.Signature)
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return d, fmt.Errorf("%w: the signature is not base64 of %d bytes", ErrMalformed, ed25519.SignatureSize)
 	}
-	if !ed25519.Verify(pub, append([]byte(proto.IntentSigningContext), s.Document...), sig) {
+	if !ed25519.Verify(pub, append([]byte(proto.IntentSigningContext), doc...), sig) {
 		return d, ErrSignature
 	}
-	dec := json.NewDecoder(bytes.NewReader(s.Document))
+	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
 		return d, fmt.Errorf("%w: %v", ErrMalformed, err)

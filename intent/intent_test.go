@@ -1,8 +1,10 @@
 package intent
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -32,15 +34,16 @@ func TestSignVerify(t *testing.T) {
 	// Every single changed byte of the document is caught.
 	for i := range s.Document {
 		bad := s
-		bad.Document = append([]byte(nil), s.Document...)
-		bad.Document[i] ^= 0x01
+		b := []byte(s.Document)
+		b[i] ^= 0x01
+		bad.Document = string(b)
 		if _, err := Verify(pub, bad); err == nil {
 			t.Fatalf("byte %d changed (%q) still verifies", i, bad.Document)
 		}
 	}
 	// Not canonical (a space), a bad signature encoding, missing fields.
 	spaced := s
-	spaced.Document = append([]byte{' '}, s.Document...)
+	spaced.Document = " " + s.Document
 	if _, err := Verify(pub, spaced); !errors.Is(err, ErrNotCanonical) && !errors.Is(err, ErrMalformed) {
 		t.Errorf("a non-canonical document: %v", err)
 	}
@@ -53,5 +56,29 @@ func TestSignVerify(t *testing.T) {
 	}
 	if !Fresh(got, d.IssuedAt.Add(4*time.Minute)) || Fresh(got, d.IssuedAt.Add(6*time.Minute)) || Fresh(got, d.IssuedAt.Add(-6*time.Minute)) {
 		t.Error("freshness is not ±5 minutes")
+	}
+}
+
+// TestSignedIntentSurvivesReencoding: the envelope may be re-encoded
+// (stored with HTML escaping, served, exported indented) without changing
+// a byte of what was signed.
+func TestSignedIntentSurvivesReencoding(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	s, err := Sign(priv, proto.IntentDocument{Kind: "pause", RolloutID: "prod@abc", Comment: `<script>&"quotes" — ünïcode`,
+		IssuedAt: time.Now(), Nonce: NewNonce()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped, _ := json.Marshal(s) // escapes <, > and &
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, escaped, "", "    "); err != nil {
+		t.Fatal(err)
+	}
+	var back proto.SignedIntent
+	if err := json.Unmarshal(indented.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(pub, back); err != nil {
+		t.Fatalf("re-encoded: %v", err)
 	}
 }

@@ -1,9 +1,6 @@
 package proto
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // The control plane's HTTP API bodies (rfcs/0007-protocol.md). Bodies are
 // JSON, decoded with the rules of this package (duplicate members and type
@@ -242,11 +239,12 @@ type IntentDocument struct {
 }
 
 // SignedIntent is an IntentDocument as signed: Document holds its JCS
-// bytes exactly, Signature the base64 ed25519 signature of
-// IntentSigningContext followed by them.
+// text exactly, as a JSON string (so that no re-encoding of the envelope,
+// indenting or escaping, can change a byte of it), Signature the base64
+// ed25519 signature of IntentSigningContext followed by it.
 type SignedIntent struct {
-	Document  json.RawMessage `json:"document"`
-	Signature string          `json:"signature"`
+	Document  string `json:"document"`
+	Signature string `json:"signature"`
 }
 
 // IntentSigningContext separates intent signatures from every other use

@@ -37,6 +37,7 @@ type site struct {
 	Secret     string
 	Operators  string
 	opKey      ed25519.PrivateKey
+	apprKey    ed25519.PrivateKey // ada's, an approver
 }
 
 func newSite(t *testing.T) *site {
@@ -56,7 +57,13 @@ func newSite(t *testing.T) *site {
 		t.Fatal(err)
 	}
 	s.opKey = priv
-	ops := fmt.Sprintf(`[{"name":"olga","role":"operator","key":%q}]`, trust.SSHEd25519Line(pub))
+	apub, apriv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apprKey = apriv
+	ops := fmt.Sprintf(`[{"name":"olga","role":"operator","key":%q},{"name":"ada","role":"approver","key":%q}]`,
+		trust.SSHEd25519Line(pub), trust.SSHEd25519Line(apub))
 	if err := os.WriteFile(s.Operators, []byte(ops), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func testIntents(t *testing.T, s store.Store) {
 	// A signed intent is kept verbatim, with its wave; a replay of its id
 	// is a duplicate; Intents lists a rollout's, oldest first.
 	wave := 2
-	signed := &proto.SignedIntent{Document: []byte(`{"kind":"approve","nonce":"00ff"}`), Signature: "c2ln"}
+	signed := &proto.SignedIntent{Document: `{"kind":"approve","nonce":"00ff"}`, Signature: "c2ln"}
 	approve := rc.Intent{ID: "i2", RolloutID: id, Kind: rc.IntentApprove, Actor: "carol", At: t0.Add(3 * time.Second), Wave: &wave}
 	must(t, s.AddSignedIntent(ctx, approve, signed))
 	wantErr(t, s.AddSignedIntent(ctx, approve, signed), store.ErrDuplicate, "a replayed signed intent")
