@@ -33,13 +33,7 @@ func wireRollout(r reconciler.Rollout, withHosts bool) proto.Rollout {
 	for _, hw := range r.HostWindows {
 		out.HostWindows = append(out.HostWindows, proto.RolloutHostWindows(hw))
 	}
-	for _, a := range r.Approvals {
-		out.Approvals = append(out.Approvals, proto.WaveApproval(a))
-	}
-	if b := r.FreezeBreak; b != nil {
-		fb := proto.FreezeBreak(*b)
-		out.FreezeBreak = &fb
-	}
+	out.Approvals, out.FreezeBreak = r.Approvals, r.FreezeBreak
 	if r.Edges != nil {
 		out.Edges = make([]proto.Edge, len(r.Edges))
 		for i, e := range r.Edges {

@@ -341,21 +341,12 @@ type Deferral struct {
 	BlockedBy string `json:"blockedBy"`
 }
 
-// Approval is one approver's approval of one wave.
-type Approval struct {
-	Wave   int       `json:"wave"`
-	Actor  string    `json:"actor"`
-	At     time.Time `json:"at"`
-	Intent string    `json:"intent"`
-}
+// Approval is one approver's approval of one wave (the wire type).
+type Approval = proto.WaveApproval
 
-// FreezeBreak records who let a rollout through its channel's freezes.
-type FreezeBreak struct {
-	Actor   string    `json:"actor"`
-	At      time.Time `json:"at"`
-	Intent  string    `json:"intent"`
-	Comment string    `json:"comment"`
-}
+// FreezeBreak records who let a rollout through its channel's freezes
+// (the wire type).
+type FreezeBreak = proto.FreezeBreak
 
 // HostWindowSpec gives Hosts (sorted) their own maintenance windows.
 type HostWindowSpec struct {
