@@ -37,11 +37,18 @@ func HostWindows(r *Rollout, h *RolloutHost) []proto.Window {
 // verified release: a freeze pushed in a new release holds the channel's
 // current rollout too.
 func (t *tick) freezesOf(channel string) []proto.Freeze {
-	c := t.channels[channel]
-	if c == nil || c.Fleet == nil {
-		return nil
+	if fs, ok := t.frozen[channel]; ok {
+		return fs
 	}
-	return schedule.FreezeAt(c.Fleet.Freezes, channel, t.now)
+	var fs []proto.Freeze
+	if c := t.channels[channel]; c != nil && c.Fleet != nil {
+		fs = schedule.FreezeAt(c.Fleet.Freezes, channel, t.now)
+	}
+	if t.frozen == nil {
+		t.frozen = map[string][]proto.Freeze{}
+	}
+	t.frozen[channel] = fs
+	return fs
 }
 
 // freezeReason explains the freezes that hold a channel; its message does
@@ -76,11 +83,27 @@ func (t *tick) timeGate(w *work, i int) Reason {
 	if len(ws) == 0 {
 		return Reason{}
 	}
-	st := schedule.At(ws, t.now)
+	st := t.windowsAt(ws)
 	if st.Open {
 		return Reason{}
 	}
 	return Reason{Gate: codes.Window, Code: codes.Window, Message: windowMessage(st)}
+}
+
+// windowsAt is schedule.At(ws, now), once per tick for each list of
+// windows: the hosts of a wave or a channel share their rollout's frozen
+// list, so a tick over many hosts computes each list's openings once.
+func (t *tick) windowsAt(ws []proto.Window) schedule.Status {
+	key := &ws[0]
+	if st, ok := t.windowStatus[key]; ok {
+		return st
+	}
+	st := schedule.At(ws, t.now)
+	if t.windowStatus == nil {
+		t.windowStatus = map[*proto.Window]schedule.Status{}
+	}
+	t.windowStatus[key] = st
+	return st
 }
 
 // windowMessage says when the next window opens, in its own zone and in

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/schedule"
 )
 
 // Reconcile runs one tick: from the verified releases, the rollouts, what
@@ -115,7 +117,9 @@ type tick struct {
 	events       []Event
 	actions      []HostAction
 	results      []IntentResult
-	openBreaks   map[string]*FreezeBreak // break-freezes for refs about to open, per channel
+	openBreaks   map[string]*FreezeBreak           // break-freezes for refs about to open, per channel
+	windowStatus map[*proto.Window]schedule.Status // windowsAt's, by list
+	frozen       map[string][]proto.Freeze         // freezesOf's, by channel
 }
 
 // work is a rollout being reconciled: a private copy of its record plus
