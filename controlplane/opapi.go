@@ -112,7 +112,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	if e != nil {
 		return e
 	}
-	sum, e := s.rolloutView(r, ro)
+	sum, _, e := s.rolloutView(r, ro)
 	if e != nil {
 		return e
 	}
@@ -121,17 +121,19 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 }
 
 // rolloutView is a rollout with its hosts, each with its situation, as
-// GET /v1/rollouts/{id} and the dashboard show it.
-func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Rollout, *apiError) {
-	latest, e := s.latestIDs(r)
+// GET /v1/rollouts/{id} and the dashboard show it, and whether it is its
+// channel's latest.
+func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Rollout, bool, *apiError) {
+	latestIDs, e := s.latestIDs(r)
 	if e != nil {
-		return proto.Rollout{}, e
+		return proto.Rollout{}, false, e
 	}
-	sum, err := s.summarize(r.Context(), ro, true, latest[ro.Channel] == ro.ID)
+	latest := latestIDs[ro.Channel] == ro.ID
+	sum, err := s.summarize(r.Context(), ro, true, latest)
 	if err != nil {
-		return sum, s.internal("reading hosts", err)
+		return sum, latest, s.internal("reading hosts", err)
 	}
-	return sum, nil
+	return sum, latest, nil
 }
 
 func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
@@ -645,7 +647,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if e := may(c, false); e != nil {
 		return e
 	}
-	st, e := s.statusView(r)
+	st, _, e := s.statusView(r)
 	if e != nil {
 		return e
 	}
@@ -654,20 +656,22 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 }
 
 // statusView is every channel, its release and its latest rollout, as
-// GET /v1/status and the dashboard's overview show them.
-func (s *Server) statusView(r *http.Request) (proto.Status, *apiError) {
+// GET /v1/status and the dashboard's overview show them, and the latest
+// rollouts it read, with their hosts, by channel.
+func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconciler.Rollout, *apiError) {
 	var st proto.Status
+	fulls := map[string]reconciler.Rollout{}
 	rels, err := s.st.Releases(r.Context())
 	if err != nil {
-		return st, s.internal("reading releases", err)
+		return st, nil, s.internal("reading releases", err)
 	}
 	rs, err := s.st.Rollouts(r.Context())
 	if err != nil {
-		return st, s.internal("listing rollouts", err)
+		return st, nil, s.internal("listing rollouts", err)
 	}
 	sight, err := s.st.Sight(r.Context())
 	if err != nil {
-		return st, s.internal("reading the watch", err)
+		return st, nil, s.internal("reading the watch", err)
 	}
 	_, fails := s.src.status()
 	_, leader := s.ticker.isLeader()
@@ -690,13 +694,13 @@ func (s *Server) statusView(r *http.Request) (proto.Status, *apiError) {
 			}
 			full, err := s.st.Rollout(r.Context(), ro.ID)
 			if err != nil {
-				return st, s.internal("reading a rollout", err)
+				return st, nil, s.internal("reading a rollout", err)
 			}
 			sum, err := s.summarize(r.Context(), full, false, true)
 			if err != nil {
-				return st, s.internal("reading hosts", err)
+				return st, nil, s.internal("reading hosts", err)
 			}
-			cs.Rollout = &sum
+			cs.Rollout, fulls[rel.Channel] = &sum, full
 			break
 		}
 		cs.Pending = cs.Rollout == nil || cs.Rollout.Ref != rel.Ref
@@ -705,5 +709,5 @@ func (s *Server) statusView(r *http.Request) (proto.Status, *apiError) {
 		}
 		st.Channels = append(st.Channels, cs)
 	}
-	return st, nil
+	return st, fulls, nil
 }

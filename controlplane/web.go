@@ -292,7 +292,7 @@ func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) 
 	if e != nil {
 		return e
 	}
-	st, full, e := s.statusAndRollouts(r)
+	st, full, e := s.statusView(r)
 	if e != nil {
 		return e
 	}
@@ -489,30 +489,6 @@ func actionsFor(ro reconciler.Rollout, latest bool) []string {
 	return out
 }
 
-// statusAndRollouts is the status view and, by channel, the full latest
-// rollout it summarises.
-func (s *Server) statusAndRollouts(r *http.Request) (proto.Status, map[string]reconciler.Rollout, *apiError) {
-	st, e := s.statusView(r)
-	if e != nil {
-		return st, nil, e
-	}
-	full := map[string]reconciler.Rollout{}
-	for _, cs := range st.Channels {
-		if cs.Rollout == nil {
-			continue
-		}
-		ro, err := s.st.Rollout(r.Context(), cs.Rollout.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // pruned in between
-		}
-		if err != nil {
-			return st, nil, s.internal("reading a rollout", err)
-		}
-		full[cs.Name] = ro
-	}
-	return st, full, nil
-}
-
 // Rollout pages show each host as a tile up to tileLimit hosts in a wave;
 // a bigger wave shows a tile per state and per situation, and the hosts
 // that need attention, up to attentionLimit.
@@ -549,11 +525,7 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 	if e != nil {
 		return e
 	}
-	sum, e := s.rolloutView(r, ro)
-	if e != nil {
-		return e
-	}
-	latest, e := s.latestIDs(r)
+	sum, latest, e := s.rolloutView(r, ro)
 	if e != nil {
 		return e
 	}
@@ -565,7 +537,7 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 	if err != nil {
 		return s.internal("reading events", err)
 	}
-	data := rolloutPage{webPage: p, R: sum, Budgets: budgetUses(ro, inflight), Actions: actionsFor(ro, latest[ro.Channel] == ro.ID), Events: reversed(evs)}
+	data := rolloutPage{webPage: p, R: sum, Budgets: budgetUses(ro, inflight), Actions: actionsFor(ro, latest), Events: reversed(evs)}
 	bars := waveBars(ro, &sum)
 	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
 	for _, b := range bars {
