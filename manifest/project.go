@@ -106,6 +106,7 @@ func cloneHealthGate(g proto.HealthGate) proto.HealthGate {
 		MaxFailures:        clonePtr(g.MaxFailures),
 		MinConverged:       clonePtr(g.MinConverged),
 		MinConvergedPct:    clonePtr(g.MinConvergedPct),
+		Analysis:           slices.Clone(g.Analysis),
 	}
 }
 

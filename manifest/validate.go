@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/schedule"
 	"github.com/nixfleet/nixfleet/trust"
@@ -104,7 +105,8 @@ func isAlnum(c byte) bool {
 //   - freshnessWindow >= 2 × signingIntervalMinutes, and positive;
 //   - compliance modes and onHealthFailure are known values; health-gate
 //     counts are not negative, minConverged is at least 1 and
-//     minConvergedPct is between 1 and 100;
+//     minConvergedPct is between 1 and 100; every analysis has a name,
+//     unique in its gate, and passes analysis.Problems;
 //   - selectors do not carry the evaluation-time "and"/"not";
 //   - a disruption budget can admit at least one host: maxInFlight 0, or a
 //     maxInFlightPct that rounds down to 0 on the budget's hosts, is an
@@ -269,6 +271,29 @@ func (v *validator) policies() {
 		}
 		if p := g.MinConvergedPct; p != nil && (*p < 1 || *p > 100) {
 			v.errorf("rollout policy %q: healthGate.minConvergedPct %d must be between 1 and 100", name, *p)
+		}
+		v.analyses(name, g.Analysis)
+	}
+}
+
+// analyses checks a health gate's analyses (rfcs/0001 §2.3): each has a
+// name (a label, unique in the gate) and what analysis.Problems asks.
+func (v *validator) analyses(policy string, as []proto.Analysis) {
+	names := map[string]int{}
+	for i, a := range as {
+		where := fmt.Sprintf("rollout policy %q: healthGate.analysis[%d]", policy, i)
+		switch {
+		case a.Name == "":
+			v.errorf("%s: name is empty", where)
+		case v.label(where, a.Name):
+			if j, dup := names[a.Name]; dup {
+				v.errorf("%s: name %q is already analysis[%d]'s", where, a.Name, j)
+			} else {
+				names[a.Name] = i
+			}
+		}
+		for _, p := range analysis.Problems(a) {
+			v.errorf("%s: %s", where, p)
 		}
 	}
 }

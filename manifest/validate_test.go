@@ -610,6 +610,30 @@ func TestValidatePolicies(t *testing.T) {
 			`rollout policy "canary-then-web-then-rest": healthGate.systemdFailedUnits.max -1 is negative`,
 			`rollout policy "canary-then-web-then-rest": healthGate.minConverged 0 must be at least 1`,
 			`rollout policy "canary-then-web-then-rest": healthGate.minConvergedPct 0 must be between 1 and 100`),
+		gate("an analysis", func(g *proto.HealthGate) {
+			g.Analysis = []proto.Analysis{{Name: "error-rate", Query: `max(errors{host=~"{{ .HostsRegex }}"})`, SuccessCondition: "result < 0.05", Interval: "1m", Count: 3}}
+		}),
+		gate("analyses with every problem, in order", func(g *proto.HealthGate) {
+			g.Analysis = []proto.Analysis{
+				{Name: "", Query: "up", SuccessCondition: "result > 0", Interval: "30s", Count: 1},
+				{Name: "latency", Query: "{{ .Region }}", SuccessCondition: "p99 < 1", FailureCondition: "result >", Interval: "1d", Count: 0, FailureLimit: -1},
+				{Name: "latency", Query: "", SuccessCondition: "result < 1", Interval: "25h", Count: 1001, InconclusiveLimit: -1},
+				{Name: "bad name!", Query: "up", SuccessCondition: "result == 1", Interval: "1h", Count: 1},
+			}
+		},
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: name is empty`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[1]: query: {{ .Region }} is not a placeholder (known: .HostsRegex, .RolloutID, .Channel, .Wave)`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[1]: successCondition "p99 < 1" is not "result <op> <number>" with <op> one of <, <=, >, >=, ==, !=`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[1]: failureCondition "result >" is not "result <op> <number>" with <op> one of <, <=, >, >=, ==, !=`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[1]: interval "1d" is not a whole number of seconds, minutes or hours like "30s", "5m" or "1h"`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[1]: count 0 must be between 1 and 1000`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[1]: failureLimit -1 is negative`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[2]: name "latency" is already analysis[1]'s`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[2]: query is empty`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[2]: interval "25h" is longer than 24h`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[2]: count 1001 must be between 1 and 1000`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[2]: inconclusiveLimit -1 is negative`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[3]: name "bad name!" must be letters, digits, '.', '_' or '-', at most 40 long`),
 		andNot("selector with and", `{"and":[{"tags":["web"]},{"tags":["canary"]}]}`, andNotErr),
 		andNot("selector with not", `{"not":{"tags":["db"]}}`, andNotErr),
 		andNot("selector with and next to tags", `{"tags":["web"],"and":[{"all":true}]}`, andNotErr),

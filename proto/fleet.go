@@ -191,6 +191,10 @@ func (a *Approval) Need() int {
 // HealthGate bounds what counts as a healthy host. Absent members impose
 // no bound.
 type HealthGate struct {
+	// Analysis are queries against the fleet's Prometheus that judge each
+	// wave by its services while it soaks (rfcs/0001 §2.3): a wave is
+	// promoted only when every one succeeded. An addition of ours.
+	Analysis         []Analysis        `json:"analysis,omitempty"`
 	ComplianceProbes *ComplianceProbes `json:"complianceProbes,omitempty"`
 	// MaxFailures is how many hosts may fail before OnHealthFailure acts.
 	MaxFailures *int `json:"maxFailures,omitempty"`
@@ -202,6 +206,51 @@ type HealthGate struct {
 	MinConverged       *int                `json:"minConverged,omitempty"`
 	MinConvergedPct    *int                `json:"minConvergedPct,omitempty"`
 	SystemdFailedUnits *SystemdFailedUnits `json:"systemdFailedUnits,omitempty"`
+}
+
+// Analysis is one canary analysis of a health gate: the control plane
+// evaluates Query against its Prometheus every Interval, Count times,
+// from the moment a wave's first host runs the release, and judges each
+// result by SuccessCondition and FailureCondition (rfcs/0001 §2.3,
+// rfcs/0003 rule 16). Fields in JCS order.
+type Analysis struct {
+	// Count is how many measurements make a successful run (1 to
+	// MaxAnalysisCount).
+	Count int `json:"count"`
+	// FailureCondition, when set, fails a measurement whose result meets
+	// it; a result that meets neither condition is then inconclusive.
+	// Without it, a result that does not meet SuccessCondition fails.
+	FailureCondition string `json:"failureCondition,omitempty"`
+	// FailureLimit is how many failed measurements a run tolerates: one
+	// more fails it.
+	FailureLimit int `json:"failureLimit"`
+	// InconclusiveLimit is how many inconclusive measurements (no data,
+	// a query error, Prometheus down) a run tolerates: one more makes it
+	// inconclusive, which halts the rollout for an operator.
+	InconclusiveLimit int `json:"inconclusiveLimit"`
+	// Interval is the time between measurements: whole seconds, minutes
+	// or hours ("30s", "5m", "1h"), at most a day.
+	Interval string `json:"interval"`
+	// Name labels the analysis in events and explanations; unique in its
+	// health gate.
+	Name string `json:"name"`
+	// Query is PromQL with placeholders ({{ .HostsRegex }}, {{ .RolloutID }},
+	// {{ .Channel }}, {{ .Wave }}) the control plane fills in for the wave.
+	Query string `json:"query"`
+	// SuccessCondition is "result <op> <number>": every sample of the
+	// result must meet it.
+	SuccessCondition string `json:"successCondition"`
+}
+
+// MaxAnalysisCount bounds an analysis's measurements.
+const MaxAnalysisCount = 1000
+
+// MetricSample is one series of a query's result: its labels, rendered
+// as PromQL writes them ({instance="web-01"}, empty for a scalar), and
+// its value as Prometheus wrote it ("0.25", "NaN", "+Inf").
+type MetricSample struct {
+	Metric string `json:"metric,omitempty"`
+	Value  string `json:"value"`
 }
 
 // SystemdFailedUnits caps the number of failed systemd units.
