@@ -67,6 +67,13 @@ const (
 	PartialVisibility  = "partial_visibility"
 	VisibilityRestored = "visibility_restored"
 	WatchStarted       = "watch_started"
+	// Canary analysis (rule 16): a run's verdict, and one measurement's.
+	AnalysisSuccessful      = "analysis_successful"
+	AnalysisFailed          = "analysis_failed"
+	AnalysisInconclusive    = "analysis_inconclusive"
+	MeasurementSuccessful   = "measurement_successful"
+	MeasurementFailed       = "measurement_failed"
+	MeasurementInconclusive = "measurement_inconclusive"
 )
 
 // Host transitions: reasons the reconciler records for a host.
@@ -239,6 +246,12 @@ var registry = []Info{
 	{PartialVisibility, 0, exitNone, "too much of a channel is silent at once (a reason, and the gate holding a host)"},
 	{VisibilityRestored, 0, exitNone, "a channel's partial visibility ended"},
 	{WatchStarted, 0, exitNone, "the control plane's watch over its hosts (re)starts"},
+	{AnalysisSuccessful, 0, exitNone, "a wave's analysis counted its measurements without passing its limits (rule 16)"},
+	{AnalysisFailed, 0, exitNone, "a wave's analysis counted more failed measurements than its failureLimit: onHealthFailure applies"},
+	{AnalysisInconclusive, 0, exitNone, "a wave's analysis counted more inconclusive measurements than its inconclusiveLimit: the rollout halts for an operator"},
+	{MeasurementSuccessful, 0, exitNone, "an analysis query's result met its successCondition"},
+	{MeasurementFailed, 0, exitNone, "an analysis query's result met its failureCondition, or missed its successCondition"},
+	{MeasurementInconclusive, 0, exitNone, "an analysis query gave no usable result (no data, an error, Prometheus unreachable)"},
 
 	{Dispatched, 0, exitNone, "the host was given its target"},
 	{CatchUp, 0, exitNone, "a skipped host came back and is given the current target"},

@@ -170,6 +170,15 @@ func approvalGate(w *work, wave int) Reason {
 		Message: fmt.Sprintf("%s needs %d approval(s) (%s); an approver runs nixfleet rollout approve %s --wave %d", w.waveLabel(wave), need, so, w.r.ID, wave)}
 }
 
+// waveStarts journals a wave that became its rollout's current one while
+// it still needs approvals (rule 15): once, as it starts, so that
+// approvers can be told.
+func (t *tick) waveStarts(w *work) {
+	if why := approvalGate(w, w.r.Wave); why.Gate != "" {
+		t.emit(Event{Kind: EventApprovalNeeded, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave, Reason: why})
+	}
+}
+
 // changeIntent decides an approve or break-freeze intent (rules 14, 15).
 func (t *tick) changeIntent(in Intent, w *work) IntentResult {
 	res := IntentResult{IntentID: in.ID}

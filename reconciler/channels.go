@@ -319,8 +319,10 @@ func (t *tick) open(c *Channel) *work {
 				Host: f[:strings.IndexByte(f, ':')], Reason: Reason{Code: codes.ComplianceWarning, Message: "static control fails (permissive mode): " + f}})
 		}
 		t.setRollout(w, EvGatePassed, Reason{Code: codes.CompliancePassed, Message: fmt.Sprintf("%d static control(s) fail; permissive mode lets the rollout start", len(failing))})
+		t.waveStarts(w)
 	default:
 		t.setRollout(w, EvGatePassed, Reason{Code: codes.CompliancePassed, Message: "static compliance gate passed (mode " + r.ComplianceMode + ")"})
+		t.waveStarts(w)
 	}
 	return w
 }

@@ -46,6 +46,7 @@ func (t *tick) advance(w *work) {
 				Reason: Reason{Code: codes.WavePromoted, Message: fmt.Sprintf("%s done; %s starts", w.waveLabel(w.r.Wave), w.waveLabel(w.r.Wave+1))}})
 			w.r.Wave++
 			w.r.WaveStartedAt, w.r.ProgressAt, w.changed = t.now, t.now, true
+			t.waveStarts(w)
 		}
 		t.dispatchHosts(w)
 		if !t.promotable(w, w.r.Wave) {
@@ -57,7 +58,8 @@ func (t *tick) advance(w *work) {
 // promotable reports whether a wave may be promoted (rule 8): no host of
 // it is still to be dispatched or watched (Skipped and Deferred hosts do
 // not hold it back), enough of its hosts converged on the target to prove
-// the release (evidence), and its channel is not in partial visibility.
+// the release (evidence), its channel is not in partial visibility, and
+// every analysis of the wave succeeded (rule 16).
 func (t *tick) promotable(w *work, wave int) bool {
 	if wave < 0 || wave >= len(w.waves) {
 		return true
@@ -69,7 +71,7 @@ func (t *tick) promotable(w *work, wave int) bool {
 		}
 	}
 	proven, need := w.evidence(wave)
-	return proven >= need && !t.partial[w.r.Channel]
+	return proven >= need && !t.partial[w.r.Channel] && !w.analysisHolds(wave)
 }
 
 // evidence counts a wave's proof, and how much it needs before the next

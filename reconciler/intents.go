@@ -80,6 +80,9 @@ func (t *tick) intents() {
 				// Failures so far are forgiven: onHealthFailure counts anew.
 				w.r.FailuresForgiven = w.failures()
 				reason.Message += fmt.Sprintf("; %d failed host(s) forgiven", w.r.FailuresForgiven)
+				if names := w.forgiveAnalyses(); len(names) > 0 {
+					reason.Message += fmt.Sprintf("; analysis %s measures again", strings.Join(names, ", "))
+				}
 			}
 			t.setRollout(w, ev, reason)
 			res.Accepted, res.Reason = true, reason

@@ -15,7 +15,7 @@ func (t *tick) output() Output {
 	// verdict may have been judged again once a rollout opened.
 	out := Output{Rollouts: []RolloutUpdate{}, Hosts: []HostUpdate{}, Actions: t.actions,
 		Events: append(visEvents, t.events...), IntentResults: t.results, Deferrals: t.deferrals,
-		Channels: t.chUpdates, Visibility: vis}
+		Channels: t.chUpdates, Visibility: vis, Measure: t.measureRequests()}
 	for _, w := range t.rollouts {
 		if w.isNew {
 			out.Rollouts = append(out.Rollouts, RolloutUpdate{New: true, Rollout: w.r})

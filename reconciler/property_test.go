@@ -50,6 +50,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/manifest"
 	"github.com/nixfleet/nixfleet/proto"
@@ -135,11 +136,12 @@ func TestPropertyLegalTransitions(t *testing.T) {
 
 // TestPropertyWellBehavedFleetConverges: with hosts that are always online,
 // always confirm and stay healthy, no operator and no release after the
-// first, every rollout converges, and every host of every rollout with it.
+// first, every rollout converges, and every host of every rollout with it;
+// half of the runs with canary analyses whose measurements succeed.
 func TestPropertyWellBehavedFleetConverges(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		runWellBehaved(t, fleetGenOpts{maxHosts: 300}, nil)
+		runWellBehaved(t, fleetGenOpts{maxHosts: 300, analysis: rapid.Bool().Draw(t, "analysis")}, nil)
 	})
 }
 
@@ -297,6 +299,9 @@ type fleetGenOpts struct {
 	// changeControl: policies and waves may have maintenance windows,
 	// and the fleet freezes (rfcs/0003 rules 13, 14).
 	changeControl bool
+	// analysis: policies may have canary analyses (rule 16), which the
+	// simulated control plane measures.
+	analysis bool
 }
 
 // simZones are the time zones drawn windows use: with and without
@@ -323,6 +328,24 @@ func drawWindows(t *rapid.T, max int) []proto.Window {
 			}
 		}
 		out = append(out, w)
+	}
+	return out
+}
+
+// drawAnalyses draws one or two analyses that measure often enough to
+// end within a run.
+func drawAnalyses(t *rapid.T) []proto.Analysis {
+	var out []proto.Analysis
+	for i := range rapid.IntRange(1, 2).Draw(t, "analysisCount") {
+		a := proto.Analysis{Name: fmt.Sprintf("check-%d", i), Query: `max(errors{host=~"{{ .HostsRegex }}"})`,
+			SuccessCondition: "result < 0.05", Count: rapid.IntRange(1, 4).Draw(t, "analysisMeasurements"),
+			Interval:          fmt.Sprintf("%ds", rapid.IntRange(30, 300).Draw(t, "analysisIntervalSeconds")),
+			FailureLimit:      rapid.IntRange(0, 1).Draw(t, "analysisFailureLimit"),
+			InconclusiveLimit: rapid.IntRange(0, 1).Draw(t, "analysisInconclusiveLimit")}
+		if rapid.Bool().Draw(t, "analysisFailureCondition") {
+			a.FailureCondition = "result > 0.2"
+		}
+		out = append(out, a)
 	}
 	return out
 }
@@ -406,6 +429,9 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 			p.gate.SystemdFailedUnits = &proto.SystemdFailedUnits{Max: rapid.IntRange(0, 1).Draw(t, "maxFailedUnits")}
 		}
 		p.onFailure = rapid.SampledFrom([]string{proto.OnHealthFailureHalt, proto.OnHealthFailureRollbackAndHalt}).Draw(t, "onHealthFailure")
+		if o.analysis && rapid.IntRange(0, 2).Draw(t, "policyAnalyses") > 0 {
+			p.gate.Analysis = drawAnalyses(t)
+		}
 		m.policies = append(m.policies, p)
 	}
 	for _, ch := range m.channels {
@@ -939,6 +965,7 @@ func (s *fleetSim) advance(out reconciler.Output) {
 		}
 		s.in.Hosts[name] = o
 	}
+	s.measure(out.Measure)
 	for _, hi := range out.Actions {
 		a := s.agents[hi.Host]
 		if a == nil {
@@ -1024,6 +1051,38 @@ func (s *fleetSim) advance(out reconciler.Output) {
 			At:        now.Add(-time.Duration(rapid.IntRange(0, 120).Draw(t, "operatorAge")) * time.Second),
 			Wave:      wave,
 		})
+	}
+}
+
+// measure is the control plane taking the analysis measurements that are
+// due: a well-behaved fleet's services are healthy and its Prometheus
+// answers; otherwise a value may be bad, missing or not a number, the
+// query may fail, or the measurement may not be taken yet.
+func (s *fleetSim) measure(reqs []reconciler.MeasureRequest) {
+	t, now := s.t, s.in.Now
+	for _, r := range reqs {
+		if r.At.After(now) {
+			continue
+		}
+		m := reconciler.Measurement{RolloutID: r.RolloutID, Wave: r.Wave, Analysis: r.Analysis, Seq: r.Seq, At: now,
+			Query: `max(errors{host=~"…"})`, Samples: []proto.MetricSample{{Value: "0.01"}}}
+		if !s.wellBehaved {
+			switch k := percentGen.Draw(t, "measurement"); {
+			case k < 8:
+				continue // not taken yet
+			case k < 16:
+				m.Samples[0].Value = "0.5"
+			case k < 22:
+				m.Samples[0].Value = "0.1" // between the conditions
+			case k < 26:
+				m.Samples = nil // no data
+			case k < 29:
+				m.Samples[0].Value = "NaN"
+			case k < 33:
+				m.Samples, m.Error = nil, "connection refused"
+			}
+		}
+		s.in.Measurements = append(slices.Clip(s.in.Measurements), m)
 	}
 }
 
@@ -1157,7 +1216,13 @@ func (s *fleetSim) convergenceBound() int {
 			maxSoak = max(maxSoak, w.SoakMinutes)
 		}
 		perHost := 3 + maxSoak*2 + 1
-		bound += len(c.Manifest.HostSet)*perHost + 3*(waves+1)
+		// Analyses measure one after the other, at most one a tick.
+		perWave := 3
+		for _, a := range c.Manifest.HealthGate.Analysis {
+			every, _ := analysis.ParseInterval(a.Interval)
+			perWave = max(perWave, 3+a.Count*(int(every/(30*time.Second))+2))
+		}
+		bound += len(c.Manifest.HostSet)*perHost + perWave*(waves+1)
 	}
 	return 2 * bound
 }
@@ -1179,7 +1244,8 @@ type tickCheck func(t *rapid.T, c tickCase) []string
 // runChaos drives a random fleet for a drawn number of ticks (at most 150)
 // and checks an invariant after every tick.
 func runChaos(t *rapid.T, check tickCheck) {
-	runChaosWith(t, fleetGenOpts{maxHosts: 300, changeControl: rapid.Bool().Draw(t, "changeControl")}, check)
+	runChaosWith(t, fleetGenOpts{maxHosts: 300, changeControl: rapid.Bool().Draw(t, "changeControl"),
+		analysis: rapid.Bool().Draw(t, "analysis")}, check)
 }
 
 // runChaosWith is runChaos with the fleet's options given.

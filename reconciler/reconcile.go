@@ -20,7 +20,8 @@ import (
 //     partial visibility;
 //  1. operator intents, oldest first (those newer than now wait);
 //  2. host observations: confirms, failures, timeouts, health, soak;
-//  3. health policy: too many failures trigger onHealthFailure;
+//  3. canary analysis of each Active rollout's current wave (rule 16),
+//     then health policy: too many failures trigger onHealthFailure;
 //  4. channel by channel, predecessors first (channel edges), so that a
 //     channel sees its predecessors' final state of the tick:
 //     a. its rollouts, oldest first, dispatch: promote finished waves,
@@ -58,6 +59,9 @@ func (t *tick) pass() {
 	t.deferrals = t.deferrals[:0]
 	for _, r := range t.rollouts {
 		t.observe(r)
+	}
+	for _, r := range t.rollouts {
+		t.analyze(r)
 	}
 	for _, r := range t.rollouts {
 		t.healthPolicy(r)
@@ -120,6 +124,7 @@ type tick struct {
 	openBreaks   map[string]*FreezeBreak           // break-freezes for refs about to open, per channel
 	windowStatus map[*proto.Window]schedule.Status // windowsAt's, by list
 	frozen       map[string][]proto.Freeze         // freezesOf's, by channel
+	measurements map[runKey][]Measurement          // the input's, by run, in Seq order
 }
 
 // work is a rollout being reconciled: a private copy of its record plus
@@ -140,12 +145,14 @@ type work struct {
 	held     map[int][]*budgetGroup // the groups each host in flight holds a slot in
 	failed0  int                    // its failures when the tick began
 	latest   bool                   // the latest rollout of its channel
+	// runsOwned: r.Analyses is this tick's copy, not the input's.
+	runsOwned bool
 }
 
 func newTick(in Input) *tick {
 	t := &tick{in: in, now: in.Now, obs: in.Hosts, channels: map[string]*Channel{}, byID: map[string]*work{},
 		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}, deferSeen: map[Deferral]bool{},
-		openBreaks: map[string]*FreezeBreak{}}
+		openBreaks: map[string]*FreezeBreak{}, measurements: indexMeasurements(in.Measurements)}
 	if t.obs == nil {
 		t.obs = map[string]ObservedHost{}
 	}

@@ -108,8 +108,11 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 		return Situation{Code: codes.Waiting, Moves: true, Message: fmt.Sprintf("rollout %s is opening", r.ID)}
 	}
 	if h.Wave > r.Wave {
-		return Situation{Code: codes.WaveNotActive, Moves: true,
-			Message: fmt.Sprintf("waits for wave %d to start (wave %d is %s)", h.Wave, r.Wave, r.WavePhase)}
+		msg := fmt.Sprintf("waits for wave %d to start (wave %d is %s)", h.Wave, r.Wave, r.WavePhase)
+		if a := AnalysisSummary(&r, r.Wave); a != "" {
+			msg += "; wave " + fmt.Sprint(r.Wave) + "'s analysis: " + a
+		}
+		return Situation{Code: codes.WaveNotActive, Moves: true, Message: msg}
 	}
 	if h.Blocked.Code == "" && h.Blocked.Gate == "" {
 		return Situation{Code: codes.Waiting, Moves: true, Message: "dispatched at the next tick unless a gate holds it"}
@@ -220,6 +223,10 @@ func haltedNext(r Rollout) string {
 		return fmt.Sprintf("nixfleet rollout resume %s", r.ID)
 	case codes.RevertStalled:
 		return fmt.Sprintf("nixfleet rollout rollback %s again, or cancel it", r.ID)
+	case codes.AnalysisInconclusive:
+		return fmt.Sprintf("check that Prometheus answers the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", r.ID, r.ID, r.ID)
+	case codes.AnalysisFailed:
+		return fmt.Sprintf("look at the wave's services and the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", r.ID, r.ID, r.ID)
 	}
 	return fmt.Sprintf("look at its failed hosts, then nixfleet rollout resume %s (forgives them) or rollback %s", r.ID, r.ID)
 }

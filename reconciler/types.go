@@ -3,6 +3,7 @@ package reconciler
 import (
 	"time"
 
+	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -38,6 +39,69 @@ type Input struct {
 	// it, after the previous tick, so that its beginning and end are
 	// reported once.
 	Visibility []Visibility `json:"visibility"`
+	// Measurements: the analysis measurements the control plane took for
+	// the current waves of running rollouts (rule 16), in any order. The
+	// reconciler counts those a run has not counted yet.
+	Measurements []Measurement `json:"measurements,omitempty"`
+}
+
+// Measurement is one evaluation of an analysis's query for one wave of a
+// rollout, as the control plane took it (rule 16).
+type Measurement struct {
+	RolloutID string `json:"rolloutId"`
+	Wave      int    `json:"wave"`
+	Analysis  string `json:"analysis"`
+	// Seq numbers a run's measurements from 1, as the tick asked for them
+	// (Output.Measure).
+	Seq int `json:"seq"`
+	// At is when the query was evaluated.
+	At time.Time `json:"at"`
+	// Query is the query sent, placeholders filled in (cut at
+	// MaxMeasuredQuery bytes).
+	Query string `json:"query"`
+	// Samples are the result's series; Error says why there is none (a
+	// query error, Prometheus unreachable or not configured).
+	Samples []proto.MetricSample `json:"samples,omitempty"`
+	Error   string               `json:"error,omitempty"`
+}
+
+// MaxMeasuredQuery bounds the query a measurement keeps and an event
+// shows: a wave's host regex grows with the wave.
+const MaxMeasuredQuery = 2048
+
+// AnalysisRun is where one analysis of a wave stands (rule 16).
+type AnalysisRun struct {
+	Wave int    `json:"wave"`
+	Name string `json:"name"`
+	// Outcome is running, successful, failed or inconclusive.
+	Outcome analysis.Outcome `json:"outcome"`
+	// StartedAt is the tick that saw the wave's first host run the
+	// release; EndedAt the tick that ended the run (zero while running).
+	StartedAt time.Time `json:"startedAt"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
+	// Measured is the Seq of the last measurement counted; measurements
+	// up to Forgiven were forgiven by a resume and count no more.
+	Measured int `json:"measured"`
+	Forgiven int `json:"forgiven,omitempty"`
+	// Successful, Failed and Inconclusive count the measurements after
+	// Forgiven.
+	Successful   int `json:"successful"`
+	Failed       int `json:"failed"`
+	Inconclusive int `json:"inconclusive"`
+	// LastAt is when the last measurement counted was taken (zero before
+	// the first); Last says what it came to.
+	LastAt time.Time `json:"lastAt,omitzero"`
+	Last   Reason    `json:"last"`
+}
+
+// MeasureRequest asks the control plane for a measurement: the next one
+// of a running analysis, due at At.
+type MeasureRequest struct {
+	RolloutID string    `json:"rolloutId"`
+	Wave      int       `json:"wave"`
+	Analysis  string    `json:"analysis"`
+	Seq       int       `json:"seq"`
+	At        time.Time `json:"at"`
 }
 
 // Visibility records a channel in partial visibility: more of its hosts
@@ -199,6 +263,9 @@ type Rollout struct {
 	// approver's break of its channel's freezes (rule 14). Both only grow.
 	Approvals   []Approval   `json:"approvals,omitempty"`
 	FreezeBreak *FreezeBreak `json:"freezeBreak,omitempty"`
+	// Analyses are the analysis runs of its waves (rule 16), in the order
+	// they started; they change as measurements come in.
+	Analyses []AnalysisRun `json:"analyses,omitempty"`
 
 	// Hosts of the rollout, sorted by hostname.
 	Hosts []RolloutHost `json:"hosts"`
@@ -391,6 +458,10 @@ type Output struct {
 	// Visibility: the complete current set of channels in partial
 	// visibility, for the next tick.
 	Visibility []Visibility `json:"visibility"`
+	// Measure: the analysis measurements due, the complete set (rule
+	// 16). The control plane takes each at or after its time and records
+	// it for the next tick; nothing about it is stored.
+	Measure []MeasureRequest `json:"measure,omitempty"`
 }
 
 // ChannelUpdate records the ref a channel last opened a rollout for.
@@ -468,6 +539,15 @@ const (
 	// the newer release, not Reconcile: a ref replaced between two ticks
 	// never reaches the reconciler.
 	EventRefSuperseded = "ref_superseded"
+	// EventApprovalNeeded: a wave that needs approvals became the
+	// rollout's current wave without them (rule 15); once per wave.
+	EventApprovalNeeded = "approval_needed"
+	// EventAnalysisMeasured: the reconciler counted one measurement of an
+	// analysis of the current wave, with its value and query (rule 16).
+	EventAnalysisMeasured = "analysis_measured"
+	// EventAnalysisCompleted: an analysis run of a wave ended successful,
+	// failed or inconclusive (rule 16).
+	EventAnalysisCompleted = "analysis_completed"
 )
 
 // Event is one journal entry: what happened, to what, and why.
