@@ -109,8 +109,8 @@ func mustEvalCase(t testing.TB, file, attr string, v any) []byte {
 }
 
 // caseRoots hold the mkFleet cases, relative to the repository, each in
-// its fleets/ and invalid/: testdata/nix, and nix/tests for the
-// change-control cases. nix/tests/default.nix runs the same.
+// its fleets/ and invalid/: testdata/nix, and nix/tests for the cases of
+// change control and canary analysis. nix/tests/default.nix runs the same.
 var caseRoots = []string{"testdata/nix", "nix/tests"}
 
 // caseFiles returns the case files (relative to the repository) of

@@ -250,9 +250,11 @@ func TestMkFleetReproducesSampleFleet(t *testing.T) {
 	}
 }
 
-// TestMkFleetHealthGateRoundTrip: the health-gate minimums declared in
-// testdata/nix/fleets/promotion.nix reach fleet.resolved as mkFleet writes
-// it (the JSON members, not only the Go fields) and, through signing and
+// TestMkFleetHealthGateRoundTrip: the health-gate minimums and canary
+// analyses declared in testdata/nix/fleets/promotion.nix reach
+// fleet.resolved as mkFleet writes it (the JSON members, not only the Go
+// fields: an analysis's defaults filled in, an empty failureCondition and
+// an empty list of analyses left out) and, through signing and
 // projection, the healthGate of each channel's manifest.
 func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -281,6 +283,17 @@ func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 			"minConverged":       "2",
 			"minConvergedPct":    "50",
 			"systemdFailedUnits": `{"max":0}`,
+			"analysis": `[` +
+				`{"count":1,"failureLimit":0,"inconclusiveLimit":0,"interval":"1m","name":"error-rate",` +
+				`"query":"sum(rate(http_requests_total{code=~\"5..\",host=~\"{{ .HostsRegex }}\"}[2m])) / sum(rate(http_requests_total{host=~\"{{ .HostsRegex }}\"}[2m]))",` +
+				`"successCondition":"result < 0.01"},` +
+				`{"count":5,"failureCondition":"result > 1","failureLimit":1,"inconclusiveLimit":2,"interval":"30s","name":"latency",` +
+				`"query":"histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{host=~\"{{.HostsRegex}}\",wave=\"{{ .Wave }}\"}[5m])))",` +
+				`"successCondition":"result <= 0.25"},` +
+				`{"count":3,"failureLimit":0,"inconclusiveLimit":0,"interval":"1m","name":"up",` +
+				`"query":"min(up{job=\"nixfleet-agent\",host=~\"{{ .HostsRegex }}\"})",` +
+				`"successCondition":"result == 1"}` +
+				`]`,
 		},
 		"everyone": {"minConvergedPct": "100"},
 	}
@@ -297,8 +310,34 @@ func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 		t.Fatalf("release.Sign: %v", err)
 	}
 	one, two, fifty, hundred := 1, 2, 50, 100
+	analyses := []proto.Analysis{
+		{
+			Name:             "error-rate",
+			Query:            `sum(rate(http_requests_total{code=~"5..",host=~"{{ .HostsRegex }}"}[2m])) / sum(rate(http_requests_total{host=~"{{ .HostsRegex }}"}[2m]))`,
+			SuccessCondition: "result < 0.01",
+			Interval:         "1m",
+			Count:            1,
+		},
+		{
+			Name:              "latency",
+			Query:             `histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{host=~"{{.HostsRegex}}",wave="{{ .Wave }}"}[5m])))`,
+			SuccessCondition:  "result <= 0.25",
+			FailureCondition:  "result > 1",
+			Interval:          "30s",
+			Count:             5,
+			FailureLimit:      1,
+			InconclusiveLimit: 2,
+		},
+		{
+			Name:             "up",
+			Query:            `min(up{job="nixfleet-agent",host=~"{{ .HostsRegex }}"})`,
+			SuccessCondition: "result == 1",
+			Interval:         "1m",
+			Count:            3,
+		},
+	}
 	wantGates := map[string]proto.HealthGate{
-		"stable": {MaxFailures: &one, MinConverged: &two, MinConvergedPct: &fifty, SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0}},
+		"stable": {MaxFailures: &one, MinConverged: &two, MinConvergedPct: &fifty, SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0}, Analysis: analyses},
 		"lab":    {MinConvergedPct: &hundred},
 	}
 	got := map[string]proto.HealthGate{}

@@ -19,6 +19,9 @@
 #     #   reason = "holiday freeze"; channels = [ "stable" ]; } ];
 #     # and approval gates: a wave that waits for approvers
 #     # { selector.all = true; approval = { required = true; approvers = 2; }; }
+#     # canary analysis: queries that judge each wave while it soaks
+#     # rolloutPolicies.canary.healthGate.analysis = [ { name = "error-rate";
+#     #   query = "…{{ .HostsRegex }}…"; successCondition = "result < 0.01"; } ];
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -50,6 +53,11 @@ let
     strategy = "staged";
     onHealthFailure = "halt";
     soakMinutes = 0;
+    # A health gate's analysis (rfcs/0001 §2.3).
+    analysisInterval = "1m";
+    analysisCount = 1;
+    analysisFailureLimit = 0;
+    analysisInconclusiveLimit = 0;
   };
 
   filterAttrs =
@@ -137,6 +145,78 @@ let
         else
           [ ]
       );
+
+  # Input problems of the canary analyses of a health gate g, the member
+  # `analysis` of the gate of `where` (absent and null: none): a list of
+  # { name; query; successCondition; failureCondition?; interval?; count?;
+  # failureLimit?; inconclusiveLimit?; }, each member of its type. Their
+  # values (an empty name, a bad condition, a count of 0, …) are the
+  # document's business (validate.nix, as analysis.Problems on the Go
+  # side), since fleet.resolved carries them as given.
+  analysisProblems =
+    where: g:
+    let
+      as = g.analysis or null;
+    in
+    if as == null then
+      [ ]
+    else if !(isList as) then
+      [ "${where}: healthGate: analysis must be a list of { name; query; successCondition; }" ]
+    else
+      u.concatImap (
+        i: x:
+        let
+          aw = "${where}: healthGate.analysis[${toString i}]";
+          xa = attrsOr x;
+        in
+        u.shapeProblems aw {
+          required = [
+            "name"
+            "query"
+            "successCondition"
+          ];
+          optional = [
+            "failureCondition"
+            "interval"
+            "count"
+            "failureLimit"
+            "inconclusiveLimit"
+          ];
+        } x
+        ++ requiredTyped aw xa "name" isString "a string"
+        ++ requiredTyped aw xa "query" isString "a string (PromQL)"
+        ++ requiredTyped aw xa "successCondition" isString "a string such as \"result < 0.01\""
+        ++ optionalTyped aw xa "failureCondition" isString "a string such as \"result > 0.05\""
+        ++ optionalTyped aw xa "interval" isString "a string such as \"30s\", \"5m\" or \"1h\""
+        ++ optionalTyped aw xa "count" isInt "an integer (measurements, 1 to 1000)"
+        ++ optionalTyped aw xa "failureLimit" isInt "an integer (failed measurements tolerated)"
+        ++ optionalTyped aw xa "inconclusiveLimit" isInt "an integer (inconclusive measurements tolerated)"
+      ) as;
+
+  # An analysis as fleet.resolved carries it: the defaults filled in,
+  # failureCondition left out when not given or empty (Go's omitempty:
+  # none), the required members null and the optional ones their defaults
+  # where mistyped (an input problem).
+  analysisOut =
+    x:
+    let
+      xa = attrsOr x;
+    in
+    {
+      name = stringOr null (xa.name or null);
+      query = stringOr null (xa.query or null);
+      successCondition = stringOr null (xa.successCondition or null);
+      interval = stringOr defaults.analysisInterval (xa.interval or null);
+      count = intOr defaults.analysisCount (xa.count or null);
+      failureLimit = intOr defaults.analysisFailureLimit (xa.failureLimit or null);
+      inconclusiveLimit = intOr defaults.analysisInconclusiveLimit (xa.inconclusiveLimit or null);
+    }
+    // (
+      if isString (xa.failureCondition or null) && xa.failureCondition != "" then
+        { inherit (xa) failureCondition; }
+      else
+        { }
+    );
 
   # A window as fleet.resolved carries it: its four members, null where
   # mistyped (an input problem).
@@ -376,6 +456,7 @@ let
             "maxFailures"
             "minConverged"
             "minConvergedPct"
+            "analysis"
           ];
         } gate
         ++ optionalTyped "${where}: healthGate" gg "maxFailures" isInt "an integer"
@@ -399,6 +480,7 @@ let
             ++ requiredTyped "${where}: healthGate.complianceProbes" (attrsOr gg.complianceProbes) "required" isBool
               "a boolean"
         )
+        ++ analysisProblems where gg
     )
   ) (attrNames inPolicies);
 
@@ -617,7 +699,9 @@ let
         { complianceProbes.required = gg.complianceProbes.required; }
       else
         { }
-    );
+    )
+    # Like windows, an empty list is left out.
+    // (if isList (gg.analysis or null) && gg.analysis != [ ] then { analysis = map analysisOut gg.analysis; } else { });
 
   # { hostWindows = [ … ]; } for a non-empty list, else nothing; the
   # selectors in the fleet.resolved form, the windows as given (an empty

@@ -20,6 +20,38 @@ let
     sort
     tail
     ;
+
+  # For q: Go's escapes of the ASCII control characters a Nix string can
+  # hold.
+  quoteFrom = [
+    "\\"
+    "\""
+  ]
+  ++ map (c: builtins.fromJSON "\"\\u00${hex2 c}\"") controlCodes;
+  quoteTo = [
+    "\\\\"
+    "\\\""
+  ]
+  ++ map (c: goEscapes.${toString c} or "\\x${hex2 c}") controlCodes;
+  # The ASCII control characters a Nix string can hold, and the ones Go
+  # writes with a letter.
+  controlCodes = genList (i: i + 1) 31 ++ [ 127 ];
+  goEscapes = {
+    "7" = "\\a";
+    "8" = "\\b";
+    "9" = "\\t";
+    "10" = "\\n";
+    "11" = "\\v";
+    "12" = "\\f";
+    "13" = "\\r";
+  };
+  # Two lower-case hexadecimal digits of 0 ≤ n < 256.
+  hex2 =
+    n:
+    let
+      d = i: builtins.substring i 1 "0123456789abcdef";
+    in
+    d (n / 16) + d (n - n / 16 * 16);
 in
 rec {
   # sortUnique ["b" "a" "b"] == ["a" "b"]
@@ -54,15 +86,15 @@ rec {
   # concatImap: concatMap with the index.
   concatImap = f: l: builtins.concatLists (imap f l);
 
-  # Go's %q for the plain names a fleet uses: a double-quoted string with
-  # backslash, quote, newline and tab escaped.
+  # Go's %q (strconv.Quote) for ASCII: a double-quoted string with
+  # backslash and quote escaped, and every control character (1–31, 127) as
+  # Go writes it: \a \b \t \n \v \f \r, the others \x01 … \x1f, \x7f. Nix
+  # strings hold no NUL. Outside ASCII the two differ: Go escapes
+  # characters it deems unprintable (\u00a0) and invalid UTF-8 (\xff),
+  # which this leaves as they are.
   q =
     s:
-    if isString s then
-      "\"" + replaceStrings [ "\\" "\"" "\n" "\t" ] [ "\\\\" "\\\"" "\\n" "\\t" ] s + "\""
-    else
-      builtins.toJSON s;
-
+    if isString s then "\"" + replaceStrings quoteFrom quoteTo s + "\"" else builtins.toJSON s;
   # The value's type, as error messages name it.
   typeOf = v: builtins.typeOf v;
 

@@ -1,6 +1,7 @@
 # The validation of a fleet.resolved document, rule for rule, in the order
 # and with the messages of manifest/validate.go (rfcs/0001 §3; maintenance
-# windows as schedule.Check checks them), so that the
+# windows as schedule.Check checks them, canary analyses as
+# analysis.Problems does), so that the
 # Nix library and the Go side report the same problems for the same fleet
 # (the Go tests in nix/ compare them).
 #
@@ -282,6 +283,146 @@ let
           [ ]
       );
 
+  # analysis.Problems (rfcs/0001 §2.3): the problems of one canary
+  # analysis besides its name, in its order, without its place in the
+  # fleet. Members of the wrong type (input problems of mkFleet) are not
+  # checked. Go's regular expressions read the same in POSIX ERE; match
+  # anchors them, and a query's placeholders are found as Go finds them
+  # (their matches cannot overlap, and each match starting at a given
+  # place has one length).
+  maxQueryBytes = 4096; # analysis.MaxQueryBytes
+  maxAnalysisCount = 1000; # proto.MaxAnalysisCount
+  maxIntervalSeconds = 86400; # analysis.MaxInterval
+  placeholders = [
+    "HostsRegex"
+    "RolloutID"
+    "Channel"
+    "Wave"
+  ];
+  placeholderRE = "[{][{] *[.]([A-Za-z]+) *[}][}]";
+  conditionRE = " *result *(<=|>=|==|!=|<|>) *(-?([0-9]{1,15}([.][0-9]{0,15})?|[.][0-9]{1,15})([eE][+-]?[0-9]{1,2})?) *";
+  intervalRE = "([1-9][0-9]{0,5})(s|m|h)";
+  intervalUnits = {
+    s = 1;
+    m = 60;
+    h = 3600;
+  };
+  # Unknown placeholders, each once in the order they first appear, then
+  # braces left once every placeholder is taken out.
+  queryProblems =
+    q:
+    let
+      parts = builtins.split placeholderRE q;
+      names = concatMap (p: if isList p then p else [ ]) parts;
+      rest = concatStringsSep "" (filter isString parts);
+      unknown = foldl' (acc: n: if elem n placeholders || elem n acc then acc else acc ++ [ n ]) [ ] names;
+    in
+    map (n: "query: {{ .${n} }} is not a placeholder (known: ${known})") unknown
+    ++ (
+      if length (builtins.split "[{][{]|[}][}]" rest) > 1 then
+        [ "query: \"{{\" or \"}}\" outside a placeholder" ]
+      else
+        [ ]
+    );
+  known = concatStringsSep ", " (map (p: "." + p) placeholders);
+  conditionProblems =
+    member: c:
+    if match conditionRE c != null then
+      [ ]
+    else
+      [ "${member} ${u.q c} is not \"result <op> <number>\" with <op> one of <, <=, >, >=, ==, !=" ];
+  intervalProblems =
+    s:
+    let
+      m = match intervalRE s;
+    in
+    if m == null then
+      [ "interval ${u.q s} is not a whole number of seconds, minutes or hours like \"30s\", \"5m\" or \"1h\"" ]
+    else if builtins.fromJSON (builtins.head m) * intervalUnits.${builtins.elemAt m 1} > maxIntervalSeconds then
+      [ "interval ${u.q s} is longer than 24h" ]
+    else
+      [ ];
+  analysisProblems =
+    a:
+    let
+      query = a.query or null;
+      success = a.successCondition or null;
+      failure = a.failureCondition or null;
+      interval = a.interval or null;
+      n = a.count or null;
+      failureLimit = a.failureLimit or null;
+      inconclusiveLimit = a.inconclusiveLimit or null;
+    in
+    (
+      if !(isString query) then
+        [ ]
+      else if query == "" then
+        [ "query is empty" ]
+      else if stringLength query > maxQueryBytes then
+        [ "query is ${toString (stringLength query)} bytes, more than ${toString maxQueryBytes}" ]
+      else
+        queryProblems query
+    )
+    ++ (if isString success then conditionProblems "successCondition" success else [ ])
+    ++ (if isString failure && failure != "" then conditionProblems "failureCondition" failure else [ ])
+    ++ (if isString interval then intervalProblems interval else [ ])
+    ++ (
+      if isInt n && (n < 1 || n > maxAnalysisCount) then
+        [ "count ${toString n} must be between 1 and ${toString maxAnalysisCount}" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isInt failureLimit && failureLimit < 0 then
+        [ "failureLimit ${toString failureLimit} is negative" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isInt inconclusiveLimit && inconclusiveLimit < 0 then
+        [ "inconclusiveLimit ${toString inconclusiveLimit} is negative" ]
+      else
+        [ ]
+    );
+
+  # manifest's validator.analyses: each analysis of the gate of policy
+  # has a name, a label unique in the gate (an earlier analysis whose name
+  # is malformed takes none), then analysis.Problems. A name of the wrong
+  # type (an input problem) is not checked.
+  analysisErrors =
+    policy: as:
+    let
+      list = listOf as;
+      nameAt =
+        j:
+        let
+          x = builtins.elemAt list j;
+        in
+        if isAttrs x then x.name or null else null;
+    in
+    u.concatImap (
+      i: a0:
+      let
+        a = if isAttrs a0 then a0 else { };
+        where = "rollout policy ${u.q policy}: healthGate.analysis[${toString i}]";
+        n = a.name or null;
+        first = foldl' (acc: j: if acc == null && nameAt j == n then j else acc) null (genList (j: j) i);
+      in
+      (
+        if !(isString n) then
+          [ ]
+        else if n == "" then
+          [ "${where}: name is empty" ]
+        else if labelErrors where n != [ ] then
+          labelErrors where n
+        else if first != null then
+          [ "${where}: name ${u.q n} is already analysis[${toString first}]'s" ]
+        else
+          [ ]
+      )
+      ++ map (p: "${where}: ${p}") (analysisProblems a)
+    ) list;
+
   # manifest.MaxFreezeReasonLen, in bytes.
   maxFreezeReasonLen = 200;
   # The date and time of an RFC 3339 time in UTC ("…T00:00:00Z", with or
@@ -529,7 +670,8 @@ let
               ]
             else
               [ ]
-          );
+          )
+          ++ analysisErrors name (gate.analysis or null);
         warnings = concatMap (c: c.warnings) waveChecks ++ concatMap (c: c.warnings) hostWindowChecks;
       }
     ]

@@ -1,5 +1,5 @@
 # Every mkFleet case of testdata/nix and of nix/tests/{fleets,invalid}
-# (the change-control cases), run by Nix alone (the flake's
+# (the change-control and canary-analysis cases), run by Nix alone (the flake's
 # `checks.<system>.mkfleet`; the Go tests in nix/ run the same cases and
 # more):
 #

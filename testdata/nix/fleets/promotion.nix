@@ -1,6 +1,7 @@
 # What a wave needs before the next one starts: health-gate minimums of
-# converged hosts (minConverged, minConvergedPct), carried into
-# fleet.resolved and from there into each channel's manifest, and host
+# converged hosts (minConverged, minConvergedPct) and canary analyses
+# (with their defaults filled in), carried into fleet.resolved and from
+# there into each channel's manifest, and host
 # edges that follow the wave order: within one wave, from an earlier wave
 # to a later one, and from a host no wave lists (it has no configuration).
 # Its waves and budgets have names, carried into the policy, waves.<channel>
@@ -63,11 +64,42 @@ in
           minConverged = 2;
           minConvergedPct = 50;
           systemdFailedUnits.max = 0;
+          analysis = [
+            # Only what is required: the defaults are filled in.
+            {
+              name = "error-rate";
+              query = ''sum(rate(http_requests_total{code=~"5..",host=~"{{ .HostsRegex }}"}[2m])) / sum(rate(http_requests_total{host=~"{{ .HostsRegex }}"}[2m]))'';
+              successCondition = "result < 0.01";
+            }
+            # Everything given.
+            {
+              name = "latency";
+              query = ''histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{host=~"{{.HostsRegex}}",wave="{{ .Wave }}"}[5m])))'';
+              successCondition = "result <= 0.25";
+              failureCondition = "result > 1";
+              interval = "30s";
+              count = 5;
+              failureLimit = 1;
+              inconclusiveLimit = 2;
+            }
+            # An empty failureCondition is none: left out.
+            {
+              name = "up";
+              query = "min(up{job=\"nixfleet-agent\",host=~\"{{ .HostsRegex }}\"})";
+              successCondition = "result == 1";
+              failureCondition = "";
+              count = 3;
+            }
+          ];
         };
       };
       everyone = {
         waves = [ { selector.channel = "lab"; } ];
-        healthGate.minConvergedPct = 100;
+        healthGate = {
+          minConvergedPct = 100;
+          # An empty list is left out.
+          analysis = [ ];
+        };
       };
     };
     disruptionBudgets = [
