@@ -5,6 +5,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/nixfleet/nixfleet/controlplane/notify"
+	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -51,10 +53,19 @@ type Config struct {
 	WebSessionTTL time.Duration
 	// Tunables go to the reconciler.
 	Tunables reconciler.Tunables
+	// Prometheus is where canary analyses are measured (rfcs/0006
+	// §Canary analysis); no URL: every measurement is inconclusive.
+	Prometheus prom.Config
 	// RateLimit bounds how fast each client may call the API (rfcs/0006
 	// §Rate limits). The zero value serves without limits; cmd/nixfleet-cp
 	// sets the Default… values. --insecure-dev has none.
 	RateLimit RateLimit
+	// Notifications are the webhook sinks the journal is sent to
+	// (rfcs/0006 §Notifications); none when empty.
+	Notifications []notify.Sink
+	// Version is this build's, in the User-Agent of notifications
+	// ("dev" when empty).
+	Version string
 
 	// Clock makes the replica's tickers and timers (clock.Real when nil),
 	// and Now reads the time (Clock.Now when nil): tests drive both.
@@ -100,6 +111,9 @@ func (c *Config) check() error {
 		return fmt.Errorf("controlplane: no trust roots (--trust)")
 	}
 	if err := c.RateLimit.Check(); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	if err := notify.CheckSinks(c.Notifications); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
 	}
 	if c.InsecureDev {

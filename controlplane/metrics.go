@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -26,6 +27,7 @@ type metrics struct {
 	partial       *prometheus.GaugeVec
 	silent        *prometheus.GaugeVec
 	rateLimited   *prometheus.CounterVec
+	notify        *notify.Metrics
 }
 
 func newMetrics() *metrics {
@@ -83,6 +85,7 @@ func newMetrics() *metrics {
 	for _, k := range []string{limitHost, limitOperator, limitAddress} {
 		m.rateLimited.WithLabelValues(k)
 	}
+	m.notify = newNotifyMetrics(m.reg)
 	return m
 }
 

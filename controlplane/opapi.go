@@ -575,6 +575,11 @@ func (s *Server) hostView(rec store.HostRecord, hd rolloutHeads, now time.Time) 
 	ro.State = a.RolloutState
 	p := reconciler.Place{Rollout: ro, Latest: hd.latest[a.Channel] == a.RolloutID || !ok, Host: a.Host, Online: v.Online}
 	v.Explain = wireSituation(reconciler.Situate(p, now, s.cfg.Tunables))
+	for _, run := range ro.Analyses {
+		if run.Wave == a.Host.Wave {
+			v.Analysis = append(v.Analysis, wireAnalysisRun(run))
+		}
+	}
 	return v
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/notify"
+	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/trust"
@@ -38,9 +40,12 @@ type Server struct {
 	m       *metrics
 	limits  *rateLimits
 	board   *board
+	analyze *analyzer
 	log     *slog.Logger
 	replica string
 	mux     *http.ServeMux
+	// notifier sends the journal to webhook sinks (notifier.go).
+	notifier *notify.Notifier
 
 	devCSRF string // --insecure-dev's dashboard CSRF token, random per process
 	// stopping closes when the HTTP server shuts down: streams end at
@@ -78,6 +83,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.DB == "" {
 		cfg.DB = "sqlite://" + filepath.Join(cfg.StateDir, "nixfleet-cp.db")
 	}
+	pc, err := prom.New(cfg.Prometheus)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
 	st, err := store.Open(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -96,7 +105,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
 	s.src.ids, s.src.board = s.ids, s.board
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
+	s.analyze = newAnalyzer(st, pc, cfg.Clock, cfg.Now, s.board, log, m.reg)
+	s.ticker.measure = s.analyze.schedule
 	s.hub = newHub(st, log, m, cfg.Clock, s.board)
+	if err := s.newNotifier(); err != nil {
+		st.Close()
+		return nil, err
+	}
 	if err := s.src.open(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -177,10 +192,13 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	bg, stop := context.WithCancel(ctx)
 	defer stop()
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); s.analyze.run(bg) }()
 	go func() { defer wg.Done(); s.src.run(bg, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.ticker.run(bg) }()
 	go func() { defer wg.Done(); s.hub.run(bg) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.notifier.Run(bg) }()
 	go func() { defer wg.Done(); s.prune(bg) }()
 
 	srv.RegisterOnShutdown(func() { close(s.stopping) })
@@ -241,6 +259,7 @@ func (s *Server) prune(ctx context.Context) {
 			} else if n > 0 {
 				s.log.Info("pruned dashboard sessions", "rows", n)
 			}
+			s.pruneNotificationCursors(ctx)
 			if s.cfg.EventRetention < 0 {
 				continue
 			}

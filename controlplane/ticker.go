@@ -29,9 +29,15 @@ type ticker struct {
 	m       *metrics
 	kickCh  chan struct{}
 	board   *board // wakeTicked after a committed tick
+	// measure gets each committed tick's canary measurements due, and
+	// nil when this replica stops leading (the analyzer's schedule).
+	measure func([]reconciler.MeasureRequest)
 	mu      sync.Mutex
 	lease   store.Lease
 	leader  bool
+	// beforeRelease, when set, runs before a leader shutting down gives
+	// its lease up (the notifier finishing its POSTs in flight).
+	beforeRelease func()
 }
 
 func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics, b *board) *ticker {
@@ -69,6 +75,9 @@ func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
 		t.kick()
 	} else if !ok && was {
 		t.log.Warn(why, "replica", t.replica)
+		if t.measure != nil {
+			t.measure(nil)
+		}
 	}
 }
 
@@ -111,6 +120,9 @@ func (t *ticker) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			if _, ok := t.isLeader(); ok && t.beforeRelease != nil {
+				t.beforeRelease()
+			}
 			if l, ok := t.isLeader(); ok {
 				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				_ = t.st.ReleaseLease(rctx, l) // best effort; it expires anyway
@@ -178,6 +190,9 @@ func (t *ticker) tick(ctx context.Context) {
 		return
 	}
 	t.m.ticks.WithLabelValues("ok").Inc()
+	if t.measure != nil {
+		t.measure(out.Measure)
+	}
 	t.m.observeTick(out)
 	t.m.observeSight(watching, out.Visibility)
 	if len(out.Events) > 0 {

@@ -507,6 +507,9 @@ type waveView struct {
 	Codes     []stateCount // by situation code, when the wave is big
 	Attention []proto.RolloutHost
 	More      int // hosts needing attention beyond Attention
+	// Analyses are the canary analysis runs of the wave (rfcs/0003 rule
+	// 16).
+	Analyses []proto.AnalysisRun
 }
 
 type stateCount struct {
@@ -542,6 +545,11 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
 	for _, b := range bars {
 		data.Waves = append(data.Waves, waveView{waveBar: b, Aggregate: b.Total > tileLimit})
+	}
+	for _, a := range sum.Analyses {
+		if a.Wave >= 0 && a.Wave < len(data.Waves) {
+			data.Waves[a.Wave].Analyses = append(data.Waves[a.Wave].Analyses, a)
+		}
 	}
 	states, sits := make([]map[string]int, len(data.Waves)), make([]map[string]int, len(data.Waves))
 	for _, h := range sum.Hosts {

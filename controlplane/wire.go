@@ -34,6 +34,9 @@ func wireRollout(r reconciler.Rollout, withHosts bool) proto.Rollout {
 		out.HostWindows = append(out.HostWindows, proto.RolloutHostWindows(hw))
 	}
 	out.Approvals, out.FreezeBreak = r.Approvals, r.FreezeBreak
+	for _, a := range r.Analyses {
+		out.Analyses = append(out.Analyses, wireAnalysisRun(a))
+	}
 	if r.Edges != nil {
 		out.Edges = make([]proto.Edge, len(r.Edges))
 		for i, e := range r.Edges {
@@ -47,6 +50,12 @@ func wireRollout(r reconciler.Rollout, withHosts bool) proto.Rollout {
 		}
 	}
 	return out
+}
+
+func wireAnalysisRun(a reconciler.AnalysisRun) proto.AnalysisRun {
+	return proto.AnalysisRun{Wave: a.Wave, Name: a.Name, Outcome: string(a.Outcome), StartedAt: a.StartedAt, EndedAt: a.EndedAt,
+		Measured: a.Measured, Forgiven: a.Forgiven, Successful: a.Successful, Failed: a.Failed, Inconclusive: a.Inconclusive,
+		LastAt: a.LastAt, Last: wireReason(a.Last)}
 }
 
 func wireRolloutHost(h reconciler.RolloutHost) proto.RolloutHost {

@@ -282,10 +282,16 @@ func TestMain(m *testing.M) {
 // exits first or nothing comes within a minute.
 func runUntil(t *testing.T, argv []string, want string) {
 	t.Helper()
+	runUntilEnv(t, argv, nil, want)
+}
+
+// runUntilEnv is runUntil with more environment variables (KEY=value).
+func runUntilEnv(t *testing.T, argv, env []string, want string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = testbin.Env(os.Environ())
+	cmd.Env = append(testbin.Env(os.Environ()), env...)
 	cmd.WaitDelay = 10 * time.Second
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -604,6 +610,10 @@ func TestControlPlaneModule(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	promToken := filepath.Join(dir, "prometheus-token")
+	if err := os.WriteFile(promToken, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, alice := sshHostKey(t, t.TempDir())
 	bob := ciKey(t)
 	settings := map[string]any{
@@ -619,6 +629,7 @@ func TestControlPlaneModule(t *testing.T) {
 		},
 		"tls":               map[string]any{"certFile": certs.CertFile, "keyFile": certs.KeyFile},
 		"webhookSecretFile": secret,
+		"prometheus":        map[string]any{"url": "https://prometheus.example.org", "caFile": certs.CertFile, "bearerTokenFile": promToken, "timeout": "5s"},
 		"replicaId":         "cp-1",
 		"tickInterval":      "15s",
 		"pollInterval":      "2s",
@@ -668,8 +679,8 @@ func TestControlPlaneModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Equal(loaded, []string{"tls-key", "webhook-secret"}) {
-		t.Errorf("credentials %q, want tls-key and webhook-secret", loaded)
+	if !slices.Equal(loaded, []string{"tls-key", "webhook-secret", "prometheus-token"}) {
+		t.Errorf("credentials %q, want tls-key, webhook-secret and prometheus-token", loaded)
 	}
 
 	argv := execStart(t, u, creds)
@@ -684,6 +695,8 @@ func TestControlPlaneModule(t *testing.T) {
 		"tls-cert": {certs.CertFile}, "tls-key": {filepath.Join(creds, "tls-key")},
 		"webhook-secret-file": {filepath.Join(creds, "webhook-secret")}, "replica-id": {"cp-1"},
 		"tick-interval": {"15s"}, "poll-interval": {"2s"}, "retention": {"1440h"}, "confirm-window": {"10m"},
+		"prometheus-url": {"https://prometheus.example.org"}, "prometheus-ca": {certs.CertFile},
+		"prometheus-bearer-token-file": {filepath.Join(creds, "prometheus-token")}, "prometheus-timeout": {"5s"},
 	}
 	if diff := cmp.Diff(want, flags); diff != "" {
 		t.Errorf("flags (-want +got):\n%s", diff)
@@ -939,6 +952,10 @@ func TestModuleOptionTypes(t *testing.T) {
 		{"agent.nix", "logLevel", "loud", "services.nixfleet-agent.logLevel"},
 		{"control-plane.nix", "operators", []map[string]any{{"name": "x", "key": "k", "role": "admin"}}, "services.nixfleet-control-plane.operators.*.role"},
 		{"control-plane.nix", "listn", "0.0.0.0:1", "services.nixfleet-control-plane.listn does not exist"},
+		{"control-plane.nix", "notifications", map[string]any{"webhooks": []map[string]any{{"name": "ops", "url": "https://h/x", "events": []string{"halt"}}}},
+			"services.nixfleet-control-plane.notifications.webhooks.*.events"},
+		{"control-plane.nix", "notifications", map[string]any{"webhooks": []map[string]any{{"name": "Ops", "url": "https://h/x"}}},
+			"services.nixfleet-control-plane.notifications.webhooks.*.name"},
 	} {
 		t.Run(tc.option, func(t *testing.T) {
 			t.Parallel()
@@ -954,5 +971,121 @@ func TestModuleOptionTypes(t *testing.T) {
 				t.Errorf("%s: %v, want an error about %s\n%s", s, r.err, tc.want, r.stderr)
 			}
 		})
+	}
+}
+
+// TestControlPlaneModuleNotifications: notifications.webhooks become the
+// [[notifications.webhook]] tables of a TOML file passed with --config,
+// each secretFile a credential notify-<name> the file names through
+// ${CREDENTIALS_DIRECTORY}: started with that command line and
+// credentials directory, the real control plane reads them and sends; a
+// name used twice, or a --config of extraArgs beside them, fails an
+// assertion.
+func TestControlPlaneModuleNotifications(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "fleet.git")
+	if _, err := git.PlainInit(repo, true); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := devcert.Write(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "ops-secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	webhooks := []map[string]any{
+		{"name": "ops", "url": "https://hooks.example.org/nixfleet", "events": []string{"halted", "release_refused"},
+			"channels": []string{"prod"}, "secretFile": secret, "timeout": "5s", "minBackoff": "2s", "maxBackoff": "1m", "ca": certs.CertFile},
+		{"name": "chat", "url": "http://127.0.0.1:1/hooks/x", "format": "slack"},
+	}
+	settings := func(extra map[string]any) map[string]any {
+		s := map[string]any{
+			"enable": true, "package": map[string]string{"outPath": cpPackage},
+			"listen": "127.0.0.1:0", "repository": repo,
+			"trust":         map[string]any{"ciReleaseKey": map[string]any{"current": ciKey(t)}},
+			"tls":           map[string]any{"certFile": certs.CertFile, "keyFile": certs.KeyFile},
+			"notifications": map[string]any{"webhooks": webhooks},
+		}
+		for k, v := range extra {
+			s[k] = v
+		}
+		return s
+	}
+	e := evalModule(t, "control-plane.nix", settings(nil), map[string]any{})
+	if len(e.FailedAssertions)+len(e.Warnings) > 0 {
+		t.Errorf("assertions %q, warnings %q", e.FailedAssertions, e.Warnings)
+	}
+	u := e.unit(t, "nixfleet-control-plane")
+	creds := filepath.Join(dir, "credentials")
+	if err := os.Mkdir(creds, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var loaded []string
+	for _, c := range u.ServiceConfig["LoadCredential"].([]any) {
+		name, src, _ := strings.Cut(c.(string), ":")
+		loaded = append(loaded, name)
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(creds, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(loaded, []string{"tls-key", "notify-ops"}) {
+		t.Errorf("credentials %q, want tls-key and notify-ops", loaded)
+	}
+	wantTOML := `[[notifications.webhook]]
+name = "ops"
+url = "https://hooks.example.org/nixfleet"
+format = "json"
+events = ["halted","release_refused"]
+channels = ["prod"]
+secret-file = "${CREDENTIALS_DIRECTORY}/notify-ops"
+timeout = "5s"
+min-backoff = "2s"
+max-backoff = "1m"
+ca = "` + certs.CertFile + `"
+
+[[notifications.webhook]]
+name = "chat"
+url = "http://127.0.0.1:1/hooks/x"
+format = "slack"
+`
+	if d := cmp.Diff(wantTOML, e.Files["notifications"]); d != "" {
+		t.Errorf("the notifications file (-want +got):\n%s", d)
+	}
+
+	args := execStart(t, u, creds)[2:]
+	flags := flagValues(t, args)
+	if len(flags["config"]) != 1 {
+		t.Fatalf("--config %q, want the notifications file", flags["config"])
+	}
+	setFlag(args, "config", storeFile(t, dir, flags["config"][0], e.Files["notifications"]))
+	setFlag(args, "trust", storeFile(t, dir, flags["trust"][0], e.Files["trust"]))
+	setFlag(args, "state-dir", filepath.Join(dir, "state"))
+	if err := os.Mkdir(filepath.Join(dir, "state"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// The replica leads, and starts sending to its sinks.
+	runUntilEnv(t, append([]string{binary(t, "nixfleet-cp"), "serve"}, args...), []string{"CREDENTIALS_DIRECTORY=" + creds},
+		`"msg":"sending notifications","sink":"ops"`)
+
+	without := evalModule(t, "control-plane.nix", settings(map[string]any{"notifications": map[string]any{"webhooks": []any{}}}), map[string]any{})
+	if got := flagValues(t, execStart(t, without.unit(t, "nixfleet-control-plane"), "")[2:])["config"]; got != nil {
+		t.Errorf("--config %q without webhooks", got)
+	}
+
+	for name, extra := range map[string]map[string]any{
+		"a name twice":     {"notifications": map[string]any{"webhooks": []map[string]any{webhooks[1], webhooks[1]}}},
+		"another --config": {"extraArgs": []string{"--config", "/etc/nixfleet/cp.toml"}},
+	} {
+		if bad := evalModule(t, "control-plane.nix", settings(extra), map[string]any{}); len(bad.FailedAssertions) != 1 {
+			t.Errorf("%s: failed assertions %q, want one", name, bad.FailedAssertions)
+		}
 	}
 }

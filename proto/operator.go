@@ -80,6 +80,9 @@ type Rollout struct {
 	// break of its channel's freezes, when an approver made one.
 	Approvals   []WaveApproval `json:"approvals,omitempty"`
 	FreezeBreak *FreezeBreak   `json:"freezeBreak,omitempty"`
+	// Analyses are the canary analysis runs of its waves (rfcs/0003 rule
+	// 16), in the order they started.
+	Analyses []AnalysisRun `json:"analyses,omitempty"`
 	// Hosts of the rollout, by hostname; null where a rollout is listed
 	// without them.
 	Hosts []RolloutHost `json:"hosts"`
@@ -95,6 +98,30 @@ type Rollout struct {
 	// SoakUntil is when the current wave's last soaking host converges,
 	// if it stays healthy; absent when nothing soaks.
 	SoakUntil *time.Time `json:"soakUntil,omitempty"`
+}
+
+// AnalysisRun is where one canary analysis of a wave stands (rfcs/0003
+// rule 16).
+type AnalysisRun struct {
+	Wave int    `json:"wave"`
+	Name string `json:"name"`
+	// Outcome is running, successful, failed or inconclusive.
+	Outcome   string    `json:"outcome"`
+	StartedAt time.Time `json:"startedAt"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
+	// Measured is the number of the last measurement counted; those up
+	// to Forgiven were forgiven by a resume.
+	Measured int `json:"measured"`
+	Forgiven int `json:"forgiven,omitempty"`
+	// Successful, Failed and Inconclusive count the measurements after
+	// Forgiven.
+	Successful   int `json:"successful"`
+	Failed       int `json:"failed"`
+	Inconclusive int `json:"inconclusive"`
+	// LastAt is when the last measurement counted was taken; Last what it
+	// came to (its code and the value against the conditions).
+	LastAt time.Time      `json:"lastAt,omitzero"`
+	Last   DecisionReason `json:"last"`
 }
 
 // RolloutHostWindows gives Hosts their own maintenance windows.
@@ -323,6 +350,9 @@ type HostView struct {
 	// Explain answers "why is this host not on its target?" as the
 	// host's situation now.
 	Explain Situation `json:"explain"`
+	// Analysis are the canary analysis runs of the host's wave in that
+	// rollout (rfcs/0003 rule 16); absent when none.
+	Analysis []AnalysisRun `json:"analysis,omitempty"`
 }
 
 // HostQuery selects hosts in GET /v1/hosts: its query parameters channel

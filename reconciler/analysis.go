@@ -286,6 +286,18 @@ func AnalysisQuery(r *Rollout, wave int, spec proto.Analysis) string {
 	return analysis.Render(spec.Query, analysis.Vars{Hosts: hosts, RolloutID: r.ID, Channel: r.Channel, Wave: wave})
 }
 
+// analysisPending reports whether a wave has an analysis that has not
+// succeeded (yet).
+func analysisPending(r *Rollout, wave int) bool {
+	for _, spec := range r.HealthGate.Analysis {
+		i := slices.IndexFunc(r.Analyses, func(a AnalysisRun) bool { return a.Wave == wave && a.Name == spec.Name })
+		if i < 0 || r.Analyses[i].Outcome != analysis.Successful {
+			return true
+		}
+	}
+	return false
+}
+
 // AnalysisSummary says where the analyses of a rollout's wave stand, for
 // people ("error-rate running, 2 of 5 measurements (last: 0.01 meets
 // result < 0.05)"); empty when the wave has none.

@@ -253,7 +253,7 @@ var analysisScenarios = []goldenCase{
 		desc: "rule 16: every host of the last wave converged; the rollout converges only with the third successful measurement of that wave",
 		build: func(s *scenario) {
 			canarySoaking(s, proto.OnHealthFailureHalt, errorRate())
-			s.measureEach(1, "0.01", "0.01").advance(3 * time.Minute).measure(id1, 0, "error-rate", 3, "0.01", "").tick().advance(time.Minute)
+			s.measureEach(1, "0.01", "0.01").advance(3*time.Minute).measure(id1, 0, "error-rate", 3, "0.01", "").tick().advance(time.Minute)
 			s.confirm(id1, "b", "c").tick().advance(11 * time.Minute).tick()
 			for seq := 1; seq <= 2; seq++ {
 				s.measure(id1, 1, "error-rate", seq, "0.02", "").tick().advance(time.Minute)

@@ -57,7 +57,11 @@ func Situate(p Place, now time.Time, tu Tunables) Situation {
 	}
 	switch h.State {
 	case HostConverged:
-		return Situation{Code: codes.Converged, Message: fmt.Sprintf("runs its target %s (%s)", h.Target, r.ID)}
+		s := Situation{Code: codes.Converged, Message: fmt.Sprintf("runs its target %s (%s)", h.Target, r.ID)}
+		if r.State == RolloutActive && h.Wave == r.Wave && analysisPending(&r, h.Wave) {
+			s.Message += fmt.Sprintf("; wave %d is promoted when its analysis succeeds: %s", h.Wave, AnalysisSummary(&r, h.Wave))
+		}
+		return s
 	case HostActivating:
 		by := h.Since.Add(tu.confirm())
 		return Situation{Code: cmpCode(h.Reason.Code, codes.Dispatched), Moves: true, Until: by,

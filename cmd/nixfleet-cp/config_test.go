@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,10 +13,14 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/internal/cliapp"
+	"github.com/nixfleet/nixfleet/internal/devcert"
 )
 
 // cancelOn is a log writer that cancels a context once a line contains
@@ -228,5 +233,117 @@ func TestRateLimitSettings(t *testing.T) {
 		if _, code, out := settings(args...); code != 2 || !strings.Contains(out, "rate") {
 			t.Errorf("%v: exit %d (want 2), output: %s", args, code, out)
 		}
+	}
+}
+
+// TestNotificationSettings: the --config file's [[notifications.webhook]]
+// tables become the replica's sinks, their secret (trimmed) and CA files
+// read, ${CREDENTIALS_DIRECTORY} expanded; a mistake in one is a usage
+// error naming the file, the line and the key, also in the second table.
+func TestNotificationSettings(t *testing.T) {
+	dir := t.TempDir()
+	cert, err := devcert.Write(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("  s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", dir)
+	sinks := func(body string) ([]notify.Sink, int, string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "cp.toml")
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := serveCommand()
+		var got []notify.Sink
+		cmd.Action = func(c *cli.Context) error {
+			cfg, _, err := configure(c)
+			got = cfg.Notifications
+			return err
+		}
+		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
+		var stdout, stderr bytes.Buffer
+		code := cliapp.Run(context.Background(), app, []string{"nixfleet-cp", "serve", "--config", file}, &stdout, &stderr)
+		return got, code, strings.TrimPrefix(stderr.String(), "nixfleet-cp: bad config file: "+file)
+	}
+
+	got, code, out := sinks(`listen = "127.0.0.1:0"
+
+[[notifications.webhook]]
+name = "ops"
+url = "https://hooks.example.org/nixfleet"
+events = ["halted", "reverted"]
+channels = ["prod"]
+secret-file = "${CREDENTIALS_DIRECTORY}/secret"
+timeout = "5s"
+max-backoff = "1m"
+ca = "` + cert.CertFile + `"
+
+[[notifications.webhook]]
+name = "chat"
+url = "http://127.0.0.1:8065/hooks/x"
+format = "slack"
+min-backoff = "250ms"
+`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if len(got) != 2 || got[0].RootCAs == nil || got[1].RootCAs != nil {
+		t.Fatalf("sinks %+v", got)
+	}
+	got[0].RootCAs = nil
+	want := []notify.Sink{
+		{Name: "ops", URL: "https://hooks.example.org/nixfleet", Format: notify.FormatJSON,
+			Events: []notify.Category{notify.CategoryHalted, notify.CategoryReverted}, Channels: []string{"prod"},
+			Secret: []byte("s3cret"), Timeout: 5 * time.Second, MaxBackoff: time.Minute},
+		{Name: "chat", URL: "http://127.0.0.1:8065/hooks/x", Format: notify.FormatSlack, MinBackoff: 250 * time.Millisecond},
+	}
+	if d := cmp.Diff(want, got, cmpopts.IgnoreUnexported(x509.CertPool{})); d != "" {
+		t.Errorf("sinks (-want +got):\n%s", d)
+	}
+
+	const ok = "[[notifications.webhook]]\nname = \"a\"\nurl = \"https://a.example/x\"\n"
+	for _, tc := range []struct{ name, in, err string }{
+		{"unknown key", ok + "secret = \"x\"\n",
+			`:4: unknown key "notifications.webhook[0].secret" (known in [notifications.webhook]: name, url, format, events, channels, secret-file, timeout, min-backoff, max-backoff, ca)`},
+		{"unknown table key", "[notifications]\nemail = \"ops@example.org\"\n", `:2: unknown key "notifications.email" (known in [notifications]: webhook)`},
+		{"no name", "[[notifications.webhook]]\nurl = \"https://a.example/x\"\n", `:1: "notifications.webhook[0]" has no name`},
+		{"bad name", ok + "[[notifications.webhook]]\nname = \"Ops Team\"\n", `:5: "notifications.webhook[1].name" is "Ops Team"; want 1 to 63 of a-z`},
+		{"same name", ok + ok, `:5: "notifications.webhook[1].name" is "a", the name of notifications.webhook[0] too`},
+		{"no url", "[[notifications.webhook]]\nname = \"a\"\n", `:1: "notifications.webhook[0]" has no url`},
+		{"not http", "[[notifications.webhook]]\nname = \"a\"\nurl = \"smtp://mail.example\"\n",
+			`:3: "notifications.webhook[0].url" cannot be used: "smtp://mail.example" is not an http or https URL`},
+		{"format", ok + "format = \"teams\"\n", `:4: "notifications.webhook[0].format" is "teams"; want json, slack or alertmanager`},
+		{"category", ok + "events = [\n  \"halted\",\n  \"halt\",\n]\n",
+			`:6: "notifications.webhook[0].events[1]" is "halt", not an event category (known: rollout_opened, wave_promoted, halted, reverted, converged, failed, approval_needed, partial_visibility, release_refused, analysis)`},
+		{"events not a list", ok + "events = \"halted\"\n", `:4: "notifications.webhook[0].events" is a string; want an array of strings`},
+		{"empty channel", ok + "channels = [\"\"]\n", `:4: "notifications.webhook[0].channels[0]" is empty`},
+		{"timeout not a duration", ok + "timeout = 10\n", `:4: "notifications.webhook[0].timeout" is an integer; want a duration string like "30s"`},
+		{"timeout too long", ok + "timeout = \"2m\"\n", `:4: "notifications.webhook[0].timeout" is 2m0s; want more than 0 and at most 1m0s`},
+		{"zero backoff", ok + "max-backoff = \"0s\"\n", `:4: "notifications.webhook[0].max-backoff" is 0s; want more than 0`},
+		{"backoffs crossed", ok + "min-backoff = \"1m\"\nmax-backoff = \"1s\"\n", `:5: "notifications.webhook[0].max-backoff" is 1s, less than min-backoff 1m0s`},
+		{"missing secret", ok + "secret-file = \"" + filepath.Join(dir, "nope") + "\"\n", `:4: "notifications.webhook[0].secret-file" cannot be read: open `},
+		{"empty secret", ok + "secret-file = \"${CREDENTIALS_DIRECTORY}/empty\"\n", `:4: "notifications.webhook[0].secret-file" names an empty file`},
+		{"ca for http", "[[notifications.webhook]]\nname = \"a\"\nurl = \"http://a.example/x\"\nca = \"" + cert.CertFile + "\"\n",
+			`:4: "notifications.webhook[0].ca" is set for an http url`},
+		{"ca not PEM", ok + "ca = \"${CREDENTIALS_DIRECTORY}/secret\"\n", `:4: "notifications.webhook[0].ca" holds no PEM certificate`},
+		{"not an array of tables", "[notifications.webhook]\nname = \"a\"\n", `:1: "notifications.webhook" is a table; want an array of tables`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, code, out := sinks(tc.in); code != 2 || !strings.HasPrefix(out, tc.err) {
+				t.Errorf("exit %d (want 2), output:\n%s\nwant the prefix\n%s", code, out, tc.err)
+			}
+		})
+	}
+
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	if _, code, out := sinks(ok + "secret-file = \"${CREDENTIALS_DIRECTORY}/secret\"\n"); code != 2 ||
+		!strings.Contains(out, "${CREDENTIALS_DIRECTORY} is not set") {
+		t.Errorf("without a credentials directory: exit %d, %s", code, out)
 	}
 }

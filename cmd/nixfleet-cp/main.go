@@ -15,6 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/notify"
+	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/internal/cliapp"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -44,7 +46,9 @@ func serveCommand() *cli.Command {
 			"NIXFLEET_CP_LISTEN) and a key in the --config file, a TOML file whose keys\n" +
 			"are the flag names (listen = \"127.0.0.1:8443\", tick-interval = \"30s\",\n" +
 			"insecure-dev = false). Flags win over the environment, which wins over the\n" +
-			"file. A file that starts with { is read as the former JSON format, deprecated.",
+			"file. A file that starts with { is read as the former JSON format, deprecated.\n" +
+			"The file may also hold [[notifications.webhook]] tables: the webhooks the\n" +
+			"journal is sent to (rfcs/0006 §Notifications).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "TOML config `FILE`: keys are flag names (rfcs/0006)"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8443", EnvVars: env("listen"), Usage: "listen `ADDRESS`"},
@@ -79,6 +83,12 @@ func serveCommand() *cli.Command {
 				Usage: "requests per second (`RATE`) from one address (IPv4, IPv6 /64) without a known client key; 0 turns the limit off"},
 			&cli.IntFlag{Name: "rate-limit-address-burst", Value: controlplane.DefaultRateAddressBurst, EnvVars: env("rate-limit-address-burst"),
 				Usage: "requests (`NUMBER`) one address may send at once without a known client key"},
+			&cli.StringFlag{Name: "prometheus-url", EnvVars: env("prometheus-url"), Usage: "Prometheus `URL` the canary analyses query (rfcs/0006 §Canary analysis)"},
+			&cli.StringFlag{Name: "prometheus-ca", EnvVars: env("prometheus-ca"), Usage: "CA `FILE` (PEM) for an https Prometheus, besides the system's"},
+			&cli.StringFlag{Name: "prometheus-cert", EnvVars: env("prometheus-cert"), Usage: "client certificate `FILE` (PEM) for Prometheus"},
+			&cli.StringFlag{Name: "prometheus-key", EnvVars: env("prometheus-key"), Usage: "client key `FILE` (PEM) for Prometheus"},
+			&cli.StringFlag{Name: "prometheus-bearer-token-file", EnvVars: env("prometheus-bearer-token-file"), Usage: "bearer token `FILE` for Prometheus"},
+			&cli.DurationFlag{Name: "prometheus-timeout", Value: 10 * time.Second, EnvVars: env("prometheus-timeout"), Usage: "how long one analysis query may take"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		},
 		Action: serve,
@@ -101,7 +111,9 @@ func serve(c *cli.Context) error {
 // the environment and the --config file.
 func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	var cfg controlplane.Config
-	src, err := cliapp.Configure(c, cliapp.ConfigFile{Path: c.String("config"), LegacyJSON: checkJSON})
+	var sinks []notify.Sink
+	src, err := cliapp.Configure(c, cliapp.ConfigFile{Path: c.String("config"), LegacyJSON: checkJSON,
+		Sections: map[string]func(*cliapp.Section) error{"notifications": readNotifications(&sinks)}})
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -131,6 +143,12 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 			PerHost: c.Float64("rate-limit-per-host"), HostBurst: c.Int("rate-limit-burst"),
 			PerAddress: c.Float64("rate-limit-per-address"), AddressBurst: c.Int("rate-limit-address-burst"),
 		},
+		Prometheus: prom.Config{URL: c.String("prometheus-url"), CAFile: c.String("prometheus-ca"),
+			CertFile: c.String("prometheus-cert"), KeyFile: c.String("prometheus-key"),
+			BearerTokenFile: c.String("prometheus-bearer-token-file"), Timeout: c.Duration("prometheus-timeout")},
+	}
+	if _, err := prom.New(cfg.Prometheus); err != nil {
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--prometheus-*: %w", err))
 	}
 	if p := cfg.Tunables.PartialVisibilityPct; p < 1 || p > 100 {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--partial-visibility-pct %d: want 1 to 100", p))
@@ -148,6 +166,7 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		}
 		cfg.WebhookSecret = strings.TrimSpace(string(b))
 	}
+	cfg.Notifications, cfg.Version = sinks, c.App.Version
 	return cfg, log, nil
 }
 

@@ -191,12 +191,14 @@ type explainView struct {
 	Blocked *proto.DecisionReason `json:"blocked,omitempty"`
 	// Activation is the latest activation the host reported.
 	Activation *proto.Activation `json:"activation,omitempty"`
+	// Analysis are the canary analysis runs of the host's wave.
+	Analysis []proto.AnalysisRun `json:"analysis,omitempty"`
 }
 
 func explainOf(h proto.HostView) explainView {
 	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Moves: h.Explain.Moves,
 		Next: h.Explain.Next, Until: h.Explain.Until, Online: h.Online, Seen: h.Seen,
-		Current: h.Observed.Current, Activation: h.Observed.Activation}
+		Current: h.Observed.Current, Activation: h.Observed.Activation, Analysis: h.Analysis}
 	if r := h.Host; r != nil {
 		wave := r.Wave
 		e.Rollout, e.Channel, e.RolloutState, e.State, e.Wave, e.Target = h.Rollout, h.Channel, h.RolloutState, r.State, &wave, r.Target
@@ -254,6 +256,9 @@ func printExplain(w io.Writer, st style, e explainView) {
 		f.add("target", e.Target)
 	}
 	f.add("running", dash(e.Current))
+	for _, a := range e.Analysis {
+		f.add("analysis", analysisText(a))
+	}
 	if a := e.Activation; a != nil && a.Outcome != reconciler.OutcomeConfirmed {
 		f.add("activation", activationText(a))
 	}
@@ -264,4 +269,18 @@ func printExplain(w io.Writer, st style, e explainView) {
 		f.add("seen", st.state("offline")+": a host offline when its wave starts is skipped, and catches up when it checks in")
 	}
 	indent(w, f)
+}
+
+// analysisText says where a canary analysis run stands: "error-ratio
+// successful: 3 successful, 0 failed, 0 inconclusive; last 0.01 meets
+// result < 0.05 at 2026-…".
+func analysisText(a proto.AnalysisRun) string {
+	s := fmt.Sprintf("%s %s: %d successful, %d failed, %d inconclusive", a.Name, a.Outcome, a.Successful, a.Failed, a.Inconclusive)
+	if a.Forgiven > 0 {
+		s += fmt.Sprintf(" (%d forgiven by a resume)", a.Forgiven)
+	}
+	if a.Last.Message != "" {
+		s += "; last " + a.Last.Message + " at " + when(a.LastAt)
+	}
+	return s
 }

@@ -133,6 +133,19 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	}
 	wt.write(w)
 
+	if len(r.Analyses) > 0 {
+		fmt.Fprintln(w)
+		at := newTable("WAVE", "ANALYSIS", "OUTCOME", "MEASUREMENTS", "LAST")
+		for _, a := range r.Analyses {
+			last := "-"
+			if a.Last.Message != "" {
+				last = a.Last.Message + " at " + when(a.LastAt)
+			}
+			at.add(waveName(r, a.Wave), a.Name, a.Outcome, fmt.Sprintf("%d ok, %d failed, %d inconclusive", a.Successful, a.Failed, a.Inconclusive), last)
+		}
+		at.write(w)
+	}
+
 	if len(r.Hosts) > 0 {
 		fmt.Fprintln(w)
 		ht := newTable("HOST", "WAVE", "STATE", "SINCE", "REASON")

@@ -142,18 +142,22 @@ type frozen struct {
 	// open, and are rewritten with the rest on every change.
 	Approvals   []reconciler.Approval   `json:"approvals,omitempty"`
 	FreezeBreak *reconciler.FreezeBreak `json:"freezeBreak,omitempty"`
+	// Analyses, the runs of the waves' canary analyses, change as
+	// measurements are counted (rfcs/0003 rule 16).
+	Analyses []reconciler.AnalysisRun `json:"analyses,omitempty"`
 }
 
 func frozenOf(r *reconciler.Rollout) frozen {
 	return frozen{Waves: r.Waves, HealthGate: r.HealthGate, OnHealthFailure: r.OnHealthFailure,
 		ComplianceMode: r.ComplianceMode, Frameworks: r.Frameworks, Edges: r.Edges, Budgets: r.Budgets,
-		Windows: r.Windows, HostWindows: r.HostWindows, Approvals: r.Approvals, FreezeBreak: r.FreezeBreak}
+		Windows: r.Windows, HostWindows: r.HostWindows, Approvals: r.Approvals, FreezeBreak: r.FreezeBreak, Analyses: r.Analyses}
 }
 
 func (f frozen) into(r *reconciler.Rollout) {
 	r.Waves, r.HealthGate, r.OnHealthFailure = f.Waves, f.HealthGate, f.OnHealthFailure
 	r.ComplianceMode, r.Frameworks, r.Edges, r.Budgets = f.ComplianceMode, f.Frameworks, f.Edges, f.Budgets
 	r.Windows, r.HostWindows, r.Approvals, r.FreezeBreak = f.Windows, f.HostWindows, f.Approvals, f.FreezeBreak
+	r.Analyses = f.Analyses
 }
 
 // rolloutCols are the columns of a rollout header, in rolloutArgs order.

@@ -183,8 +183,8 @@ func (s *db) Rollout(ctx context.Context, id string) (reconciler.Rollout, error)
 func (s *db) Watermark(ctx context.Context) (Watermark, error) {
 	var w Watermark
 	err := s.read(ctx, func(tx *txn) error {
-		return tx.queryRow(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), changes FROM watermark WHERE id = 1").
-			Scan(&w.Events, &w.Changes)
+		return tx.queryRow(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), changes, pruned_events FROM watermark WHERE id = 1").
+			Scan(&w.Events, &w.Changes, &w.PrunedEvents)
 	})
 	if err != nil {
 		return Watermark{}, fmt.Errorf("store: watermark: %w", err)
@@ -292,11 +292,21 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 		if err := tx.lockTick(ctx); err != nil {
 			return err
 		}
+		// The newest event deleted marks the journal for its readers
+		// (Watermark.PrunedEvents): a notification cursor below it missed
+		// events.
+		var newest int64
+		if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(id), 0) FROM events WHERE at < ?", cut).Scan(&newest); err != nil {
+			return err
+		}
 		n, err := tx.exec(ctx, "DELETE FROM events WHERE at < ?", cut)
 		if err != nil {
 			return err
 		}
 		events = n
+		if _, err := tx.exec(ctx, "UPDATE watermark SET pruned_events = ? WHERE id = 1 AND pruned_events < ?", newest, newest); err != nil {
+			return err
+		}
 		l, err := loadLiveness(ctx, tx)
 		if err != nil {
 			return err

@@ -218,6 +218,11 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error
 	if in.Hosts, err = s.loadObserved(ctx, tx); err != nil {
 		return err
 	}
+	if waves := measuredWaves(in.Rollouts); len(waves) > 0 {
+		if in.Measurements, err = loadMeasurements(ctx, tx, waves); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
 	if in.Intents, err = loadIntents(ctx, tx); err != nil {
 		return err
 	}

@@ -17,6 +17,9 @@
 //     in the schema, equal to reconciler.HostStates and RolloutStates.
 //  5. All times are the caller's (no clock is read here), stored as UTC
 //     microseconds.
+//  6. Canary analysis measurements are observations too: written once per
+//     run and seq (RecordMeasurement), loaded by the tick for the current
+//     wave of Active and Halted rollouts.
 package store
 
 import (
@@ -43,6 +46,9 @@ var (
 	ErrStaleRelease = errors.New("store: release is not newer than the channel's current one")
 	// ErrDuplicate: an intent id or a sign-in token that already exists.
 	ErrDuplicate = errors.New("store: duplicate")
+	// ErrCursorMoved: a notification cursor was not where the caller
+	// said it was (another replica moved it); nothing was written.
+	ErrCursorMoved = errors.New("store: notification cursor moved")
 )
 
 // TickLease is the name of the lease that elects the replica that ticks.
@@ -128,6 +134,9 @@ type Watermark struct {
 	Events int64
 	// Changes grows with every write a tick must see.
 	Changes int64
+	// PrunedEvents is the newest event id Prune has deleted (0 when none):
+	// a reader whose place in the journal is below it missed events.
+	PrunedEvents int64
 }
 
 // WebLogin is a one-time dashboard sign-in an operator's CLI asked for
@@ -268,6 +277,13 @@ type Store interface {
 	// check-in, leaving the rest of its status alone, and returns the
 	// status as stored and whether it changed.
 	RecordProbes(ctx context.Context, hostname string, probes reconciler.ProbeSummary, failedUnits []string) (HostStatus, bool, error)
+	// RecordMeasurement stores a canary analysis measurement (rfcs/0003
+	// rule 16) unless one of the same rollout, wave, analysis and seq is
+	// stored already, and reports whether it stored it.
+	RecordMeasurement(ctx context.Context, m reconciler.Measurement) (bool, error)
+	// Measurements returns the measurements of a rollout's wave, by
+	// analysis and seq.
+	Measurements(ctx context.Context, rolloutID string, wave int) ([]reconciler.Measurement, error)
 	// Watermark returns the store's high-water marks: the newest event id,
 	// and a counter that grows with every write a tick must see (a status
 	// that changed, an activation, an intent, a release).
@@ -285,7 +301,8 @@ type Store interface {
 	// their hosts and manifests) last updated before it that are not the
 	// latest of their channel, and the refs of the release log whose
 	// fate is settled and last changed before it. It returns how many
-	// events and rollouts went.
+	// events and rollouts went, and keeps the newest event id it deleted
+	// as Watermark.PrunedEvents.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
 	// PruneWebSessions deletes the dashboard sign-ins and sessions that
 	// expired before now, and returns how many went.
@@ -317,4 +334,21 @@ type Store interface {
 	// EndWebSession ends a session at once (sign out); ending an unknown
 	// one does nothing.
 	EndWebSession(ctx context.Context, hash string) error
+
+	// Notification cursors (rfcs/0006 §Notifications): each webhook
+	// sink's place in the journal, the id of the last event it was sent
+	// or passed; the leader's notifier moves them.
+
+	// StartNotificationCursor returns a sink's cursor, setting it to at
+	// (stamped now) first when the sink has none.
+	StartNotificationCursor(ctx context.Context, sink string, at int64, now time.Time) (int64, error)
+	// AdvanceNotificationCursor moves a sink's cursor from from to to (a
+	// later event), stamped now, only if it is at from: ErrCursorMoved
+	// when it is elsewhere, ErrNotFound when the sink has none.
+	AdvanceNotificationCursor(ctx context.Context, sink string, from, to int64, now time.Time) error
+	// NotificationCursors returns every sink's cursor, by sink name.
+	NotificationCursors(ctx context.Context) ([]NotificationCursor, error)
+	// DeleteNotificationCursors deletes the cursors of the sinks not in
+	// keep that last moved before before, and returns how many went.
+	DeleteNotificationCursors(ctx context.Context, keep []string, before time.Time) (int64, error)
 }

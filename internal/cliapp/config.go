@@ -81,6 +81,14 @@ type ConfigFile struct {
 	LegacyJSON func(data []byte) error
 	// Getenv reads the environment for Env and "~/"; nil is os.Getenv.
 	Getenv func(string) string
+	// Sections are the tables the file may hold besides the flags' keys,
+	// by their top-level key (which no flag may have), each read by its
+	// function ([Section]). Configure calls the function of each table
+	// the file holds, in the file's order, after it set the flags; an
+	// error it returns ends Configure, as a usage error (a ConfigError at
+	// the table's line unless it is one already: Section.Errorf makes
+	// them). A legacy JSON file cannot hold them.
+	Sections map[string]func(*Section) error
 }
 
 // Sources is what [Configure] found: where each setting came from, and
@@ -163,7 +171,12 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 	for _, k := range keys {
 		flagOf[k.Name] = k.Flag
 	}
+	var sections []entry
 	for _, e := range entries {
+		if _, ok := cf.Sections[e.key]; ok {
+			sections = append(sections, e)
+			continue
+		}
 		flag, ok := flagOf[e.key]
 		if !ok {
 			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: cf.unknownKey(c, e.key, keys)})
@@ -188,7 +201,37 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 			src.from[flag] = fmt.Sprintf("%s:%d", cf.Path, line)
 		}
 	}
+	if err := readSections(cf, data, sections); err != nil {
+		return src, err
+	}
 	return src, nil
+}
+
+// readSections hands each table of ConfigFile.Sections the file holds to
+// its function.
+func readSections(cf ConfigFile, data []byte, sections []entry) error {
+	var lines map[string]int
+	for _, e := range sections {
+		if e.raw {
+			return Usage(&ConfigError{Path: cf.Path, Msg: fmt.Sprintf("%q: a JSON config file cannot hold tables: write the file in TOML", e.key)})
+		}
+		m, ok := e.value.(map[string]any)
+		if !ok {
+			return Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q is %s; want a table", e.key, tomlType(e.value))})
+		}
+		if lines == nil {
+			lines = keyLines(data)
+		}
+		sec := &Section{Name: e.key, File: cf.Path, value: m, lines: lines}
+		if err := cf.Sections[e.key](sec); err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				err = &ConfigError{Path: cf.Path, Line: sec.Line(""), Msg: err.Error()}
+			}
+			return Usage(err)
+		}
+	}
+	return nil
 }
 
 // keys returns cf.Keys, or the default: every flag of the command but
@@ -224,7 +267,11 @@ func (cf ConfigFile) unknownKey(c *cli.Context, key string, keys []Key) string {
 		if c.Command != nil && c.Command.Name != "" {
 			name += " " + c.Command.Name
 		}
-		return fmt.Sprintf("unknown key %q (the keys are the flags of %s: see --help)", key, name)
+		tables := ""
+		if len(cf.Sections) > 0 {
+			tables = ", and the tables " + strings.Join(slices.Sorted(maps.Keys(cf.Sections)), ", ")
+		}
+		return fmt.Sprintf("unknown key %q (the keys are the flags of %s: see --help%s)", key, name, tables)
 	}
 	names := make([]string, len(keys))
 	for i, k := range keys {

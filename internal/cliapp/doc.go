@@ -21,4 +21,10 @@
 // duration like "30s", an integer, a boolean, an array of strings) and
 // anything that is not TOML are a [ConfigError] naming the file and line,
 // and every error Configure returns is a [UsageError] (exit 2).
+//
+// A command may also take tables that are no flag's (ConfigFile.Sections,
+// like nixfleet-cp's [[notifications.webhook]]): Configure hands each to
+// the command as a [Section], which decodes it as strictly (an unknown
+// key, a value of the wrong type) and names the line of any key in its
+// errors, also inside the second element of an array of tables.
 package cliapp

@@ -24,6 +24,8 @@ import (
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/notify"
+	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
@@ -115,6 +117,9 @@ type session struct {
 	url       string
 	op        *apiclient.Client
 	stopCP    func() error
+	metrics   *serviceMetrics
+	notifyLog *notificationLog
+	agentsMu  sync.RWMutex // agents is set once, while the metrics read it
 	agents    map[string]*simagent.Host
 	stopHosts func()
 	lastEvent int64
@@ -378,12 +383,23 @@ func rolloutID(channel, version string) string { return channel + "@" + commitOf
 // startControlPlane starts a control plane on 127.0.0.1 (a free port) with
 // TLS and embedded SQLite, and waits until it is ready.
 func (d *session) startControlPlane(ctx context.Context) error {
+	var err error
+	if d.metrics, err = startServiceMetrics(d.fleet.hostNames(), d.errorRatio); err != nil {
+		return &Error{Code: codes.SetupFailed, Err: err}
+	}
+	if d.notifyLog, err = startNotificationLog(d.dir); err != nil {
+		return &Error{Code: codes.SetupFailed, Err: err}
+	}
 	cfg := controlplane.Config{
 		Listen: "127.0.0.1:0", DB: "sqlite://" + filepath.Join(d.dir, "cp.db"), Repo: d.repo.Dir,
 		StateDir: filepath.Join(d.dir, "cp-state"), TrustFile: d.trustFile, OperatorsFile: d.opsFile,
 		TLSCert: d.cert.CertFile, TLSKey: d.cert.KeyFile, ReplicaID: "demo",
 		TickInterval: tickInterval, PollInterval: pollInterval, Debounce: debounce,
-		Tunables: reconciler.Tunables{ConfirmWindowSeconds: confirmSeconds, ReadinessDeadlineSeconds: readinessSeconds},
+		Tunables:   reconciler.Tunables{ConfirmWindowSeconds: confirmSeconds, ReadinessDeadlineSeconds: readinessSeconds},
+		Prometheus: prom.Config{URL: d.metrics.url, Timeout: 2 * time.Second},
+		// The journal's notifications go to a webhook sink of the demo's
+		// own, which writes them to notifications.log.
+		Notifications: []notify.Sink{d.notifyLog.sink()},
 	}
 	log := slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := controlplane.New(ctx, cfg, log)
@@ -442,7 +458,12 @@ func tomlString(s string) string {
 // own mutual TLS client over its host key. The staging canary's health
 // probe fails while it runs v2.
 func (d *session) startAgents() error {
-	d.agents = map[string]*simagent.Host{}
+	agents := map[string]*simagent.Host{}
+	defer func() {
+		d.agentsMu.Lock()
+		d.agents = agents
+		d.agentsMu.Unlock()
+	}()
 	clients := map[string]*apiclient.Client{}
 	for _, h := range d.fleet.hosts {
 		client, err := apiclient.New(d.url, apiclient.Options{Key: h.key, Name: h.name, ServerCAs: d.cert.Pool,
@@ -468,7 +489,7 @@ func (d *session) startAgents() error {
 			}
 			return simagent.Confirm
 		}
-		d.agents[h.name] = a
+		agents[h.name] = a
 		var after func(context.Context)
 		if h.name == canary {
 			after = d.badCanary(a)
@@ -527,6 +548,18 @@ func (d *session) badCanary(a *simagent.Host) func(context.Context) {
 	}
 }
 
+// errorRatio is a host's services' error ratio, as the demo's monitoring
+// reports it: 0.4% normally, 30% while the host runs the bad release v2.
+func (d *session) errorRatio(host string) float64 {
+	d.agentsMu.RLock()
+	a := d.agents[host]
+	d.agentsMu.RUnlock()
+	if a != nil && a.Current() == d.fleet.closure(host, v2) {
+		return 0.3
+	}
+	return 0.004
+}
+
 func (d *session) versionOf(host, closure string) string {
 	for _, v := range []string{v0, v1, v2} {
 		if d.fleet.closure(host, v) == closure {
@@ -544,6 +577,12 @@ func (d *session) shutdown() {
 		if err := d.stopCP(); err != nil {
 			fmt.Fprintf(d.view.w, "control plane: %v\n", err)
 		}
+	}
+	if d.metrics != nil {
+		d.metrics.stop()
+	}
+	if d.notifyLog != nil {
+		d.notifyLog.stop()
 	}
 	if d.logFile != nil {
 		d.logFile.Close()

@@ -115,7 +115,11 @@ func TestDemo(t *testing.T) {
 	}
 
 	// The story is told on stderr.
-	for _, want := range []string{"Active → Reverting", "health_failure", "Reverting → Reverted", "budget"} {
+	for _, want := range []string{"Active → Reverting", "health_failure", "Reverting → Reverted", "budget",
+		// Each wave of the good release is judged by its services too:
+		// the staging canary's analysis (rfcs/0003 rule 16).
+		`analysis error-ratio of wave 0 (canary), measurement 1 of 1: successful: 0.004 meets result < 0.02; query: max(demo_http_error_ratio{host=~"stg-web-01"})`,
+		"analysis error-ratio of wave 0 (canary) ended successful"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr does not mention %q:\n%s", want, stderr.String())
 		}
@@ -287,6 +291,22 @@ func TestDemoKeepDashboard(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), rep.Dashboard) {
 		t.Errorf("the explanation does not print the dashboard link:\n%s", stderr.String())
+	}
+	// The explanation shows a notification sink's configuration, and the
+	// demo's own sink received the story, signed (rfcs/0006
+	// §Notifications): the bad release's revert is in its log.
+	if !strings.Contains(stderr.String(), "[[notifications.webhook]]") || !strings.Contains(stderr.String(), "notifications.log") {
+		t.Errorf("the explanation shows no notification sink:\n%s", stderr.String())
+	}
+	logged := func() string {
+		b, _ := os.ReadFile(filepath.Join(rep.Dir, "notifications.log"))
+		return string(b)
+	}
+	for !strings.Contains(logged(), "reverted           staging@") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink's log has no revert:\n%s", logged())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err != nil {

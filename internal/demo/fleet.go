@@ -242,14 +242,28 @@ func (f *fleet) unsigned(version string) ([]byte, error) {
 		fr.Channels[c.name] = proto.Channel{RolloutPolicy: c.name, FreshnessWindow: 1440, SigningIntervalMinutes: 60,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
 		p := proto.RolloutPolicy{Strategy: "canary", OnHealthFailure: c.onHealthFailure,
-			HealthGate: proto.HealthGate{MaxFailures: ptr(0), SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0}}}
+			HealthGate: proto.HealthGate{MaxFailures: ptr(0), SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0},
+				// Each wave is judged by its services too: one measurement
+				// of the worst error ratio of its hosts, a second after
+				// its first host runs the release (rfcs/0001 §2.3).
+				Analysis: []proto.Analysis{{Name: analysisName, Query: analysisQuery, SuccessCondition: "result < 0.02",
+					Interval: "1s", Count: 1}}}}
 		for _, w := range c.waves {
-			p.Waves = append(p.Waves, proto.PolicyWave{Selector: w.selector, SoakMinutes: 0})
-			fr.Waves[c.name] = append(fr.Waves[c.name], proto.Wave{Hosts: slices.Clone(w.hosts), SoakMinutes: 0})
+			p.Waves = append(p.Waves, proto.PolicyWave{Name: w.name, Selector: w.selector, SoakMinutes: 0})
+			fr.Waves[c.name] = append(fr.Waves[c.name], proto.Wave{Name: w.name, Hosts: slices.Clone(w.hosts), SoakMinutes: 0})
 		}
 		fr.RolloutPolicies[c.name] = p
 	}
 	v := proto.SchemaVersion
 	fr.Meta = proto.Meta{SchemaVersion: &v}
 	return json.Marshal(fr)
+}
+
+// hostNames lists the hosts' names.
+func (f *fleet) hostNames() []string {
+	out := make([]string, len(f.hosts))
+	for i, h := range f.hosts {
+		out[i] = h.name
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package demo
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -131,11 +132,17 @@ func (d *session) explain(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-*s  # %s\n", width, l[0], l[1])
 	}
+	fmt.Fprintf(w, "\nNotifications: the control plane sends the journal's rollouts opened, waves promoted, halts,\n"+
+		"reverts, convergences and analyses to a webhook sink of the demo's, which checks each one's HMAC\n"+
+		"signature and writes it to a log (tail -f %s). A control plane's configuration\n"+
+		"file (nixfleet-cp serve --config FILE) declares such a sink like this:\n\n%s\n",
+		shellQuote(filepath.Join(d.dir, "notifications.log")), indent(d.notifyLog.example(), "  "))
 	fmt.Fprintf(w, "\nThe dashboard, signed in as %s (the link works once, within an hour; the browser\n"+
 		"warns about the demo's own certificate, cert.pem):\n\n  %s\n", operatorName, d.dashboard)
 	fmt.Fprintf(w, "\nIn %s: config.toml (that configuration), operator_key, cert.pem (the server's\n"+
 		"certificate), trust.json, operators.json, fleet/ (the fleet repository), cp.db and cp.log (the\n"+
-		"control plane's database and log).\n", d.dir)
+		"control plane's database and log), notifications.log and notify-secret (the sink's log and the\n"+
+		"key of its signatures).\n", d.dir)
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
@@ -146,4 +153,13 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// indent puts prefix before every line of s.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
 }

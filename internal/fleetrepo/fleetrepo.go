@@ -154,6 +154,8 @@ type Spec struct {
 	// Approvals gives waves an approval gate: Approvals[channel][wave]
 	// (0001 §2.2; none where absent).
 	Approvals map[string]map[int]proto.Approval
+	// Analysis is every channel's canary analyses (0001 §2.3).
+	Analysis []proto.Analysis
 	// Closures, when set, gives the closure of a host at a version
 	// (Closures[version][host]) instead of Closure(host, version): real
 	// store paths, for tests that run Nix.
@@ -178,7 +180,8 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 	for ch, soaks := range s.Channels {
 		f.Channels[ch] = proto.Channel{RolloutPolicy: ch, FreshnessWindow: window, SigningIntervalMinutes: window / 2,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
-		p := proto.RolloutPolicy{Strategy: "staged", Waves: []proto.PolicyWave{}, OnHealthFailure: onFail, Windows: s.Windows}
+		p := proto.RolloutPolicy{Strategy: "staged", Waves: []proto.PolicyWave{}, OnHealthFailure: onFail, Windows: s.Windows,
+			HealthGate: proto.HealthGate{Analysis: s.Analysis}}
 		f.Waves[ch] = []proto.Wave{}
 		if len(soaks) == 0 {
 			p.Strategy = "all-at-once"

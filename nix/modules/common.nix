@@ -188,6 +188,48 @@ rec {
 
   inherit keyType;
 
+  # The categories of journal events a notification webhook may be sent
+  # (rfcs/0006 §Notifications; controlplane/notify.Categories).
+  notificationCategories = [
+    "rollout_opened"
+    "wave_promoted"
+    "halted"
+    "reverted"
+    "converged"
+    "failed"
+    "approval_needed"
+    "partial_visibility"
+    "release_refused"
+    "analysis"
+  ];
+
+  # The control plane's [[notifications.webhook]] tables (a TOML file for
+  # --config; JSON strings and arrays of strings are TOML's too). A
+  # secretFile is read from the credential notify-<name> in systemd's
+  # credentials directory, which nixfleet-cp expands.
+  notificationsTOML =
+    webhooks:
+    let
+      line = k: v: "${k} = ${builtins.toJSON v}\n";
+      opt = k: v: if v == null || v == [ ] then "" else line k v;
+    in
+    builtins.concatStringsSep "\n" (
+      map (
+        w:
+        "[[notifications.webhook]]\n"
+        + line "name" w.name
+        + line "url" w.url
+        + line "format" w.format
+        + opt "events" w.events
+        + opt "channels" w.channels
+        + opt "secret-file" (if w.secretFile == null then null else "\${CREDENTIALS_DIRECTORY}/notify-${w.name}")
+        + opt "timeout" w.timeout
+        + opt "min-backoff" w.minBackoff
+        + opt "max-backoff" w.maxBackoff
+        + opt "ca" w.ca
+      ) webhooks
+    );
+
   # One ExecStart argument, quoted for systemd: a JSON string (systemd
   # reads C-style escapes inside double quotes) with % and $ doubled, so
   # that systemd expands neither specifiers nor variables in it.

@@ -81,6 +81,16 @@ let
   # files may stay readable by root alone.
   credential = name: { raw = "%d/${name}"; };
 
+  # The notification webhooks, as the --config file's tables; each
+  # secretFile is the credential notify-<name>.
+  webhooks = cfg.notifications.webhooks;
+  notificationsFile =
+    if webhooks == [ ] then
+      null
+    else
+      pkgs.writeText "nixfleet-cp-notifications.toml" (common.notificationsTOML webhooks);
+  webhookNames = map (w: w.name) webhooks;
+
   args = [
     "--listen"
     cfg.listen
@@ -129,6 +139,28 @@ let
     "--retention"
     cfg.retention
   ]
+  ++ lib.optionals (cfg.prometheus.url != null) (
+    [
+      "--prometheus-url"
+      cfg.prometheus.url
+    ]
+    ++ lib.optionals (cfg.prometheus.caFile != null) [
+      "--prometheus-ca"
+      cfg.prometheus.caFile
+    ]
+    ++ lib.optionals (cfg.prometheus.bearerTokenFile != null) [
+      "--prometheus-bearer-token-file"
+      (credential "prometheus-token")
+    ]
+    ++ lib.optionals (cfg.prometheus.timeout != null) [
+      "--prometheus-timeout"
+      cfg.prometheus.timeout
+    ]
+  )
+  ++ lib.optionals (notificationsFile != null) [
+    "--config"
+    "${notificationsFile}"
+  ]
   ++ cfg.extraArgs;
 
   operatorType = types.submodule {
@@ -153,6 +185,73 @@ let
           "approver"
         ];
         description = "`viewer` reads; `operator` also pauses, resumes, cancels and rolls back; `approver` also approves waves and breaks freezes (change control).";
+      };
+    };
+  };
+
+  webhookType = types.submodule {
+    options = {
+      name = mkOption {
+        type = types.strMatching "[a-z0-9][a-z0-9_-]{0,62}";
+        example = "ops";
+        description = "The sink's name: its place in the journal (kept in the store), its metrics' label, and `X-Nixfleet-Delivery` (`<name>/<event id>`).";
+      };
+      url = mkOption {
+        type = types.str;
+        example = "https://hooks.example.org/nixfleet";
+        description = "Where each event is POSTed (http or https). For `alertmanager`, Alertmanager's `/api/v2/alerts`.";
+      };
+      format = mkOption {
+        type = types.enum [
+          "json"
+          "slack"
+          "alertmanager"
+        ];
+        default = "json";
+        description = "`json` (the event and a summary line), `slack` (`{\"text\": …}`, Slack and Mattermost incoming webhooks) or `alertmanager` (Alertmanager's API v2).";
+      };
+      events = mkOption {
+        type = types.listOf (types.enum common.notificationCategories);
+        default = [ ];
+        example = [
+          "halted"
+          "reverted"
+          "release_refused"
+        ];
+        description = "The categories of events the sink is sent; empty: every category.";
+      };
+      channels = mkOption {
+        type = types.listOf types.str;
+        default = [ ];
+        description = "The channels whose events the sink is sent; empty: every channel (events of no channel are always sent).";
+      };
+      secretFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "A file holding the key of `X-Nixfleet-Signature` (HMAC-SHA256 of the body), handed over as a systemd credential; null: POSTs are not signed.";
+      };
+      timeout = mkOption {
+        type = types.nullOr common.duration;
+        default = null;
+        example = "10s";
+        description = "How long one POST may take, answer included (default 10s, at most 1m).";
+      };
+      minBackoff = mkOption {
+        type = types.nullOr common.duration;
+        default = null;
+        example = "1s";
+        description = "The wait before a failed event is tried again, doubled after each further failure (default 1s).";
+      };
+      maxBackoff = mkOption {
+        type = types.nullOr common.duration;
+        default = null;
+        example = "5m";
+        description = "The longest wait between two tries (default 5m).";
+      };
+      ca = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "A CA bundle (PEM) to trust for an https sink, besides the system's.";
       };
     };
   };
@@ -280,6 +379,49 @@ in
       description = "How long events and finished rollouts are kept (default 720h).";
     };
 
+    prometheus = {
+      url = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "https://prometheus.example.org";
+        description = ''
+          The Prometheus that the rollout policies' canary analyses query
+          (`healthGate.analysis`, rfcs/0006 §Canary analysis). Null: a
+          policy with analyses measures nothing, and its rollouts halt
+          with `analysis_inconclusive`.
+        '';
+      };
+      caFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "A CA bundle (PEM) to trust for an https Prometheus, besides the system's.";
+      };
+      bearerTokenFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "A file holding a bearer token for Prometheus, handed over as the systemd credential `prometheus-token`.";
+      };
+      timeout = mkOption {
+        type = types.nullOr common.duration;
+        default = null;
+        example = "10s";
+        description = "How long one analysis query may take (default 10s).";
+      };
+    };
+
+    notifications.webhooks = mkOption {
+      type = types.listOf webhookType;
+      default = [ ];
+      description = ''
+        Webhooks the journal is sent to: a rollout opened, a wave promoted,
+        a rollout halted, reverted, converged or failed, an approval
+        needed, partial visibility, a release refused, an analysis that
+        ended (rfcs/0006 §Notifications). They are written to a TOML file
+        passed with `--config`; each `secretFile` is handed over as the
+        credential `notify-<name>`.
+      '';
+    };
+
     logLevel = common.logLevel;
 
     environmentFile = mkOption {
@@ -327,6 +469,14 @@ in
         assertion = port != null;
         message = "services.nixfleet-control-plane: listen must be host:port, not ${builtins.toJSON cfg.listen}.";
       }
+      {
+        assertion = builtins.all (n: builtins.length (builtins.filter (m: m == n) webhookNames) == 1) webhookNames;
+        message = "services.nixfleet-control-plane: notifications.webhooks need names of their own.";
+      }
+      {
+        assertion = notificationsFile == null || !(builtins.elem "--config" cfg.extraArgs);
+        message = "services.nixfleet-control-plane: notifications.webhooks make the --config file; extraArgs cannot name another.";
+      }
     ];
 
     users.users.${user} = {
@@ -371,7 +521,11 @@ in
         RestartSec = "5s";
         LoadCredential =
           lib.optional (cfg.tls.keyFile != null) "tls-key:${cfg.tls.keyFile}"
-          ++ lib.optional (cfg.webhookSecretFile != null) "webhook-secret:${cfg.webhookSecretFile}";
+          ++ lib.optional (cfg.webhookSecretFile != null) "webhook-secret:${cfg.webhookSecretFile}"
+          ++ lib.optional (
+            cfg.prometheus.url != null && cfg.prometheus.bearerTokenFile != null
+          ) "prometheus-token:${cfg.prometheus.bearerTokenFile}"
+          ++ map (w: "notify-${w.name}:${w.secretFile}") (builtins.filter (w: w.secretFile != null) webhooks);
         EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
         AmbientCapabilities = lib.optional (port != null && port < 1024) "CAP_NET_BIND_SERVICE";
         NoNewPrivileges = true;

@@ -51,5 +51,11 @@ in
     trust = common.trustJSON values.trust;
   }
   // (if values ? probes then { probes = common.probesJSON values; } else { })
-  // (if values ? operators then { operators = common.operatorsJSON values.operators; } else { });
+  // (if values ? operators then { operators = common.operatorsJSON values.operators; } else { })
+  // (
+    if values ? notifications then
+      { notifications = common.notificationsTOML values.notifications.webhooks; }
+    else
+      { }
+  );
 }

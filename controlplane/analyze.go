@@ -1,0 +1,193 @@
+package controlplane
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nixfleet/nixfleet/controlplane/prom"
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// analyzer takes the canary analysis measurements the leader's ticks ask
+// for (rfcs/0006 §Canary analysis, rfcs/0003 rule 16):
+//
+//  1. after each committed tick the ticker hands it the tick's complete
+//     list of measurements due (Output.Measure); a replica that stops
+//     leading hands it nothing, and it forgets the list;
+//  2. when a measurement is due it reads the rollout, fills in the
+//     analysis's query for the wave's hosts, asks Prometheus for it at
+//     that moment, and records what came back — the series, or the error
+//     that left none — as one measurement, then asks for a tick;
+//  3. measurements run concurrently, each at most once at a time, and
+//     never block a tick or a check-in; a query that hangs ends with its
+//     timeout, as an inconclusive measurement.
+//
+// The reconciler judges the results: the analyzer only reports them.
+type analyzer struct {
+	st    store.Store
+	prom  *prom.Client
+	clock clock.Clock
+	now   func() time.Time
+	board *board
+	log   *slog.Logger
+
+	queries  *prometheus.CounterVec
+	duration prometheus.Histogram
+
+	mu       sync.Mutex
+	due      []reconciler.MeasureRequest
+	inFlight map[reconciler.MeasureRequest]bool
+	changed  chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newAnalyzer(st store.Store, p *prom.Client, clk clock.Clock, now func() time.Time, b *board, log *slog.Logger,
+	reg *prometheus.Registry) *analyzer {
+	a := &analyzer{st: st, prom: p, clock: clk, now: now, board: b, log: log,
+		inFlight: map[reconciler.MeasureRequest]bool{}, changed: make(chan struct{}, 1)}
+	a.queries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_analysis_queries_total",
+		Help: "Canary analysis queries sent to Prometheus, by result (ok: a result came back; error: none did).",
+	}, []string{"result"})
+	a.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "nixfleet_analysis_query_duration_seconds", Help: "Time Prometheus took to answer a canary analysis query.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	reg.MustRegister(a.queries, a.duration)
+	return a
+}
+
+// schedule replaces the measurements due with a tick's list (nil: none,
+// this replica does not lead).
+func (a *analyzer) schedule(due []reconciler.MeasureRequest) {
+	a.mu.Lock()
+	a.due = due
+	a.mu.Unlock()
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+// run takes measurements as they fall due until ctx ends, then waits for
+// those under way.
+func (a *analyzer) run(ctx context.Context) {
+	defer a.wg.Wait()
+	for {
+		next, ready := a.ready()
+		for _, r := range ready {
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				a.measure(ctx, r)
+			}()
+		}
+		var wake <-chan time.Time
+		var timer clock.Timer
+		if !next.IsZero() {
+			timer = a.clock.NewTimer(max(next.Sub(a.now()), 0))
+			wake = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-a.changed:
+		case <-wake:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// ready marks the measurements due now as under way and returns them,
+// with the time the next one falls due (zero when none waits).
+func (a *analyzer) ready() (next time.Time, ready []reconciler.MeasureRequest) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.due {
+		if a.inFlight[r] {
+			continue
+		}
+		if r.At.After(now) {
+			if next.IsZero() || r.At.Before(next) {
+				next = r.At
+			}
+			continue
+		}
+		a.inFlight[r] = true
+		ready = append(ready, r)
+	}
+	return next, ready
+}
+
+// measure takes one measurement and records it. A measurement that could
+// not be recorded (the store failed) stays due: the next tick asks for it
+// again.
+func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
+	defer func() {
+		a.mu.Lock()
+		delete(a.inFlight, r)
+		a.mu.Unlock()
+		select {
+		case a.changed <- struct{}{}:
+		default:
+		}
+	}()
+	m := reconciler.Measurement{RolloutID: r.RolloutID, Wave: r.Wave, Analysis: r.Analysis, Seq: r.Seq}
+	ro, err := a.st.Rollout(ctx, r.RolloutID)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Error("reading a rollout for its analysis", "rollout", r.RolloutID, "err", err)
+		}
+		return
+	}
+	spec, ok := specOf(ro, r.Analysis)
+	if !ok {
+		a.log.Error("a measurement of an analysis the rollout does not have", "rollout", r.RolloutID, "analysis", r.Analysis)
+		return
+	}
+	m.Query = reconciler.AnalysisQuery(&ro, r.Wave, spec)
+	m.At = a.now().UTC()
+	start := time.Now()
+	samples, err := a.prom.Query(ctx, m.Query, m.At)
+	if ctx.Err() != nil {
+		return // shutting down: not a verdict on the wave
+	}
+	a.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.Error = err.Error()
+		a.queries.WithLabelValues("error").Inc()
+		a.log.Warn("analysis query failed", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis, "seq", r.Seq, "err", err)
+	} else {
+		m.Samples = samples
+		a.queries.WithLabelValues("ok").Inc()
+	}
+	if _, err := a.st.RecordMeasurement(ctx, m); err != nil {
+		if ctx.Err() == nil {
+			a.log.Error("recording a measurement", "rollout", r.RolloutID, "analysis", r.Analysis, "err", err)
+		}
+		return
+	}
+	a.board.post(wakeTick)
+}
+
+// specOf finds a rollout's analysis by name.
+func specOf(r reconciler.Rollout, name string) (a proto.Analysis, ok bool) {
+	for _, s := range r.HealthGate.Analysis {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return a, false
+}
