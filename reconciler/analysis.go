@@ -127,6 +127,9 @@ func (t *tick) count(w *work, i int, spec proto.Analysis) {
 			continue
 		}
 		if m.Seq != run.Measured+1 || m.At.After(t.now) {
+			if m.Seq == run.Measured+1 {
+				t.wake(m.At)
+			}
 			return // taken after the tick read its clock, or a gap: the next tick
 		}
 		outcome, msg := analysis.Judge(spec, m.Samples, m.Error)

@@ -43,6 +43,12 @@ func (t *tick) freezesOf(channel string) []proto.Freeze {
 	var fs []proto.Freeze
 	if c := t.channels[channel]; c != nil && c.Fleet != nil {
 		fs = schedule.FreezeAt(c.Fleet.Freezes, channel, t.now)
+		for _, f := range c.Fleet.Freezes {
+			if len(f.Channels) == 0 || slices.Contains(f.Channels, channel) {
+				t.wake(f.From)
+				t.wake(f.Until)
+			}
+		}
 	}
 	if t.frozen == nil {
 		t.frozen = map[string][]proto.Freeze{}
@@ -99,6 +105,12 @@ func (t *tick) windowsAt(ws []proto.Window) schedule.Status {
 		return st
 	}
 	st := schedule.At(ws, t.now)
+	if st.Open && !st.Current.End.IsZero() {
+		t.wake(st.Current.End)
+	}
+	if !st.Next.Start.IsZero() {
+		t.wake(st.Next.Start)
+	}
 	if t.windowStatus == nil {
 		t.windowStatus = map[*proto.Window]schedule.Status{}
 	}

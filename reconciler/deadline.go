@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
 )
@@ -28,6 +29,7 @@ func (t *tick) deadline(w *work) {
 		}
 		limit += w.soak(w.r.Wave)
 		if t.now.Sub(start) <= limit {
+			t.wake(start.Add(limit + time.Nanosecond))
 			return
 		}
 		wave := min(max(w.r.Wave, 0), len(w.waves)-1)
@@ -81,6 +83,7 @@ func (t *tick) deadline(w *work) {
 		}
 		t.setRollout(w, EvStalled, Reason{Code: codes.WaveStalled, Message: msg})
 	case RolloutReverting:
+		t.wake(start.Add(limit + time.Nanosecond))
 		if t.now.Sub(start) > limit {
 			t.setRollout(w, EvStalled, Reason{Code: codes.RevertStalled,
 				Message: fmt.Sprintf("the revert made no progress for %s", limit)})

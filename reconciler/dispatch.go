@@ -214,6 +214,7 @@ func (t *tick) earlyGate(w *work, i int, edge *blocker) Reason {
 	}
 	for _, q := range t.quarantine[h.Hostname] {
 		if q.Closure == h.Target && q.Until.After(t.now) {
+			t.wake(q.Until)
 			return Reason{Gate: codes.Quarantined, Code: codes.Quarantined,
 				Message: fmt.Sprintf("%s failed on this host; quarantined until %s", h.Target, q.Until.UTC().Format("2006-01-02T15:04:05Z"))}
 		}

@@ -21,6 +21,7 @@ func (t *tick) intents() {
 		if in.At.After(t.now) {
 			// Filed after the tick's clock was read (while it loaded its
 			// input): the next tick takes it, in order.
+			t.wake(in.At)
 			continue
 		}
 		res := IntentResult{IntentID: in.ID}

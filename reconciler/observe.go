@@ -76,6 +76,18 @@ func (t *tick) observeOnce(w *work, i int) {
 	// loaded its input, and waits for the next tick (rfcs/0006 §Tick loop 3).
 	matches := act != nil && act.RolloutID == w.r.ID && act.Closure == h.Target && !act.At.Before(h.Since) &&
 		!act.At.After(t.now) && h.Since.Before(t.now)
+	if act != nil && act.At.After(t.now) {
+		t.wake(act.At)
+	}
+	if act != nil && !h.Since.Before(t.now) {
+		t.wake(h.Since.Add(time.Nanosecond)) // an outcome counts once the state is older than the tick
+	}
+	switch h.State {
+	case HostActivating, HostRollingBack:
+		t.wake(h.Since.Add(confirm + time.Nanosecond)) // the confirm window closes
+	case HostSoaking:
+		t.wake(h.Since.Add(w.soak(h.Wave))) // the soak ends
+	}
 	switch h.State {
 	case HostActivating:
 		switch {

@@ -125,6 +125,17 @@ type tick struct {
 	windowStatus map[*proto.Window]schedule.Status // windowsAt's, by list
 	frozen       map[string][]proto.Freeze         // freezesOf's, by channel
 	measurements map[runKey][]Measurement          // the input's, by run, in Seq order
+	// wakeAt is the earliest time after now at which a comparison the tick
+	// made with its time would come out otherwise (Output.QuietUntil).
+	wakeAt time.Time
+}
+
+// wake notes that a decision of the tick depends on now being before at:
+// at that time a tick on the same input may decide otherwise.
+func (t *tick) wake(at time.Time) {
+	if at.After(t.now) && (t.wakeAt.IsZero() || at.Before(t.wakeAt)) {
+		t.wakeAt = at
+	}
 }
 
 // work is a rollout being reconciled: a private copy of its record plus

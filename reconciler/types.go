@@ -462,6 +462,15 @@ type Output struct {
 	// 16). The control plane takes each at or after its time and records
 	// it for the next tick; nothing about it is stored.
 	Measure []MeasureRequest `json:"measure,omitempty"`
+	// QuietUntil says how long the input, applied with this output and
+	// left unchanged, decides nothing (rfcs/0003 §Quiet ticks): a tick
+	// that decided nothing gives the first time after now at which time
+	// alone may change a decision (a confirm window closing, a soak or a
+	// window ending, a host falling silent, …), zero when none will; a
+	// tick that decided something gives its own now, as the next one must
+	// look again. A caller may skip the ticks before it while nothing it
+	// passes in changes.
+	QuietUntil time.Time `json:"quietUntil,omitzero"`
 }
 
 // ChannelUpdate records the ref a channel last opened a rollout for.

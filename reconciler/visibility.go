@@ -24,13 +24,21 @@ import (
 // A check-in later than now (recorded while the tick loaded its input)
 // counts as heard now.
 func (t *tick) heard(o ObservedHost) bool {
-	return t.in.Tunables.Heard(o.LastSeen, t.now)
+	h := t.in.Tunables.Heard(o.LastSeen, t.now)
+	if h {
+		t.wake(o.LastSeen.Add(t.in.Tunables.offline() + time.Nanosecond)) // it falls silent then
+	}
+	return h
 }
 
 // warm reports whether the control plane has watched its hosts for one
 // offline threshold: before that, not hearing a host says nothing.
 func (t *tick) warm() bool {
-	return t.in.WatchingSince.IsZero() || !t.now.Before(t.watchEnd())
+	if t.in.WatchingSince.IsZero() {
+		return true
+	}
+	t.wake(t.watchEnd())
+	return !t.now.Before(t.watchEnd())
 }
 
 // watchEnd is when the current watch has lasted one offline threshold.
@@ -205,6 +213,7 @@ func (t *tick) judge(name string) {
 					silent, total, stamp(was.Since), stamp(t.now.Add(t.in.Tunables.offline())))}}}
 	case known && t.now.Before(was.Ended.Add(t.in.Tunables.offline())):
 		v = verdict{rec: was, kept: true} // recovering
+		t.wake(was.Ended.Add(t.in.Tunables.offline()))
 	}
 	t.setVerdict(name, v)
 }
