@@ -58,7 +58,7 @@ func (t *tick) output() Output {
 	if out.Visibility == nil {
 		out.Visibility = []Visibility{}
 	}
-	out.QuietUntil = t.wakeAt
+	out.QuietUntil, out.WakeAt = t.wakeAt, t.wakeAt
 	if len(out.Actions)+len(out.Events)+len(out.Rollouts)+len(out.Hosts)+len(out.IntentResults)+len(out.Channels) > 0 {
 		out.QuietUntil = t.now
 	}

@@ -35,6 +35,15 @@ func checkQuietUntil(t *rapid.T, c tickCase) []string {
 	if !decidesNothing(idle) {
 		return append(problems, "the tick after it at the same time decided something (rule 12)")
 	}
+	// WakeAt may come early, never late: the state the tick left is quiet
+	// at least until it.
+	if !idle.QuietUntil.IsZero() && (c.out.WakeAt.IsZero() || c.out.WakeAt.After(idle.QuietUntil)) {
+		problems = append(problems, fmt.Sprintf("the tick says wake at %s, but the state it left changes by time at %s",
+			c.out.WakeAt.Format(time.RFC3339Nano), idle.QuietUntil.Format(time.RFC3339Nano)))
+	}
+	if !idle.WakeAt.Equal(idle.QuietUntil) {
+		problems = append(problems, "an idle tick's WakeAt is not its QuietUntil")
+	}
 	horizon := idle.QuietUntil
 	if horizon.IsZero() {
 		horizon = c.in.Now.Add(6 * time.Hour)

@@ -471,6 +471,11 @@ type Output struct {
 	// look again. A caller may skip the ticks before it while nothing it
 	// passes in changes.
 	QuietUntil time.Time `json:"quietUntil,omitzero"`
+	// WakeAt is the earliest time after now at which time alone may
+	// change a decision on the state this tick leaves (conservative: it
+	// may come early, never late); zero when none will. It equals
+	// QuietUntil for a tick that decided nothing; a caller ticks then.
+	WakeAt time.Time `json:"wakeAt,omitzero"`
 }
 
 // ChannelUpdate records the ref a channel last opened a rollout for.

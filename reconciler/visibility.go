@@ -207,6 +207,7 @@ func (t *tick) judge(name string) {
 					silent, total, t.in.Tunables.offline(), pct)}}
 		}
 	case wasPartial:
+		t.wake(t.now.Add(t.in.Tunables.offline())) // it stops recovering then
 		v = verdict{rec: Visibility{Channel: name, Since: was.Since, Ended: t.now, Silent: silent, Total: total}, kept: true,
 			event: &Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: codes.VisibilityRestored,
 				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again (silence is judged from %s)",
