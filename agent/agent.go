@@ -72,6 +72,14 @@ type Agent struct {
 	notBefore time.Time
 	pending   []proto.ReportRequest
 
+	// Prefetch (prefetch.go): the fetch under way, the outcomes of ended
+	// ones (folded into the state by the loop), and the back-off of the
+	// last closure that failed.
+	job      *fetchJob
+	fetched  []fetchOutcome
+	progress PrefetchProgress
+	failures int
+
 	// after is time.After; tests drive it with their clock.
 	after func(time.Duration) <-chan time.Time
 }
@@ -115,6 +123,8 @@ func (a *Agent) State() State {
 // needs: the confirm before its deadline, and the rollback at it, happen
 // whether or not the control plane answers (rfcs/0008 §Rate limits).
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.stopFetch()
+	a.startPrefetch(ctx)
 	a.act(ctx, nil)
 	backoff := time.Duration(0)
 	var pause time.Duration
@@ -137,7 +147,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		if a.flushReports(ctx); a.heldFor() > 0 {
 			continue
 		}
-		resp, err := a.Checkin(ctx)
+		a.settlePrefetch()
+		resp, err := a.checkin(ctx)
+		if errors.Is(err, errFetchEnded) {
+			continue // check in again at once, reporting what was fetched
+		}
 		if err != nil {
 			backoff = min(max(2*backoff, time.Second), time.Minute)
 			pause, unanswered = backoff/2+rand.N(backoff/2+1), true
@@ -145,7 +159,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
+		// Before acting, so that a dispatch of another closure cancels a
+		// fetch under way first; after, for what acting changed.
+		a.prefetch(ctx, resp)
 		a.act(ctx, resp.Target)
+		a.prefetch(ctx, resp)
 		// The long-poll paces the loop; an answer that came at once
 		// with nothing to do waits a little, within the server's hint.
 		if resp.Target == nil || a.State().Done == resp.Target.Token {
@@ -302,6 +320,9 @@ func (a *Agent) Checkin(ctx context.Context) (proto.CheckinResponse, error) {
 		Booted: filepath.Base(a.c.Exec.Booted()), BootID: a.c.Exec.BootID(), Probes: probes, FailedUnits: units,
 		Compliance: []proto.ComplianceResult{}, Deferred: st.Phase == PhaseDeferred,
 		Quarantine: st.activeQuarantine(a.c.Now()), Known: a.known, Wait: int(a.c.Wait / time.Second), StatusTag: a.tag}
+	if p := st.Prefetched; p != nil {
+		req.Prefetched = p.Closure
+	}
 	a.mu.Unlock()
 	if req.Current == "." {
 		req.Current = ""

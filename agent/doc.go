@@ -19,7 +19,11 @@
 //  3. write the State atomically (SaveState) when it changed, before the
 //     next step, so that a step that cannot be undone is preceded by its
 //     breadcrumb and an agent killed anywhere resumes correctly;
-//  4. send the step's report, and ask again until Decide says StepNone.
+//  4. send the step's report, and ask again until Decide says StepNone;
+//  5. act on the answer's prefetch (DecidePrefetch): fetch the host's
+//     coming closure in the background, verified as for a dispatch and
+//     rooted in the state directory, report it in every check-in, drop it
+//     when no answer names it (prefetch.go, rfcs/0008 §Prefetch).
 //
 // Health probes live in agent/probe; the agent reads them through Health.
 package agent

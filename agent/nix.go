@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/nixfleet/nixfleet/codes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,19 +157,66 @@ func (n *NixExecutor) Realise(ctx context.Context, path string) Result {
 		"--option", "require-sigs", "true"}
 	out, err := n.run(ctx, "nix-store", args...)
 	if err != nil {
-		code := codes.RealiseFailed
-		// Nix 2.8: "the substitute for '…' from '…' is not signed by any of
-		// the keys in 'trusted-public-keys'".
-		if msg := err.Error(); strings.Contains(msg, "not signed by") || strings.Contains(msg, "signature") {
-			code = codes.ClosureUnsigned
-		}
-		return Result{Err: err, Code: code}
+		return Result{Err: err, Code: realiseCode(err)}
 	}
 	lines := strings.Fields(out)
 	if len(lines) == 0 || lines[len(lines)-1] != path {
 		return Result{Err: fmt.Errorf("nix-store --realise %s printed %q", path, strings.TrimSpace(out)), Code: codes.RealiseMismatch}
 	}
 	return Result{}
+}
+
+// realiseCode classifies a failed nix-store --realise: Nix refusing a
+// path for its signature is closure_unsigned (Nix 2.8: "the substitute
+// for '…' from '…' is not signed by any of the keys in
+// 'trusted-public-keys'"), anything else realise_failed.
+func realiseCode(err error) string {
+	if msg := err.Error(); strings.Contains(msg, "not signed by") || strings.Contains(msg, "signature") {
+		return codes.ClosureUnsigned
+	}
+	return codes.RealiseFailed
+}
+
+// Fetch realises path as Realise does, and makes root an indirect GC root
+// of it in the same command (nix-store --realise --add-root), so that no
+// garbage collection can take the path between the two: a prefetch
+// (rfcs/0008 §Prefetch). Nix prints the root; it must then point at path.
+func (n *NixExecutor) Fetch(ctx context.Context, path, root string) Result {
+	args := []string{"--realise", path, "--add-root", root,
+		"--option", "substituters", strings.Join(n.c.Substituters, " "),
+		"--option", "trusted-public-keys", strings.Join(n.c.TrustedKeys, " "),
+		"--option", "require-sigs", "true"}
+	out, err := n.run(ctx, "nix-store", args...)
+	if err != nil {
+		return Result{Err: err, Code: realiseCode(err)}
+	}
+	lines := strings.Fields(out)
+	if len(lines) == 0 || lines[len(lines)-1] != root {
+		return Result{Err: fmt.Errorf("nix-store --realise %s --add-root %s printed %q", path, root, strings.TrimSpace(out)), Code: codes.RealiseMismatch}
+	}
+	if got, err := os.Readlink(root); err != nil || got != path {
+		return Result{Err: fmt.Errorf("the GC root %s points at %q, not %s (%v)", root, got, path, err), Code: codes.RealiseMismatch}
+	}
+	return Result{}
+}
+
+// Holds reports whether root points at path and Nix holds path valid
+// (nix-store --check-validity).
+func (n *NixExecutor) Holds(ctx context.Context, path, root string) bool {
+	if got, err := os.Readlink(root); err != nil || got != path {
+		return false
+	}
+	_, err := n.run(ctx, "nix-store", "--check-validity", path)
+	return err == nil
+}
+
+// Unroot removes a GC root made by Fetch; Nix forgets its registration
+// (a dangling link in gcroots/auto) at its next collection.
+func (n *NixExecutor) Unroot(root string) error {
+	if err := os.Remove(root); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // inhibitors are the parts of a system that a live switch cannot replace:

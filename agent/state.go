@@ -35,6 +35,11 @@ type State struct {
 	// Known are systems this host ran (full store paths, newest last, at
 	// most knownMax): the only closures a rollback target may name.
 	Known []string `json:"known"`
+	// Prefetched is the closure the agent realised ahead of its dispatch
+	// and holds with a GC root in the state directory (rfcs/0008
+	// §Prefetch); nil when none. The root follows it: removed when it is
+	// dropped, and at start-up when it is nil.
+	Prefetched *Prefetched `json:"prefetched,omitempty"`
 }
 
 // knownMax bounds State.Known.

@@ -41,7 +41,8 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	}
 	now := s.cfg.Now()
 	st := store.HostStatus{Current: req.Current, Booted: req.Booted, BootID: req.BootID, Probes: req.Probes,
-		FailedUnits: req.FailedUnits, Compliance: req.Compliance, Deferred: req.Deferred, Quarantine: req.Quarantine}
+		FailedUnits: req.FailedUnits, Compliance: req.Compliance, Deferred: req.Deferred, Quarantine: req.Quarantine,
+		Prefetched: req.Prefetched}
 	digest := store.StatusDigest(st)
 	prev := s.hub.lastSeen(req.Hostname)
 	online := !prev.IsZero() && now.Sub(prev) <= s.cfg.Tunables.OfflineThreshold()/2
@@ -81,12 +82,18 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	}
 	s.hub.touch(req.Hostname, now)
 	resp := s.answer(a, ok)
+	// A fetch slot, if the host may fetch its coming closure (prefetch.go):
+	// given back at once by a host that reports it fetched, and answered
+	// at once when it was just taken, from the assignment answered.
+	prefetch, taken := s.prefetch.answer(req.Hostname, a, ok, req.Current, req.Prefetched)
 	s.m.checkin.Observe(time.Since(start).Seconds())
-	if req.Wait > 0 && sameTarget(resp.Target, req.Known) {
+	if req.Wait > 0 && sameTarget(resp.Target, req.Known) && !taken {
 		s.hub.wait(r.Context(), req.Hostname, activationKey(a, ok), time.Duration(req.Wait)*time.Second)
 		a, ok = s.hub.get(req.Hostname)
 		resp = s.answer(a, ok)
+		prefetch, _ = s.prefetch.answer(req.Hostname, a, ok, req.Current, req.Prefetched)
 	}
+	resp.Prefetch = prefetch
 	resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
 	resp.StatusTag = makeTag(digest, stamp)
 	writeJSON(w, http.StatusOK, resp)

@@ -60,6 +60,11 @@ type Config struct {
 	// §Rate limits). The zero value serves without limits; cmd/nixfleet-cp
 	// sets the Default… values. --insecure-dev has none.
 	RateLimit RateLimit
+	// PrefetchConcurrency bounds how many hosts this replica lets fetch
+	// their coming closure at once, ahead of their dispatch (rfcs/0006
+	// §Prefetch); 0 turns prefetch off. cmd/nixfleet-cp sets
+	// DefaultPrefetchConcurrency.
+	PrefetchConcurrency int
 	// Notifications are the webhook sinks the journal is sent to
 	// (rfcs/0006 §Notifications); none when empty.
 	Notifications []notify.Sink
@@ -112,6 +117,9 @@ func (c *Config) check() error {
 	}
 	if err := c.RateLimit.Check(); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
+	}
+	if c.PrefetchConcurrency < 0 {
+		return fmt.Errorf("controlplane: prefetch concurrency %d: want 0 (off) or more", c.PrefetchConcurrency)
 	}
 	if err := notify.CheckSinks(c.Notifications); err != nil {
 		return fmt.Errorf("controlplane: %w", err)

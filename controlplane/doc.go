@@ -21,6 +21,12 @@
 //     identities: a host's CI-signed SSH host key, or an operator's key
 //     with a role; each identity, and each address without one, has a
 //     rate limit (429 with Retry-After past it; probes are never limited);
+//     lists answer bounded pages by cursor (hosts, rollout summaries, a
+//     rollout's hosts) and an event stream reads only new events, so no
+//     answer or read grows with the fleet's history (pages.go); a check-in
+//     of a host waiting in an active rollout may carry a fetch slot to
+//     prefetch its coming closure, at most PrefetchConcurrency at once
+//     per replica (prefetch.go);
 //  4. exports Prometheus metrics and structured JSON logs.
 //
 // All state lives in the store (package store): a replica can be killed

@@ -573,7 +573,8 @@ func (s *Server) hostView(rec store.HostRecord, hd rolloutHeads, now time.Time) 
 		ro = reconciler.Rollout{ID: a.RolloutID, Channel: a.Channel, State: a.RolloutState}
 	}
 	ro.State = a.RolloutState
-	p := reconciler.Place{Rollout: ro, Latest: hd.latest[a.Channel] == a.RolloutID || !ok, Host: a.Host, Online: v.Online}
+	p := reconciler.Place{Rollout: ro, Latest: hd.latest[a.Channel] == a.RolloutID || !ok, Host: a.Host, Online: v.Online,
+		Prefetched: rec.Observed.Prefetched}
 	v.Explain = wireSituation(reconciler.Situate(p, now, s.cfg.Tunables))
 	for _, run := range ro.Analyses {
 		if run.Wave == a.Host.Wave {

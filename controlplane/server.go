@@ -46,6 +46,8 @@ type Server struct {
 	mux     *http.ServeMux
 	// notifier sends the journal to webhook sinks (notifier.go).
 	notifier *notify.Notifier
+	// prefetch hands out fetch slots with check-in answers (prefetch.go).
+	prefetch *prefetchSlots
 
 	devCSRF string // --insecure-dev's dashboard CSRF token, random per process
 	// stopping closes when the HTTP server shuts down: streams end at
@@ -102,6 +104,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica,
 		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret(), stopping: make(chan struct{})}
 	s.limits = newRateLimits(cfg, m, log.Warn)
+	s.prefetch = newPrefetchSlots(cfg.PrefetchConcurrency, cfg.Now, m.reg)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
 	s.src.ids, s.src.board = s.ids, s.board
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)

@@ -74,7 +74,8 @@ func wireSituation(s reconciler.Situation) proto.Situation {
 
 func wireObserved(o reconciler.ObservedHost) proto.ObservedHost {
 	out := proto.ObservedHost{LastSeen: o.LastSeen, Current: o.Current, Booted: o.Booted, Probes: o.Probes,
-		FailedUnits: o.FailedUnits, Compliance: o.Compliance, Deferred: o.Deferred, Quarantine: o.Quarantine}
+		FailedUnits: o.FailedUnits, Compliance: o.Compliance, Deferred: o.Deferred, Quarantine: o.Quarantine,
+		Prefetched: o.Prefetched}
 	if o.Activation != nil {
 		a := proto.Activation(*o.Activation)
 		out.Activation = &a

@@ -68,6 +68,11 @@ type CheckinRequest struct {
 	// request that failed. When this status is the one the tag names, the
 	// server writes nothing.
 	StatusTag string `json:"statusTag,omitempty"`
+	// Prefetched is the store path basename of the closure the agent
+	// holds realised (and rooted) for an activation to come, not
+	// activated yet; "" when none (rfcs/0008 §Prefetch). It is part of
+	// the host's status.
+	Prefetched string `json:"prefetched,omitempty"`
 }
 
 // TargetRef names one activation of a host.
@@ -120,6 +125,26 @@ type CheckinResponse struct {
 	// StatusTag names the status the server now holds for the host, to
 	// echo in the next check-in.
 	StatusTag string `json:"statusTag"`
+	// Prefetch, when set, is the host's coming target, which it may fetch
+	// now, ahead of its dispatch, or holds already (its prefetched
+	// closure): rfcs/0007 §Prefetch. Absent when the host has nothing to
+	// fetch ahead, when the control plane has no fetch slot free for it
+	// now, or when prefetch is off.
+	Prefetch *PrefetchTarget `json:"prefetch,omitempty"`
+}
+
+// PrefetchTarget names a closure a host may realise before its dispatch:
+// its target in a rollout where it waits. It is no order to activate
+// anything: the agent verifies the rollout's manifest (signature, rollout
+// id, ManifestHash when set, and its own hostname, WaveIndex and Closure)
+// before it fetches, exactly as for a dispatch.
+type PrefetchTarget struct {
+	RolloutID string `json:"rolloutId"`
+	Closure   string `json:"closure"`
+	WaveIndex int    `json:"waveIndex"`
+	// ManifestHash is the content hash of the rollout's manifest, as in a
+	// Target.
+	ManifestHash string `json:"manifestHash,omitempty"`
 }
 
 // ConfirmRequest is POST /v1/agent/confirm: the host runs the target and

@@ -213,6 +213,9 @@ type ObservedHost struct {
 	// Activation is the latest activation outcome the agent reported.
 	Activation *Activation  `json:"activation,omitempty"`
 	Quarantine []Quarantine `json:"quarantine"`
+	// Prefetched is the closure the agent holds realised for an
+	// activation to come, ahead of its dispatch; absent when none.
+	Prefetched string `json:"prefetched,omitempty"`
 }
 
 // Activation is an agent's latest report about activating a closure.

@@ -90,6 +90,38 @@ func AgentAnswer(a *Assignment, tu Tunables) proto.CheckinResponse {
 	return resp
 }
 
+// Coming is the closure a host's agent may hold realised ahead of its
+// dispatch (rfcs/0006 §Prefetch): the target of a host that is Pending or
+// Skipped in an Active rollout, when the host does not run it (current)
+// and has not failed it here lately (a host the quarantine gate holds
+// would not activate it). ok is false for every other host, a is nil for
+// a host no rollout lists. Nothing the reconciler decides depends on it.
+func Coming(a *Assignment, current string) (proto.PrefetchTarget, bool) {
+	if a == nil || a.RolloutState != RolloutActive {
+		return proto.PrefetchTarget{}, false
+	}
+	h := a.Host
+	switch {
+	case h.State != HostPending && h.State != HostSkipped,
+		h.Target == "", h.Target == current,
+		h.Blocked.Gate == codes.Quarantined || h.Blocked.Code == codes.Quarantined:
+		return proto.PrefetchTarget{}, false
+	}
+	return proto.PrefetchTarget{RolloutID: a.RolloutID, Closure: h.Target, WaveIndex: h.Wave, ManifestHash: a.ManifestHash}, true
+}
+
+// PrefetchFor is what a host may fetch now, ahead of its dispatch: its
+// coming closure (Coming), unless it holds that one prefetched already
+// (prefetched, as its agent reports). This is the host that needs one of
+// the control plane's fetch slots; ok is false for every other.
+func PrefetchFor(a *Assignment, current, prefetched string) (proto.PrefetchTarget, bool) {
+	t, ok := Coming(a, current)
+	if !ok || t.Closure == prefetched {
+		return proto.PrefetchTarget{}, false
+	}
+	return t, true
+}
+
 // stopped reports whether the host's rollout dispatches no more.
 func (a Assignment) stopped() bool {
 	return a.RolloutState == RolloutHalted || a.RolloutState == RolloutCancelled

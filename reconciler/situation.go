@@ -26,6 +26,12 @@ type Place struct {
 	Host   RolloutHost
 	// Online: the host was heard within the offline threshold.
 	Online bool
+	// Prefetched is the closure the host's agent holds realised for an
+	// activation to come (ObservedHost.Prefetched): a waiting host whose
+	// target it is says so. It changes nothing but the message (no code,
+	// no next step), so a view that reads no host status (a rollout's)
+	// leaves it empty and tells the same story.
+	Prefetched string
 }
 
 // Situation is the answer.
@@ -48,6 +54,14 @@ type Situation struct {
 
 // Situate judges a host's situation at now.
 func Situate(p Place, now time.Time, tu Tunables) Situation {
+	s := situate(p, now, tu)
+	if h := p.Host; (h.State == HostPending || h.State == HostSkipped) && h.Target != "" && p.Prefetched == h.Target {
+		s.Message += "; its target is prefetched"
+	}
+	return s
+}
+
+func situate(p Place, now time.Time, tu Tunables) Situation {
 	r, h := p.Rollout, p.Host
 	stopped := r.State != RolloutActive && r.State != RolloutOpening
 	if r.State == RolloutReverting {

@@ -331,6 +331,10 @@ type ObservedHost struct {
 	// Quarantine lists closures that failed on this host and must not be
 	// dispatched to it again before Until.
 	Quarantine []Quarantine `json:"quarantine"`
+	// Prefetched is the closure the agent holds realised for an
+	// activation to come ("" when none). Informational: no decision of
+	// the reconciler depends on it (explanations mention it).
+	Prefetched string `json:"prefetched,omitempty"`
 }
 
 // ProbeSummary counts health probes (the wire type).

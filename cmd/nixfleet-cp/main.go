@@ -83,6 +83,8 @@ func serveCommand() *cli.Command {
 				Usage: "requests per second (`RATE`) from one address (IPv4, IPv6 /64) without a known client key; 0 turns the limit off"},
 			&cli.IntFlag{Name: "rate-limit-address-burst", Value: controlplane.DefaultRateAddressBurst, EnvVars: env("rate-limit-address-burst"),
 				Usage: "requests (`NUMBER`) one address may send at once without a known client key"},
+			&cli.IntFlag{Name: "prefetch-concurrency", Value: controlplane.DefaultPrefetchConcurrency, EnvVars: env("prefetch-concurrency"),
+				Usage: "hosts (`NUMBER`) this replica lets fetch their coming closure at once, ahead of their wave (per replica); 0 turns prefetch off"},
 			&cli.StringFlag{Name: "prometheus-url", EnvVars: env("prometheus-url"), Usage: "Prometheus `URL` the canary analyses query (rfcs/0006 §Canary analysis)"},
 			&cli.StringFlag{Name: "prometheus-ca", EnvVars: env("prometheus-ca"), Usage: "CA `FILE` (PEM) for an https Prometheus, besides the system's"},
 			&cli.StringFlag{Name: "prometheus-cert", EnvVars: env("prometheus-cert"), Usage: "client certificate `FILE` (PEM) for Prometheus"},
@@ -158,6 +160,9 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	}
 	if err := cfg.RateLimit.Check(); err != nil {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--rate-limit-*: %w", err))
+	}
+	if cfg.PrefetchConcurrency = c.Int("prefetch-concurrency"); cfg.PrefetchConcurrency < 0 {
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--prefetch-concurrency %d: want 0 (off) or more", cfg.PrefetchConcurrency))
 	}
 	if f := c.String("webhook-secret-file"); f != "" {
 		b, err := os.ReadFile(f)

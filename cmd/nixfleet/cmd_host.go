@@ -123,6 +123,9 @@ func runHostShow(c *cli.Context, o *operator, args []string) error {
 	for _, q := range obs.Quarantine {
 		f.add("quarantine", fmt.Sprintf("%s until %s", q.Closure, when(q.Until)))
 	}
+	if obs.Prefetched != "" {
+		f.add("prefetched", obs.Prefetched)
+	}
 	if h.Host != nil {
 		r := h.Host
 		f.add("rollout", fmt.Sprintf("%s (%s)", h.Rollout, st.state(h.RolloutState)))
@@ -187,6 +190,9 @@ type explainView struct {
 	Wave         *int   `json:"wave,omitempty"`
 	Target       string `json:"target,omitempty"`
 	Current      string `json:"current,omitempty"`
+	// Prefetched is the closure the host holds realised for an
+	// activation to come, ahead of its dispatch.
+	Prefetched string `json:"prefetched,omitempty"`
 	// Blocked is the gate holding a Pending or Skipped host.
 	Blocked *proto.DecisionReason `json:"blocked,omitempty"`
 	// Activation is the latest activation the host reported.
@@ -198,7 +204,7 @@ type explainView struct {
 func explainOf(h proto.HostView) explainView {
 	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Moves: h.Explain.Moves,
 		Next: h.Explain.Next, Until: h.Explain.Until, Online: h.Online, Seen: h.Seen,
-		Current: h.Observed.Current, Activation: h.Observed.Activation, Analysis: h.Analysis}
+		Current: h.Observed.Current, Activation: h.Observed.Activation, Analysis: h.Analysis, Prefetched: h.Observed.Prefetched}
 	if r := h.Host; r != nil {
 		wave := r.Wave
 		e.Rollout, e.Channel, e.RolloutState, e.State, e.Wave, e.Target = h.Rollout, h.Channel, h.RolloutState, r.State, &wave, r.Target
@@ -256,6 +262,16 @@ func printExplain(w io.Writer, st style, e explainView) {
 		f.add("target", e.Target)
 	}
 	f.add("running", dash(e.Current))
+	if e.Prefetched != "" {
+		what := e.Prefetched
+		switch {
+		case e.Prefetched == e.Target && !e.OnTarget:
+			what += " (its target: the dispatch only switches)"
+		case e.Prefetched != e.Target:
+			what += " (not its target)"
+		}
+		f.add("prefetched", what)
+	}
 	for _, a := range e.Analysis {
 		f.add("analysis", analysisText(a))
 	}

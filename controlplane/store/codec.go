@@ -346,7 +346,7 @@ func decodeStatus(body string) (HostStatus, error) {
 func observed(st HostStatus, lastSeen time.Time) reconciler.ObservedHost {
 	return reconciler.ObservedHost{LastSeen: lastSeen, Current: st.Current, Booted: st.Booted, Probes: st.Probes,
 		FailedUnits: st.FailedUnits, Compliance: st.Compliance, Deferred: st.Deferred, Activation: st.Activation,
-		Quarantine: st.Quarantine}
+		Quarantine: st.Quarantine, Prefetched: st.Prefetched}
 }
 
 // ---- the cache ----

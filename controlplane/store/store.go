@@ -93,6 +93,10 @@ type HostStatus struct {
 	Deferred    bool                          `json:"deferred"`
 	Activation  *reconciler.Activation        `json:"activation,omitempty"`
 	Quarantine  []reconciler.Quarantine       `json:"quarantine"`
+	// Prefetched is the closure the agent holds realised for an
+	// activation to come (rfcs/0008 §Prefetch); omitted when empty, so
+	// that the digest of a status without it is what it was before.
+	Prefetched string `json:"prefetched,omitempty"`
 }
 
 // HostRecord is a host as the API lists it: its observation and its place

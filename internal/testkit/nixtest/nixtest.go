@@ -279,6 +279,12 @@ type Cache struct {
 	mu       sync.Mutex // serialises Add
 	reqMu    sync.Mutex
 	requests []string
+
+	// NAR downloads (GET /nar/…): the delay before each is served, how
+	// many are being served now, and the most at once so far.
+	narDelay    time.Duration
+	narInFlight int
+	narPeak     int
 }
 
 // NewCache makes an empty binary cache with a fresh signing key named
@@ -324,6 +330,10 @@ func NewCacheOn(t testing.TB, addr string) *Cache {
 	files := http.FileServer(http.Dir(c.Dir))
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		if strings.HasPrefix(r.URL.Path, "/nar/") && r.Method == http.MethodGet {
+			done := c.narStarts(r.Context())
+			defer done()
+		}
 		files.ServeHTTP(rec, r)
 		c.reqMu.Lock()
 		c.requests = append(c.requests, fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, rec.status))
@@ -345,6 +355,59 @@ type statusRecorder struct {
 func (r *statusRecorder) WriteHeader(status int) {
 	r.status = status
 	r.ResponseWriter.WriteHeader(status)
+}
+
+// SlowNARs delays every NAR download (GET /nar/…) the cache serves from
+// now on by d, so that downloads that would overlap do.
+func (c *Cache) SlowNARs(d time.Duration) {
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	c.narDelay = d
+}
+
+// NARPeak returns the most NAR downloads the cache served at once so far.
+func (c *Cache) NARPeak() int {
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	return c.narPeak
+}
+
+// narStarts counts a NAR download that starts, waits the delay, and
+// returns the function that counts its end.
+func (c *Cache) narStarts(ctx context.Context) func() {
+	c.reqMu.Lock()
+	c.narInFlight++
+	c.narPeak = max(c.narPeak, c.narInFlight)
+	d := c.narDelay
+	c.reqMu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+	return func() {
+		c.reqMu.Lock()
+		c.narInFlight--
+		c.reqMu.Unlock()
+	}
+}
+
+// NARPath returns the path the cache serves store path p's NAR at
+// ("/nar/….nar.xz"), from its narinfo's URL.
+func (c *Cache) NARPath(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(c.narinfo(p))
+	if err != nil {
+		t.Fatalf("nixtest: %v", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "URL: "); ok {
+			return "/" + strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("nixtest: %s has no URL", c.narinfo(p))
+	return ""
 }
 
 // Requests returns the requests the cache has served so far, oldest
