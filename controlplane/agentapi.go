@@ -23,8 +23,9 @@ const SignatureHeader = "X-Nixfleet-Signature"
 // checkin is POST /v1/agent/checkin (rfcs/0006 §Check-ins at scale). The
 // status is compared with the stored one unless the echoed tag is trusted
 // (tagTime), and written only if it differs; a status that changed also
-// writes the last-seen time at once, and a host coming (back) online too;
-// other check-ins only note the time, written in the next batch.
+// writes the last-seen time at once, in the same transaction, and so does
+// a host coming (back) online; other check-ins only note the time,
+// written in the next batch.
 // Last-seen times are noted after the status is written, never before: a
 // tick must not see a host as seen now with the status it had before.
 func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiError {
@@ -49,14 +50,6 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// A trusted tag keeps its time: the answer's tag expires tagTTL after
 	// the last check-in that compared the status with the store.
 	stamp, trusted := tagTime(req.StatusTag, digest, now)
-	write := false
-	if !trusted {
-		changed, err := s.st.RecordStatus(r.Context(), req.Hostname, st)
-		if err != nil {
-			return s.internal("recording a status", err)
-		}
-		write, stamp = changed, now
-	}
 	a, ok := s.hub.get(req.Hostname)
 	// A soak ends with the host's first check-in at or after its end
 	// (rfcs/0003 rule 8): that one must reach the reconciler now.
@@ -68,17 +61,26 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// rollback would wait for a periodic tick.
 	fresh = fresh || ok && a.Host.State == reconciler.HostRollingBack && req.Current == a.Host.Previous &&
 		!s.hub.soakSeen(req.Hostname, a.Host.Since)
-	if write || !online || fresh {
-		// A change, a host coming (back) online, or the check-in that
-		// ends a soak or a rollback is something the reconciler must see
-		// at once, with the time it was seen.
-		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
+	// A change, a host coming (back) online, or the check-in that ends a
+	// soak or a rollback is something the reconciler must see at once,
+	// with the time it was seen: one transaction writes the status (when
+	// it changed) and the time.
+	urgent := !online || fresh
+	if !trusted || urgent {
+		var cmp *store.HostStatus
+		if !trusted {
+			cmp, stamp = &st, now
+		}
+		_, written, err := s.st.RecordCheckin(r.Context(), req.Hostname, cmp, now, urgent)
+		if err != nil {
 			return s.internal("recording a check-in", err)
 		}
-		if fresh {
-			s.hub.noteSoak(req.Hostname, a.Host.Since)
+		if written {
+			if fresh {
+				s.hub.noteSoak(req.Hostname, a.Host.Since)
+			}
+			s.board.post(wakeTick)
 		}
-		s.board.post(wakeTick)
 	}
 	s.hub.touch(req.Hostname, now)
 	resp := s.answer(a, ok)

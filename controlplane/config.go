@@ -38,8 +38,10 @@ type Config struct {
 	// ReplicaID names this replica in the leader lease; a random id when
 	// empty.
 	ReplicaID string
-	// TickInterval is the periodic tick (default 30s); Debounce collapses
-	// triggers (default 500ms); LeaseTTL is the leader lease (default 10s).
+	// TickInterval is the periodic tick (default 30s); Debounce is the
+	// window after a tick starts in which triggers wait and become one tick
+	// at its end (default 250ms; a trigger outside it ticks at once);
+	// LeaseTTL is the leader lease (default 10s).
 	TickInterval time.Duration
 	Debounce     time.Duration
 	LeaseTTL     time.Duration
@@ -83,7 +85,7 @@ func (c *Config) setDefaults() {
 		c.TickInterval = 30 * time.Second
 	}
 	if c.Debounce <= 0 {
-		c.Debounce = 500 * time.Millisecond
+		c.Debounce = 250 * time.Millisecond
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 10 * time.Second

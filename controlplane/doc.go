@@ -9,9 +9,11 @@
 //     release that verifies against its trust roots; a release that fails
 //     is an event and a metric and never replaces the last verified one;
 //  2. elects one replica to tick (a lease in the store) and ticks every
-//     TickInterval, and at once on a status change, a release or an
-//     operator intent (kicks within Debounce collapse into one tick): each
-//     tick is one store transaction around reconciler.Reconcile, which
+//     TickInterval, when a deadline the last tick named comes, and at once
+//     on a status change, a release or an operator intent (kicks within
+//     Debounce of a tick's start become one tick at the window's end):
+//     each tick is one store transaction around reconciler.Reconcile on
+//     the input the store keeps between the leader's ticks, which
 //     reads its clock after the tick lock and keeps the control plane's
 //     watch over its hosts (a gap restarts it, so that no host is judged
 //     silent for what the control plane could not hear);

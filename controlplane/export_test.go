@@ -7,7 +7,7 @@ import "context"
 // returns when it is done. Benchmarks time ticks at fleet scale with it.
 func (s *Server) TickNow(ctx context.Context) {
 	s.ticker.tick(ctx)
-	s.hub.ticked(ctx)
+	s.hub.ticked(ctx, s.ticker.deltas.take())
 }
 
 // TagTTL is how long a status tag is trusted (rfcs/0007 §Status tags).

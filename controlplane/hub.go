@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -16,9 +17,11 @@ import (
 // check-in costs no database read, and the place long-polls wait
 // (rfcs/0006 §Check-ins):
 //
-//   - assignments are reloaded after a local tick, and whenever the
-//     store's watermark shows new events (another replica ticked), checked
-//     every refreshEvery; new changes (by any replica) kick the leader;
+//   - the leader applies the assignments each of its ticks changed
+//     (store.TickReport) and wakes those hosts' long-polls; a replica that
+//     does not lead reloads every assignment whenever the store's
+//     watermark shows new events (another replica ticked), checked every
+//     refreshEvery; new changes (by any replica) kick the leader;
 //   - a host whose activation changed wakes its long-polls;
 //   - last-seen times are collected and written in one batch every
 //     flushEvery.
@@ -35,6 +38,11 @@ type hub struct {
 	clock    clock.Clock
 	waiters  map[string][]chan struct{}
 	followCh chan struct{} // closed when new events or a local tick arrive, then replaced
+	// leading reports whether this replica leads the tick: the leader's
+	// assignments come from its ticks, not from reloads.
+	leading func() bool
+	// counts are the assignments by host state (the metric).
+	counts map[reconciler.HostState]int
 
 	seenMu sync.Mutex
 	seen   map[string]time.Time // not yet written
@@ -69,7 +77,13 @@ func (h *hub) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	soaks := h.soaksFor(ctx, next)
+	h.replace(next, h.soaksFor(ctx, next))
+	return nil
+}
+
+// replace takes next as every host's assignment, and wakes the hosts whose
+// activation changed.
+func (h *hub) replace(next map[string]reconciler.Assignment, soaks map[string][]time.Duration) {
 	h.mu.Lock()
 	prev := h.assign
 	h.assign = next
@@ -83,18 +97,61 @@ func (h *hub) refresh(ctx context.Context) error {
 			delete(h.waiters, host)
 		}
 	}
-	counts := map[reconciler.HostState]int{}
+	h.counts = map[reconciler.HostState]int{}
 	for _, a := range next {
-		counts[a.Host.State]++
+		h.counts[a.Host.State]++
 	}
+	counts := maps.Clone(h.counts)
 	h.mu.Unlock()
 	for _, c := range wake {
 		close(c)
 	}
+	h.setCounts(counts)
+}
+
+func (h *hub) setCounts(counts map[reconciler.HostState]int) {
 	for _, s := range reconciler.HostStates {
 		h.m.hostsByState.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
-	return nil
+}
+
+// update applies the assignments a tick of this replica changed (nil: the
+// host is in no live rollout any more), and wakes those hosts'
+// long-polls: work proportional to what the tick changed, not to the
+// fleet.
+func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string][]time.Duration) {
+	h.mu.Lock()
+	if h.counts == nil {
+		h.counts = map[reconciler.HostState]int{}
+	}
+	var wake []chan struct{}
+	for host, a := range changed {
+		b, had := h.assign[host]
+		if had {
+			h.counts[b.Host.State]--
+		}
+		if a == nil {
+			delete(h.assign, host)
+		} else {
+			h.assign[host] = *a
+			h.counts[a.Host.State]++
+		}
+		if activationKey(h.assign[host], a != nil) != activationKey(b, had) {
+			wake = append(wake, h.waiters[host]...)
+			delete(h.waiters, host)
+		}
+	}
+	if len(soaks) > 0 {
+		ws := maps.Clone(h.waveSoak)
+		maps.Copy(ws, soaks)
+		h.waveSoak = ws
+	}
+	counts := maps.Clone(h.counts)
+	h.mu.Unlock()
+	for _, c := range wake {
+		close(c)
+	}
+	h.setCounts(counts)
 }
 
 // soaksFor returns the soak of each wave of the rollouts that next
@@ -194,11 +251,34 @@ func (h *hub) signal() {
 	h.mu.Unlock()
 }
 
-// ticked reloads the assignments after a tick of this replica and wakes
-// whoever waits for one.
-func (h *hub) ticked(ctx context.Context) {
-	if err := h.refresh(ctx); err != nil {
-		h.log.Error("refreshing assignments", "err", err)
+// ticked takes in the assignments the ticks of this replica changed
+// (Full: every assignment, after a tick that loaded everything; none
+// collected: reload them) and wakes whoever waits for a tick.
+func (h *hub) ticked(ctx context.Context, d assignmentDelta) {
+	full, changed, soaks := d.Full, d.Assign, d.Soaks
+	switch {
+	case changed == nil:
+		if err := h.refresh(ctx); err != nil {
+			h.log.Error("refreshing assignments", "err", err)
+		}
+	case full:
+		next := make(map[string]reconciler.Assignment, len(changed))
+		for host, a := range changed {
+			if a != nil {
+				next[host] = *a
+			}
+		}
+		h.replace(next, soaks)
+	default:
+		h.update(changed, soaks)
+	}
+	if w, err := h.st.Watermark(ctx); err == nil {
+		// The journal's growth is this tick's (the signal below wakes its
+		// followers): nothing to reload. Its changes counter is left for
+		// checkJournal, which kicks the tick for writes made since.
+		h.mu.Lock()
+		h.mark.Events = w.Events
+		h.mu.Unlock()
 	}
 	h.signal()
 }
@@ -304,7 +384,7 @@ func (h *hub) checkJournal(ctx context.Context) error {
 	if w.Changes != prev.Changes {
 		h.board.post(wakeTick)
 	}
-	if w.Events != prev.Events {
+	if w.Events != prev.Events && (h.leading == nil || !h.leading()) {
 		if err := h.refresh(ctx); err != nil {
 			return err
 		}

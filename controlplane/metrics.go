@@ -27,6 +27,8 @@ type metrics struct {
 	partial       *prometheus.GaugeVec
 	silent        *prometheus.GaugeVec
 	rateLimited   *prometheus.CounterVec
+	fullLoads     prometheus.Counter
+	divergences   prometheus.Counter
 	notify        *notify.Metrics
 }
 
@@ -37,7 +39,7 @@ func newMetrics() *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
 	m.ticks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nixfleet_ticks_total", Help: "Reconcile ticks by result (ok, not_leader, error).",
+		Name: "nixfleet_ticks_total", Help: "Reconcile ticks by result: ok; partial (changed statuses left for the next tick, which follows at once); quiet (nothing changed, nothing due: not decided); not_leader; error.",
 	}, []string{"result"})
 	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_actions_total", Help: "Host actions decided, by kind (dispatch, rollback).",
@@ -76,8 +78,15 @@ func newMetrics() *metrics {
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_rate_limited_total", Help: "Requests refused with 429 rate_limited, by the bucket they found empty (host, operator, address).",
 	}, []string{"kind"})
+	m.fullLoads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nixfleet_tick_full_loads_total", Help: "Ticks that loaded the reconciler's input in full (a new lease, a pruned store, a failed tick) instead of what changed.",
+	})
+	m.divergences = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nixfleet_tick_divergences_total", Help: "Periodic checks that found the input kept between ticks different from a cold load (which was then used): a bug, logged.",
+	})
 	m.reg.MustRegister(m.tickDuration, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
 		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
+		m.fullLoads, m.divergences,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))

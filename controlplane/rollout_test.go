@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
@@ -214,7 +215,12 @@ func TestChangeControl(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			spec := smallSpec()
-			e := newEnv(t, backend, spec, nil)
+			e := newEnv(t, backend, spec, func(c *controlplane.Config) {
+				// The clock jumps twelve hours below, with no tick in
+				// between: hosts heard before the jump are not silent after
+				// it, as they would not be with ticks and check-ins all along.
+				c.Tunables.OfflineThresholdSeconds = 25 * 3600
+			})
 			hosts := e.hosts()
 			e.onboard(hosts)
 			ctx := context.Background()
@@ -248,6 +254,7 @@ func TestChangeControl(t *testing.T) {
 
 			// The window opens: the canary is dispatched.
 			e.clock.Advance(12 * time.Hour)
+			e.tick()
 			e.await(10*time.Second, "the canary is dispatched in its window", func() bool {
 				for _, h := range hosts {
 					_ = h.Step(ctx, 0)
@@ -262,6 +269,13 @@ func TestChangeControl(t *testing.T) {
 			e.spec.Windows = nil
 			e.spec.Freezes = []proto.Freeze{{From: e.clock.Now().Add(-time.Minute), Until: e.clock.Now().Add(24 * time.Hour), Reason: "year-end freeze"}}
 			e.release("v2", 3)
+			// The hosts act only once the control plane holds the frozen
+			// release: else the canary may converge, and its wave promote,
+			// before the source has read it.
+			e.await(10*time.Second, "the frozen release is verified", func() bool {
+				var st proto.Status
+				return viewer.Get(ctx, "/v1/status", &st) == nil && len(st.Channels) == 1 && st.Channels[0].Ref == fleetkit.Commit(3)
+			})
 			e.await(10*time.Second, "the freeze holds the next wave", func() bool {
 				for _, h := range hosts {
 					_ = h.Step(ctx, 0)

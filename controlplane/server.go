@@ -111,6 +111,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, cfg.Now, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule
 	s.hub = newHub(st, log, m, cfg.Clock, s.board)
+	s.hub.leading = func() bool { _, ok := s.ticker.isLeader(); return ok }
 	if err := s.newNotifier(); err != nil {
 		st.Close()
 		return nil, err
@@ -236,8 +237,8 @@ func (s *Server) loop(ctx context.Context, errc <-chan error) error {
 				s.ticker.kick()
 			}
 			if w&wakeTicked != 0 {
-				s.hub.ticked(ctx)
-			} else if w&wakePolled != 0 {
+				s.hub.ticked(ctx, s.ticker.deltas.take())
+			} else if w&(wakePolled|wakeQuiet) != 0 {
 				s.hub.signal()
 			}
 		}

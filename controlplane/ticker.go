@@ -4,23 +4,30 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
 // ticker elects the replica that ticks and runs the ticks
 // (rfcs/0006 §Tick loop):
 //
-//   - every replica tries to take the tick lease every LeaseTTL/3 and the
-//     holder renews it; a holder that dies loses it when it expires, and
-//     another replica takes over with a higher epoch;
-//   - the leader ticks every TickInterval, and when kicked (a status change,
-//     a release, an intent); kicks within Debounce collapse into one tick;
+//   - every replica tries to take the tick lease every LeaseTTL/3, on a
+//     goroutine of its own, and the holder renews it; a holder that dies
+//     loses it when it expires, and another replica takes over with a
+//     higher epoch;
+//   - the leader ticks every TickInterval, at the WakeAt the last tick
+//     named, and when kicked (a status change, a release, an intent): at
+//     once, or at the end of the Debounce window when a tick started
+//     within it;
 //   - each tick is store.Tick: one transaction that fences on the lease, so
-//     a replica that lost the lease cannot write.
+//     a replica that lost the lease cannot write; it is skipped (quiet)
+//     when nothing changed and nothing is due, and followed at once by the
+//     next when it left changed statuses unread.
 type ticker struct {
 	st      store.Store
 	cfg     *Config
@@ -38,6 +45,12 @@ type ticker struct {
 	// beforeRelease, when set, runs before a leader shutting down gives
 	// its lease up (the notifier finishing its POSTs in flight).
 	beforeRelease func()
+	// What the last ticks said: the QuietUntil and WakeAt of the last one
+	// that decided, when it decided, and when a tick last compared the
+	// kept input with a cold load (or loaded one).
+	quiet, wake, lastDecide, lastVerify time.Time
+	// deltas are the assignments committed ticks changed, for the hub.
+	deltas assignmentDeltas
 }
 
 func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics, b *board) *ticker {
@@ -109,17 +122,55 @@ func (t *ticker) lead(ctx context.Context) {
 }
 
 // run leads and ticks until ctx ends; then it gives the lease up so
-// another replica takes over at once.
+// another replica takes over at once. The lease is taken and renewed on
+// its own goroutine (leadLoop), so that a long tick never lets it lapse.
+// A trigger ticks at once when no tick started within the last Debounce
+// (leading edge); triggers within that window, or during a tick, become
+// one tick at its end. Besides the periodic tick, the loop ticks when the
+// last tick's QuietUntil comes (rfcs/0003 §Quiet ticks): a confirm window
+// closing or a soak ending is decided then, not at the next period.
 func (t *ticker) run(ctx context.Context) {
-	leadEvery := max(t.cfg.LeaseTTL/3, 10*time.Millisecond)
-	leadT := t.cfg.Clock.NewTicker(leadEvery)
-	tickT := t.cfg.Clock.NewTicker(t.cfg.TickInterval)
-	defer leadT.Stop()
-	defer tickT.Stop()
+	leadCtx, stopLead := context.WithCancel(ctx)
+	leadDone := make(chan struct{})
 	t.lead(ctx)
+	go func() { defer close(leadDone); t.leadLoop(leadCtx) }()
+	tickT := t.cfg.Clock.NewTicker(t.cfg.TickInterval)
+	defer tickT.Stop()
+	var (
+		lastStart  time.Time
+		delayed    clock.Timer // the end of a debounce window
+		delayedC   <-chan time.Time
+		quietT     clock.Timer // the last tick's QuietUntil
+		quietC     <-chan time.Time
+		quietArmed time.Time
+	)
+	stop := func(tm clock.Timer) {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+	defer func() { stop(delayed); stop(quietT) }()
+	tickNow := func() {
+		lastStart = t.cfg.Clock.Now()
+		// A tick that left changed statuses unread (store.TickReport.More)
+		// is followed at once by the next: each reads on from the last.
+		for t.tick(ctx) && ctx.Err() == nil {
+		}
+		// Wake at the next deadline the last tick named.
+		if at := t.wakeAt(); !at.Equal(quietArmed) {
+			stop(quietT)
+			quietT, quietC, quietArmed = nil, nil, at
+			if !at.IsZero() {
+				quietT = t.cfg.Clock.NewTimer(max(at.Sub(t.cfg.Now()), 0))
+				quietC = quietT.C()
+			}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			stopLead()
+			<-leadDone
 			if _, ok := t.isLeader(); ok && t.beforeRelease != nil {
 				t.beforeRelease()
 			}
@@ -130,24 +181,38 @@ func (t *ticker) run(ctx context.Context) {
 				t.setLeaderWhy(store.Lease{}, false, "gave up the tick lease (shutting down)")
 			}
 			return
+		case <-tickT.C():
+			tickNow()
+		case <-quietC:
+			quietT, quietC, quietArmed = nil, nil, time.Time{}
+			tickNow()
+		case <-delayedC:
+			delayed, delayedC = nil, nil
+			tickNow()
+		case <-t.kickCh:
+			if delayed != nil {
+				continue // a tick is due at the end of the window already
+			}
+			if wait := lastStart.Add(t.cfg.Debounce).Sub(t.cfg.Clock.Now()); !lastStart.IsZero() && wait > 0 {
+				delayed = t.cfg.Clock.NewTimer(wait)
+				delayedC = delayed.C()
+				continue
+			}
+			tickNow()
+		}
+	}
+}
+
+// leadLoop keeps or takes the lease every LeaseTTL/3 until ctx ends.
+func (t *ticker) leadLoop(ctx context.Context) {
+	leadT := t.cfg.Clock.NewTicker(max(t.cfg.LeaseTTL/3, 10*time.Millisecond))
+	defer leadT.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case <-leadT.C():
 			t.lead(ctx)
-		case <-tickT.C():
-			t.tick(ctx)
-		case <-t.kickCh:
-			// Collapse the triggers of the next Debounce into this tick.
-			debounce := t.cfg.Clock.NewTimer(t.cfg.Debounce)
-			select {
-			case <-ctx.Done():
-				debounce.Stop()
-				continue
-			case <-debounce.C():
-			}
-			select {
-			case <-t.kickCh:
-			default:
-			}
-			t.tick(ctx)
 		}
 	}
 }
@@ -162,17 +227,44 @@ func (t *ticker) maxGap() time.Duration {
 	return max(t.cfg.Tunables.OfflineThreshold()/2, t.cfg.TickInterval+2*t.cfg.LeaseTTL)
 }
 
-// tick runs one tick if this replica leads.
-func (t *ticker) tick(ctx context.Context) {
+// Quiet ticks (rfcs/0006 §Tick loop 4).
+const (
+	// maxQuiet bounds how long ticks are skipped as quiet: at least this
+	// often the reconciler decides, whatever the last tick said.
+	maxQuiet = 5 * time.Minute
+	// verifyEvery is how often a tick compares the input the store keeps
+	// with a cold load (store.TickParams.Verify).
+	verifyEvery = 10 * time.Minute
+)
+
+// tick runs one tick if this replica leads: from the input the store
+// keeps, skipped when nothing changed and the last tick's QuietUntil has
+// not come (within maxQuiet), compared with a cold load every verifyEvery.
+// It reports whether the tick committed and left changed statuses for the
+// next one.
+func (t *ticker) tick(ctx context.Context) (more bool) {
 	l, ok := t.isLeader()
 	if !ok {
 		return
 	}
 	start := time.Now()
+	now := t.cfg.Now()
+	t.mu.Lock()
+	skip := t.quiet
+	if t.lastDecide.IsZero() || now.Sub(t.lastDecide) >= maxQuiet {
+		skip = time.Time{}
+	} else if skip.IsZero() || skip.After(t.lastDecide.Add(maxQuiet)) {
+		skip = t.lastDecide.Add(maxQuiet)
+	}
+	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery
+	t.mu.Unlock()
 	var watching time.Time
-	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap()},
+	var rep store.TickReport
+	decided := false
+	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
+		SkipBefore: skip, Verify: verify, Report: func(r store.TickReport) { rep = r }},
 		func(in reconciler.Input) (reconciler.Output, error) {
-			watching = in.WatchingSince
+			watching, decided = in.WatchingSince, true
 			return reconciler.Reconcile(in), nil
 		})
 	t.m.tickDuration.Observe(time.Since(start).Seconds())
@@ -189,7 +281,32 @@ func (t *ticker) tick(ctx context.Context) {
 		}
 		return
 	}
-	t.m.ticks.WithLabelValues("ok").Inc()
+	t.mu.Lock()
+	if verify || rep.Full {
+		t.lastVerify = now
+	}
+	if decided {
+		t.lastDecide, t.quiet, t.wake = now, out.QuietUntil, out.WakeAt
+	}
+	t.mu.Unlock()
+	if rep.Full {
+		t.m.fullLoads.Inc()
+	}
+	if rep.Diverged {
+		t.m.divergences.Inc()
+		t.log.Error("the kept input differed from a cold load; the cold load is used", "where", rep.Divergence)
+	}
+	if rep.Skipped {
+		t.m.ticks.WithLabelValues("quiet").Inc()
+		t.board.post(wakeQuiet)
+		return
+	}
+	if rep.More {
+		t.m.ticks.WithLabelValues("partial").Inc()
+	} else {
+		t.m.ticks.WithLabelValues("ok").Inc()
+	}
+	t.deltas.add(rep)
 	if t.measure != nil {
 		t.measure(out.Measure)
 	}
@@ -197,7 +314,64 @@ func (t *ticker) tick(ctx context.Context) {
 	t.m.observeSight(watching, out.Visibility)
 	if len(out.Events) > 0 {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
-			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start))
+			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start), "full", rep.Full)
 	}
 	t.board.post(wakeTicked)
+	return rep.More
+}
+
+// wakeAt is when the loop must tick next for a deadline: the last
+// deciding tick's WakeAt, or the end of maxQuiet; zero when it does not
+// lead.
+func (t *ticker) wakeAt() time.Time {
+	if _, ok := t.isLeader(); !ok {
+		return time.Time{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lastDecide.IsZero() {
+		return time.Time{}
+	}
+	end := t.lastDecide.Add(maxQuiet)
+	if t.wake.IsZero() || t.wake.After(end) {
+		return end
+	}
+	return t.wake
+}
+
+// assignmentDeltas collects the assignments the committed ticks changed
+// until the loop hands them to the hub (wakeTicked).
+type assignmentDeltas struct {
+	mu     sync.Mutex
+	full   bool
+	assign map[string]*reconciler.Assignment
+	soaks  map[string][]time.Duration
+}
+
+// add collects a tick's changes; a full load replaces what was collected.
+func (d *assignmentDeltas) add(rep store.TickReport) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rep.Full || d.assign == nil {
+		d.assign, d.soaks, d.full = map[string]*reconciler.Assignment{}, map[string][]time.Duration{}, rep.Full || d.full
+	}
+	maps.Copy(d.assign, rep.Assignments)
+	maps.Copy(d.soaks, rep.WaveSoaks)
+}
+
+// assignmentDelta is what assignmentDeltas collected: Assign nil when
+// nothing was (reload everything).
+type assignmentDelta struct {
+	Full   bool
+	Assign map[string]*reconciler.Assignment
+	Soaks  map[string][]time.Duration
+}
+
+// take returns what was collected since the last take.
+func (d *assignmentDeltas) take() assignmentDelta {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := assignmentDelta{Full: d.full, Assign: d.assign, Soaks: d.soaks}
+	d.full, d.assign, d.soaks = false, nil, nil
+	return out
 }

@@ -10,12 +10,15 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
+	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// TestDebounceOnAFakeClock: a trigger becomes a tick once the debounce
-// has passed on the replica's clock, not before, and the committed tick
-// is posted for the hub. The clock moves only when the test says so: the
-// test waits for what the loop did, never for time.
+// TestDebounceOnAFakeClock: the debounce has a leading edge. A trigger
+// when no tick ran within the window ticks at once; one that follows
+// within the window becomes a tick at its end, on the replica's clock,
+// not before, together with any other trigger of the window; each
+// committed tick is posted for the hub. The clock moves only when the
+// test says so: the test waits for what the loop did, never for time.
 func TestDebounceOnAFakeClock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -44,26 +47,47 @@ func TestDebounceOnAFakeClock(t *testing.T) {
 			}
 		}
 	}
+	ticked := func() {
+		t.Helper()
+		select {
+		case <-b.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no tick")
+		}
+		if w := b.take(); w != wakeTicked {
+			t.Fatalf("posted %b, want a committed tick", w)
+		}
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); tk.run(ctx) }()
-	// Taking the lease kicks a tick: the lease and tick tickers, and the
-	// debounce timer.
+	// Taking the lease kicks a tick, at once: nothing ticked before.
+	ticked()
+	if _, leader := tk.isLeader(); !leader {
+		t.Fatal("the only replica does not lead")
+	}
+	// The lease's and the period's tickers, and the wake-up at the end of
+	// the longest quiet time.
 	waitTimers(3)
+	// Two triggers within the window: one tick, at its end. (A trigger
+	// with nothing new to decide is a quiet tick, which posts nothing: an
+	// intent is filed first.)
+	if err := st.AddIntent(ctx, reconciler.Intent{ID: "i1", RolloutID: "nope@0", Kind: reconciler.IntentPause, At: fake.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	tk.kick()
+	waitTimers(4)
+	tk.kick()
 	fake.Advance(cfg.Debounce - time.Millisecond)
-	if fake.Pending() != 3 || b.take() != 0 {
+	if b.take() != 0 {
 		t.Fatal("ticked before the debounce passed")
 	}
 	fake.Advance(time.Millisecond)
+	ticked()
+	waitTimers(3)
 	select {
 	case <-b.ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no tick after the debounce")
-	}
-	if w := b.take(); w != wakeTicked {
-		t.Fatalf("posted %b, want a committed tick", w)
-	}
-	if _, leader := tk.isLeader(); !leader {
-		t.Fatal("the only replica does not lead")
+		t.Fatalf("a second tick for the triggers of one window: %b", b.take())
+	default:
 	}
 	cancel()
 	<-done

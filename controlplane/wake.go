@@ -11,6 +11,8 @@ import "sync"
 //	            written: the leader ticks (after its debounce);
 //	wakeTicked  this replica committed a tick: the hub reloads the
 //	            assignments and wakes long-polls, followers and intents;
+//	wakeQuiet   this replica's tick found nothing new to decide: the
+//	            hub wakes whoever waits for a tick, and reloads nothing;
 //	wakePolled  the source finished a poll of the fleet repository (a
 //	            release refused or waiting shows in the status): the
 //	            hub wakes whoever waits for news.
@@ -22,6 +24,7 @@ type wake uint8
 const (
 	wakeTick wake = 1 << iota
 	wakeTicked
+	wakeQuiet
 	wakePolled
 )
 

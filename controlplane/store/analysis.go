@@ -100,6 +100,19 @@ func loadMeasurements(ctx context.Context, c conn, waves map[string]int) ([]reco
 	return out, nil
 }
 
+// loadMeasured reads the measurements of the rollouts' measured waves.
+func loadMeasured(ctx context.Context, tx *txn, rs []reconciler.Rollout) ([]reconciler.Measurement, error) {
+	waves := measuredWaves(rs)
+	if len(waves) == 0 {
+		return nil, nil
+	}
+	ms, err := loadMeasurements(ctx, tx, waves)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return ms, nil
+}
+
 // measuredWaves are the waves whose measurements a tick loads: the
 // current wave of every loaded rollout that is Active or Halted (a resume
 // in the tick may count what was measured meanwhile) and has analyses.

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,79 +19,174 @@ import (
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
-// BenchmarkTick10000 measures one tick on a 10,000-host fleet
-// (fleetkit.Synthetic without its channel edges: three channels, three
-// rollouts mid-flight, every host reporting a status) on each backend:
-//
-//   - load: the tick reads its Input and writes nothing (decide fails);
-//   - idle: a real reconcile tick that has nothing to change;
-//   - churn: a tick whose output changes every host of every rollout
-//     (10,000 host updates) and journals an event for each.
-func BenchmarkTick10000(b *testing.B) {
-	for _, backend := range []struct {
+// benchSizes are the fleet sizes of the store benchmarks: the
+// comma-separated NIXFLEET_BENCH_HOSTS (10000 when unset).
+func benchSizes(b *testing.B) []int {
+	v := os.Getenv("NIXFLEET_BENCH_HOSTS")
+	if v == "" {
+		return []int{10000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 100 {
+			b.Fatalf("NIXFLEET_BENCH_HOSTS=%q: want sizes of at least 100, comma-separated", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// benchBackends are the store backends benchmarked: the comma-separated
+// NIXFLEET_BENCH_BACKENDS (sqlite,postgres when unset).
+func benchBackends() []struct {
+	name string
+	open func(testing.TB) store.Store
+} {
+	all := []struct {
 		name string
 		open func(testing.TB) store.Store
-	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
-		b.Run(backend.name, func(b *testing.B) {
-			s := backend.open(b)
-			ctx := context.Background()
-			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-			lease := setupBench(b, s, 10000, now)
-			errLoadOnly := errors.New("load only")
-			b.Run("load", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) { return rc.Output{}, errLoadOnly })
-					if !errors.Is(err, errLoadOnly) {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run("idle", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					out, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(out.Hosts) != 0 {
-						b.Fatalf("an idle tick changed %d hosts", len(out.Hosts))
-					}
-				}
-			})
-			b.Run("churn", func(b *testing.B) {
-				b.ReportAllocs()
-				flip := 0
-				for b.Loop() {
-					flip++
-					_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) {
-						var out rc.Output
-						why := rc.Reason{Gate: "bench", Code: "bench", Message: fmt.Sprint("round ", flip)}
-						for _, r := range in.Rollouts {
-							for _, h := range r.Hosts {
-								h.Blocked = why
-								out.Hosts = append(out.Hosts, rc.HostUpdate{RolloutID: r.ID, From: h.State, Host: h})
-								out.Events = append(out.Events, rc.Event{Kind: rc.EventHostWaiting, RolloutID: r.ID, Host: h.Hostname, Reason: why})
-							}
-						}
-						if len(out.Hosts) != 10000 {
-							return out, fmt.Errorf("%d hosts in the rollouts, want 10000", len(out.Hosts))
-						}
-						return out, nil
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		})
+	}{{"sqlite", openSQLite}, {"postgres", openPostgres}}
+	v := os.Getenv("NIXFLEET_BENCH_BACKENDS")
+	if v == "" {
+		return all
 	}
+	names := strings.Split(v, ",")
+	return slices.DeleteFunc(all, func(b struct {
+		name string
+		open func(testing.TB) store.Store
+	}) bool {
+		return !slices.Contains(names, b.name)
+	})
+}
+
+// BenchmarkTick measures one tick on a fleet of NIXFLEET_BENCH_HOSTS
+// hosts (fleetkit.Synthetic without its channel edges: three channels,
+// three rollouts mid-flight, every host reporting a status) on each
+// backend:
+//
+//   - load: the tick reads its Input (what changed since the previous
+//     one, rfcs/0006 §Tick loop 3) and writes nothing (decide fails);
+//   - decide: a real reconcile tick that has nothing to change: the
+//     reconciler runs over the whole fleet (as when something changed, or
+//     at the latest every five minutes);
+//   - idle: the same tick as the control plane's ticker makes it when
+//     nothing changed and nothing is due (TickParams.SkipBefore): it
+//     reads the watermark and writes the watch, and does not decide;
+//   - moved-1000: 1,000 hosts report a changed status (not timed), and a
+//     tick reads them and decides;
+//   - churn: a tick whose output changes every host of every rollout
+//     (one host update each) and journals an event for each.
+func BenchmarkTick(b *testing.B) {
+	for _, n := range benchSizes(b) {
+		for _, backend := range benchBackends() {
+			b.Run(fmt.Sprintf("%s/hosts=%d", backend.name, n), func(b *testing.B) {
+				benchTick(b, backend.open(b), n)
+			})
+		}
+	}
+}
+
+func benchTick(b *testing.B, s store.Store, n int) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	lease, statuses := setupBench(b, s, n, now)
+	errLoadOnly := errors.New("load only")
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) { return rc.Output{}, errLoadOnly })
+			if !errors.Is(err, errLoadOnly) {
+				b.Fatal(err)
+			}
+		}
+	})
+	var quiet time.Time
+	b.Run("decide", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			out, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(out.Hosts) != 0 {
+				b.Fatalf("an idle tick changed %d hosts", len(out.Hosts))
+			}
+			quiet = out.QuietUntil
+		}
+	})
+	b.Run("idle", func(b *testing.B) {
+		b.ReportAllocs()
+		p := idleParams(lease, now)
+		p.SkipBefore = quiet
+		if quiet.IsZero() {
+			p.SkipBefore = now.Add(time.Hour)
+		}
+		for b.Loop() {
+			decided := false
+			if _, err := s.Tick(ctx, p, func(in rc.Input) (rc.Output, error) { decided = true; return rc.Reconcile(in), nil }); err != nil {
+				b.Fatal(err)
+			}
+			if decided {
+				b.Fatal("an idle tick decided: nothing changed and nothing was due")
+			}
+		}
+	})
+	b.Run("moved-1000", func(b *testing.B) {
+		// 1,000 hosts report a changed status (untimed); the tick reads
+		// them and decides.
+		names := slices.Sorted(maps.Keys(statuses))
+		round := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			round++
+			moved := map[string]store.HostStatus{}
+			for i := range min(1000, len(names)) {
+				name := names[(round*1000+i)%len(names)]
+				st := statuses[name]
+				st.Probes = rc.ProbeSummary{Total: 3 + round%2}
+				moved[name] = st
+			}
+			record(b, s, moved)
+			b.StartTimer()
+			if _, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("churn", func(b *testing.B) {
+		b.ReportAllocs()
+		flip := 0
+		for b.Loop() {
+			flip++
+			_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) {
+				var out rc.Output
+				why := rc.Reason{Gate: "bench", Code: "bench", Message: fmt.Sprint("round ", flip)}
+				for _, r := range in.Rollouts {
+					for _, h := range r.Hosts {
+						h.Blocked = why
+						out.Hosts = append(out.Hosts, rc.HostUpdate{RolloutID: r.ID, From: h.State, Host: h})
+						out.Events = append(out.Events, rc.Event{Kind: rc.EventHostWaiting, RolloutID: r.ID, Host: h.Hostname, Reason: why})
+					}
+				}
+				if len(out.Hosts) != n {
+					return out, fmt.Errorf("%d hosts in the rollouts, want %d", len(out.Hosts), n)
+				}
+				return out, nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // setupBench publishes the fleet, records a status and a check-in for
 // every host, and runs the first tick (which opens the rollouts and
-// dispatches what the budgets allow, confirmed by the agents).
-func setupBench(b *testing.B, s store.Store, n int, now time.Time) store.Lease {
+// dispatches what the budgets allow, confirmed by the agents); it returns
+// the lease and every host's status.
+func setupBench(b *testing.B, s store.Store, n int, now time.Time) (store.Lease, map[string]store.HostStatus) {
 	b.Helper()
 	ctx := context.Background()
 	f := fleetkit.Synthetic(n)
@@ -121,13 +221,14 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) store.Lease {
 		st.Current, st.Booted = it.Target, it.Target
 		st.Activation = &rc.Activation{RolloutID: it.RolloutID, Closure: it.Target, Outcome: rc.OutcomeConfirmed, At: now}
 		confirmed[it.Host] = st
+		statuses[it.Host] = st
 	}
 	record(b, s, confirmed)
 	// Settle: the confirmations move hosts to Soaking.
 	if _, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
 		b.Fatal(err)
 	}
-	return lease
+	return lease, statuses
 }
 
 // record writes statuses from a few goroutines, as agents checking in do.
@@ -157,4 +258,10 @@ func record(b *testing.B, s store.Store, statuses map[string]store.HostStatus) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// idleParams are the parameters of an idle tick, as the control plane's
+// ticker gives them.
+func idleParams(lease store.Lease, now time.Time) store.TickParams {
+	return store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}
 }

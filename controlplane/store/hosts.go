@@ -50,7 +50,7 @@ func (s *db) putStatus(ctx context.Context, hostname string, st HostStatus) (boo
 		if err != nil || n == 0 {
 			return err
 		}
-		return tx.bumpChanges(ctx)
+		return tx.stampStatus(ctx, hostname)
 	})
 	if err != nil {
 		return false, fmt.Errorf("store: record status of %s: %w", hostname, err)
@@ -99,37 +99,54 @@ func (s *db) RecordProbes(ctx context.Context, hostname string, probes reconcile
 func (s *db) mergeStatus(ctx context.Context, hostname string, merge func(HostStatus) HostStatus) (bool, error) {
 	changed := false
 	err := s.write(ctx, func(tx *txn) error {
-		// The row is created first, so that it can be locked: a status
-		// recorded concurrently is then never overwritten.
-		if _, err := tx.exec(ctx, `INSERT INTO host_status (hostname, status, digest, version) VALUES (?, '{}', '', 0)
-			ON CONFLICT (hostname) DO NOTHING`, hostname); err != nil {
-			return err
-		}
-		var old HostStatus
-		var body, digest string
-		switch err := tx.queryRow(ctx, "SELECT status, digest FROM host_status WHERE hostname = ? FOR UPDATE", hostname).Scan(&body, &digest); {
-		case err == nil:
-			if old, err = decodeStatus(body); err != nil {
-				return err
-			}
-		case !errors.Is(err, errNoRows):
-			return err
-		}
-		newBody, newDigest, err := encodeStatus(merge(old))
-		if err != nil {
-			return err
-		}
-		if newDigest == digest {
-			return nil
-		}
-		if _, err := tx.exec(ctx, `UPDATE host_status SET status = ?, digest = ?, version = version + 1 WHERE hostname = ?`,
-			newBody, newDigest, hostname); err != nil {
-			return err
-		}
-		changed = true
-		return tx.bumpChanges(ctx)
+		var err error
+		changed, err = tx.merge(ctx, hostname, merge)
+		return err
 	})
 	return changed, err
+}
+
+// merge is mergeStatus in a transaction.
+func (tx *txn) merge(ctx context.Context, hostname string, merge func(HostStatus) HostStatus) (bool, error) {
+	// The row is created first, so that it can be locked: a status
+	// recorded concurrently is then never overwritten.
+	if _, err := tx.exec(ctx, `INSERT INTO host_status (hostname, status, digest, version) VALUES (?, '{}', '', 0)
+		ON CONFLICT (hostname) DO NOTHING`, hostname); err != nil {
+		return false, err
+	}
+	var old HostStatus
+	var body, digest string
+	switch err := tx.queryRow(ctx, "SELECT status, digest FROM host_status WHERE hostname = ? FOR UPDATE", hostname).Scan(&body, &digest); {
+	case err == nil:
+		if old, err = decodeStatus(body); err != nil {
+			return false, err
+		}
+	case !errors.Is(err, errNoRows):
+		return false, err
+	}
+	newBody, newDigest, err := encodeStatus(merge(old))
+	if err != nil {
+		return false, err
+	}
+	if newDigest == digest {
+		return false, nil
+	}
+	if _, err := tx.exec(ctx, `UPDATE host_status SET status = ?, digest = ?, version = version + 1 WHERE hostname = ?`,
+		newBody, newDigest, hostname); err != nil {
+		return false, err
+	}
+	return true, tx.stampStatus(ctx, hostname)
+}
+
+// stampStatus counts a host's changed status as a change a tick must see,
+// and stamps its row with it (bumpStamp).
+func (tx *txn) stampStatus(ctx context.Context, hostname string) error {
+	c, _, err := tx.bumpStamp(ctx, true, false)
+	if err != nil {
+		return err
+	}
+	_, err = tx.exec(ctx, "UPDATE host_status SET seq = ? WHERE hostname = ?", c, hostname)
+	return err
 }
 
 // TouchHosts records last-seen times in one transaction; a time older
@@ -147,19 +164,67 @@ func (s *db) TouchHosts(ctx context.Context, seen map[string]time.Time) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	args := make([]any, 0, 2*len(names))
-	for _, n := range names {
-		args = append(args, n, micros(seen[n]))
-	}
 	err := s.write(ctx, func(tx *txn) error {
-		return tx.insertRows(ctx, "INSERT INTO host_seen (hostname, last_seen)",
-			" ON CONFLICT (hostname) DO UPDATE SET last_seen = excluded.last_seen WHERE excluded.last_seen > host_seen.last_seen",
-			2, args)
+		return tx.touch(ctx, names, seen, false)
 	})
 	if err != nil {
 		return fmt.Errorf("store: touch hosts: %w", err)
 	}
 	return nil
+}
+
+// touch writes last-seen times (names sorted), stamped with a new value of
+// the watermark's seen counter (and of changes too when urgent: the leader
+// must reconcile on it); a time older than (or equal to) the stored one is
+// ignored.
+func (tx *txn) touch(ctx context.Context, names []string, seen map[string]time.Time, urgent bool) error {
+	_, stamp, err := tx.bumpStamp(ctx, urgent, true)
+	if err != nil {
+		return err
+	}
+	args := make([]any, 0, 3*len(names))
+	for _, n := range names {
+		args = append(args, n, micros(seen[n]), stamp)
+	}
+	return tx.insertRows(ctx, "INSERT INTO host_seen (hostname, last_seen, seq)",
+		" ON CONFLICT (hostname) DO UPDATE SET last_seen = excluded.last_seen, seq = excluded.seq WHERE excluded.last_seen > host_seen.last_seen",
+		3, args)
+}
+
+// RecordCheckin records, in one transaction, a check-in the reconciler
+// may have to see at once (rfcs/0006 §Check-ins at scale): the host's
+// status when st is set, written only if it differs from the stored one
+// (as RecordStatus: an activation of st is ignored, the stored one kept);
+// then, when the status changed or urgent is set, its last-seen time
+// seen, as a change a tick must see. It reports whether the status
+// changed and whether the check-in was written.
+func (s *db) RecordCheckin(ctx context.Context, hostname string, st *HostStatus, seen time.Time, urgent bool) (changed, written bool, err error) {
+	if hostname == "" {
+		return false, false, fmt.Errorf("store: record check-in: empty hostname")
+	}
+	err = s.write(ctx, func(tx *txn) error {
+		changed, written = false, false
+		if st != nil {
+			c, err := tx.merge(ctx, hostname, func(old HostStatus) HostStatus {
+				next := *st
+				next.Activation = old.Activation
+				return next
+			})
+			if err != nil {
+				return err
+			}
+			changed = c
+		}
+		if !changed && !urgent {
+			return nil
+		}
+		written = true
+		return tx.touch(ctx, []string{hostname}, map[string]time.Time{hostname: seen}, true)
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("store: record check-in of %s: %w", hostname, err)
+	}
+	return changed, written, nil
 }
 
 // Host returns one host: its observation and its assignment among the
@@ -289,6 +354,18 @@ func assignments(ctx context.Context, tx *txn, hostname string) (map[string]reco
 	if err != nil {
 		return nil, err
 	}
+	var names []string
+	if hostname != "" {
+		names = []string{hostname}
+	}
+	return assignmentsOf(ctx, tx, l, names)
+}
+
+// assignmentsOf picks the assignments among the live rollouts of l, as
+// assignments does, of the named hosts only (of every host when names is
+// nil): it reads their rows of the live rollouts by key.
+func assignmentsOf(ctx context.Context, tx *txn, l *liveness, names []string) (map[string]reconciler.Assignment, error) {
+	var err error
 	live := map[string]head{}
 	var ids []string
 	for _, h := range l.liveHeads() {
@@ -324,9 +401,23 @@ func assignments(ctx context.Context, tx *txn, hostname string) (map[string]reco
 			return nil
 		}, query, args...)
 	}
-	if hostname != "" {
-		err = scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE hostname = ?", hostname)
-	} else {
+	switch {
+	case len(ids) == 0 || (names != nil && len(names) == 0):
+	case names != nil:
+		// By key when the live rollouts are few (as they are): a host's
+		// rows in past rollouts are not read.
+		live := ""
+		if len(ids) <= idChunk {
+			live = " AND rollout_id IN (" + placeholders(len(ids)) + ")"
+		}
+		err = inChunks(names, idChunk, func(chunk []string) error {
+			args := anys(chunk)
+			if live != "" {
+				args = append(args, anys(ids)...)
+			}
+			return scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE hostname IN ("+placeholders(len(chunk))+")"+live, args...)
+		})
+	default:
 		err = inChunks(ids, idChunk, func(chunk []string) error {
 			return scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
 		})

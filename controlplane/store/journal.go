@@ -198,6 +198,33 @@ func (tx *txn) bumpChanges(ctx context.Context) error {
 	return err
 }
 
+// bumpStamp counts a write, in the writer's transaction, and returns the
+// new value of the counter to stamp the written rows with (host_status.seq
+// and host_seen.seq, migration 0009): changes for a write a tick must see,
+// seen for last-seen times, both when both. The counter's row stays locked
+// until the transaction ends, so stamps follow commit order: a reader that
+// read a value of the counter finds every row stamped with it, or less,
+// committed.
+func (tx *txn) bumpStamp(ctx context.Context, changes, seen bool) (c, sn int64, err error) {
+	set := []string{}
+	if changes {
+		set = append(set, "changes = changes + 1")
+	}
+	if seen {
+		set = append(set, "seen = seen + 1")
+	}
+	err = tx.queryRow(ctx, "UPDATE watermark SET "+strings.Join(set, ", ")+" WHERE id = 1 RETURNING changes, seen").Scan(&c, &sn)
+	return c, sn, err
+}
+
+// bumpEpoch marks a write outside a tick that an input kept between ticks
+// cannot follow (a manifest replaced, rollouts or hosts pruned): the next
+// tick loads everything. It is a change a tick must see, too.
+func (tx *txn) bumpEpoch(ctx context.Context) error {
+	_, err := tx.exec(ctx, "UPDATE watermark SET epoch = epoch + 1, changes = changes + 1 WHERE id = 1")
+	return err
+}
+
 // AppendEvents writes events outside a tick, stamped at, under the tick
 // lock: event ids then grow in commit order, so a reader paging with
 // AfterID never skips an event that commits late.
@@ -325,6 +352,11 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 		})
 		if err != nil {
 			return err
+		}
+		if rollouts > 0 {
+			if err := tx.bumpEpoch(ctx); err != nil {
+				return err
+			}
 		}
 		return pruneReleaseLog(ctx, tx, cut)
 	})

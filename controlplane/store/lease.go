@@ -28,7 +28,7 @@ func (s *db) AcquireLease(ctx context.Context, name, holder string, ttl time.Dur
 	}
 	at, expires := micros(now), micros(now.Add(ttl))
 	var out Lease
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeLease(ctx, func(tx *txn) error {
 		if _, err := tx.exec(ctx, "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?, '', 0, ?) ON CONFLICT (name) DO NOTHING",
 			name, int64(math.MinInt64)); err != nil {
 			return err
@@ -70,7 +70,7 @@ func (s *db) RenewLease(ctx context.Context, l Lease, ttl time.Duration, now tim
 	}
 	expires := micros(now.Add(ttl))
 	var n int64
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeLease(ctx, func(tx *txn) error {
 		var err error
 		n, err = tx.exec(ctx, `UPDATE leases SET expires_at = ?
 			WHERE name = ? AND holder = ? AND holder <> '' AND epoch = ? AND expires_at > ?`,
@@ -91,7 +91,7 @@ func (s *db) RenewLease(ctx context.Context, l Lease, ttl time.Duration, now tim
 // it, with a new epoch. Releasing a lease one no longer holds does
 // nothing.
 func (s *db) ReleaseLease(ctx context.Context, l Lease) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeLease(ctx, func(tx *txn) error {
 		_, err := tx.exec(ctx, "UPDATE leases SET holder = '', expires_at = ? WHERE name = ? AND holder = ? AND epoch = ?",
 			int64(math.MinInt64), l.Name, l.Holder, l.Epoch)
 		return err

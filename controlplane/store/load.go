@@ -193,14 +193,15 @@ func sortHosts(hs []reconciler.RolloutHost) {
 	}
 }
 
-// loadInput reads the reconciler's Input inside a tick's transaction.
-func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error {
+// loadInput reads the reconciler's Input inside a tick's transaction, in
+// full (a cold load), and returns the rollouts' liveness.
+func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) (*liveness, error) {
 	if err := s.loadChannels(ctx, tx, in); err != nil {
-		return err
+		return nil, err
 	}
 	l, err := loadLiveness(ctx, tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	heads := l.liveHeads()
 	ids := make([]string, len(heads))
@@ -209,25 +210,23 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error
 		ids[i], keep[h.id] = h.id, true
 	}
 	if in.Rollouts, err = s.loadRollouts(ctx, tx, ids, true, true); err != nil {
-		return err
+		return nil, err
 	}
 	if in.Rollouts == nil {
 		in.Rollouts = []reconciler.Rollout{}
 	}
 	s.cache.keepFrozen(keep)
 	if in.Hosts, err = s.loadObserved(ctx, tx); err != nil {
-		return err
+		return nil, err
 	}
-	if waves := measuredWaves(in.Rollouts); len(waves) > 0 {
-		if in.Measurements, err = loadMeasurements(ctx, tx, waves); err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
+	if in.Measurements, err = loadMeasured(ctx, tx, in.Rollouts); err != nil {
+		return nil, err
 	}
 	if in.Intents, err = loadIntents(ctx, tx); err != nil {
-		return err
+		return nil, err
 	}
 	if in.Visibility, err = loadVisibility(ctx, tx); err != nil {
-		return err
+		return nil, err
 	}
 	in.Deferrals, err = collect(ctx, tx, []reconciler.Deferral{}, func(rs row) (reconciler.Deferral, error) {
 		var d reconciler.Deferral
@@ -235,9 +234,9 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) error
 		return d, err
 	}, "SELECT channel, ref, blocked_by FROM deferrals ORDER BY seq")
 	if err != nil {
-		return fmt.Errorf("store: load deferrals: %w", err)
+		return nil, fmt.Errorf("store: load deferrals: %w", err)
 	}
-	return nil
+	return l, nil
 }
 
 // loadChannels reads every channel's release, decoding the artifacts only

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,8 +72,10 @@ func redact(url string) string {
 // db is the Store of both backends: the same SQL over pgx or database/sql.
 type db struct {
 	dialect dialect
-	// PostgreSQL.
-	pool *pgxpool.Pool
+	// PostgreSQL: pool serves everything but ticks and leases, which
+	// have a connection of their own each (tickPool, leasePool), so that
+	// a busy API can neither delay a tick nor let the lease lapse.
+	pool, tickPool, leasePool *pgxpool.Pool
 	// SQLite: writer has one connection; reader is a pool (the writer
 	// itself for an in-memory database).
 	writer, reader *sql.DB
@@ -81,22 +84,44 @@ type db struct {
 	// cache holds decoded artifacts, statuses and frozen rollout parts
 	// between ticks.
 	cache *cache
+	// res is the input kept between the ticks of a lease (resident.go);
+	// resMu serializes ticks on this store value.
+	resMu sync.Mutex
+	res   *resident
 }
+
+// DefaultPoolSize is how many connections the PostgreSQL store opens for
+// requests when the URL does not say (pool_max_conns), besides one for
+// ticks and one for the lease.
+const DefaultPoolSize = 16
 
 func openPostgres(ctx context.Context, url string) (*db, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres URL: %w", err)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultPoolSize
+	}
+	one := func() (*pgxpool.Pool, error) {
+		c := cfg.Copy()
+		c.MaxConns, c.MinConns = 1, 0
+		return pgxpool.NewWithConfig(ctx, c)
+	}
+	s := &db{dialect: dialectPostgres, cache: newCache()}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
+		if s.tickPool, err = one(); err == nil {
+			s.leasePool, err = one()
+		}
+	}
+	if err == nil {
+		err = s.pool.Ping(ctx)
+	}
 	if err != nil {
+		s.Close()
 		return nil, fmt.Errorf("store: postgres: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("store: postgres: %w", err)
-	}
-	return &db{dialect: dialectPostgres, pool: pool, cache: newCache()}, nil
+	return s, nil
 }
 
 func openSQLite(ctx context.Context, path string, memory bool) (*db, error) {
@@ -149,8 +174,10 @@ func (s *db) Backend() string { return s.dialect.String() }
 
 // Close releases the connections.
 func (s *db) Close() {
-	if s.pool != nil {
-		s.pool.Close()
+	for _, p := range []*pgxpool.Pool{s.pool, s.tickPool, s.leasePool} {
+		if p != nil {
+			p.Close()
+		}
 	}
 	if s.writer != nil {
 		_ = s.writer.Close()
@@ -173,21 +200,33 @@ type txn struct {
 // and begin IMMEDIATE; PostgreSQL ones are READ COMMITTED, and take row
 // locks or the tick lock where they need them.
 func (s *db) write(ctx context.Context, fn func(*txn) error) error {
-	return s.inTx(ctx, true, fn)
+	return s.inTx(ctx, s.pool, true, fn)
+}
+
+// writeTick is write on the ticks' own connection (PostgreSQL).
+func (s *db) writeTick(ctx context.Context, fn func(*txn) error) error {
+	return s.inTx(ctx, s.tickPool, true, fn)
+}
+
+// writeLease is write on the lease's own connection (PostgreSQL).
+func (s *db) writeLease(ctx context.Context, fn func(*txn) error) error {
+	return s.inTx(ctx, s.leasePool, true, fn)
 }
 
 // read runs fn in a read-only transaction, a consistent snapshot.
 func (s *db) read(ctx context.Context, fn func(*txn) error) error {
-	return s.inTx(ctx, false, fn)
+	return s.inTx(ctx, s.pool, false, fn)
 }
 
-func (s *db) inTx(ctx context.Context, write bool, fn func(*txn) error) error {
+// inTx runs fn in a transaction: on pool (PostgreSQL), or on SQLite's
+// writer or reader.
+func (s *db) inTx(ctx context.Context, pool *pgxpool.Pool, write bool, fn func(*txn) error) error {
 	if s.dialect == dialectPostgres {
 		opts := pgx.TxOptions{}
 		if !write {
 			opts = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 		}
-		tx, err := s.pool.BeginTx(ctx, opts)
+		tx, err := pool.BeginTx(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("store: begin: %w", err)
 		}
@@ -208,11 +247,11 @@ func (s *db) inTx(ctx context.Context, write bool, fn func(*txn) error) error {
 		committed = true
 		return nil
 	}
-	pool := s.reader
+	conns := s.reader
 	if write {
-		pool = s.writer
+		conns = s.writer
 	}
-	tx, err := pool.BeginTx(ctx, nil)
+	tx, err := conns.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}

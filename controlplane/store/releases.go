@@ -150,6 +150,6 @@ func (s *db) ReplaceManifest(ctx context.Context, m Manifest) error {
 		if _, err := tx.exec(ctx, "UPDATE rollouts SET manifest_hash = ? WHERE id = ?", m.Hash, m.RolloutID); err != nil {
 			return fmt.Errorf("store: replace manifest: %w", err)
 		}
-		return nil
+		return tx.bumpEpoch(ctx)
 	})
 }

@@ -249,6 +249,13 @@ type Store interface {
 	// TouchHosts records last-seen times in one batch; a time older than the
 	// stored one is ignored.
 	TouchHosts(ctx context.Context, seen map[string]time.Time) error
+	// RecordCheckin records, in one transaction, a check-in the reconciler
+	// may have to see at once: the status, when st is set (written only if
+	// it changed, its activation ignored as RecordStatus does), and, when
+	// it changed or urgent is set, the last-seen time seen, as a change a
+	// tick must see. It reports whether the status changed and whether
+	// anything was written.
+	RecordCheckin(ctx context.Context, hostname string, st *HostStatus, seen time.Time, urgent bool) (changed, written bool, err error)
 	// Host returns one host (ErrNotFound when it neither checked in nor is
 	// in any rollout).
 	Host(ctx context.Context, hostname string) (HostRecord, error)

@@ -25,7 +25,31 @@ type TickParams struct {
 	// restart, a lost database, a store restored from a backup) starts a
 	// new one. Zero means half the offline threshold.
 	MaxGap time.Duration
+	// Full makes the tick load its input in full, a cold load, whatever
+	// the store kept (resident.go).
+	Full bool
+	// Verify makes the tick compare the input it kept with a cold load in
+	// the same transaction, and use the cold load (TickReport.Diverged).
+	Verify bool
+	// SkipBefore lets the tick skip decide when nothing a tick must see
+	// changed since the previous tick of the kept input and now is before
+	// it: the previous Output's QuietUntil (rfcs/0003 §Quiet ticks), or
+	// zero to always decide.
+	SkipBefore time.Time
+	// MaxStatuses bounds the changed statuses a tick that follows the
+	// kept input reads (0: DefaultMaxStatuses; negative: no bound): the
+	// rest wait for the next tick (TickReport.More), so that a tick stays
+	// short when thousands of hosts move at once. A cold load, and a tick
+	// that verifies, read everything.
+	MaxStatuses int
+	// Report, when set, is told after the tick committed what it did.
+	Report func(TickReport)
 }
+
+// DefaultMaxStatuses is TickParams.MaxStatuses when unset: about what a
+// tick reads, decides and writes in a few hundred milliseconds here
+// (BENCHMARKS.md, store tick churn).
+const DefaultMaxStatuses = 10000
 
 // At is a Clock that always reads t.
 func At(t time.Time) func() time.Time { return func() time.Time { return t } }
@@ -49,19 +73,34 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //  5. load the Input: tunables, every channel's release (artifacts
 //     decoded once per hash and cached), the live rollouts with their
 //     hosts (see liveness.live), every observed host, the unconsumed
-//     intents, the deferrals and the channels in partial visibility;
-//  6. call decide;
+//     intents, the deferrals, the channels in partial visibility and the
+//     measurements of running waves — from the input the store kept
+//     after this lease's previous tick, brought up to date with what
+//     changed since (resident.go), or in full;
+//  6. call decide, unless nothing a tick must see changed since the
+//     previous tick and now is before p.SkipBefore (the previous Output's
+//     QuietUntil): the tick is then skipped, and writes only the watch;
 //  7. apply its Output as reconciler.Apply does, relative to the loaded
-//     Input, and commit.
+//     Input, and commit; then apply it to the kept input too, and tell
+//     p.Report what the tick did and which assignments it changed.
 //
 // An error from decide, or from applying, rolls everything back (the
-// watch too). decide runs inside the transaction: it must not call the
+// watch too); after an error of the store's the store keeps no input,
+// and the next tick loads in full. decide runs inside the transaction: it must not call the
 // store (on SQLite it would wait for the writer it holds), and must not
 // modify what the Input points to (decoded artifacts and frozen rollout
 // parts are shared with later ticks).
 func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
-	var out reconciler.Output
-	err := s.write(ctx, func(tx *txn) error {
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	var (
+		out       reconciler.Output
+		in        reconciler.Input
+		rep       TickReport
+		next      *resident
+		decideErr bool
+	)
+	err := s.writeTick(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
 			return err
 		}
@@ -69,7 +108,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if err := checkLease(ctx, tx, p.Lease, now); err != nil {
 			return err
 		}
-		in := reconciler.Input{Now: now, Tunables: p.Tunables}
+		in = reconciler.Input{Now: now, Tunables: p.Tunables}
 		gap := p.MaxGap
 		if gap <= 0 {
 			gap = p.Tunables.OfflineThreshold() / 2
@@ -78,11 +117,18 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if err != nil {
 			return err
 		}
-		if err := s.loadInput(ctx, tx, &in); err != nil {
+		r, err := s.loadKept(ctx, tx, &in, p, &rep)
+		if err != nil {
 			return err
+		}
+		next = r
+		if !rep.Full && !rep.Changed && started == nil && now.Before(p.SkipBefore) {
+			rep.Skipped = true
+			return nil
 		}
 		o, err := decide(in)
 		if err != nil {
+			decideErr = true
 			return fmt.Errorf("store: tick: %w", err)
 		}
 		if started != nil {
@@ -95,9 +141,90 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		return nil
 	})
 	if err != nil {
+		// A tick the store failed leaves no kept input: the next loads in
+		// full. One decide refused wrote nothing the kept input does not
+		// know of (it holds only what was committed), and stays.
+		if decideErr {
+			s.res = next
+		} else {
+			s.res = nil
+		}
 		return reconciler.Output{}, err
 	}
+	s.res = next
+	if !rep.Skipped {
+		rep.Assignments, rep.WaveSoaks = next.apply(&in, &out)
+		if rep.Full {
+			rep.Assignments = next.assignments()
+			rep.WaveSoaks = next.soaks(rep.Assignments)
+		}
+	}
+	if p.Report != nil {
+		p.Report(rep)
+	}
 	return out, nil
+}
+
+// loadKept loads the tick's input (step 5): from the input the store kept
+// after the previous tick, brought up to date (resident.go), or in full
+// when it kept none for this lease, cannot follow, or p asks for it. It
+// returns the input to keep after the tick.
+func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p TickParams, rep *TickReport) (*resident, error) {
+	r := s.res
+	if r != nil && (r.holder != p.Lease.Holder || r.lease != p.Lease.Epoch || p.Full) {
+		r = nil
+	}
+	if r != nil {
+		if err := s.loadChannels(ctx, tx, in); err != nil {
+			return nil, err
+		}
+		intents, err := loadIntents(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		limit := p.MaxStatuses
+		switch {
+		case p.Verify || limit < 0:
+			limit = 0
+		case limit == 0:
+			limit = DefaultMaxStatuses
+		}
+		changed, more, err := s.catchUp(ctx, tx, r, intents, limit)
+		switch {
+		case errors.Is(err, errReload):
+			r = nil
+		case err != nil:
+			return nil, err
+		default:
+			r.input(in)
+			in.Intents, rep.Changed, rep.More = intents, changed, more
+			if in.Measurements, err = loadMeasured(ctx, tx, in.Rollouts); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r != nil && !p.Verify {
+		return r, nil
+	}
+	m, err := readMarks(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	cold := reconciler.Input{Now: in.Now, Tunables: in.Tunables, WatchingSince: in.WatchingSince}
+	lv, err := s.loadInput(ctx, tx, &cold)
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		if d := compareInputs(in, &cold); d == "" {
+			return r, nil
+		} else {
+			rep.Diverged, rep.Divergence = true, d
+		}
+	}
+	*in = cold
+	rep.Full, rep.Changed = true, true
+	return newResident(p.Lease, m, lv, in), nil
 }
 
 // keepWatch reads the watch, starts a new one when the previous committed

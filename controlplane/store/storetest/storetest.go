@@ -90,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StateConstraints", testStateConstraints},
 		{"Tick10000Hosts", testTick10000},
 		{"Analysis", testAnalysis},
+		{"ResidentEqualsColdLoad", testResidentEqualsColdLoad},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,474 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// A leading replica keeps the reconciler's Input between its ticks
+// (rfcs/0006 §Tick loop 3): the resident input. A tick then reads only
+// what changed since the previous one, and writes what it decided to the
+// store and to the resident input alike:
+//
+//  1. The first tick under a lease (holder and epoch), a tick after the
+//     watermark's epoch moved (a manifest replaced, rollouts or hosts
+//     pruned), a tick after one that failed, and a tick whose caller asks
+//     for it (TickParams.Full) load everything, as a cold start does.
+//  2. Any other tick reads the watermark's counters, then the host
+//     statuses stamped with a changes value above the last one read and
+//     not above the current one, and the last-seen times likewise with
+//     the seen counter (bumpStamp: stamps follow commit order, so none is
+//     missed); the channels, the unconsumed intents and the measurements
+//     of running waves, which are few, in full; and a rollout an intent
+//     names that the input does not hold (it becomes live).
+//  3. After the tick commits, its Output is applied to the resident input
+//     as reconciler.Apply does, and the rollouts that stopped being live
+//     (liveness.live) leave it: it is again what a cold load would read.
+//     A tick that fails leaves no resident input.
+//  4. TickParams.Verify loads everything in the same transaction and
+//     compares: the resident input must equal a cold load (the cold load
+//     wins, and the report says so).
+type resident struct {
+	holder string
+	lease  int64 // the lease's epoch
+	// marks are the watermark's counters the input is current with.
+	marks marks
+	heads map[string]head // every rollout, live or not
+	live  map[string]*reconciler.Rollout
+	// inFlight counts, per live rollout, its hosts in flight.
+	inFlight   map[string]int
+	byHost     map[string][]string // host -> the live rollouts that list it
+	obs        map[string]reconciler.ObservedHost
+	deferrals  []reconciler.Deferral
+	visibility []reconciler.Visibility
+}
+
+// marks are the watermark's counters.
+type marks struct{ changes, seen, epoch int64 }
+
+func readMarks(ctx context.Context, tx *txn) (marks, error) {
+	var m marks
+	err := tx.queryRow(ctx, "SELECT changes, seen, epoch FROM watermark WHERE id = 1").Scan(&m.changes, &m.seen, &m.epoch)
+	if err != nil {
+		return m, fmt.Errorf("store: watermark: %w", err)
+	}
+	return m, nil
+}
+
+// TickReport says what a tick did, for its caller (TickParams.Report).
+type TickReport struct {
+	// Full: the tick loaded its input in full (a cold load).
+	Full bool
+	// Skipped: nothing the reconciler reads had changed and the previous
+	// tick's quiet time had not passed (TickParams.SkipBefore), so decide
+	// was not called and nothing but the watch was written.
+	Skipped bool
+	// Changed: something a tick must see was written since the previous
+	// tick (a status, an activation, an intent, a release, a
+	// measurement); with Full, always set.
+	Changed bool
+	// More: more statuses changed than the tick read
+	// (TickParams.MaxStatuses); the next tick reads on, and should come at
+	// once.
+	More bool
+	// Diverged: TickParams.Verify found the resident input different from
+	// a cold load (which was used); Divergence says where.
+	Diverged   bool
+	Divergence string
+	// Assignments are the hosts whose assignment (reconciler.Assignment:
+	// their record in the rollout that drives them) the tick changed, with
+	// the new one (nil: the host is in no live rollout any more); with
+	// Full, every host's. WaveSoaks are the soaks of the waves of every
+	// rollout an assignment names.
+	Assignments map[string]*reconciler.Assignment
+	WaveSoaks   map[string][]time.Duration
+}
+
+// errReload: the resident input cannot follow; load everything.
+var errReload = errors.New("store: the resident input must be loaded again")
+
+// newResident keeps a cold load, made at marks m under lease l.
+func newResident(l Lease, m marks, lv *liveness, in *reconciler.Input) *resident {
+	r := &resident{holder: l.Holder, lease: l.Epoch, marks: m, heads: map[string]head{}, live: map[string]*reconciler.Rollout{},
+		inFlight: map[string]int{}, byHost: map[string][]string{}, obs: in.Hosts,
+		deferrals: slices.Clone(in.Deferrals), visibility: slices.Clone(in.Visibility)}
+	for _, h := range lv.heads {
+		r.heads[h.id] = h
+	}
+	for i := range in.Rollouts {
+		ro := in.Rollouts[i]
+		r.add(&ro)
+	}
+	if r.obs == nil {
+		r.obs = map[string]reconciler.ObservedHost{}
+	}
+	return r
+}
+
+// add makes a rollout live in the input.
+func (r *resident) add(ro *reconciler.Rollout) {
+	r.live[ro.ID] = ro
+	n := 0
+	for _, h := range ro.Hosts {
+		r.byHost[h.Hostname] = append(r.byHost[h.Hostname], ro.ID)
+		if h.State.InFlight() {
+			n++
+		}
+	}
+	r.inFlight[ro.ID] = n
+}
+
+// drop takes a rollout out of the input.
+func (r *resident) drop(id string) {
+	ro := r.live[id]
+	if ro == nil {
+		return
+	}
+	for _, h := range ro.Hosts {
+		ids := slices.DeleteFunc(r.byHost[h.Hostname], func(x string) bool { return x == id })
+		if len(ids) == 0 {
+			delete(r.byHost, h.Hostname)
+		} else {
+			r.byHost[h.Hostname] = ids
+		}
+	}
+	delete(r.live, id)
+	delete(r.inFlight, id)
+}
+
+// input fills the Input's resident parts: the live rollouts (oldest
+// first; their host lists are the input's own, which decide must not
+// modify), the observed hosts, the deferrals and the visibility records.
+func (r *resident) input(in *reconciler.Input) {
+	in.Rollouts = make([]reconciler.Rollout, 0, len(r.live))
+	for _, ro := range r.live {
+		in.Rollouts = append(in.Rollouts, *ro)
+	}
+	slices.SortFunc(in.Rollouts, func(a, b reconciler.Rollout) int {
+		return cmp.Or(a.OpenedAt.Compare(b.OpenedAt), strings.Compare(a.ID, b.ID))
+	})
+	in.Hosts = r.obs
+	in.Deferrals = slices.Clone(r.deferrals)
+	if in.Deferrals == nil {
+		in.Deferrals = []reconciler.Deferral{}
+	}
+	in.Visibility = slices.Clone(r.visibility)
+	if in.Visibility == nil {
+		in.Visibility = []reconciler.Visibility{}
+	}
+}
+
+// catchUp reads what changed since the resident input's marks: statuses,
+// last-seen times, and the rollouts the unconsumed intents name that it
+// does not hold. It reports whether anything a tick must see changed, and
+// whether more statuses changed than it read (errReload when the input
+// cannot follow). At most limit statuses are read (0: every one), in the
+// order of their stamps and never part of one stamp's: the rest are the
+// next tick's, as if they were written after this one.
+func (s *db) catchUp(ctx context.Context, tx *txn, r *resident, intents []reconciler.Intent, limit int) (changed, more bool, err error) {
+	m, err := readMarks(ctx, tx)
+	if err != nil {
+		return false, false, err
+	}
+	if m.epoch != r.marks.epoch || m.changes < r.marks.changes || m.seen < r.marks.seen {
+		return false, false, errReload
+	}
+	changed = m.changes != r.marks.changes
+	if changed {
+		rows, err := changedStatuses(ctx, tx, r.marks.changes, m.changes, limit)
+		if err != nil {
+			return false, false, err
+		}
+		if limit > 0 && len(rows) > limit {
+			// Stop before the stamp of the first row past the limit; when
+			// one stamp holds more than the limit, read that stamp whole.
+			cut := rows[limit].seq
+			keep := 0
+			for keep < len(rows) && rows[keep].seq < cut {
+				keep++
+			}
+			if keep == 0 {
+				if rows, err = changedStatuses(ctx, tx, r.marks.changes, cut, 0); err != nil {
+					return false, false, err
+				}
+				keep, cut = len(rows), cut+1
+			}
+			rows, m.changes, more = rows[:keep], cut-1, cut <= m.changes
+		}
+		for _, c := range rows {
+			st, err := decodeStatus(c.body)
+			if err != nil {
+				return false, false, fmt.Errorf("store: load changed statuses: host %s: %w", c.name, err)
+			}
+			r.obs[c.name] = observed(st, r.obs[c.name].LastSeen)
+		}
+	}
+	// A last-seen time is written after the status it goes with: while
+	// statuses wait for the next tick, so do the times, lest a tick see a
+	// host heard after a status it has not read.
+	if more {
+		m.seen = r.marks.seen
+	}
+	if m.seen != r.marks.seen {
+		err := eachRow(ctx, tx, func(rs row) error {
+			var name string
+			var at int64
+			if err := rs.Scan(&name, &at); err != nil {
+				return err
+			}
+			o := r.obs[name]
+			o.LastSeen = fromMicros(at)
+			r.obs[name] = o
+			return nil
+		}, "SELECT hostname, last_seen FROM host_seen WHERE seq > ? AND seq <= ?", r.marks.seen, m.seen)
+		if err != nil {
+			return false, false, fmt.Errorf("store: load last-seen times: %w", err)
+		}
+	}
+	r.marks = m
+	// A rollout an unconsumed intent names is live (liveness.live): one
+	// the input does not hold is loaded, as a cold load would.
+	var missing []string
+	for _, it := range intents {
+		if _, ok := r.live[it.RolloutID]; !ok {
+			if _, known := r.heads[it.RolloutID]; known && !slices.Contains(missing, it.RolloutID) {
+				missing = append(missing, it.RolloutID)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		rs, err := s.loadRollouts(ctx, tx, missing, true, true)
+		if err != nil {
+			return false, false, err
+		}
+		for i := range rs {
+			r.add(&rs[i])
+		}
+	}
+	return changed, more, nil
+}
+
+// changedStatus is a status row stamped after the resident input's mark.
+type changedStatus struct {
+	name, body string
+	seq        int64
+}
+
+// changedStatuses reads the statuses stamped in (after, upto], in stamp
+// order: limit+1 of them when limit is set (one more, to tell where a
+// stamp ends), else all.
+func changedStatuses(ctx context.Context, tx *txn, after, upto int64, limit int) ([]changedStatus, error) {
+	q := "SELECT hostname, status, seq FROM host_status WHERE seq > ? AND seq <= ? ORDER BY seq"
+	args := []any{after, upto}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit+1)
+	}
+	var out []changedStatus
+	err := eachRow(ctx, tx, func(rs row) error {
+		var c changedStatus
+		if err := rs.Scan(&c.name, &c.body, &c.seq); err != nil {
+			return err
+		}
+		out = append(out, c)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: load changed statuses: %w", err)
+	}
+	return out, nil
+}
+
+// apply applies a committed tick's Output to the resident input (as
+// reconciler.Apply does), lets the rollouts that are no longer live leave
+// it, and returns the assignments the tick changed. intents are the
+// unconsumed intents the tick read.
+func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[string]*reconciler.Assignment, map[string][]time.Duration) {
+	touched := map[string]bool{}
+	touchAll := func(ro *reconciler.Rollout) {
+		for _, h := range ro.Hosts {
+			touched[h.Hostname] = true
+		}
+	}
+	for i := range out.Rollouts {
+		u := &out.Rollouts[i]
+		if u.New {
+			ro := u.Rollout
+			r.add(&ro)
+			r.heads[ro.ID] = headOf(&ro)
+			touchAll(&ro)
+			continue
+		}
+		cur := r.live[u.Rollout.ID]
+		if cur == nil {
+			continue
+		}
+		hosts := cur.Hosts
+		state := cur.State
+		*cur = u.Rollout
+		cur.Hosts = hosts
+		r.heads[cur.ID] = headOf(cur)
+		if cur.State != state {
+			touchAll(cur) // every assignment carries the rollout's state
+		}
+	}
+	for i := range out.Hosts {
+		u := &out.Hosts[i]
+		cur := r.live[u.RolloutID]
+		if cur == nil {
+			continue
+		}
+		j := sort.Search(len(cur.Hosts), func(k int) bool { return cur.Hosts[k].Hostname >= u.Host.Hostname })
+		if j == len(cur.Hosts) || cur.Hosts[j].Hostname != u.Host.Hostname {
+			continue
+		}
+		if cur.Hosts[j].State.InFlight() {
+			r.inFlight[cur.ID]--
+		}
+		if u.Host.State.InFlight() {
+			r.inFlight[cur.ID]++
+		}
+		cur.Hosts[j] = u.Host
+		touched[u.Host.Hostname] = true
+	}
+	r.deferrals = slices.Clone(out.Deferrals)
+	r.visibility = slices.Clone(out.Visibility)
+
+	// Liveness, as a cold load judges it.
+	consumed := map[string]bool{}
+	for _, res := range out.IntentResults {
+		consumed[res.IntentID] = true
+	}
+	l := &liveness{latest: map[string]string{}, inFlight: map[string]bool{}, intended: map[string]bool{}}
+	for _, h := range r.heads {
+		if cur, ok := l.latest[h.channel]; !ok || h.newer(r.heads[cur]) {
+			l.latest[h.channel] = h.id
+		}
+	}
+	for id, n := range r.inFlight {
+		if n > 0 {
+			l.inFlight[id] = true
+		}
+	}
+	for _, it := range in.Intents {
+		if !consumed[it.ID] {
+			l.intended[it.RolloutID] = true
+		}
+	}
+	for id := range r.live {
+		if !l.live(r.heads[id]) {
+			touchAll(r.live[id])
+			r.drop(id)
+		}
+	}
+
+	assign := make(map[string]*reconciler.Assignment, len(touched))
+	for host := range touched {
+		assign[host] = r.assignment(host)
+	}
+	return assign, r.soaks(assign)
+}
+
+// assignment picks a host's record in the rollout that drives it, as
+// assignments does: the one where it is in flight, else the newest that
+// lists it (nil when none).
+func (r *resident) assignment(host string) *reconciler.Assignment {
+	var best *reconciler.Assignment
+	var bestHead head
+	for _, id := range r.byHost[host] {
+		ro := r.live[id]
+		j := sort.Search(len(ro.Hosts), func(k int) bool { return ro.Hosts[k].Hostname >= host })
+		if j == len(ro.Hosts) || ro.Hosts[j].Hostname != host {
+			continue
+		}
+		h, hd := ro.Hosts[j], r.heads[id]
+		if best != nil {
+			curFlying, flying := best.Host.State.InFlight(), h.State.InFlight()
+			if curFlying && !flying || curFlying == flying && !hd.newer(bestHead) {
+				continue
+			}
+		}
+		best = &reconciler.Assignment{RolloutID: id, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash, Host: h}
+		bestHead = hd
+	}
+	return best
+}
+
+// assignments is every host's assignment.
+func (r *resident) assignments() map[string]*reconciler.Assignment {
+	out := make(map[string]*reconciler.Assignment, len(r.byHost))
+	for host := range r.byHost {
+		if a := r.assignment(host); a != nil {
+			out[host] = a
+		}
+	}
+	return out
+}
+
+// soaks are the waves' soaks of the rollouts the assignments name.
+func (r *resident) soaks(assign map[string]*reconciler.Assignment) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	for _, a := range assign {
+		if a == nil {
+			continue
+		}
+		if _, ok := out[a.RolloutID]; ok {
+			continue
+		}
+		ro := r.live[a.RolloutID]
+		w := make([]time.Duration, len(ro.Waves))
+		for i, wave := range ro.Waves {
+			w[i] = time.Duration(wave.SoakMinutes) * time.Minute
+		}
+		out[a.RolloutID] = w
+	}
+	return out
+}
+
+func headOf(r *reconciler.Rollout) head {
+	return head{id: r.ID, channel: r.Channel, state: r.State, opened: micros(r.OpenedAt), updated: micros(r.UpdatedAt),
+		manifestHash: r.ManifestHash}
+}
+
+// compareInputs says where two Inputs differ, "" when they do not: the
+// resident input against a cold load (TickParams.Verify).
+func compareInputs(resident, cold *reconciler.Input) string {
+	norm := func(in *reconciler.Input) reconciler.Input {
+		c := *in
+		c.Measurements = nil // loaded in full by both
+		if len(c.Hosts) == 0 {
+			c.Hosts = nil
+		}
+		return c
+	}
+	a, b := norm(resident), norm(cold)
+	switch {
+	case !reflect.DeepEqual(a.Hosts, b.Hosts):
+		for name, o := range b.Hosts {
+			if !reflect.DeepEqual(a.Hosts[name], o) {
+				return fmt.Sprintf("host %s: resident %+v, cold %+v", name, a.Hosts[name], o)
+			}
+		}
+		return fmt.Sprintf("hosts: resident has %d, cold %d", len(a.Hosts), len(b.Hosts))
+	case len(a.Rollouts) != len(b.Rollouts):
+		return fmt.Sprintf("rollouts: resident has %d, cold %d", len(a.Rollouts), len(b.Rollouts))
+	}
+	for i := range a.Rollouts {
+		if !reflect.DeepEqual(a.Rollouts[i], b.Rollouts[i]) {
+			return fmt.Sprintf("rollout %s differs from the cold load's %s", a.Rollouts[i].ID, b.Rollouts[i].ID)
+		}
+	}
+	if !reflect.DeepEqual(a, b) {
+		return "the intents, deferrals, visibility or channels differ"
+	}
+	return ""
+}

@@ -1,0 +1,210 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// testResidentEqualsColdLoad is the property of the input a store keeps
+// between a lease's ticks (rfcs/0006 §Tick loop 3): after randomized
+// sequences of check-ins (statuses, urgent and batched last-seen times),
+// confirms and failed activations, operator intents (of live, finished
+// and unknown rollouts), releases, manifests replaced, prunes, leader
+// changes and runs of ticks that read only a few changed statuses each
+// (TickParams.MaxStatuses), every verifying tick's kept input equals a
+// cold load read in the same transaction (TickParams.Verify), so the tick
+// decides what a control plane that just started would; and the output of a tick made from the
+// kept input is the output Reconcile gives on a cold load of the same
+// store by another replica. Each sequence is seeded (the seed is logged;
+// NIXFLEET_RESIDENT_SEED replays one).
+func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
+	seeds := []uint64{1, 2, 3}
+	if v := os.Getenv("NIXFLEET_RESIDENT_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		must(t, err)
+		seeds = []uint64{n}
+	}
+	m := newSim(t, s)
+	fb := testFleet(t)
+	all := append(slices.Clone(edgeHosts), stableHosts...)
+	m.checkIn(true, all...)
+	m.release(fb.Build(), fleetkit.Commit(1))
+	version := 1
+	holders := []string{"replica-a", "replica-b"}
+	holder := 0
+	ticks, verified, full, skipped, partial := 0, 0, 0, 0, 0
+	for _, seed := range seeds {
+		t.Logf("sequence seed %d", seed)
+		rnd := rand.New(rand.NewPCG(seed, 0x6e6978666c656574))
+		var actions []rc.HostAction
+		var quiet time.Time // the last tick's QuietUntil
+		for step := range 120 {
+			what := rnd.IntN(100)
+			switch {
+			case what < 10: // many hosts move at once; ticks read a few of them each
+				for _, h := range all {
+					if rnd.IntN(2) == 0 {
+						continue
+					}
+					st := m.status[h]
+					if len(st.Probes.Failed) == 0 {
+						st.Probes = rc.ProbeSummary{Total: 1, Failed: []string{"healthz"}}
+					} else {
+						st.Probes = rc.ProbeSummary{Total: 1}
+					}
+					m.status[h] = st
+					_, _, err := s.RecordCheckin(m.ctx, h, &st, m.now, false)
+					must(t, err)
+				}
+				for range 200 {
+					var rep store.TickReport
+					var in rc.Input
+					out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
+						MaxStatuses: 1 + rnd.IntN(2), Report: func(r store.TickReport) { rep = r }},
+						func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
+					must(t, err)
+					ticks++
+					if rep.Full {
+						full++
+					}
+					if !rep.Skipped {
+						m.checkApplied(in, out)
+						quiet = out.QuietUntil
+						if quiet.IsZero() {
+							quiet = m.now.Add(time.Hour)
+						}
+						actions = append(actions, out.Actions...)
+					}
+					if !rep.More {
+						break
+					}
+					partial++
+				}
+			case what < 30: // a tick, checked against a cold load
+				var rep store.TickReport
+				var in rc.Input
+				decided := false
+				out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Verify: true,
+					SkipBefore: quiet, Report: func(r store.TickReport) { rep = r }},
+					func(i rc.Input) (rc.Output, error) { in, decided = i, true; return rc.Reconcile(i), nil })
+				must(t, err)
+				ticks++
+				verified++
+				if rep.Diverged {
+					t.Fatalf("seed %d step %d: the kept input differs from a cold load: %s", seed, step, rep.Divergence)
+				}
+				if rep.Full {
+					full++
+				}
+				if rep.Skipped {
+					skipped++
+					continue
+				}
+				if !decided {
+					t.Fatalf("seed %d step %d: a tick neither skipped nor decided", seed, step)
+				}
+				m.checkApplied(in, out)
+				quiet = out.QuietUntil
+				if quiet.IsZero() {
+					quiet = m.now.Add(time.Hour)
+				}
+				actions = append(actions, out.Actions...)
+			case what < 45: // agents act on what they were told
+				for _, a := range actions {
+					if rnd.IntN(3) == 0 {
+						continue
+					}
+					st := m.status[a.Host]
+					act := rc.Activation{RolloutID: a.RolloutID, Closure: a.Target, Outcome: rc.OutcomeConfirmed, At: m.now}
+					if rnd.IntN(8) == 0 {
+						act.Outcome = rc.OutcomeFailed
+					} else {
+						st.Current, st.Booted = a.Target, a.Target
+					}
+					st.Activation = &act
+					m.status[a.Host] = st
+					_, err := s.RecordStatus(m.ctx, a.Host, st)
+					must(t, err)
+				}
+				actions = nil
+			case what < 60: // check-ins: a probe flips, some urgent, others batched
+				for _, h := range all {
+					switch rnd.IntN(6) {
+					case 0:
+						st := m.status[h]
+						st.Probes = rc.ProbeSummary{Total: 1}
+						if rnd.IntN(2) == 0 {
+							st.Probes.Failed = []string{"healthz"}
+						}
+						m.status[h] = st
+						_, _, err := s.RecordCheckin(m.ctx, h, &st, m.now, rnd.IntN(2) == 0)
+						must(t, err)
+					case 1:
+						_, _, err := s.RecordCheckin(m.ctx, h, nil, m.now, true)
+						must(t, err)
+					case 2:
+						must(t, s.TouchHosts(m.ctx, map[string]time.Time{h: m.now.Add(-time.Duration(rnd.IntN(600)) * time.Second)}))
+					}
+				}
+			case what < 68: // an operator intent
+				kinds := []string{rc.IntentPause, rc.IntentResume, rc.IntentCancel, rc.IntentRollback}
+				ids := []string{"nope@0"}
+				for _, r := range m.model {
+					ids = append(ids, r.ID)
+				}
+				m.intent(ids[rnd.IntN(len(ids))], kinds[rnd.IntN(len(kinds))])
+			case what < 74: // a release on one channel, or both
+				version++
+				m.now = m.now.Add(time.Second) // each release signed later than the last
+				ch := []string{"edge", "stable"}[rnd.IntN(2)]
+				fb.Bump(fmt.Sprintf("v%d", version))
+				if rnd.IntN(3) == 0 {
+					m.release(fb.Build(), fleetkit.Commit(version))
+				} else {
+					m.release(fb.Build(), fleetkit.Commit(version), ch)
+				}
+			case what < 77: // a re-signed manifest replaces a live rollout's
+				if len(m.model) > 0 {
+					r := m.model[rnd.IntN(len(m.model))]
+					man, err := s.Manifest(m.ctx, r.ID)
+					if err == nil {
+						must(t, s.ReplaceManifest(m.ctx, man))
+					}
+				}
+			case what < 80: // the leader changes: the lease expires, another takes it
+				m.now = m.now.Add(time.Second)
+				holder = 1 - holder
+				l, err := s.AcquireLease(m.ctx, store.TickLease, holders[holder], time.Hour, m.now)
+				if err != nil { // held by the other: it gives it up first
+					must(t, s.ReleaseLease(m.ctx, m.lease))
+					l, err = s.AcquireLease(m.ctx, store.TickLease, holders[holder], time.Hour, m.now)
+					must(t, err)
+				}
+				m.lease = l
+			case what < 82: // retention
+				_, _, err := s.Prune(m.ctx, m.now.Add(-10*time.Minute))
+				must(t, err)
+				m.resync()
+			default: // time passes; online hosts check in (batched)
+				m.advance(time.Duration(5+rnd.IntN(120)) * time.Second)
+			}
+		}
+	}
+	t.Logf("%d ticks (%d checked against a cold load): %d loaded in full, %d skipped as quiet, %d left changed statuses for the next",
+		ticks, verified, full, skipped, partial)
+	if partial == 0 {
+		t.Errorf("no tick left changed statuses for the next (TickParams.MaxStatuses)")
+	}
+	if ticks-full < ticks/3 {
+		t.Errorf("only %d of %d ticks used the kept input", ticks-full, ticks)
+	}
+}
