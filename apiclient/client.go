@@ -140,6 +140,11 @@ type Options struct {
 	// long-poll). A Follow stream has no overall limit: Timeout bounds only
 	// the wait for its headers.
 	Timeout time.Duration
+	// DisableKeepAlives makes every request open a connection of its own
+	// (a TLS handshake each) and close it after the answer, instead of
+	// keeping one open between requests. Load tests use it for simulated
+	// hosts beyond the connections one process may hold open.
+	DisableKeepAlives bool
 }
 
 // Client is an API client.
@@ -172,7 +177,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	dialer := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4,
-		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: connectTimeout}
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: connectTimeout, DisableKeepAlives: opts.DisableKeepAlives}
 	if u.Scheme == "https" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: opts.ServerCAs}
 		if opts.Key != nil {

@@ -89,16 +89,30 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// at once when it was just taken, from the assignment answered.
 	prefetch, taken := s.prefetch.answer(req.Hostname, a, ok, req.Current, req.Prefetched)
 	s.m.checkin.Observe(time.Since(start).Seconds())
-	if req.Wait > 0 && sameTarget(resp.Target, req.Known) && !taken {
-		s.hub.wait(r.Context(), req.Hostname, activationKey(a, ok), time.Duration(req.Wait)*time.Second)
-		a, ok = s.hub.get(req.Hostname)
-		resp = s.answer(a, ok)
-		prefetch, _ = s.prefetch.answer(req.Hostname, a, ok, req.Current, req.Prefetched)
+	finish := func(resp proto.CheckinResponse, prefetch *proto.PrefetchTarget) proto.CheckinResponse {
+		resp.Prefetch = prefetch
+		resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
+		resp.StatusTag = makeTag(digest, stamp)
+		return resp
 	}
-	resp.Prefetch = prefetch
-	resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
-	resp.StatusTag = makeTag(digest, stamp)
-	writeJSON(w, http.StatusOK, resp)
+	if req.Wait > 0 && sameTarget(resp.Target, req.Known) && !taken {
+		// The answer after the wait: the assignment then.
+		later := func() proto.CheckinResponse {
+			a, ok := s.hub.get(req.Hostname)
+			prefetch, _ := s.prefetch.answer(req.Hostname, a, ok, req.Current, req.Prefetched)
+			return finish(s.answer(a, ok), prefetch)
+		}
+		key, d := activationKey(a, ok), time.Duration(req.Wait)*time.Second
+		if s.lot.park(w, r, func() any { return later() }, func(fire func()) (func(), bool) {
+			return s.hub.park(req.Hostname, key, d, fire)
+		}) {
+			return errParked
+		}
+		s.hub.wait(r.Context(), req.Hostname, key, d)
+		writeJSON(w, http.StatusOK, later())
+		return nil
+	}
+	writeJSON(w, http.StatusOK, finish(resp, prefetch))
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package controlplane_test
 
-// The check-in load driver of BenchmarkCheckin10k and TestCheckinLoad.
+// The check-in load driver of BenchmarkCheckin10k, BenchmarkScale and
+// their tests.
 //
 // The simulated hosts run in a child process: this test binary started
 // again as TestCheckinLoadProcess. A process may hold 20,000 open files on
@@ -10,10 +11,19 @@ package controlplane_test
 // processes talk over the child's stdin and stdout, one JSON value a
 // line: a loadConfig, then a loadOp, answered by a loadResult, and so on
 // until stdin closes.
+//
+// The same limit, and the ~28,000 ports one client address has towards
+// one server port, cap the hosts that can hold a connection at once below
+// 20,000. A fleet larger than that keeps loadConfig.Conns hosts on
+// keep-alive connections and has the others open one connection (one TLS
+// handshake) per request, as hosts behind a proxy that does not pool
+// would; no more of those are open at once than the descriptors left
+// (shortSlots).
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -27,10 +37,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +51,6 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
-	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -70,23 +81,51 @@ type loadConfig struct {
 	URL string `json:"url"`
 	// CA is the server certificate (PEM).
 	CA []byte `json:"ca"`
-	// Hosts are benchHostName(0) … benchHostName(Hosts-1), running
-	// fleetrepo.Closure(name, Version).
+	// Hosts are benchHostName(First) … benchHostName(Hosts-1), running
+	// fleetrepo.Closure(name, Version). (BenchmarkScale's canary, host 0,
+	// is simulated by the parent.)
 	Hosts   int    `json:"hosts"`
+	First   int    `json:"first,omitempty"`
 	Version string `json:"version"`
+	// Conns is how many of the hosts keep a connection open between
+	// their requests (0: all of them), spread evenly over the rotation;
+	// the others open one per request (keepAlive).
+	Conns int `json:"conns,omitempty"`
 }
 
-// loadOp is one run of check-ins. Check-in j of a run goes to the host
-// after the one check-in j-1 went to, across runs: every host gets its
-// turn in order (the rotation).
+// keepAlive reports whether the i-th of n hosts (0-based) is one of the
+// conns that keep their connection: every n/conns-th host.
+func keepAlive(i, n, conns int) bool {
+	if conns <= 0 || conns >= n {
+		return true
+	}
+	return (i+1)*conns/n > i*conns/n
+}
+
+// loadOp is one run of check-ins. Check-in j of a closed or open run goes
+// to the host after the one check-in j-1 went to, across runs: every host
+// gets its turn in order (the rotation).
 type loadOp struct {
-	// Kind is "closed": Workers check in back to back; or "open": check-in
-	// j starts j/Rate seconds after the run does, however long the answers
-	// take.
-	Kind    string  `json:"kind"`
-	Count   int     `json:"count"`
-	Workers int     `json:"workers,omitempty"`
-	Rate    float64 `json:"rate,omitempty"`
+	// Kind is
+	//   - "closed": Workers check in back to back;
+	//   - "open": check-in j starts j/Rate seconds after the run does,
+	//     however long the answers take;
+	//   - "refresh": Workers check in, back to back, every host whose last
+	//     answered check-in is older than Age, oldest first (Count is not
+	//     used): what keeps an idle fleet heard between runs;
+	//   - "hold": every host that keeps its connection starts a long-poll
+	//     (wait Wait seconds, with the target it knows, as agents do); the
+	//     answer comes at once, with Held;
+	//   - "release": waits for the long-polls of the last hold to end, or,
+	//     with Cancel, ends them (closing their connections); Latency is
+	//     each one's duration.
+	Kind    string        `json:"kind"`
+	Count   int           `json:"count,omitempty"`
+	Workers int           `json:"workers,omitempty"`
+	Rate    float64       `json:"rate,omitempty"`
+	Age     time.Duration `json:"age,omitempty"`
+	Wait    int           `json:"wait,omitempty"`
+	Cancel  bool          `json:"cancel,omitempty"`
 }
 
 // loadResult is what a run measured.
@@ -97,6 +136,9 @@ type loadResult struct {
 	Latency []int64 `json:"latency"`
 	// Sent (open runs): from when it was sent.
 	Sent []int64 `json:"sent,omitempty"`
+	// Short has, by j, 's' for a check-in of a host that opens a
+	// connection per request, 'k' for one of a host that keeps its own.
+	Short string `json:"short,omitempty"`
 	// Elapsed is from the run's start to its last answer.
 	Elapsed    time.Duration `json:"elapsed"`
 	Errors     int           `json:"errors"`
@@ -106,6 +148,8 @@ type loadResult struct {
 	RSS        int64 `json:"rss"`
 	FDs        int   `json:"fds"`
 	Goroutines int   `json:"goroutines"`
+	// Held is how many long-polls a hold started.
+	Held int `json:"held,omitempty"`
 }
 
 // TestCheckinLoadProcess is the load process when loadEnvVar is set, and
@@ -131,16 +175,28 @@ func serveLoad(in io.Reader, out io.Writer) error {
 	if !cas.AppendCertsFromPEM(cfg.CA) {
 		return errors.New("no certificate in the configuration")
 	}
-	d := &loadDriver{hosts: make([]*loadHost, cfg.Hosts)}
+	n := cfg.Hosts - cfg.First
+	if n <= 0 {
+		return fmt.Errorf("hosts %d to %d", cfg.First, cfg.Hosts-1)
+	}
+	d := &loadDriver{hosts: make([]*loadHost, n)}
+	keep := 0
 	for i := range d.hosts {
-		name := benchHostName(i)
+		name := benchHostName(cfg.First + i)
 		key := benchKey(name)
-		c, err := apiclient.New(cfg.URL, apiclient.Options{Key: key, Name: name, ServerCAs: cas, Timeout: time.Minute})
+		ka := keepAlive(i, n, cfg.Conns)
+		// The timeout is above the longest long-poll (60 s).
+		c, err := apiclient.New(cfg.URL, apiclient.Options{Key: key, Name: name, ServerCAs: cas, Timeout: 2 * time.Minute,
+			DisableKeepAlives: !ka})
 		if err != nil {
 			return err
 		}
-		d.hosts[i] = &loadHost{Host: simagent.New(name, key, c, fleetrepo.Closure(name, cfg.Version))}
+		d.hosts[i] = &loadHost{Host: simagent.New(name, key, c, fleetrepo.Closure(name, cfg.Version)), short: !ka}
+		if ka {
+			keep++
+		}
 	}
+	d.short = make(chan struct{}, shortSlots(keep))
 	enc := json.NewEncoder(out)
 	for {
 		var op loadOp
@@ -159,35 +215,89 @@ func serveLoad(in io.Reader, out io.Writer) error {
 	}
 }
 
+// shortSlots is how many hosts without a kept connection may have one open
+// at once, besides the kept connections: what the process's
+// descriptor limit leaves, less a margin, and at most 1,024. The server's
+// process has the same limit and holds the other ends.
+func shortSlots(keep int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 64
+	}
+	return int(min(max(int64(lim.Cur)-int64(keep)-256, 8), 1024))
+}
+
 // loadDriver runs check-ins of simulated hosts. Each host has its own API
-// client, so its own keep-alive TLS connection, authenticated by its key.
+// client, so its own TLS connection (kept open, or one per request),
+// authenticated by its key.
 type loadDriver struct {
 	hosts []*loadHost
 	next  int // the host the next run starts with
+	// short holds a token while a host without a kept connection has one
+	// open (shortSlots).
+	short chan struct{}
+	// held are the long-polls of the last hold; cancel ends them.
+	held   *loadResult
+	heldWG sync.WaitGroup
+	cancel context.CancelFunc
 }
 
 type loadHost struct {
 	mu sync.Mutex // one check-in at a time, so one connection
 	*simagent.Host
+	short bool         // no kept connection: one per request
+	last  atomic.Int64 // its last answered check-in, Unix nanoseconds
 }
 
 // step checks the host in (and confirms a target it gets, as an agent
-// does): the check-ins of a converged host change nothing.
-func (h *loadHost) step(ctx context.Context) error {
+// does), long-polling up to wait: the check-ins of a converged host change
+// nothing.
+func (d *loadDriver) step(ctx context.Context, h *loadHost, wait time.Duration) error {
+	if h.short {
+		d.short <- struct{}{}
+		defer func() { <-d.short }()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.Step(ctx, 0)
+	err := h.Step(ctx, wait)
+	if err == nil {
+		h.last.Store(time.Now().UnixNano())
+	}
+	return err
 }
 
 func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 	n := len(d.hosts)
+	switch op.Kind {
+	case "hold":
+		return d.hold(op)
+	case "release":
+		return d.release(op)
+	case "refresh":
+		// The hosts due, those heard from least recently first.
+		var due []*loadHost
+		limit := time.Now().Add(-op.Age).UnixNano()
+		for _, h := range d.hosts {
+			if h.last.Load() < limit {
+				due = append(due, h)
+			}
+		}
+		slices.SortFunc(due, func(a, b *loadHost) int { return cmp.Compare(a.last.Load(), b.last.Load()) })
+		if len(due) == 0 {
+			return loadResult{Latency: []int64{}}, nil
+		}
+		return d.closed(ctx, op.Workers, len(due), func(j int) *loadHost { return due[j] }), nil
+	}
 	if op.Count <= 0 || n == 0 {
 		return loadResult{}, fmt.Errorf("a run of %d check-ins over %d hosts", op.Count, n)
 	}
 	first := d.next
 	d.next = (first + op.Count) % n
 	host := func(j int) *loadHost { return d.hosts[(first+j)%n] }
-	res := loadResult{Latency: make([]int64, op.Count)}
+	if op.Kind == "closed" {
+		return d.closed(ctx, op.Workers, op.Count, host), nil
+	}
+	res := loadResult{Latency: make([]int64, op.Count), Short: shortOf(op.Count, host)}
 	var errMu sync.Mutex
 	fail := func(err error) {
 		errMu.Lock()
@@ -209,20 +319,6 @@ func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	switch op.Kind {
-	case "closed":
-		workers := min(max(op.Workers, 1), op.Count)
-		for w := range workers {
-			wg.Go(func() {
-				for j := w; j < op.Count; j += workers {
-					t := time.Now()
-					if err := host(j).step(ctx); err != nil {
-						fail(err)
-					}
-					res.Latency[j] = time.Since(t).Microseconds()
-					done(start)
-				}
-			})
-		}
 	case "open":
 		if op.Rate <= 0 {
 			return loadResult{}, fmt.Errorf("an open run at %v check-ins a second", op.Rate)
@@ -236,7 +332,7 @@ func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 					due := start.Add(time.Duration(float64(j) / op.Rate * float64(time.Second)))
 					time.Sleep(time.Until(due))
 					t := time.Now()
-					if err := host(j).step(ctx); err != nil {
+					if err := d.step(ctx, host(j), 0); err != nil {
 						fail(err)
 					}
 					end := time.Now()
@@ -250,6 +346,102 @@ func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Duration(last.Load())
+	res.RSS, res.FDs, res.Goroutines = residentBytes(), openFiles(), runtime.NumGoroutine()
+	return res, nil
+}
+
+// closed has workers check in count hosts, host(0) … host(count-1), back
+// to back; Latency is each one's round trip.
+func (d *loadDriver) closed(ctx context.Context, workers, count int, host func(j int) *loadHost) loadResult {
+	res := loadResult{Latency: make([]int64, count), Short: shortOf(count, host)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	workers = min(max(workers, 1), count)
+	for w := range workers {
+		wg.Go(func() {
+			for j := w; j < count; j += workers {
+				t := time.Now()
+				err := d.step(ctx, host(j), 0)
+				res.Latency[j] = time.Since(t).Microseconds()
+				if err != nil {
+					mu.Lock()
+					if res.Errors++; res.FirstError == "" {
+						res.FirstError = err.Error()
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.RSS, res.FDs, res.Goroutines = residentBytes(), openFiles(), runtime.NumGoroutine()
+	return res
+}
+
+// shortOf is loadResult.Short of a run of count check-ins.
+func shortOf(count int, host func(j int) *loadHost) string {
+	b := make([]byte, count)
+	for j := range b {
+		b[j] = 'k'
+		if host(j).short {
+			b[j] = 's'
+		}
+	}
+	return string(b)
+}
+
+// hold starts a long-poll of every host that keeps its connection, and
+// answers at once.
+func (d *loadDriver) hold(op loadOp) (loadResult, error) {
+	if d.held != nil {
+		return loadResult{}, errors.New("a hold while the last one's long-polls are not released")
+	}
+	if op.Wait <= 0 {
+		return loadResult{}, fmt.Errorf("a hold of %d s", op.Wait)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	var keep []*loadHost
+	for _, h := range d.hosts {
+		if !h.short {
+			keep = append(keep, h)
+		}
+	}
+	res := &loadResult{Latency: make([]int64, len(keep)), Held: len(keep)}
+	d.held = res
+	var mu sync.Mutex
+	for j, h := range keep {
+		d.heldWG.Go(func() {
+			t := time.Now()
+			err := d.step(ctx, h, time.Duration(op.Wait)*time.Second)
+			res.Latency[j] = time.Since(t).Microseconds()
+			if err != nil && ctx.Err() == nil {
+				mu.Lock()
+				if res.Errors++; res.FirstError == "" {
+					res.FirstError = err.Error()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	return loadResult{Held: len(keep), Latency: []int64{}}, nil
+}
+
+// release waits for the long-polls of the last hold (ending them first,
+// with op.Cancel) and returns what they measured.
+func (d *loadDriver) release(op loadOp) (loadResult, error) {
+	if d.held == nil {
+		return loadResult{}, errors.New("a release without a hold")
+	}
+	if op.Cancel {
+		d.cancel()
+	}
+	d.heldWG.Wait()
+	d.cancel()
+	res := *d.held
+	d.held = nil
 	res.RSS, res.FDs, res.Goroutines = residentBytes(), openFiles(), runtime.NumGoroutine()
 	return res, nil
 }
@@ -335,7 +527,7 @@ func (p *loadProc) run(tb testing.TB, op loadOp) loadResult {
 	if err := p.dec.Decode(&res); err != nil {
 		tb.Fatalf("load process: %v\n%s", err, p.errors())
 	}
-	if len(res.Latency) != op.Count {
+	if (op.Kind == "closed" || op.Kind == "open") && len(res.Latency) != op.Count {
 		tb.Fatalf("load process: %d latencies for %d check-ins", len(res.Latency), op.Count)
 	}
 	return res
@@ -343,64 +535,117 @@ func (p *loadProc) run(tb testing.TB, op loadOp) loadResult {
 
 // checkinBench is a control plane on PostgreSQL serving a fleet of n hosts
 // that all checked in and converged, and the load process that simulates
-// them.
+// them (all but the canary, when the fleet has one).
 type checkinBench struct {
 	e    *env
 	n    int
 	load *loadProc
-	st   store.Store // the control plane's database, for its watermark
+	st   store.Store // the control plane's database, for its watermark and journal
+	mc   *http.Client
+	// canary is BenchmarkScale's wave 0, simulated here (nil for a fleet
+	// of one wave); first is then 1, the first host of the load process.
+	canary *benchCanary
+	first  int
+	// conns is how many of the load process's hosts keep a connection.
+	conns int
 	// rollout is the id of the rollout the hosts converged in; release
 	// the number of the last release (the first is 1, version v0).
 	rollout string
 	release int
-	// onboard covers the onboarding: every host's first check-in, catch-up
+	// sign covers signing the first release and starting the control
+	// plane; onboard the onboarding: every host's first check-in, catch-up
 	// dispatch and confirm.
+	sign        time.Duration
 	onboard     time.Duration
 	onboardTick tickSample
 	// Resident memory of this process (the control plane and the harness)
 	// before and after the hosts connected; the load process's after.
 	rssBefore, rssAfter, loadRSS int64
+	// before is this process's memory after a collection, before the
+	// hosts connected (memSample).
+	before memSample
 	fdsAfter, loadFDs            int
+	// trials are BenchmarkScale's push-dispatch trials, once run.
+	trials []trialResult
+}
+
+// benchOpts shape a checkinBench.
+type benchOpts struct {
+	hosts int
+	// conns is how many of the load process's hosts keep a connection
+	// open (0: all of them); the others open one per request.
+	conns int
+	// canary: scaleSpec's fleet, whose canary (host 0, wave 0) this
+	// process simulates, instead of benchSpec's.
+	canary bool
 }
 
 // driveWorkers is how many hosts check in at once while a rollout is
 // driven (drive).
 const driveWorkers = 32
 
-// newCheckinBench builds and signs the fleet, starts the control plane and
-// the load process, and onboards every host.
+// newCheckinBench builds and signs a fleet of one wave of n hosts, starts
+// the control plane and the load process (every host on a kept
+// connection), and onboards every host.
 func newCheckinBench(tb testing.TB, n int) *checkinBench {
+	tb.Helper()
+	return newBench(tb, benchOpts{hosts: n})
+}
+
+// newBench builds and signs the fleet, starts the control plane and the
+// load process, and onboards every host.
+func newBench(tb testing.TB, o benchOpts) *checkinBench {
 	tb.Helper()
 	ctx := context.Background()
 	began := time.Now()
-	e := newEnv(tb, "postgres", benchSpec(n), func(c *controlplane.Config) {
+	n := o.hosts
+	spec := benchSpec(n)
+	if o.canary {
+		spec = scaleSpec(n)
+	}
+	e := newEnv(tb, "postgres", spec, func(c *controlplane.Config) {
 		// Production settings: real time (last-seen times move, so every
 		// flush writes them; status tags age), a tick every 30 s,
-		// triggers collapsed over 500 ms, git polled every 5 s.
+		// a trigger ticks at once or at the end of a 250 ms window
+		// (leading-edge debounce), git polled every 5 s.
 		c.Now = time.Now
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0
 	})
-	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, rssBefore: residentBytes()}
-	tb.Logf("%d hosts: fleet signed, control plane ready in %s", n, time.Since(began).Round(time.Millisecond))
+	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
+	tb.Logf("%d hosts: fleet signed, control plane ready in %s", n, cb.sign.Round(time.Millisecond))
 	st, err := store.Open(ctx, e.cfg.DB)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(st.Close)
 	cb.st = st
-	cb.load = startLoad(tb, loadConfig{URL: e.url, CA: e.cert.CertPEM, Hosts: n, Version: "v0"})
+	cb.mc = e.httpClient()
+	tb.Cleanup(cb.mc.CloseIdleConnections)
+	if o.canary {
+		cb.canary, cb.first = newBenchCanary(tb, e, benchHostName(0)), 1
+	}
+	cb.conns = n - cb.first
+	if o.conns > 0 {
+		cb.conns = min(o.conns, cb.conns)
+	}
+	cb.load = startLoad(tb, loadConfig{URL: e.url, CA: e.cert.CertPEM, Hosts: n, First: cb.first, Version: "v0", Conns: o.conns})
 
 	// The first rollout opened before any host checked in: every host was
 	// skipped. Now they come online, catch up (a dispatch to what they run)
 	// and confirm.
 	began = time.Now()
-	m0 := e.metrics()
+	m0 := cb.scrape(tb)
 	cb.drive(tb)
 	cb.onboard = time.Since(began)
-	cb.onboardTick = tickDelta(m0, e.metrics())
+	cb.onboardTick = tickDelta(m0, cb.scrape(tb))
 	// One more rotation: every host now holds a fresh status tag from the
 	// control plane, as in a steady state.
-	if res := cb.load.run(tb, loadOp{Kind: "closed", Count: n, Workers: driveWorkers}); res.Errors > 0 {
+	if cb.canary != nil {
+		if err := cb.canary.step(ctx); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if res := cb.load.run(tb, loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: driveWorkers}); res.Errors > 0 {
 		tb.Fatalf("%d check-ins failed, the first: %s", res.Errors, res.FirstError)
 	}
 	cb.rssAfter, cb.fdsAfter = residentBytes(), openFiles()
@@ -408,39 +653,48 @@ func newCheckinBench(tb testing.TB, n int) *checkinBench {
 	return cb
 }
 
+// loadHosts is how many hosts the load process simulates.
+func (cb *checkinBench) loadHosts() int { return cb.n - cb.first }
+
 // logSetup logs the setup's figures.
 func (cb *checkinBench) logSetup(tb testing.TB) {
 	tb.Helper()
 	tb.Logf("%d hosts onboarded in %s: %d ticks, %.0f ms each on average", cb.n, cb.onboard.Round(time.Millisecond),
 		cb.onboardTick.count, cb.onboardTick.meanMS())
-	tb.Logf("control plane process: %d MiB resident before the hosts connected, %d MiB after, %d open files; load process: %d MiB, %d open files",
-		cb.rssBefore>>20, cb.rssAfter>>20, cb.fdsAfter, cb.loadRSS>>20, cb.loadFDs)
+	tb.Logf("control plane process: %d MiB resident before the hosts connected, %d MiB after, %d open files; load process: %d MiB, %d open files (%d hosts on kept connections)",
+		cb.rssBefore>>20, cb.rssAfter>>20, cb.fdsAfter, cb.loadRSS>>20, cb.loadFDs, cb.conns)
 }
 
 // drive has every host check in, pass after pass, with a tick after each,
 // until all converged in the current rollout. A soaking host converges
 // once a check-in after its confirm is recorded, and check-ins are
 // recorded in batches a second apart (the hub's flush): after a pass that
-// found every host soaking or converged, drive waits for the flush.
+// found every host soaking or converged, drive waits for the flush. A
+// fleet with a canary takes three passes more: the canary's wave first.
 func (cb *checkinBench) drive(tb testing.TB) {
 	tb.Helper()
 	ctx := context.Background()
 	soaking := false
 	for pass := 1; ; pass++ {
-		if pass > 6 {
-			tb.Fatalf("the hosts did not converge in %d passes: %v", pass-1, cb.counts())
+		if pass > 9 {
+			tb.Fatalf("the hosts did not converge in %d passes: %v", pass-1, cb.counts(tb))
 		}
-		res := cb.load.run(tb, loadOp{Kind: "closed", Count: cb.n, Workers: driveWorkers})
+		if cb.canary != nil {
+			if err := cb.canary.step(ctx); err != nil {
+				tb.Fatalf("pass %d: the canary: %v", pass, err)
+			}
+		}
+		res := cb.load.run(tb, loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: driveWorkers})
 		if res.Errors > 0 {
 			tb.Fatalf("pass %d: %d check-ins failed, the first: %s", pass, res.Errors, res.FirstError)
 		}
 		cb.loadRSS, cb.loadFDs = res.RSS, res.FDs
-		tb.Logf("onboarding pass %d: %s, %v", pass, res.Elapsed, cb.counts())
+		tb.Logf("onboarding pass %d: %s, %v", pass, res.Elapsed, cb.counts(tb))
 		if soaking {
 			time.Sleep(1100 * time.Millisecond)
 		}
 		cb.e.srv.TickNow(ctx)
-		c := cb.counts()
+		c := cb.counts(tb)
 		if c[reconciler.HostConverged] == cb.n {
 			return
 		}
@@ -448,18 +702,36 @@ func (cb *checkinBench) drive(tb testing.TB) {
 	}
 }
 
-// counts returns the current rollout's hosts by state.
-func (cb *checkinBench) counts() map[reconciler.HostState]int {
-	var r proto.Rollout
-	if err := cb.e.client(cb.e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+cb.rollout, &r); err != nil {
-		return nil
-	}
+// counts returns the hosts by state in the rollouts that drive them, as
+// the control plane's gauge nixfleet_hosts has them (its view after its
+// last tick or reload): reading the rollout would move every host's row
+// through the API at each pass.
+func (cb *checkinBench) counts(tb testing.TB) map[reconciler.HostState]int {
+	tb.Helper()
+	m := cb.scrape(tb)
 	out := map[reconciler.HostState]int{}
-	for s, n := range r.Counts {
-		out[reconciler.HostState(s)] = n
+	for _, s := range reconciler.HostStates {
+		if v := int(m[`nixfleet_hosts{state="`+string(s)+`"}`]); v > 0 {
+			out[s] = v
+		}
 	}
 	return out
 }
+
+// scrape reads the control plane's /metrics over the bench's own client,
+// which keeps its connection.
+func (cb *checkinBench) scrape(tb testing.TB) map[string]float64 {
+	tb.Helper()
+	m, err := readMetrics(cb.mc, cb.e.url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// sameWrites reports whether two watermarks show the same writes a tick
+// must see: events and changes (last-seen times aside).
+func sameWrites(a, b store.Watermark) bool { return a.Events == b.Events && a.Changes == b.Changes }
 
 // watermark returns the store's watermark: steady-state check-ins must not
 // move it.
@@ -476,13 +748,25 @@ func (cb *checkinBench) watermark(tb testing.TB) store.Watermark {
 // value.
 func (e *env) metrics() map[string]float64 {
 	e.t.Helper()
-	resp, err := e.httpClient().Get(e.url + "/metrics")
+	hc := e.httpClient()
+	defer hc.CloseIdleConnections()
+	m, err := readMetrics(hc, e.url)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return m
+}
+
+// readMetrics reads /metrics of the control plane at url: sample (with its
+// labels) to value.
+func readMetrics(hc *http.Client, url string) (map[string]float64, error) {
+	resp, err := hc.Get(url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("GET /metrics: HTTP %d", resp.StatusCode)
+		return nil, fmt.Errorf("GET /metrics: HTTP %d", resp.StatusCode)
 	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
@@ -497,9 +781,43 @@ func (e *env) metrics() map[string]float64 {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		e.t.Fatal(err)
+		return nil, err
 	}
-	return out
+	return out, nil
+}
+
+// watchTicks reads /metrics every 200 ms until stop is called, and stop
+// returns the duration of each tick it saw end meanwhile (ticks that ended
+// between the same two readings get their mean each).
+func (cb *checkinBench) watchTicks() (stop func() []time.Duration) {
+	done, out := make(chan struct{}), make(chan []time.Duration, 1)
+	go func() {
+		var ticks []time.Duration
+		var prev map[string]float64
+		poll := time.NewTicker(200 * time.Millisecond)
+		defer poll.Stop()
+		for {
+			if m, err := readMetrics(cb.mc, cb.e.url); err == nil {
+				if prev != nil {
+					td := tickDelta(prev, m)
+					for range td.count {
+						ticks = append(ticks, td.sum/time.Duration(td.count))
+					}
+				}
+				prev = m
+			}
+			select {
+			case <-done:
+				out <- ticks
+				return
+			case <-poll.C:
+			}
+		}
+	}()
+	return func() []time.Duration {
+		close(done)
+		return <-out
+	}
 }
 
 // tickSample is the ticks between two readings of /metrics.

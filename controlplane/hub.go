@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ type hub struct {
 	mark     store.Watermark            // the store's watermark at the last look
 	board    *board                     // wakeTick: agents or operators wrote something a tick must see
 	clock    clock.Clock
-	waiters  map[string][]chan struct{}
+	waiters  map[string][]*waiter
 	followCh chan struct{} // closed when new events or a local tick arrive, then replaced
 	// leading reports whether this replica leads the tick: the leader's
 	// assignments come from its ticks, not from reloads.
@@ -57,7 +58,7 @@ const (
 
 func newHub(st store.Store, log *slog.Logger, m *metrics, clk clock.Clock, b *board) *hub {
 	return &hub{st: st, log: log, m: m, clock: clk, board: b, assign: map[string]reconciler.Assignment{},
-		waveSoak: map[string][]time.Duration{}, waiters: map[string][]chan struct{}{},
+		waveSoak: map[string][]time.Duration{}, waiters: map[string][]*waiter{},
 		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{},
 		soaks: map[string]time.Time{}}
 }
@@ -88,7 +89,7 @@ func (h *hub) replace(next map[string]reconciler.Assignment, soaks map[string][]
 	prev := h.assign
 	h.assign = next
 	h.waveSoak = soaks
-	var wake []chan struct{}
+	var wake []*waiter
 	for host, ws := range h.waiters {
 		a, ok := next[host]
 		b, had := prev[host]
@@ -103,8 +104,8 @@ func (h *hub) replace(next map[string]reconciler.Assignment, soaks map[string][]
 	}
 	counts := maps.Clone(h.counts)
 	h.mu.Unlock()
-	for _, c := range wake {
-		close(c)
+	for _, w := range wake {
+		w.wake()
 	}
 	h.setCounts(counts)
 }
@@ -124,7 +125,7 @@ func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string
 	if h.counts == nil {
 		h.counts = map[reconciler.HostState]int{}
 	}
-	var wake []chan struct{}
+	var wake []*waiter
 	for host, a := range changed {
 		b, had := h.assign[host]
 		if had {
@@ -148,8 +149,8 @@ func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string
 	}
 	counts := maps.Clone(h.counts)
 	h.mu.Unlock()
-	for _, c := range wake {
-		close(c)
+	for _, w := range wake {
+		w.wake()
 	}
 	h.setCounts(counts)
 }
@@ -205,25 +206,102 @@ func (h *hub) get(host string) (reconciler.Assignment, bool) {
 	return a, ok
 }
 
-// wait blocks until the host's activation is no longer key, ctx ends, or
-// d passes.
-func (h *hub) wait(ctx context.Context, host, key string, d time.Duration) {
-	h.mu.Lock()
-	a, ok := h.assign[host]
-	if activationKey(a, ok) != key {
-		h.mu.Unlock()
+// waiter is a long-poll waiting for its host's activation to change: a
+// blocking one (ch, closed) or a parked one (fn, called; park.go).
+type waiter struct {
+	ch chan struct{}
+	fn func()
+}
+
+func (w *waiter) wake() {
+	if w.fn != nil {
+		w.fn()
 		return
 	}
-	c := make(chan struct{})
-	h.waiters[host] = append(h.waiters[host], c)
-	h.mu.Unlock()
+	close(w.ch)
+}
+
+// wait blocks until the host's activation is no longer key (rollout,
+// closure, token), d passes, or ctx ends.
+func (h *hub) wait(ctx context.Context, host, key string, d time.Duration) {
+	w := &waiter{ch: make(chan struct{})}
+	if !h.addWaiter(host, key, w) {
+		return
+	}
 	t := h.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-c:
+	case <-w.ch:
+		return
 	case <-t.C():
 	case <-ctx.Done():
 	}
+	h.removeWaiter(host, w)
+}
+
+// park calls fn when the host's activation is no longer key or d passes,
+// whichever comes first, on a goroutine that must not block; it holds no
+// goroutine meanwhile. fn may be called more than once (a wake racing the
+// timer): its caller answers once. stop ends the wait. It reports false
+// when the activation is not key already.
+func (h *hub) park(host, key string, d time.Duration, fn func()) (stop func(), ok bool) {
+	var mu sync.Mutex
+	var t clock.Timer
+	w := &waiter{fn: func() {
+		mu.Lock()
+		t.Stop()
+		mu.Unlock()
+		fn()
+	}}
+	mu.Lock()
+	t = h.clock.AfterFunc(d, func() {
+		h.removeWaiter(host, w)
+		fn()
+	})
+	mu.Unlock()
+	stop = func() {
+		mu.Lock()
+		t.Stop()
+		mu.Unlock()
+		h.removeWaiter(host, w)
+	}
+	if !h.addWaiter(host, key, w) {
+		stop()
+		return nil, false
+	}
+	return stop, true
+}
+
+// addWaiter adds w to the host's waiters, unless its activation is no
+// longer key.
+func (h *hub) addWaiter(host, key string, w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.assign[host]
+	if activationKey(a, ok) != key {
+		return false
+	}
+	h.waiters[host] = append(h.waiters[host], w)
+	return true
+}
+
+// removeWaiter takes w from the host's waiters (a wait that ended without
+// a wake), and reports whether it was there.
+func (h *hub) removeWaiter(host string, w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.waiters[host]
+	i := slices.Index(ws, w)
+	if i < 0 {
+		return false
+	}
+	ws = slices.Delete(ws, i, i+1)
+	if len(ws) == 0 {
+		delete(h.waiters, host)
+	} else {
+		h.waiters[host] = ws
+	}
+	return true
 }
 
 // followSignal returns a channel closed when new events are seen or this

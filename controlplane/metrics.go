@@ -28,6 +28,7 @@ type metrics struct {
 	silent        *prometheus.GaugeVec
 	rateLimited   *prometheus.CounterVec
 	fullLoads     prometheus.Counter
+	parked        prometheus.Gauge
 	divergences   prometheus.Counter
 	notify        *notify.Metrics
 }
@@ -84,9 +85,12 @@ func newMetrics() *metrics {
 	m.divergences = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nixfleet_tick_divergences_total", Help: "Periodic checks that found the input kept between ticks different from a cold load (which was then used): a bug, logged.",
 	})
+	m.parked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nixfleet_long_polls_parked", Help: "Check-in long-polls waiting parked: their connection held without a goroutine or buffers.",
+	})
 	m.reg.MustRegister(m.tickDuration, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
 		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
-		m.fullLoads, m.divergences,
+		m.fullLoads, m.divergences, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))

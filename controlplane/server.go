@@ -46,6 +46,8 @@ type Server struct {
 	mux     *http.ServeMux
 	// notifier sends the journal to webhook sinks (notifier.go).
 	notifier *notify.Notifier
+	// lot holds the parked long-polls (park.go); nil until Run serves.
+	lot *lot
 	// prefetch hands out fetch slots with check-in answers (prefetch.go).
 	prefetch *prefetchSlots
 
@@ -206,6 +208,8 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.prune(bg) }()
 
 	srv.RegisterOnShutdown(func() { close(s.stopping) })
+	s.lot = newLot(srv, s.log, s.m.parked, s.m.httpRequests.WithLabelValues("POST /v1/agent/checkin", "200"))
+	go s.lot.serve()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if err := s.loop(ctx, errc); err != nil {
@@ -216,6 +220,8 @@ func (s *Server) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	s.lot.close()
+	_ = s.lot.srv.Shutdown(sctx)
 	stop()
 	wg.Wait()
 	return nil
@@ -349,6 +355,9 @@ func (s *Server) wrap(route string, h handler, acc access) http.Handler {
 		if e == nil {
 			e = h(rec, r, c)
 		}
+		if e == errParked {
+			return // counted when answered (park.go)
+		}
 		if e != nil {
 			writeError(rec, e)
 		}
@@ -365,6 +374,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a parked
+// long-poll hijacks it).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Flush passes streaming responses through.
 func (r *statusRecorder) Flush() {

@@ -14,6 +14,10 @@ type Clock interface {
 	Now() time.Time
 	NewTicker(d time.Duration) Ticker
 	NewTimer(d time.Duration) Timer
+	// AfterFunc runs f on its own goroutine once d has passed, unless
+	// stopped first; until then it holds no goroutine. Its Timer's C is
+	// nil.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Ticker delivers the time on C every period until stopped.
@@ -39,6 +43,9 @@ func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker
 
 // NewTimer is time.NewTimer.
 func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// AfterFunc is time.AfterFunc.
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTicker struct{ t *time.Ticker }
 
@@ -69,6 +76,7 @@ type fakeWaiter struct {
 	at     time.Time
 	period time.Duration // 0 for a timer
 	c      chan time.Time
+	fn     func() // AfterFunc's, run instead of sending on c
 	f      *Fake
 }
 
@@ -84,16 +92,23 @@ func (f *Fake) NewTicker(d time.Duration) Ticker {
 	if d <= 0 {
 		panic("clock: non-positive interval for NewTicker")
 	}
-	return fakeTicker{f.add(d, d)}
+	return fakeTicker{f.add(d, d, nil)}
 }
 
 // NewTimer makes a timer that fires once, d of fake time from now.
-func (f *Fake) NewTimer(d time.Duration) Timer { return f.add(d, 0) }
+func (f *Fake) NewTimer(d time.Duration) Timer { return f.add(d, 0, nil) }
 
-func (f *Fake) add(d, period time.Duration) *fakeWaiter {
+// AfterFunc runs fn on a goroutine of its own when Advance passes d of
+// fake time from now.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer { return fakeFuncTimer{f.add(d, 0, fn)} }
+
+func (f *Fake) add(d, period time.Duration, fn func()) *fakeWaiter {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w := &fakeWaiter{at: f.now.Add(d), period: period, c: make(chan time.Time, 1), f: f}
+	w := &fakeWaiter{at: f.now.Add(d), period: period, fn: fn, f: f}
+	if fn == nil {
+		w.c = make(chan time.Time, 1)
+	}
 	f.waiters = append(f.waiters, w)
 	close(f.added)
 	f.added = make(chan struct{})
@@ -138,9 +153,13 @@ func (f *Fake) fireLocked() {
 		if next == nil {
 			return
 		}
-		select {
-		case next.c <- next.at:
-		default: // the reader has not taken the last one: dropped
+		if next.fn != nil {
+			go next.fn()
+		} else {
+			select {
+			case next.c <- next.at:
+			default: // the reader has not taken the last one: dropped
+			}
 		}
 		if next.period > 0 {
 			// Ticks that fall due while the reader holds one are dropped.
@@ -164,6 +183,12 @@ func (f *Fake) removeLocked(w *fakeWaiter) bool {
 func (w *fakeWaiter) C() <-chan time.Time { return w.c }
 
 type fakeTicker struct{ w *fakeWaiter }
+
+// fakeFuncTimer is an AfterFunc's timer: it has no channel.
+type fakeFuncTimer struct{ w *fakeWaiter }
+
+func (t fakeFuncTimer) C() <-chan time.Time { return nil }
+func (t fakeFuncTimer) Stop() bool          { return t.w.Stop() }
 
 func (t fakeTicker) C() <-chan time.Time { return t.w.c }
 func (t fakeTicker) Stop()               { t.w.Stop() }

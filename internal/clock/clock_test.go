@@ -70,6 +70,40 @@ func TestFakeTicker(t *testing.T) {
 	}
 }
 
+// TestFakeAfterFunc: a function runs once, when the clock passes its
+// deadline, and not after Stop.
+func TestFakeAfterFunc(t *testing.T) {
+	f := NewFake(t0)
+	ran := make(chan time.Time, 2)
+	tm := f.AfterFunc(time.Second, func() { ran <- f.Now() })
+	if tm.C() != nil {
+		t.Fatal("an AfterFunc timer has a channel")
+	}
+	f.Advance(999 * time.Millisecond)
+	select {
+	case <-ran:
+		t.Fatal("ran early")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if at := <-ran; at.Before(t0.Add(time.Second)) {
+		t.Fatalf("ran at %s", at)
+	}
+	if tm.Stop() || f.Pending() != 0 {
+		t.Fatal("a timer that ran is still pending")
+	}
+	stopped := f.AfterFunc(time.Second, func() { ran <- f.Now() })
+	if !stopped.Stop() {
+		t.Fatal("Stop does not report a pending function")
+	}
+	f.Advance(time.Hour)
+	select {
+	case <-ran:
+		t.Fatal("a stopped function ran")
+	default:
+	}
+}
+
 // TestFakeMade: a test can wait for a loop to make its next timer.
 func TestFakeMade(t *testing.T) {
 	f := NewFake(t0)
@@ -89,6 +123,11 @@ func TestReal(t *testing.T) {
 	tk := c.NewTicker(time.Millisecond)
 	<-tk.C()
 	tk.Stop()
+	ran := make(chan struct{})
+	if af := c.AfterFunc(time.Millisecond, func() { close(ran) }); af.C() != nil {
+		t.Fatal("an AfterFunc timer has a channel")
+	}
+	<-ran
 	if c.Now().IsZero() {
 		t.Fatal("zero time")
 	}
