@@ -563,8 +563,8 @@ type checkinBench struct {
 	rssBefore, rssAfter, loadRSS int64
 	// before is this process's memory after a collection, before the
 	// hosts connected (memSample).
-	before memSample
-	fdsAfter, loadFDs            int
+	before            memSample
+	fdsAfter, loadFDs int
 	// trials are BenchmarkScale's push-dispatch trials, once run.
 	trials []trialResult
 }

@@ -37,7 +37,8 @@ import (
 
 // errParked is what the check-in handler returns for a long-poll it
 // parked: nothing is written, and the request is counted when answered.
-var errParked = &apiError{status: http.StatusOK, code: "parked", msg: "parked"}
+// It is never written: it has no code.
+var errParked = new(apiError)
 
 // parkWriteTimeout bounds writing a parked long-poll's answer.
 const parkWriteTimeout = 10 * time.Second
