@@ -458,13 +458,75 @@ func eventValues(q proto.EventQuery) url.Values {
 // hostValues is the query string of q: each parameter only when set.
 func hostValues(q proto.HostQuery) url.Values {
 	v := url.Values{}
-	if q.Channel != "" {
-		v.Set("channel", q.Channel)
+	for _, p := range []struct{ name, value string }{{"channel", q.Channel}, {"state", q.State}, {"rollout", q.Rollout}, {"after", q.After}} {
+		if p.value != "" {
+			v.Set(p.name, p.value)
+		}
 	}
-	if q.State != "" {
-		v.Set("state", q.State)
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	return v
+}
+
+// rolloutValues is the query string of q: each parameter only when set.
+func rolloutValues(q proto.RolloutQuery) url.Values {
+	v := url.Values{}
+	for _, p := range []struct{ name, value string }{{"channel", q.Channel}, {"state", q.State}, {"before", q.Before}} {
+		if p.value != "" {
+			v.Set(p.name, p.value)
+		}
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// eachPage reads pages with get, from the cursor the first call is given
+// (by get's closure) on, following each page's next, and calls fn with
+// each until fn returns false or no page follows. A next that does not
+// move is ErrBadResponse: a server that answered it would be read for
+// ever.
+func eachPage[T any](get func(cursor string) (T, json.RawMessage, error), next func(T) string, fn func(T, json.RawMessage) bool) error {
+	cursor := ""
+	for first := true; ; first = false {
+		page, raw, err := get(cursor)
+		if err != nil {
+			return err
+		}
+		if !fn(page, raw) {
+			return nil
+		}
+		n := next(page)
+		if n == "" {
+			return nil
+		}
+		if !first && n == cursor {
+			return fmt.Errorf("%w: the page after %q names itself as next", ErrBadResponse, cursor)
+		}
+		cursor = n
+	}
+}
+
+// joinPages returns every item of pages of a list document, as the server
+// sent them, as one document {member: [...]}.
+func joinPages(member string, items []json.RawMessage) json.RawMessage {
+	if items == nil {
+		items = []json.RawMessage{}
+	}
+	raw, _ := json.Marshal(map[string][]json.RawMessage{member: items})
+	return raw
+}
+
+// rawItems returns the items of a list document's member, as sent.
+func rawItems(raw json.RawMessage, member string) []json.RawMessage {
+	var doc map[string]json.RawMessage
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &doc) == nil {
+		_ = json.Unmarshal(doc[member], &items)
+	}
+	return items
 }
 
 // Status is GET /v1/status: every channel, its release and latest rollout.
@@ -472,16 +534,66 @@ func (c *Client) Status(ctx context.Context) (proto.Status, json.RawMessage, err
 	return getDoc[proto.Status](ctx, c, "/v1/status")
 }
 
-// Rollouts is GET /v1/rollouts: every rollout, newest first, without hosts.
-func (c *Client) Rollouts(ctx context.Context) ([]proto.Rollout, json.RawMessage, error) {
-	l, raw, err := getDoc[proto.RolloutList](ctx, c, "/v1/rollouts")
-	return l.Rollouts, raw, err
+// RolloutPage is one page of GET /v1/rollouts: summaries of the rollouts
+// q selects (no hosts, edges or budgets' host lists; hosts counted),
+// newest first, after q.Before, at most q.Limit; its Next is the Before of
+// the next page (empty when none follows). A cursor the server did not
+// give is an *Error with code bad_request.
+func (c *Client) RolloutPage(ctx context.Context, q proto.RolloutQuery) (proto.RolloutList, json.RawMessage, error) {
+	return getDoc[proto.RolloutList](ctx, c, withQuery("/v1/rollouts", rolloutValues(q)))
 }
 
-// Rollout is GET /v1/rollouts/{id}: a rollout with its hosts and counts.
-// An unknown id is an *Error with code not_found.
+// RolloutPages reads the pages of GET /v1/rollouts that q selects, from
+// q.Before on (q.Limit rollouts a request), following next, and calls fn
+// with each until fn returns false or none follows.
+func (c *Client) RolloutPages(ctx context.Context, q proto.RolloutQuery, fn func(page proto.RolloutList, raw json.RawMessage) bool) error {
+	get := func(cursor string) (proto.RolloutList, json.RawMessage, error) {
+		if cursor != "" {
+			q.Before = cursor
+		}
+		return c.RolloutPage(ctx, q)
+	}
+	return eachPage(get, func(p proto.RolloutList) string { return p.Next }, fn)
+}
+
+// Rollouts is every rollout not pruned, newest first, as summaries: every
+// page of GET /v1/rollouts. raw is {"rollouts": [...]}, the rollouts as
+// the server sent them.
+func (c *Client) Rollouts(ctx context.Context) ([]proto.Rollout, json.RawMessage, error) {
+	var (
+		out  []proto.Rollout
+		raws []json.RawMessage
+	)
+	err := c.RolloutPages(ctx, proto.RolloutQuery{}, func(p proto.RolloutList, raw json.RawMessage) bool {
+		out, raws = append(out, p.Rollouts...), append(raws, rawItems(raw, "rollouts")...)
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, joinPages("rollouts", raws), nil
+}
+
+// Rollout is GET /v1/rollouts/{id}: a rollout with its whole plan, the
+// first page of its hosts (the server's default size; HostsNext is set
+// when more follow) and its counts over all of them. An unknown id is an
+// *Error with code not_found.
 func (c *Client) Rollout(ctx context.Context, id string) (proto.Rollout, json.RawMessage, error) {
-	return getDoc[proto.Rollout](ctx, c, "/v1/rollouts/"+url.PathEscape(id))
+	return c.RolloutHostPage(ctx, id, "", 0)
+}
+
+// RolloutHostPage is GET /v1/rollouts/{id} with the page of its hosts
+// after after (hostsAfter), at most limit (hostsLimit; the server's
+// default when 0).
+func (c *Client) RolloutHostPage(ctx context.Context, id, after string, limit int) (proto.Rollout, json.RawMessage, error) {
+	v := url.Values{}
+	if after != "" {
+		v.Set("hostsAfter", after)
+	}
+	if limit != 0 {
+		v.Set("hostsLimit", strconv.Itoa(limit))
+	}
+	return getDoc[proto.Rollout](ctx, c, withQuery("/v1/rollouts/"+url.PathEscape(id), v))
 }
 
 // RolloutEvents is one page of GET /v1/rollouts/{id}/events: the events of
@@ -512,12 +624,44 @@ func (c *Client) Releases(ctx context.Context, q proto.ReleaseQuery) ([]proto.Re
 	return l.Releases, raw, err
 }
 
-// Hosts is GET /v1/hosts: every host that checked in or is in a rollout,
-// by name, filtered by q. A State that is not a host state is an *Error
-// with code bad_request.
+// HostPage is one page of GET /v1/hosts: the hosts q selects, by name,
+// after q.After, at most q.Limit; its Next is the After of the next page
+// (empty when none may follow). A page may hold fewer than q.Limit hosts
+// and still have a Next: the server bounds what one request judges. A
+// State that is not a host state is an *Error with code bad_request.
+func (c *Client) HostPage(ctx context.Context, q proto.HostQuery) (proto.HostList, json.RawMessage, error) {
+	return getDoc[proto.HostList](ctx, c, withQuery("/v1/hosts", hostValues(q)))
+}
+
+// HostPages reads the pages of GET /v1/hosts that q selects, from q.After
+// on (q.Limit hosts a request), following next, and calls fn with each
+// until fn returns false or none follows.
+func (c *Client) HostPages(ctx context.Context, q proto.HostQuery, fn func(page proto.HostList, raw json.RawMessage) bool) error {
+	get := func(cursor string) (proto.HostList, json.RawMessage, error) {
+		if cursor != "" {
+			q.After = cursor
+		}
+		return c.HostPage(ctx, q)
+	}
+	return eachPage(get, func(p proto.HostList) string { return p.Next }, fn)
+}
+
+// Hosts is every host that checked in or is in a rollout, by name,
+// filtered by q: every page of GET /v1/hosts after q.After. raw is
+// {"hosts": [...]}, the hosts as the server sent them.
 func (c *Client) Hosts(ctx context.Context, q proto.HostQuery) ([]proto.HostView, json.RawMessage, error) {
-	l, raw, err := getDoc[proto.HostList](ctx, c, withQuery("/v1/hosts", hostValues(q)))
-	return l.Hosts, raw, err
+	var (
+		out  []proto.HostView
+		raws []json.RawMessage
+	)
+	err := c.HostPages(ctx, q, func(p proto.HostList, raw json.RawMessage) bool {
+		out, raws = append(out, p.Hosts...), append(raws, rawItems(raw, "hosts")...)
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, joinPages("hosts", raws), nil
 }
 
 // Host is GET /v1/hosts/{name}. A host that neither checked in nor is in a

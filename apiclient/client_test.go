@@ -419,3 +419,72 @@ func TestGatewayDownIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestPages: the paging calls ask for each page with the cursor the one
+// before gave, and the calls that read every page join them, each item as
+// the server sent it; a page that names itself as next ends the reading
+// with ErrBadResponse instead of looping.
+func TestPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hostPages := map[string]string{
+		"/v1/hosts?limit=2&rollout=stable%401":                          `{"hosts":[{"hostname":"a","x":1},{"hostname":"b"}],"next":"b"}`,
+		"/v1/hosts?after=b&limit=2&rollout=stable%401":                  `{"hosts":[],"next":"c"}`,
+		"/v1/hosts?after=c&limit=2&rollout=stable%401":                  `{"hosts":[{"hostname":"d"}]}`,
+		"/v1/hosts?after=x":                                             `{"hosts":[{"hostname":"y"}],"next":"x"}`,
+		"/v1/rollouts?channel=stable&limit=1&state=Converged":           `{"rollouts":[{"id":"stable@2","hosts":null}],"next":"Q1"}`,
+		"/v1/rollouts?before=Q1&channel=stable&limit=1&state=Converged": `{"rollouts":[{"id":"stable@1","hosts":null}]}`,
+		"/v1/rollouts/stable@1?hostsAfter=web-1&hostsLimit=3":           `{"id":"stable@1","hosts":[{"hostname":"web-2"}],"hostsNext":"web-2"}`,
+	}
+	c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := hostPages[r.URL.RequestURI()]
+		if !ok {
+			t.Errorf("unexpected GET %s", r.URL.RequestURI())
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintln(w, `{"code":"not_found","message":"no"}`)
+			return
+		}
+		fmt.Fprintln(w, body)
+	}), time.Second)
+
+	hosts, raw, err := c.Hosts(ctx, proto.HostQuery{Rollout: "stable@1", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h.Hostname)
+	}
+	if d := cmp.Diff([]string{"a", "b", "d"}, names); d != "" {
+		t.Errorf("every host (-want +got):\n%s", d)
+	}
+	if want := `{"hosts":[{"hostname":"a","x":1},{"hostname":"b"},{"hostname":"d"}]}`; string(raw) != want {
+		t.Errorf("joined as sent: %s, want %s", raw, want)
+	}
+	pages := 0
+	err = c.HostPages(ctx, proto.HostQuery{Rollout: "stable@1", Limit: 2}, func(proto.HostList, json.RawMessage) bool {
+		pages++
+		return false
+	})
+	if err != nil || pages != 1 {
+		t.Errorf("HostPages stopped after the first page: %d pages, %v", pages, err)
+	}
+	if _, _, err := c.Hosts(ctx, proto.HostQuery{After: "x"}); !errors.Is(err, apiclient.ErrBadResponse) {
+		t.Errorf("a page that names itself as next: %v", err)
+	}
+
+	var ids []string
+	err = c.RolloutPages(ctx, proto.RolloutQuery{Channel: "stable", State: "Converged", Limit: 1}, func(p proto.RolloutList, _ json.RawMessage) bool {
+		for _, r := range p.Rollouts {
+			ids = append(ids, r.ID)
+		}
+		return true
+	})
+	if err != nil || !cmp.Equal(ids, []string{"stable@2", "stable@1"}) {
+		t.Errorf("rollout pages: %v, %v", ids, err)
+	}
+	r, _, err := c.RolloutHostPage(ctx, "stable@1", "web-1", 3)
+	if err != nil || r.HostsNext != "web-2" || len(r.Hosts) != 1 {
+		t.Errorf("a page of a rollout's hosts: %+v, %v", r, err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,109 +19,35 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// summarize is a rollout as GET /v1/rollouts/{id} (with its hosts, each
-// with its situation) and /v1/status (without) show it: its hosts counted
-// by state, those that wait for a gate the fleet clears by itself counted
-// by gate, the next step of a halted rollout, and when its current wave's
-// soak ends. latest says whether it is its channel's latest rollout; a
-// host counts as online when it was heard within the offline
-// threshold, as the store recorded it (read only when a host is Skipped:
-// the others' situations do not depend on it).
+// summarize is a rollout read whole as the dashboard's rollout page
+// (with its hosts, each with its situation) and /v1/status (without)
+// show it: its hosts counted by state and wave, those that wait for a
+// gate the fleet clears by itself counted by gate, the next step of a
+// halted rollout, and when its current wave's soak ends (totals). latest
+// says whether it is its channel's latest rollout.
 func (s *Server) summarize(ctx context.Context, r reconciler.Rollout, withHosts, latest bool) (proto.Rollout, error) {
 	out := wireRollout(r, withHosts)
-	out.Counts, out.Waiting, out.Next = map[string]int{}, map[string]int{}, reconciler.NextStep(r)
+	out.Next = reconciler.NextStep(r)
 	now := s.cfg.Now()
-	var seen map[string]time.Time
-	for _, h := range r.Hosts {
-		if h.State == reconciler.HostSkipped {
-			recs, err := s.st.Hosts(ctx)
-			if err != nil {
-				return out, err
-			}
-			seen = make(map[string]time.Time, len(recs))
-			for _, rec := range recs {
-				seen[rec.Hostname] = rec.Observed.LastSeen
-			}
-			break
-		}
+	s.totals(&out, r, latest, groupHosts(r.Hosts), now)
+	if !withHosts || r.Hosts == nil {
+		return out, nil
 	}
-	var soak time.Time
-	for i, h := range r.Hosts {
-		out.Counts[string(h.State)]++
-		online := s.cfg.Tunables.Heard(seen[h.Hostname], now)
-		sit := reconciler.Situate(reconciler.Place{Rollout: r, Latest: latest, Host: h, Online: online}, now, s.cfg.Tunables)
-		if h.State == reconciler.HostPending && sit.Moves && h.Blocked.Gate != "" && sit.Code == h.Blocked.Gate {
-			out.Waiting[h.Blocked.Gate]++
-		}
-		if h.State == reconciler.HostSoaking && h.Wave == r.Wave && sit.Until.After(soak) {
-			soak = sit.Until
-		}
-		if withHosts {
-			ws := wireSituation(sit)
-			out.Hosts[i].Situation = &ws
-		}
-	}
-	if !soak.IsZero() && r.State == reconciler.RolloutActive { // only an active rollout promotes
-		soak = soak.UTC()
-		out.SoakUntil = &soak
-	}
-	return out, nil
+	return out, s.situateHosts(ctx, &out, r, latest, now)
 }
 
 // latestIDs returns the id of each channel's latest rollout.
 func (s *Server) latestIDs(r *http.Request) (map[string]string, *apiError) {
-	rs, err := s.st.Rollouts(r.Context())
+	out, err := s.st.LatestRollouts(r.Context())
 	if err != nil {
 		return nil, s.internal("listing rollouts", err)
-	}
-	out := map[string]string{}
-	for _, ro := range rs { // newest first
-		if _, ok := out[ro.Channel]; !ok {
-			out[ro.Channel] = ro.ID
-		}
 	}
 	return out, nil
 }
 
-// listRollouts is GET /v1/rollouts: every rollout, newest first, without
-// hosts.
-func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, c client) *apiError {
-	if e := may(c, false); e != nil {
-		return e
-	}
-	rs, err := s.st.Rollouts(r.Context())
-	if err != nil {
-		return s.internal("listing rollouts", err)
-	}
-	out := proto.RolloutList{Rollouts: make([]proto.Rollout, len(rs))}
-	for i, r := range rs {
-		out.Rollouts[i] = wireRollout(r, true)
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// getRollout is GET /v1/rollouts/{id}: the rollout with its hosts and
-// counts.
-func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *apiError {
-	if e := may(c, false); e != nil {
-		return e
-	}
-	ro, e := s.rollout(r)
-	if e != nil {
-		return e
-	}
-	sum, _, e := s.rolloutView(r, ro)
-	if e != nil {
-		return e
-	}
-	writeJSON(w, http.StatusOK, sum)
-	return nil
-}
-
 // rolloutView is a rollout with its hosts, each with its situation, as
-// GET /v1/rollouts/{id} and the dashboard show it, and whether it is its
-// channel's latest.
+// the dashboard's rollout page shows it, and whether it is its channel's
+// latest.
 func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Rollout, bool, *apiError) {
 	latestIDs, e := s.latestIDs(r)
 	if e != nil {
@@ -136,12 +61,23 @@ func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Roll
 	return sum, latest, nil
 }
 
+// rollout reads the rollout the path names, with its hosts.
 func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
+	return s.readRollout(r, s.st.Rollout)
+}
+
+// rolloutHead reads the header of the rollout the path names: enough to
+// know that it exists, its channel and its state.
+func (s *Server) rolloutHead(r *http.Request) (reconciler.Rollout, *apiError) {
+	return s.readRollout(r, s.st.RolloutHeader)
+}
+
+func (s *Server) readRollout(r *http.Request, read func(context.Context, string) (reconciler.Rollout, error)) (reconciler.Rollout, *apiError) {
 	id := r.PathValue("id")
 	if !nameable(id) {
 		return reconciler.Rollout{}, errorf(codes.NotFound, "no rollout %q", id)
 	}
-	ro, err := s.st.Rollout(r.Context(), id)
+	ro, err := read(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return ro, errorf(codes.NotFound, "no rollout %q", id)
 	}
@@ -161,7 +97,7 @@ func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client)
 	if e := may(c, false); e != nil {
 		return e
 	}
-	ro, e := s.rollout(r)
+	ro, e := s.rolloutHead(r)
 	if e != nil && e.code == codes.NotFound {
 		// A ref that never opened (superseded, waiting, refused as a
 		// replay) has events under its rollout id too: serve them, with a
@@ -183,7 +119,8 @@ func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client)
 		return errorf(codes.BadRequest, "until must be terminal or absent")
 	}
 	return s.serveEvents(w, r, q, func() bool {
-		cur, err := s.st.Rollout(r.Context(), ro.ID)
+		// The header says it all: a follower reads no host.
+		cur, err := s.st.RolloutHeader(r.Context(), ro.ID)
 		if err != nil || until == "terminal" || !cur.State.Terminal() {
 			return err != nil || cur.State.Terminal()
 		}
@@ -258,7 +195,10 @@ func eventQuery(r *http.Request) (proto.EventQuery, *apiError) {
 // serveEvents answers the events of q as {"events": […]}, or, with
 // follow=1, streams them as JSON lines: new events are sent as they are
 // written (by any replica), and the stream ends when over() says so after
-// a quiet second, or when the client goes away.
+// a quiet second, or when the client goes away. A stream reads the
+// journal only when the hub has seen events past its last read (the
+// hub's event mark), or to make sure of the end: a quiet stream costs
+// over() once a second, and no read of the journal.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.EventQuery, over func() bool) *apiError {
 	if r.URL.Query().Get("follow") != "1" {
 		evs, err := s.st.Events(r.Context(), q)
@@ -277,15 +217,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	quiet := 0
+	read := int64(-1) // the hub's event mark at the last read of the journal
 	for r.Context().Err() == nil {
 		signal := s.hub.followSignal()
+		mark := s.hub.eventMark()
 		// Whether the stream may end is judged before the read: the
 		// events of the tick that ended the rollout were committed with
-		// it, so a read after the judgement has them.
+		// it, so a read after the judgement has them. That read is made
+		// even when the mark has not moved: the hub may not have seen
+		// those events yet.
 		done := quiet > 0 && over()
-		evs, err := s.st.Events(r.Context(), q)
-		if err != nil {
-			return nil // the status line is sent; end the stream
+		var evs []proto.Event
+		if mark != read || done {
+			read = mark
+			var err error
+			if evs, err = s.st.Events(r.Context(), q); err != nil {
+				return nil // the status line is sent; end the stream
+			}
 		}
 		for _, ev := range evs {
 			if enc.Encode(ev) != nil {
@@ -294,10 +242,13 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 			q.AfterID = ev.ID
 		}
 		if flusher != nil {
-			flusher.Flush()
+			flusher.Flush() // the status line too, before any event
 		}
 		if len(evs) > 0 {
 			quiet = 0
+			if len(evs) >= eventBatch(q) {
+				read = -1 // a full batch: more may be there already
+			}
 			continue
 		}
 		if done {
@@ -316,6 +267,14 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.Eve
 		t.Stop()
 	}
 	return nil
+}
+
+// eventBatch is the most events one read of q returns.
+func eventBatch(q proto.EventQuery) int {
+	if q.Limit <= 0 {
+		return store.DefaultEventLimit
+	}
+	return min(q.Limit, store.MaxEventLimit)
 }
 
 // act is POST /v1/rollouts/{id}/{action}: an operator intent, recorded with
@@ -368,13 +327,14 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 	return e
 }
 
-// intentRollout reads the rollout an intent names. A break-freeze may also
+// intentRollout reads the header of the rollout an intent names (its
+// hosts are not needed). A break-freeze may also
 // name a rollout that has not opened: a ref the release log holds as
 // pending, waiting or deferred (a freeze defers an opening, rfcs/0003 rule
 // 14), which the tick may open through the freeze. Its Rollout has the id
 // and channel only.
 func (s *Server) intentRollout(r *http.Request, kind string) (reconciler.Rollout, *apiError) {
-	ro, e := s.rollout(r)
+	ro, e := s.rolloutHead(r)
 	if e == nil || e.code != codes.NotFound || kind != reconciler.IntentBreakFreeze {
 		return ro, e
 	}
@@ -542,19 +502,34 @@ type rolloutHeads struct {
 	latest map[string]string
 }
 
-func (s *Server) heads(r *http.Request) (rolloutHeads, *apiError) {
-	rs, err := s.st.Rollouts(r.Context())
-	if err != nil {
-		return rolloutHeads{}, s.internal("listing rollouts", err)
+// heads reads the rollouts of ids (the assignments of the hosts to
+// show), without their hosts, and each channel's latest rollout.
+func (s *Server) heads(r *http.Request, ids []string) (rolloutHeads, *apiError) {
+	latest, e := s.latestIDs(r)
+	if e != nil {
+		return rolloutHeads{}, e
 	}
-	hd := rolloutHeads{byID: make(map[string]reconciler.Rollout, len(rs)), latest: map[string]string{}}
-	for _, ro := range rs { // newest first
+	hd := rolloutHeads{byID: make(map[string]reconciler.Rollout, len(ids)), latest: latest}
+	if len(ids) == 0 {
+		return hd, nil
+	}
+	rs, err := s.st.RolloutsByID(r.Context(), ids)
+	if err != nil {
+		return rolloutHeads{}, s.internal("reading rollouts", err)
+	}
+	for _, ro := range rs {
 		hd.byID[ro.ID] = ro
-		if _, ok := hd.latest[ro.Channel]; !ok {
-			hd.latest[ro.Channel] = ro.ID
-		}
 	}
 	return hd, nil
+}
+
+// assignedTo is the rollout a host's record assigns it to, as heads
+// takes it: none, or one.
+func assignedTo(rec store.HostRecord) []string {
+	if rec.Assignment == nil {
+		return nil
+	}
+	return []string{rec.Assignment.RolloutID}
 }
 
 // hostView is a host as the operator API shows it, with its situation.
@@ -584,36 +559,6 @@ func (s *Server) hostView(rec store.HostRecord, hd rolloutHeads, now time.Time) 
 	return v
 }
 
-// listHosts is GET /v1/hosts[?channel=C&state=S].
-func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *apiError {
-	if e := may(c, false); e != nil {
-		return e
-	}
-	recs, err := s.st.Hosts(r.Context())
-	if err != nil {
-		return s.internal("listing hosts", err)
-	}
-	ch, state := r.URL.Query().Get("channel"), r.URL.Query().Get("state")
-	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
-		return errorf(codes.BadRequest, "state %q is not one of %v", state, reconciler.HostStates)
-	}
-	hd, e := s.heads(r)
-	if e != nil {
-		return e
-	}
-	now := s.cfg.Now()
-	out := []proto.HostView{}
-	for _, rec := range recs {
-		v := s.hostView(rec, hd, now)
-		if (ch != "" && v.Channel != ch) || (state != "" && (v.Host == nil || v.Host.State != state)) {
-			continue
-		}
-		out = append(out, v)
-	}
-	writeJSON(w, http.StatusOK, proto.HostList{Hosts: out})
-	return nil
-}
-
 // getHost is GET /v1/hosts/{name}.
 func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiError {
 	if e := may(c, false); e != nil {
@@ -623,7 +568,7 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	if e != nil {
 		return e
 	}
-	hd, e := s.heads(r)
+	hd, e := s.heads(r, assignedTo(rec))
 	if e != nil {
 		return e
 	}
@@ -671,9 +616,9 @@ func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconcile
 	if err != nil {
 		return st, nil, s.internal("reading releases", err)
 	}
-	rs, err := s.st.Rollouts(r.Context())
-	if err != nil {
-		return st, nil, s.internal("listing rollouts", err)
+	latest, e := s.latestIDs(r)
+	if e != nil {
+		return st, nil, e
 	}
 	sight, err := s.st.Sight(r.Context())
 	if err != nil {
@@ -694,20 +639,18 @@ func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconcile
 	for _, rel := range rels {
 		cs := proto.ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt,
 			Visibility: partial[rel.Channel]}
-		for _, ro := range rs { // newest first
-			if ro.Channel != rel.Channel {
-				continue
-			}
-			full, err := s.st.Rollout(r.Context(), ro.ID)
-			if err != nil {
+		if id, ok := latest[rel.Channel]; ok {
+			full, err := s.st.Rollout(r.Context(), id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) { // pruned since: none
 				return st, nil, s.internal("reading a rollout", err)
 			}
-			sum, err := s.summarize(r.Context(), full, false, true)
-			if err != nil {
-				return st, nil, s.internal("reading hosts", err)
+			if err == nil {
+				sum, err := s.summarize(r.Context(), full, false, true)
+				if err != nil {
+					return st, nil, s.internal("reading hosts", err)
+				}
+				cs.Rollout, fulls[rel.Channel] = &sum, full
 			}
-			cs.Rollout, fulls[rel.Channel] = &sum, full
-			break
 		}
 		cs.Pending = cs.Rollout == nil || cs.Rollout.Ref != rel.Ref
 		if f, ok := fails[rel.Channel]; ok {

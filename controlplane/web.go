@@ -749,7 +749,7 @@ func (s *Server) webHost(w http.ResponseWriter, r *http.Request, u webUser) *api
 	if e != nil {
 		return e
 	}
-	hd, e := s.heads(r)
+	hd, e := s.heads(r, assignedTo(rec))
 	if e != nil {
 		return e
 	}
@@ -815,7 +815,7 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if e := checkIntentBody(kind, wave, comment); e != nil {
 		return e
 	}
-	ro, e := s.rollout(r)
+	ro, e := s.rolloutHead(r)
 	if e != nil {
 		return e
 	}

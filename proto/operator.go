@@ -33,9 +33,12 @@ type DecisionReason struct {
 }
 
 // Rollout is a rollout (rfcs/0005): one channel moving to one release. In
-// GET /v1/rollouts it has no hosts ("hosts": null) and no counts; GET
-// /v1/rollouts/{id} adds its hosts, Counts and Waiting; GET /v1/status
-// Counts and Waiting only.
+// GET /v1/rollouts it is a summary: no hosts ("hosts": null), no edges
+// ("edges": null), no host windows, each budget without its host list
+// ("hosts": null), with Counts and WaveCounts. GET /v1/rollouts/{id} has
+// the whole frozen plan, a page of its hosts (HostsNext continues it),
+// and Counts, WaveCounts and Waiting over all of them; GET /v1/status
+// Counts, WaveCounts and Waiting, without hosts.
 type Rollout struct {
 	// ID is "<channel>@<ref>".
 	ID      string `json:"id"`
@@ -83,11 +86,17 @@ type Rollout struct {
 	// Analyses are the canary analysis runs of its waves (rfcs/0003 rule
 	// 16), in the order they started.
 	Analyses []AnalysisRun `json:"analyses,omitempty"`
-	// Hosts of the rollout, by hostname; null where a rollout is listed
-	// without them.
+	// Hosts of the rollout, by hostname: a page of them in GET
+	// /v1/rollouts/{id}; null where a rollout is listed without them.
 	Hosts []RolloutHost `json:"hosts"`
+	// HostsNext is the hostsAfter of the next page of Hosts; absent when
+	// none follows.
+	HostsNext string `json:"hostsNext,omitempty"`
 	// Counts are the rollout's hosts by state; absent when empty.
 	Counts map[string]int `json:"counts,omitempty"`
+	// WaveCounts are the rollout's hosts by state, wave by wave (by
+	// index, one map per wave); absent when it has no waves.
+	WaveCounts []map[string]int `json:"waveCounts,omitempty"`
 	// Waiting counts the hosts that wait for a gate the fleet clears by
 	// itself, by gate; absent when empty (never for a rollout that
 	// dispatches no more).
@@ -330,10 +339,25 @@ type EventList struct {
 	Events []Event `json:"events"`
 }
 
-// RolloutList answers GET /v1/rollouts: every rollout not pruned, newest
-// first, without hosts.
+// RolloutQuery selects a page of GET /v1/rollouts: its query parameters
+// channel, state, before and limit. Zero fields do not filter.
+type RolloutQuery struct {
+	Channel string
+	// State is a rollout state of rfcs/0005.
+	State string
+	// Before is the next of the previous page: only rollouts after it.
+	Before string
+	// Limit is the page's size (the server's default 100 when zero, at
+	// most 1,000).
+	Limit int
+}
+
+// RolloutList answers GET /v1/rollouts: a page of rollout summaries,
+// newest first.
 type RolloutList struct {
 	Rollouts []Rollout `json:"rollouts"`
+	// Next is the before of the next page; absent when none follows.
+	Next string `json:"next,omitempty"`
 }
 
 // HostView is a host as GET /v1/hosts and /v1/hosts/{name} show it.
@@ -358,17 +382,26 @@ type HostView struct {
 	Analysis []AnalysisRun `json:"analysis,omitempty"`
 }
 
-// HostQuery selects hosts in GET /v1/hosts: its query parameters channel
-// and state. Zero fields do not filter.
+// HostQuery selects hosts in GET /v1/hosts: its query parameters channel,
+// state, rollout, after and limit. Zero fields do not filter.
 type HostQuery struct {
 	Channel string
 	// State is a host state of rfcs/0004.
 	State string
+	// Rollout keeps the hosts that rollout drives.
+	Rollout string
+	// After is the next of the previous page: only hosts after it.
+	After string
+	// Limit is the page's size (the server's default 500 when zero, at
+	// most 5,000).
+	Limit int
 }
 
-// HostList answers GET /v1/hosts: the hosts, by name.
+// HostList answers GET /v1/hosts: a page of hosts, by name.
 type HostList struct {
 	Hosts []HostView `json:"hosts"`
+	// Next is the after of the next page; absent when none may follow.
+	Next string `json:"next,omitempty"`
 }
 
 // Status answers GET /v1/status.
@@ -503,8 +536,8 @@ type IntentList struct {
 }
 
 // AuditExport is what `nixfleet audit export` writes and `nixfleet audit
-// verify --from` reads: every intent and every rollout (with its
-// approvals and freeze break).
+// verify --from` reads: every intent and every rollout, as the summaries
+// of GET /v1/rollouts (with its approvals and freeze break).
 type AuditExport struct {
 	Intents  []IntentEntry `json:"intents"`
 	Rollouts []Rollout     `json:"rollouts"`

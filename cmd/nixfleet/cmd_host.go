@@ -25,9 +25,15 @@ func hostCommand() *cli.Command {
 			opCommand(&cli.Command{
 				Name:  "list",
 				Usage: "every host that checked in or is in a rollout",
+				Description: "Reads GET /v1/hosts page after page, by name. The filters match the rollout\n" +
+					"that drives a host (its assignment): --rollout lists the hosts a rollout drives now.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "channel", Usage: "only the hosts of `CHANNEL`"},
 					&cli.StringFlag{Name: "state", Usage: "only the hosts in `STATE` (" + hostStateNames() + ")"},
+					&cli.StringFlag{Name: "rollout", Usage: "only the hosts rollout `ID` drives"},
+					&cli.IntFlag{Name: "limit", Usage: "at most `N` hosts, the first by name (0: every one; --json then gives next)"},
+					&cli.StringFlag{Name: "after", Usage: "only the hosts after `NAME` (a --json list's next)"},
+					pageSizeFlag,
 				},
 			}, nil, runHostList),
 			opCommand(&cli.Command{Name: "show", Usage: "a host: what it reported, and its place in its rollout"}, []string{"NAME"}, runHostShow),
@@ -54,11 +60,27 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 	if state != "" && !slices.Contains(reconciler.HostStates, reconciler.HostState(state)) {
 		return usage(c, "--state %q is not a host state (%s)", state, hostStateNames())
 	}
-	hosts, done, err := listed(c, o, "no hosts", func() ([]proto.HostView, json.RawMessage, error) {
-		return o.api.Hosts(c.Context, proto.HostQuery{Channel: c.String("channel"), State: state})
-	})
-	if done {
+	if err := checkPaging(c); err != nil {
 		return err
+	}
+	q := proto.HostQuery{Channel: c.String("channel"), State: state, Rollout: c.String("rollout")}
+	hosts, raws, next, err := listPages(c.String("after"), c.Int("limit"), c.Int("page-size"), maxHostPage, "hosts",
+		func(cursor string, n int) ([]proto.HostView, json.RawMessage, string, error) {
+			q.After, q.Limit = cursor, n
+			p, raw, err := o.api.HostPage(c.Context, q)
+			return p.Hosts, raw, p.Next, err
+		})
+	switch {
+	case err != nil:
+		return o.fail(c, err, "")
+	case c.Bool("json"):
+		return writeJSON(c.App.Writer, struct {
+			Hosts []json.RawMessage `json:"hosts"`
+			Next  string            `json:"next,omitempty"`
+		}{raws, next})
+	case len(hosts) == 0:
+		fmt.Fprintln(c.App.Writer, "no hosts")
+		return nil
 	}
 	t := newTable("HOST", "CHANNEL", "STATE", "SEEN", "RUNS", "TARGET", "ROLLOUT", "REASON")
 	t.paint[2], t.paint[3] = o.st.state, o.st.state
@@ -74,8 +96,14 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), runs, target, aboutText(proto.Event{RolloutID: h.Rollout}), dash(h.Explain.Code))
 	}
 	t.write(c.App.Writer)
+	if next != "" {
+		fmt.Fprintf(c.App.Writer, "more hosts follow: add --after %s\n", next)
+	}
 	return nil
 }
+
+// maxHostPage is the most hosts GET /v1/hosts answers at once.
+const maxHostPage = 5000
 
 func onlineWord(h proto.HostView) string {
 	switch {

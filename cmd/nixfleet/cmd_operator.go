@@ -139,11 +139,13 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 		}
 		f.add("hosts", countsText(st, r.Counts))
 		if full != nil {
+			anyHeld := false
 			for _, group := range []struct {
 				label string
 				moves bool
 			}{{"waiting", true}, {"stuck", false}} {
 				held := heldHosts(*full, group.moves)
+				anyHeld = anyHeld || len(held) > 0
 				for i, h := range held {
 					if i == 10 {
 						f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(held)-i, r.ID))
@@ -159,6 +161,12 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 					}
 					f.add(label, line)
 				}
+			}
+			if anyHeld && full.HostsNext != "" {
+				// The rollout's hosts came in pages: these were judged
+				// from the first.
+				f.add("", fmt.Sprintf("(held among its first %d hosts by name; nixfleet host list --rollout %s --state Pending lists every Pending one)",
+					len(full.Hosts), r.ID))
 			}
 		} else if len(r.Waiting) > 0 {
 			f.add("blocked", waitingText(r.Waiting))
@@ -259,10 +267,26 @@ type waveProgress struct {
 	others                               map[string]int
 }
 
+// waveProgressOf counts a rollout's hosts wave by wave: from the
+// server's waveCounts, which count every host, or else (an older server)
+// from its hosts.
 func waveProgressOf(r proto.Rollout) []waveProgress {
 	out := make([]waveProgress, len(r.Waves))
 	for i, w := range r.Waves {
 		out[i] = waveProgress{index: i, soakMinutes: w.SoakMinutes, others: map[string]int{}}
+	}
+	if len(r.WaveCounts) == len(r.Waves) && len(r.Waves) > 0 {
+		for i, counts := range r.WaveCounts {
+			for state, n := range counts {
+				out[i].total += n
+				if state == string(reconciler.HostConverged) {
+					out[i].converged += n
+				} else if n > 0 {
+					out[i].others[state] += n
+				}
+			}
+		}
+		return out
 	}
 	for _, h := range r.Hosts {
 		if h.Wave < 0 || h.Wave >= len(out) {

@@ -28,8 +28,28 @@ func rolloutCommand() *cli.Command {
 		Usage: "list, inspect, follow and steer rollouts",
 		Flags: connFlags(),
 		Subcommands: []*cli.Command{
-			opCommand(&cli.Command{Name: "list", Usage: "every rollout, newest first"}, nil, runRolloutList),
-			opCommand(&cli.Command{Name: "show", Usage: "a rollout: its state, waves and hosts"}, []string{"ID"}, runRolloutShow),
+			opCommand(&cli.Command{
+				Name:        "list",
+				Usage:       "every rollout, newest first",
+				Description: "Reads GET /v1/rollouts page after page: summaries, with their hosts counted.",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "channel", Usage: "only the rollouts of `CHANNEL`"},
+					&cli.StringFlag{Name: "state", Usage: "only the rollouts in `STATE` (" + rolloutStateNames() + ")"},
+					&cli.IntFlag{Name: "limit", Usage: "at most `N` rollouts, the newest (0: every one; --json then gives next)"},
+					&cli.StringFlag{Name: "before", Usage: "only the rollouts after `CURSOR` (a --json list's next)"},
+					pageSizeFlag,
+				},
+			}, nil, runRolloutList),
+			opCommand(&cli.Command{
+				Name:  "show",
+				Usage: "a rollout: its state, waves and hosts",
+				Description: "Shows the first page of the rollout's hosts (1,000 by name by default) and how\n" +
+					"many follow; --hosts-after NAME shows the page after NAME.",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "hosts-after", Usage: "show the hosts after `NAME`"},
+					&cli.IntFlag{Name: "hosts-limit", Usage: "show at most `N` hosts (1-5000; 0: the server's 1,000)"},
+				},
+			}, []string{"ID"}, runRolloutShow),
 			opCommand(&cli.Command{
 				Name:  "events",
 				Usage: "a rollout's events, with --follow as they happen until the rollout ends",
@@ -66,12 +86,43 @@ func listed[T any](c *cli.Context, o *operator, empty string, fetch func() ([]T,
 	return items, false, nil
 }
 
+func rolloutStateNames() string {
+	names := make([]string, len(reconciler.RolloutStates))
+	for i, s := range reconciler.RolloutStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// maxRolloutPage is the most rollouts GET /v1/rollouts answers at once.
+const maxRolloutPage = 1000
+
 func runRolloutList(c *cli.Context, o *operator, _ []string) error {
-	rollouts, done, err := listed(c, o, "no rollouts", func() ([]proto.Rollout, json.RawMessage, error) {
-		return o.api.Rollouts(c.Context)
-	})
-	if done {
+	state := c.String("state")
+	if state != "" && !slices.Contains(reconciler.RolloutStates, reconciler.RolloutState(state)) {
+		return usage(c, "--state %q is not a rollout state (%s)", state, rolloutStateNames())
+	}
+	if err := checkPaging(c); err != nil {
 		return err
+	}
+	q := proto.RolloutQuery{Channel: c.String("channel"), State: state}
+	rollouts, raws, next, err := listPages(c.String("before"), c.Int("limit"), c.Int("page-size"), maxRolloutPage, "rollouts",
+		func(cursor string, n int) ([]proto.Rollout, json.RawMessage, string, error) {
+			q.Before, q.Limit = cursor, n
+			p, raw, err := o.api.RolloutPage(c.Context, q)
+			return p.Rollouts, raw, p.Next, err
+		})
+	switch {
+	case err != nil:
+		return o.fail(c, err, "")
+	case c.Bool("json"):
+		return writeJSON(c.App.Writer, struct {
+			Rollouts []json.RawMessage `json:"rollouts"`
+			Next     string            `json:"next,omitempty"`
+		}{raws, next})
+	case len(rollouts) == 0:
+		fmt.Fprintln(c.App.Writer, "no rollouts")
+		return nil
 	}
 	t := newTable("ROLLOUT", "STATE", "WAVE", "WAVES", "OPENED", "REASON")
 	t.paint[1] = o.st.state
@@ -79,11 +130,18 @@ func runRolloutList(c *cli.Context, o *operator, _ []string) error {
 		t.add(r.ID, r.State, fmt.Sprint(r.Wave), fmt.Sprint(len(r.Waves)), when(r.OpenedAt), reasonLine(r.Reason.Code, r.Reason.Message))
 	}
 	t.write(c.App.Writer)
+	if next != "" {
+		fmt.Fprintf(c.App.Writer, "more rollouts follow: add --before %s\n", next)
+	}
 	return nil
 }
 
 func runRolloutShow(c *cli.Context, o *operator, args []string) error {
-	r, raw, err := o.api.Rollout(c.Context, args[0])
+	if n := c.Int("hosts-limit"); n < 0 || n > maxRolloutHostPage {
+		return usage(c, "--hosts-limit must be between 1 and %d (0: the server's default)", maxRolloutHostPage)
+	}
+	after := c.String("hosts-after")
+	r, raw, err := o.api.RolloutHostPage(c.Context, args[0], after, c.Int("hosts-limit"))
 	if err != nil {
 		return o.fail(c, err, notFoundHint(err, rolloutNotFoundHint))
 	}
@@ -155,7 +213,36 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 		}
 		ht.write(w)
 	}
+	if r.HostsNext != "" {
+		fmt.Fprintln(w, moreHostsLine(r, after))
+	}
 	return nil
+}
+
+// maxRolloutHostPage is the most hosts GET /v1/rollouts/{id} answers at
+// once.
+const maxRolloutHostPage = 5000
+
+// moreHostsLine says that more hosts of a rollout follow the page shown
+// (the hosts after after), how many when the page is the first, and the
+// command that lists them: host list --rollout for a rollout that still
+// drives its hosts (one that is not over); the next page of rollout show
+// otherwise, since a rollout that is over may drive none of them.
+func moreHostsLine(r proto.Rollout, after string) string {
+	more := "more hosts follow"
+	if after == "" {
+		total := 0
+		for _, n := range r.Counts {
+			total += n
+		}
+		if n := total - len(r.Hosts); n > 0 {
+			more = fmt.Sprintf("… and %d more host(s)", n)
+		}
+	}
+	if !terminal(r) {
+		return fmt.Sprintf("%s: nixfleet host list --rollout %s", more, r.ID)
+	}
+	return fmt.Sprintf("%s: nixfleet rollout show %s --hosts-after %s", more, r.ID, r.HostsNext)
 }
 
 // waveName is a wave's index, with the policy's name for it when it has
@@ -303,8 +390,8 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 			return o.fail(c, err, followHint(err, id, after))
 		}
 		// The server ends a stream when the rollout is terminal, or when
-		// it could not read the journal: look which.
-		r, _, err := o.api.Rollout(ctx, id)
+		// it could not read the journal: look which (its state is enough).
+		r, _, err := o.api.RolloutHostPage(ctx, id, "", 1)
 		if err != nil {
 			if ctx.Err() != nil || isNotFound(err) {
 				// Interrupted; or the id is a ref that never opened

@@ -403,19 +403,22 @@ func assignmentsOf(ctx context.Context, tx *txn, l *liveness, names []string) (m
 	}
 	switch {
 	case len(ids) == 0 || (names != nil && len(names) == 0):
-	case names != nil:
-		// By key when the live rollouts are few (as they are): a host's
-		// rows in past rollouts are not read.
-		live := ""
-		if len(ids) <= idChunk {
-			live = " AND rollout_id IN (" + placeholders(len(ids)) + ")"
-		}
+	case names != nil && len(ids) <= idChunk:
+		// By key, rollout by rollout, when the live rollouts are few (as
+		// they are): a host's rows in past rollouts are not read.
 		err = inChunks(names, idChunk, func(chunk []string) error {
-			args := anys(chunk)
-			if live != "" {
-				args = append(args, anys(ids)...)
+			for _, id := range ids {
+				err := scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE rollout_id = ? AND hostname IN ("+placeholders(len(chunk))+")",
+					append([]any{id}, anys(chunk)...)...)
+				if err != nil {
+					return err
+				}
 			}
-			return scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE hostname IN ("+placeholders(len(chunk))+")"+live, args...)
+			return nil
+		})
+	case names != nil:
+		err = inChunks(names, idChunk, func(chunk []string) error {
+			return scanAll("SELECT "+hostCols+" FROM rollout_hosts WHERE hostname IN ("+placeholders(len(chunk))+")", anys(chunk)...)
 		})
 	default:
 		err = inChunks(ids, idChunk, func(chunk []string) error {

@@ -88,6 +88,9 @@ type db struct {
 	// resMu serializes ticks on this store value.
 	resMu sync.Mutex
 	res   *resident
+	// pages keeps the summaries of rollouts that no longer change
+	// (pages.go).
+	pages pageCache
 }
 
 // DefaultPoolSize is how many connections the PostgreSQL store opens for

@@ -20,6 +20,11 @@
 //  6. Canary analysis measurements are observations too: written once per
 //     run and seq (RecordMeasurement), loaded by the tick for the current
 //     wave of Active and Halted rollouts.
+//  7. The operator API's reads are bounded (pages.go): HostPage,
+//     RolloutPage and RolloutView read a page by key (hostname after a
+//     cursor; opening time and id before one) and what that page needs,
+//     never every host or every rollout's plan; RolloutHeader and
+//     LatestRollouts read no plan and no host.
 package store
 
 import (
@@ -263,6 +268,13 @@ type Store interface {
 	Hosts(ctx context.Context) ([]HostRecord, error)
 	// Assignments returns, for every host in a rollout, its assignment.
 	Assignments(ctx context.Context) (map[string]reconciler.Assignment, error)
+	// HostPage returns a page of the hosts Hosts returns, by name, that
+	// q's filters select by their assignment, reading only what the page
+	// needs; Next continues it.
+	HostPage(ctx context.Context, q HostQuery) (HostPage, error)
+	// LastSeen returns the last-seen times of the named hosts that have
+	// one.
+	LastSeen(ctx context.Context, names []string) (map[string]time.Time, error)
 
 	// AddIntent records an operator intent (ErrDuplicate for a known id).
 	AddIntent(ctx context.Context, in reconciler.Intent) error
@@ -280,6 +292,24 @@ type Store interface {
 	Rollouts(ctx context.Context) ([]reconciler.Rollout, error)
 	// Rollout returns a rollout with its hosts (ErrNotFound).
 	Rollout(ctx context.Context, id string) (reconciler.Rollout, error)
+	// RolloutPage returns a page of rollout summaries (no hosts, no
+	// edges, host windows or budgets' host lists; their hosts counted by
+	// wave and state), newest first; Next continues it.
+	RolloutPage(ctx context.Context, q RolloutQuery) (RolloutPage, error)
+	// RolloutView returns a rollout with its whole frozen plan, a page of
+	// its hosts by name after after (at most limit; none when limit is
+	// negative), and every host counted by wave, state and gate
+	// (ErrNotFound).
+	RolloutView(ctx context.Context, id, after string, limit int) (RolloutView, error)
+	// RolloutHeader returns a rollout's header, without its frozen plan
+	// and its hosts (ErrNotFound).
+	RolloutHeader(ctx context.Context, id string) (reconciler.Rollout, error)
+	// RolloutsByID returns the rollouts of these ids that exist, oldest
+	// first, without their hosts.
+	RolloutsByID(ctx context.Context, ids []string) ([]reconciler.Rollout, error)
+	// LatestRollouts returns the id of each channel's latest rollout, by
+	// channel.
+	LatestRollouts(ctx context.Context) (map[string]string, error)
 
 	// RecordActivation stores the latest activation outcome a host
 	// reported (a confirm, a report), leaving the rest of its status alone.

@@ -843,15 +843,16 @@ func (d *session) rollouts(ctx context.Context) ([]rolloutReport, error) {
 		}
 		rel := d.view.releaseOf(r.ID)
 		rr := rolloutReport{ID: s.ID, Channel: s.Channel, Release: rel, State: s.State, Reason: s.Reason,
-			Hosts: len(s.Hosts), Counts: map[string]int{}, OpenedAt: s.OpenedAt, UpdatedAt: s.UpdatedAt,
+			Counts: map[string]int{}, OpenedAt: s.OpenedAt, UpdatedAt: s.UpdatedAt,
 			Terminal: reconciler.RolloutState(s.State).Terminal()}
 		if rr.Terminal {
 			rr.DurationSeconds = seconds(s.UpdatedAt.Sub(s.OpenedAt))
 		} else {
 			rr.DurationSeconds = seconds(time.Since(s.OpenedAt))
 		}
-		for st, n := range s.Counts {
+		for st, n := range s.Counts { // every host: s.Hosts is the first page
 			rr.Counts[st] = n
+			rr.Hosts += n
 		}
 		switch rel {
 		case v0:
