@@ -123,8 +123,21 @@ type identities struct {
 	mu        sync.RWMutex
 	hosts     map[string]string // raw key -> hostname
 	hostKeys  map[string]ed25519.PublicKey
+	fleet     map[string]bool     // every host of that fleet, with a key or not
 	signedAt  time.Time           // of the fleet the host keys come from
 	operators map[string]Operator // raw key -> operator
+}
+
+// inFleet returns whether hostname is a host of the fleet the host keys
+// come from, and false for every host while no fleet is known (ok false).
+func (id *identities) inFleet() (in func(hostname string) bool, ok bool) {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	if id.signedAt.IsZero() {
+		return nil, false
+	}
+	fleet := id.fleet
+	return func(hostname string) bool { return fleet[hostname] }, true
 }
 
 func newIdentities(ops []Operator) *identities {
@@ -141,8 +154,9 @@ func newIdentities(ops []Operator) *identities {
 // channel wins). Hosts without a pubkey, or with one that does not parse,
 // cannot authenticate.
 func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
-	hosts, keys := map[string]string{}, map[string]ed25519.PublicKey{}
+	hosts, keys, fleet := map[string]string{}, map[string]ed25519.PublicKey{}, map[string]bool{}
 	for name, h := range f.Hosts {
+		fleet[name] = true
 		if h.Pubkey == nil {
 			continue
 		}
@@ -157,7 +171,7 @@ func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
 	if signedAt.Before(id.signedAt) {
 		return
 	}
-	id.hosts, id.hostKeys, id.signedAt = hosts, keys, signedAt
+	id.hosts, id.hostKeys, id.fleet, id.signedAt = hosts, keys, fleet, signedAt
 }
 
 // client is who sent a request.

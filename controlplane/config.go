@@ -47,8 +47,9 @@ type Config struct {
 	LeaseTTL     time.Duration
 	// PollInterval is how often git is polled (default 5s).
 	PollInterval time.Duration
-	// EventRetention prunes older events and finished rollouts (default
-	// 30 days; 0 keeps the default, negative disables pruning).
+	// EventRetention prunes older events and finished rollouts, and
+	// forgets hosts that left the fleet unheard this long (default 30
+	// days; 0 keeps the default, negative disables pruning).
 	EventRetention time.Duration
 	// WebSessionTTL is how long a dashboard session lasts after its
 	// sign-in (default 8 h; rfcs/0011).

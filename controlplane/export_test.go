@@ -27,3 +27,7 @@ func (s *Server) Kick() { s.board.post(wakeTick) }
 // FlushSeen writes the last-seen times the hub has collected, as it does
 // every second.
 func (s *Server) FlushSeen(ctx context.Context) error { return s.hub.flush(ctx) }
+
+// PruneHostsNow forgets the hosts that left the fleet, as the leader's
+// hourly prune does.
+func (s *Server) PruneHostsNow(ctx context.Context) { s.pruneHosts(ctx) }

@@ -399,6 +399,18 @@ func (h *hub) touch(host string, at time.Time) {
 	}
 }
 
+// forget drops what the hub keeps of hosts that left the fleet
+// (Server.pruneHosts).
+func (h *hub) forget(hosts []string) {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	for _, host := range hosts {
+		delete(h.seen, host)
+		delete(h.last, host)
+		delete(h.soaks, host)
+	}
+}
+
 // flush writes the collected last-seen times.
 func (h *hub) flush(ctx context.Context) error {
 	h.seenMu.Lock()

@@ -279,7 +279,27 @@ func (s *Server) prune(ctx context.Context) {
 				continue
 			}
 			s.log.Info("pruned", "events", ev, "rollouts", ro)
+			s.pruneHosts(ctx)
 		}
+	}
+}
+
+// pruneHosts forgets the hosts that left the signed fleet and were not
+// heard from for the retention period (rfcs/0006 §Store 6): their rows,
+// and what the hub keeps of them.
+func (s *Server) pruneHosts(ctx context.Context) {
+	inFleet, ok := s.ids.inFleet()
+	if !ok {
+		return // no fleet verified yet: no host is known to have left it
+	}
+	gone, err := s.st.PruneHosts(ctx, inFleet, s.cfg.Now().Add(-s.cfg.EventRetention))
+	if err != nil {
+		s.log.Error("pruning hosts that left the fleet", "err", err)
+		return
+	}
+	s.hub.forget(gone)
+	if len(gone) > 0 {
+		s.log.Info("forgot hosts that left the fleet", "hosts", len(gone), "first", gone[0])
 	}
 }
 

@@ -430,3 +430,85 @@ func assignmentsOf(ctx context.Context, tx *txn, l *liveness, names []string) (m
 	}
 	return out, nil
 }
+
+// PruneHosts forgets the hosts that left the fleet (rfcs/0006 §Store 6):
+// it deletes the status and the last-seen time of every host that
+// inFleet does not name, that no live rollout lists, and that was not
+// heard from at or after before. It returns the hosts it forgot. A host
+// of the fleet, or one a live rollout still drives, keeps both whatever
+// their age. The watermark's epoch moves, so the tick's kept input
+// reloads without them.
+func (s *db) PruneHosts(ctx context.Context, inFleet func(hostname string) bool, before time.Time) ([]string, error) {
+	cut := micros(before)
+	var gone []string
+	err := s.write(ctx, func(tx *txn) error {
+		if err := tx.lockTick(ctx); err != nil {
+			return err
+		}
+		gone = nil
+		var candidates []string
+		err := eachRow(ctx, tx, func(rs row) error {
+			var name string
+			if err := rs.Scan(&name); err != nil {
+				return err
+			}
+			if !inFleet(name) {
+				candidates = append(candidates, name)
+			}
+			return nil
+		}, `SELECT hostname FROM host_seen WHERE last_seen < ?
+			UNION SELECT s.hostname FROM host_status s WHERE NOT EXISTS (SELECT 1 FROM host_seen n WHERE n.hostname = s.hostname)`, cut)
+		if err != nil || len(candidates) == 0 {
+			return err
+		}
+		l, err := loadLiveness(ctx, tx)
+		if err != nil {
+			return err
+		}
+		live := map[string]bool{}
+		for _, h := range l.liveHeads() {
+			live[h.id] = true
+		}
+		driven := map[string]bool{}
+		err = inChunks(candidates, idChunk, func(chunk []string) error {
+			return eachRow(ctx, tx, func(rs row) error {
+				var name, id string
+				if err := rs.Scan(&name, &id); err != nil {
+					return err
+				}
+				if live[id] {
+					driven[name] = true
+				}
+				return nil
+			}, "SELECT hostname, rollout_id FROM rollout_hosts WHERE hostname IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+		})
+		if err != nil {
+			return err
+		}
+		for _, name := range candidates {
+			if !driven[name] {
+				gone = append(gone, name)
+			}
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		err = inChunks(gone, idChunk, func(chunk []string) error {
+			for _, table := range []string{"host_status", "host_seen"} {
+				if _, err := tx.exec(ctx, "DELETE FROM "+table+" WHERE hostname IN ("+placeholders(len(chunk))+")", anys(chunk)...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.bumpEpoch(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: prune hosts: %w", err)
+	}
+	slices.Sort(gone)
+	return gone, nil
+}

@@ -345,6 +345,10 @@ type Store interface {
 	// events and rollouts went, and keeps the newest event id it deleted
 	// as Watermark.PrunedEvents.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
+	// PruneHosts forgets the hosts that left the fleet: the status and
+	// last-seen time of every host inFleet does not name, no live rollout
+	// lists, and not heard from at or after before. It returns them.
+	PruneHosts(ctx context.Context, inFleet func(hostname string) bool, before time.Time) ([]string, error)
 	// PruneWebSessions deletes the dashboard sign-ins and sessions that
 	// expired before now, and returns how many went.
 	PruneWebSessions(ctx context.Context, now time.Time) (int64, error)

@@ -18,13 +18,14 @@ import (
 // between a lease's ticks (rfcs/0006 §Tick loop 3): after randomized
 // sequences of check-ins (statuses, urgent and batched last-seen times),
 // confirms and failed activations, operator intents (of live, finished
-// and unknown rollouts), releases, manifests replaced, prunes, leader
-// changes and runs of ticks that read only a few changed statuses each
-// (TickParams.MaxStatuses), every verifying tick's kept input equals a
-// cold load read in the same transaction (TickParams.Verify), so the tick
-// decides what a control plane that just started would; and the output of a tick made from the
-// kept input is the output Reconcile gives on a cold load of the same
-// store by another replica. Each sequence is seeded (the seed is logged;
+// and unknown rollouts), releases, manifests replaced, prunes, hosts
+// forgotten (PruneHosts), leader changes and runs of ticks that read only
+// a few changed statuses each (TickParams.MaxStatuses), every verifying
+// tick's kept input equals a cold load read in the same transaction
+// (TickParams.Verify), so the tick decides what a control plane that just
+// started would; and the output of a tick made from the kept input is the
+// output Reconcile gives on a cold load of the same store by another
+// replica. Each sequence is seeded (the seed is logged;
 // NIXFLEET_RESIDENT_SEED replays one).
 func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	seeds := []uint64{1, 2, 3}
@@ -37,11 +38,13 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	fb := testFleet(t)
 	all := append(slices.Clone(edgeHosts), stableHosts...)
 	m.checkIn(true, all...)
+	// Hosts that are not in the fleet any more, last heard an hour ago.
+	m.checkIn(false, "retired-1", "retired-2", "retired-3")
 	m.release(fb.Build(), fleetkit.Commit(1))
 	version := 1
 	holders := []string{"replica-a", "replica-b"}
 	holder := 0
-	ticks, verified, full, skipped, partial := 0, 0, 0, 0, 0
+	ticks, verified, full, skipped, partial, forgotten := 0, 0, 0, 0, 0, 0
 	for _, seed := range seeds {
 		t.Logf("sequence seed %d", seed)
 		rnd := rand.New(rand.NewPCG(seed, 0x6e6978666c656574))
@@ -194,13 +197,20 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 				_, _, err := s.Prune(m.ctx, m.now.Add(-10*time.Minute))
 				must(t, err)
 				m.resync()
+			case what < 84: // hosts that left the fleet are forgotten
+				left := all[rnd.IntN(len(all))]
+				inFleet := func(h string) bool { return h != left && slices.Contains(all, h) }
+				gone, err := s.PruneHosts(m.ctx, inFleet, m.now.Add(-time.Duration(rnd.IntN(900))*time.Second))
+				must(t, err)
+				forgotten += len(gone)
+				m.resync()
 			default: // time passes; online hosts check in (batched)
 				m.advance(time.Duration(5+rnd.IntN(120)) * time.Second)
 			}
 		}
 	}
-	t.Logf("%d ticks (%d checked against a cold load): %d loaded in full, %d skipped as quiet, %d left changed statuses for the next",
-		ticks, verified, full, skipped, partial)
+	t.Logf("%d ticks (%d checked against a cold load): %d loaded in full, %d skipped as quiet, %d left changed statuses for the next; %d hosts forgotten",
+		ticks, verified, full, skipped, partial, forgotten)
 	if partial == 0 {
 		t.Errorf("no tick left changed statuses for the next (TickParams.MaxStatuses)")
 	}

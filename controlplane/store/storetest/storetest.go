@@ -94,6 +94,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tick10000Hosts", testTick10000},
 		{"Analysis", testAnalysis},
 		{"ResidentEqualsColdLoad", testResidentEqualsColdLoad},
+		{"PruneHosts", testPruneHosts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

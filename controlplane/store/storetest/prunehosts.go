@@ -1,0 +1,77 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// testPruneHosts: PruneHosts forgets exactly the hosts that left the
+// fleet, that no live rollout lists, and that were not heard from since
+// the cut — a status without a last-seen time counts as unheard — and a
+// tick after it loads its input in full, without them. A host of the
+// fleet keeps its rows however old they are, and so does a host a live
+// rollout still lists.
+func testPruneHosts(t *testing.T, s store.Store) {
+	m := newSim(t, s)
+	fb := testFleet(t)
+	all := append(slices.Clone(edgeHosts), stableHosts...)
+	m.checkIn(true, all...)
+	m.release(fb.Build(), fleetkit.Commit(1))
+	m.tick()
+
+	old := m.now.Add(-48 * time.Hour)
+	st := store.HostStatus{Current: fleetkit.Closure("x", "v0"), Booted: fleetkit.Closure("x", "v0"), Probes: rc.ProbeSummary{Total: 1}}
+	for _, h := range []string{"gone-seen", "gone-unseen", "gone-recent"} {
+		_, err := s.RecordStatus(m.ctx, h, st)
+		must(t, err)
+	}
+	must(t, s.TouchHosts(m.ctx, map[string]time.Time{"gone-seen": old, "gone-recent": m.now, "gone-time-only": old,
+		edgeHosts[0]: old, stableHosts[0]: old}))
+
+	// The fleet: every host but edgeHosts[0], which its live rollout
+	// still lists, and the gone ones.
+	inFleet := func(h string) bool { return slices.Contains(all, h) && h != edgeHosts[0] }
+	gone, err := s.PruneHosts(m.ctx, inFleet, m.now.Add(-24*time.Hour))
+	must(t, err)
+	if want := []string{"gone-seen", "gone-time-only", "gone-unseen"}; !slices.Equal(gone, want) {
+		t.Fatalf("PruneHosts forgot %v, want %v", gone, want)
+	}
+	for _, h := range gone {
+		if _, err := s.Host(m.ctx, h); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s after it was forgotten: %v, want ErrNotFound", h, err)
+		}
+	}
+	for _, h := range []string{"gone-recent", edgeHosts[0], stableHosts[0]} {
+		rec, err := s.Host(m.ctx, h)
+		if err != nil || !rec.Seen {
+			t.Errorf("%s: %+v, %v; want it kept, seen", h, rec, err)
+		}
+	}
+	var rep store.TickReport
+	var in rc.Input
+	_, err = s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Report: func(r store.TickReport) { rep = r }},
+		func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
+	must(t, err)
+	if !rep.Full {
+		t.Error("the tick after hosts were forgotten used its kept input")
+	}
+	for _, h := range gone {
+		if _, ok := in.Hosts[h]; ok {
+			t.Errorf("the tick after %s was forgotten still observes it", h)
+		}
+	}
+	if _, ok := in.Hosts["gone-recent"]; !ok {
+		t.Error("the tick lost gone-recent, heard since the cut")
+	}
+	again, err := s.PruneHosts(m.ctx, inFleet, m.now.Add(-24*time.Hour))
+	must(t, err)
+	if len(again) != 0 {
+		t.Errorf("a second prune forgot %v", again)
+	}
+}
