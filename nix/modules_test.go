@@ -643,7 +643,8 @@ func TestControlPlaneModule(t *testing.T) {
 		t.Errorf("assertions %q, warnings %q", e.FailedAssertions, e.Warnings)
 	}
 	u := e.unit(t, "nixfleet-control-plane")
-	for k, want := range map[string]any{"User": "nixfleet-cp", "Group": "nixfleet-cp", "StateDirectory": "nixfleet-cp", "Restart": "on-failure"} {
+	for k, want := range map[string]any{"User": "nixfleet-cp", "Group": "nixfleet-cp", "StateDirectory": "nixfleet-cp", "Restart": "on-failure",
+		"LimitNOFILE": float64(1 << 20)} {
 		if got := u.ServiceConfig[k]; got != want {
 			t.Errorf("serviceConfig.%s = %v, want %v", k, got, want)
 		}

@@ -376,7 +376,19 @@ in
       type = types.nullOr common.duration;
       default = null;
       example = "720h";
-      description = "How long events and finished rollouts are kept (default 720h).";
+      description = "How long events and finished rollouts are kept, and hosts that left the fleet are remembered while unheard (default 720h).";
+    };
+
+    maxOpenFiles = mkOption {
+      type = types.ints.positive;
+      default = 1048576;
+      example = 262144;
+      description = ''
+        The service's open file limit (LimitNOFILE). Every connected agent
+        holds a connection, so it must be above the fleet size with room
+        for the database pool and the repository (the default, the
+        kernel's usual fs.nr_open, is above a fleet of 100,000 hosts).
+      '';
     };
 
     prometheus = {
@@ -519,6 +531,7 @@ in
         StateDirectoryMode = "0750";
         Restart = "on-failure";
         RestartSec = "5s";
+        LimitNOFILE = cfg.maxOpenFiles;
         LoadCredential =
           lib.optional (cfg.tls.keyFile != null) "tls-key:${cfg.tls.keyFile}"
           ++ lib.optional (cfg.webhookSecretFile != null) "webhook-secret:${cfg.webhookSecretFile}"
