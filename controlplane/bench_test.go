@@ -3,7 +3,7 @@
 //
 // BenchmarkScale starts a control plane in this process, on PostgreSQL
 // (NIXFLEET_TEST_PG) with production settings (real clock, a tick every
-// 30 s, a trigger ticking at once or after a 250 ms window, git polled
+// 30 s, a trigger ticking at once or after a 100 ms window, git polled
 // every 5 s; no rate limits, since every simulated host comes from one
 // address), serving
 // HTTPS with client certificates, and a load process (benchhelp_test.go)

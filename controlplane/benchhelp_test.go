@@ -606,7 +606,7 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 	e := newEnv(tb, "postgres", spec, func(c *controlplane.Config) {
 		// Production settings: real time (last-seen times move, so every
 		// flush writes them; status tags age), a tick every 30 s,
-		// a trigger ticks at once or at the end of a 250 ms window
+		// a trigger ticks at once or at the end of a 100 ms window
 		// (leading-edge debounce), git polled every 5 s.
 		c.Now = time.Now
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0

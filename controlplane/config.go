@@ -40,7 +40,7 @@ type Config struct {
 	ReplicaID string
 	// TickInterval is the periodic tick (default 30s); Debounce is the
 	// window after a tick starts in which triggers wait and become one tick
-	// at its end (default 250ms; a trigger outside it ticks at once);
+	// at its end (default 100ms; a trigger outside it ticks at once);
 	// LeaseTTL is the leader lease (default 10s).
 	TickInterval time.Duration
 	Debounce     time.Duration
@@ -86,7 +86,7 @@ func (c *Config) setDefaults() {
 		c.TickInterval = 30 * time.Second
 	}
 	if c.Debounce <= 0 {
-		c.Debounce = 250 * time.Millisecond
+		c.Debounce = 100 * time.Millisecond
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 10 * time.Second

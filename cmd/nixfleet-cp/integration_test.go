@@ -275,7 +275,7 @@ const (
 	pollInterval = 3 * time.Second
 	leaseTTL     = 2 * time.Second
 	// debounce is nixfleet-cp's default --debounce, which the tests keep.
-	debounce = 250 * time.Millisecond
+	debounce = 100 * time.Millisecond
 )
 
 // twoWaveSpec: canary in wave 0, two web hosts in wave 1, no soak.

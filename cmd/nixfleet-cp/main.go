@@ -65,7 +65,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "tick-interval", Value: 30 * time.Second, EnvVars: env("tick-interval"), Usage: "periodic tick"},
 			&cli.DurationFlag{Name: "poll-interval", Value: 5 * time.Second, EnvVars: env("poll-interval"), Usage: "git poll"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: 10 * time.Second, EnvVars: env("lease-ttl"), Usage: "leader lease"},
-			&cli.DurationFlag{Name: "debounce", Value: 250 * time.Millisecond, EnvVars: env("debounce"), Usage: "a trigger ticks at once unless a tick started within this `DURATION`; then the triggers of the window become one tick at its end"},
+			&cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, EnvVars: env("debounce"), Usage: "a trigger ticks at once unless a tick started within this `DURATION`; then the triggers of the window become one tick at its end"},
 			&cli.DurationFlag{Name: "web-session-ttl", Value: 8 * time.Hour, EnvVars: env("web-session-ttl"), Usage: "how long a dashboard sign-in lasts (rfcs/0011)"},
 			&cli.DurationFlag{Name: "retention", Value: 30 * 24 * time.Hour, EnvVars: env("retention"), Usage: "keep events and finished rollouts this long, and hosts that left the fleet while unheard (negative: keep everything)"},
 			&cli.DurationFlag{Name: "offline-threshold", Value: reconciler.DefaultOfflineThreshold, EnvVars: env("offline-threshold")},
