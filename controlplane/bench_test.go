@@ -414,6 +414,7 @@ func TestScaleLoad(t *testing.T) {
 	t.Parallel()
 	const n, conns = 200, 150
 	cb := newBench(t, benchOpts{hosts: n, conns: conns, canary: true})
+	cb.limit = 2 * time.Minute
 	short := cb.loadHosts() - conns
 	w0 := cb.watermark(t)
 	for _, op := range []loadOp{{Kind: "closed", Count: 2 * cb.loadHosts(), Workers: 8}, {Kind: "open", Count: 200, Rate: 400}} {

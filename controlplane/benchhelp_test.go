@@ -565,8 +565,12 @@ type checkinBench struct {
 	// hosts connected (memSample).
 	before            memSample
 	fdsAfter, loadFDs int
-	// trials are BenchmarkScale's push-dispatch trials, once run.
+	// trials are BenchmarkScale's push-dispatch trials, once run; signed
+	// is when the last release was signed.
 	trials []trialResult
+	signed time.Time
+	// limit bounds each wait of a trial (trialLimit).
+	limit time.Duration
 }
 
 // benchOpts shape a checkinBench.
@@ -611,7 +615,7 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 		c.Now = time.Now
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0
 	})
-	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
+	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, signed: time.Now(), limit: trialLimit, rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
 	tb.Logf("%d hosts: fleet signed, control plane ready in %s", n, cb.sign.Round(time.Millisecond))
 	st, err := store.Open(ctx, e.cfg.DB)
 	if err != nil {

@@ -63,12 +63,24 @@ func newHub(st store.Store, log *slog.Logger, m *metrics, clk clock.Clock, b *bo
 		soaks: map[string]time.Time{}}
 }
 
-// activationKey identifies what a host must do; a change wakes it.
+// activationKey identifies what a host's agent must act on: the target of
+// its check-in answer (an activation or a rollback: rollout, closure,
+// token) and, while it soaks, the soak whose end its check-ins bring
+// (reconciler.AgentAnswer). A change wakes its long-poll. Every other
+// state answers no target and the idle cadence, so a change among them
+// (a new rollout listing the host as Pending, another gate holding it)
+// wakes nothing: the agent has nothing to do, and learns the reason at
+// its next check-in. A push thus wakes the hosts it dispatches, not the
+// fleet.
 func activationKey(a reconciler.Assignment, ok bool) string {
 	if !ok {
 		return ""
 	}
-	return a.RolloutID + "|" + string(a.Host.State) + "|" + a.Host.Target + "|" + strconv.FormatInt(a.Host.Since.UnixMicro(), 10) + "|" + a.Host.Blocked.Code
+	switch a.Host.State {
+	case reconciler.HostActivating, reconciler.HostRollingBack, reconciler.HostSoaking:
+		return a.RolloutID + "|" + string(a.Host.State) + "|" + a.Host.Target + "|" + a.Host.Previous + "|" + strconv.FormatInt(a.Host.Since.UnixMicro(), 10)
+	}
+	return ""
 }
 
 // refresh reloads the assignments and wakes the hosts whose activation
