@@ -20,6 +20,19 @@
 //	                       process, and one client address ~28,000 ports
 //	                       towards one server port
 //	NIXFLEET_BENCH_TRIALS  push-dispatch trials (default 20)
+//	NIXFLEET_BENCH_CLOSED  the closed runs' worker counts (default 16,64;
+//	                       none: skip them)
+//	NIXFLEET_BENCH_OFFLINE the control plane's offline threshold (default
+//	                       5m). Raise it when the hosts on short
+//	                       connections cannot all check in within half of
+//	                       it on the machine (at 100,000 hosts here:
+//	                       NIXFLEET_BENCH_OFFLINE=40m): a host silent for
+//	                       the threshold is judged, and a half-silent
+//	                       channel holds everything. Before each run the
+//	                       hosts heard from longer than 15% of it ago check
+//	                       in (heardAge)
+//	NIXFLEET_BENCH_RUNPROFILE  a path: CPU profiles of this process during
+//	                       each closed and open run, at <path>-<run>
 //
 // The sizes of issue 18, one after the other, each run once (record
 // figures on a PostgreSQL with fsync on; the throwaway ones of .ci/pg and
@@ -55,7 +68,9 @@
 //     p99.9): a check-in over a connection of its own pays a TLS
 //     handshake, whose CPU both ends spend on this one machine.
 //   - open-2000: check-ins start at 2,000 a second for 30 s, whatever the
-//     answers take, with the periodic tick running; p50_ms, p99_ms,
+//     answers take, with the periodic tick running (open-2000-kept: the
+//     same over the hosts on kept connections only, when some have none:
+//     what a fleet whose agents all keep their connection sees); p50_ms, p99_ms,
 //     p99.9_ms from when each was due (so a server that falls behind shows
 //     in them; each host's check-ins run one after the other, so below
 //     ~10,000 hosts a host that falls behind also delays its own next),
@@ -171,14 +186,29 @@ func BenchmarkScale(b *testing.B) {
 	sizes := benchEnv(b, "NIXFLEET_BENCH_HOSTS", 10000)
 	conns := benchEnv(b, "NIXFLEET_BENCH_CONNS", 19000)[0]
 	trials := benchEnv(b, "NIXFLEET_BENCH_TRIALS", 20)[0]
+	var closed []int
+	if v := os.Getenv("NIXFLEET_BENCH_CLOSED"); v != "none" {
+		closed = benchEnv(b, "NIXFLEET_BENCH_CLOSED", 16)
+		if v == "" {
+			closed = []int{16, 64}
+		}
+	}
+	var offline time.Duration
+	if v := os.Getenv("NIXFLEET_BENCH_OFFLINE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute {
+			b.Fatalf("NIXFLEET_BENCH_OFFLINE=%q: want a duration of a minute or more", v)
+		}
+		offline = d
+	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			if n < 2 {
 				b.Fatalf("a fleet of %d hosts: the canary and at least one more", n)
 			}
-			cb := newBench(b, benchOpts{hosts: n, conns: min(conns, n-1), canary: true})
+			cb := newBench(b, benchOpts{hosts: n, conns: min(conns, n-1), canary: true, offline: offline})
 			b.Run("onboard", cb.benchOnboard)
-			for _, w := range []int{16, 64} {
+			for _, w := range closed {
 				b.Run(fmt.Sprintf("closed-%d", w), func(b *testing.B) {
 					cb.keepHeard(b)
 					cb.benchRun(b, loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: w})
@@ -188,6 +218,12 @@ func BenchmarkScale(b *testing.B) {
 				cb.keepHeard(b)
 				cb.benchRun(b, loadOp{Kind: "open", Count: 30 * 2000, Rate: 2000})
 			})
+			if cb.conns < cb.loadHosts() {
+				b.Run("open-2000-kept", func(b *testing.B) {
+					cb.keepHeard(b)
+					cb.benchRun(b, loadOp{Kind: "open", Count: 30 * 2000, Rate: 2000, Kept: true})
+				})
+			}
 			b.Run("tick-idle", func(b *testing.B) {
 				cb.keepHeard(b)
 				cb.benchTick(b)
@@ -286,10 +322,15 @@ func (cb *checkinBench) benchRun(b *testing.B, op loadOp) {
 	stopTicks := cb.watchTicks()
 	var lat, sent, kept, short []int64
 	var elapsed time.Duration
-	if f := os.Getenv("DEBUG_PROF"); f != "" {
-		pf, _ := os.Create(f + "-" + strings.ReplaceAll(b.Name(), "/", "_"))
-		pprof.StartCPUProfile(pf)
-		defer pprof.StopCPUProfile()
+	if path := os.Getenv("NIXFLEET_BENCH_RUNPROFILE"); path != "" {
+		f, err := os.Create(path + "-" + strings.ReplaceAll(b.Name(), "/", "_"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	for b.Loop() {
 		res := cb.load.run(b, op)
@@ -417,10 +458,16 @@ func TestScaleLoad(t *testing.T) {
 	cb.limit = 2 * time.Minute
 	short := cb.loadHosts() - conns
 	w0 := cb.watermark(t)
-	for _, op := range []loadOp{{Kind: "closed", Count: 2 * cb.loadHosts(), Workers: 8}, {Kind: "open", Count: 200, Rate: 400}} {
+	for _, op := range []loadOp{{Kind: "closed", Count: 2 * cb.loadHosts(), Workers: 8}, {Kind: "open", Count: 200, Rate: 400},
+		{Kind: "open", Count: 2 * conns, Rate: 400, Kept: true}} {
 		res := cb.load.run(t, op)
 		if res.Errors > 0 {
 			t.Fatalf("%s: %d check-ins failed, the first: %s", op.Kind, res.Errors, res.FirstError)
+		}
+		if kept, short := strings.Count(res.Short, "k"), strings.Count(res.Short, "s"); op.Kept && (kept != op.Count || short != 0) {
+			t.Errorf("a run over the kept connections: %d check-ins over kept connections, %d over one each; want %d and none", kept, short, op.Count)
+		} else if !op.Kept && short == 0 {
+			t.Errorf("%s: no check-in over a connection of its own", op.Kind)
 		}
 		// One descriptor for each kept connection, none left for the
 		// hosts that open one per request.

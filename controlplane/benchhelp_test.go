@@ -126,6 +126,9 @@ type loadOp struct {
 	Age     time.Duration `json:"age,omitempty"`
 	Wait    int           `json:"wait,omitempty"`
 	Cancel  bool          `json:"cancel,omitempty"`
+	// Kept: a closed or open run goes over the hosts that keep their
+	// connection only, in a rotation of their own.
+	Kept bool `json:"kept,omitempty"`
 }
 
 // loadResult is what a run measured.
@@ -194,6 +197,7 @@ func serveLoad(in io.Reader, out io.Writer) error {
 		d.hosts[i] = &loadHost{Host: simagent.New(name, key, c, fleetrepo.Closure(name, cfg.Version)), short: !ka}
 		if ka {
 			keep++
+			d.kept = append(d.kept, d.hosts[i])
 		}
 	}
 	d.short = make(chan struct{}, shortSlots(keep))
@@ -233,6 +237,10 @@ func shortSlots(keep int) int {
 type loadDriver struct {
 	hosts []*loadHost
 	next  int // the host the next run starts with
+	// kept are the hosts that keep their connection, and nextKept the one
+	// the next run over them starts with (loadOp.Kept).
+	kept     []*loadHost
+	nextKept int
 	// short holds a token while a host without a kept connection has one
 	// open (shortSlots).
 	short chan struct{}
@@ -267,7 +275,11 @@ func (d *loadDriver) step(ctx context.Context, h *loadHost, wait time.Duration) 
 }
 
 func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
-	n := len(d.hosts)
+	hosts, next := d.hosts, &d.next
+	if op.Kept {
+		hosts, next = d.kept, &d.nextKept
+	}
+	n := len(hosts)
 	switch op.Kind {
 	case "hold":
 		return d.hold(op)
@@ -291,9 +303,9 @@ func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 	if op.Count <= 0 || n == 0 {
 		return loadResult{}, fmt.Errorf("a run of %d check-ins over %d hosts", op.Count, n)
 	}
-	first := d.next
-	d.next = (first + op.Count) % n
-	host := func(j int) *loadHost { return d.hosts[(first+j)%n] }
+	first := *next
+	*next = (first + op.Count) % n
+	host := func(j int) *loadHost { return hosts[(first+j)%n] }
 	if op.Kind == "closed" {
 		return d.closed(ctx, op.Workers, op.Count, host), nil
 	}
@@ -571,6 +583,9 @@ type checkinBench struct {
 	signed time.Time
 	// limit bounds each wait of a trial (trialLimit).
 	limit time.Duration
+	// heardAge: hosts heard from longer ago check in before a run
+	// (keepHeard).
+	heardAge time.Duration
 }
 
 // benchOpts shape a checkinBench.
@@ -582,6 +597,12 @@ type benchOpts struct {
 	// canary: scaleSpec's fleet, whose canary (host 0, wave 0) this
 	// process simulates, instead of benchSpec's.
 	canary bool
+	// offline is the control plane's offline threshold (0: the default,
+	// 5 min). A fleet whose hosts on short connections take longer than
+	// half of it to check in once each, on this machine, needs more: a
+	// host silent for the threshold is judged, and a channel half silent
+	// holds everything.
+	offline time.Duration
 }
 
 // driveWorkers is how many hosts check in at once while a rollout is
@@ -614,8 +635,11 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 		// (leading-edge debounce), git polled every 5 s.
 		c.Now = time.Now
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0
+		if o.offline > 0 {
+			c.Tunables.OfflineThresholdSeconds = int(o.offline / time.Second)
+		}
 	})
-	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, signed: time.Now(), limit: trialLimit, rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
+	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, signed: time.Now(), limit: trialLimit, heardAge: heardAge, rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
 	tb.Logf("%d hosts: fleet signed, control plane ready in %s", n, cb.sign.Round(time.Millisecond))
 	st, err := store.Open(ctx, e.cfg.DB)
 	if err != nil {
@@ -627,6 +651,9 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 	tb.Cleanup(cb.mc.CloseIdleConnections)
 	if o.canary {
 		cb.canary, cb.first = newBenchCanary(tb, e, benchHostName(0)), 1
+	}
+	if o.offline > 0 {
+		cb.heardAge = o.offline * 3 / 20
 	}
 	cb.conns = n - cb.first
 	if o.conns > 0 {
@@ -698,6 +725,14 @@ func (cb *checkinBench) drive(tb testing.TB) {
 			time.Sleep(1100 * time.Millisecond)
 		}
 		cb.e.srv.TickNow(ctx)
+		if cb.canary != nil {
+			// The canary acts on what that tick decided at once, not a
+			// pass later: a pass of 100,000 hosts outlasts its confirm
+			// window.
+			if err := cb.canary.step(ctx); err != nil {
+				tb.Fatalf("pass %d: the canary: %v", pass, err)
+			}
+		}
 		c := cb.counts(tb)
 		if c[reconciler.HostConverged] == cb.n {
 			return

@@ -119,17 +119,18 @@ func (k *benchCanary) step(ctx context.Context) error {
 // tick; one silent for the threshold is judged, and a channel more than
 // half silent holds everything (partial visibility, rfcs/0003 rule 6). At
 // 100,000 hosts a rotation takes about a minute, so the trials there run
-// between rotations.
+// between rotations. It is 15% of the offline threshold: 45 s of the
+// default 5 min (benchOpts.offline raises both).
 const heardAge = 45 * time.Second
 
 // keepHeard has the hosts heard from more than heardAge ago check in.
 func (cb *checkinBench) keepHeard(tb testing.TB) {
 	tb.Helper()
-	res := cb.load.run(tb, loadOp{Kind: "refresh", Age: heardAge, Workers: driveWorkers})
+	res := cb.load.run(tb, loadOp{Kind: "refresh", Age: cb.heardAge, Workers: driveWorkers})
 	if res.Errors > 0 {
 		tb.Fatalf("keeping the hosts heard: %d of %d check-ins failed, the first: %s", res.Errors, len(res.Latency), res.FirstError)
 	}
-	if cb.canary != nil && time.Since(cb.canary.last) > heardAge {
+	if cb.canary != nil && time.Since(cb.canary.last) > cb.heardAge {
 		if err := cb.canary.step(context.Background()); err != nil {
 			tb.Fatal(err)
 		}

@@ -9,6 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +33,9 @@ import (
 //
 //	go test ./controlplane -run '^$' -bench 'HostPage|RolloutList' -benchtime 10x -timeout 30m
 //
+// NIXFLEET_BENCH_PAGES=hosts:past sets other sizes (e.g. 100000:100), and
+// NIXFLEET_BENCH_BACKEND one backend (sqlite or postgres).
+//
 // Each sub-benchmark times one GET (client side: TLS, HTTP, reading the
 // body) and reports bytes/page and items/page; walk
 // reads every page, following next, and reports pages and bytes in all.
@@ -37,6 +44,28 @@ const (
 	pagesHosts = 10000
 	pagesPast  = 1000
 )
+
+// pagesSizes is the fleet and the past rollouts of the list benchmarks
+// (NIXFLEET_BENCH_PAGES), and the backends they run on.
+func pagesSizes(b *testing.B) (hosts, past int, on []string) {
+	hosts, past, on = pagesHosts, pagesPast, backends
+	if v := os.Getenv("NIXFLEET_BENCH_PAGES"); v != "" {
+		h, p, ok := strings.Cut(v, ":")
+		var err1, err2 error
+		hosts, err1 = strconv.Atoi(h)
+		past, err2 = strconv.Atoi(p)
+		if !ok || err1 != nil || err2 != nil || hosts < 10 || past < 0 {
+			b.Fatalf("NIXFLEET_BENCH_PAGES=%q: want hosts:past, e.g. 100000:100", v)
+		}
+	}
+	if v := os.Getenv("NIXFLEET_BENCH_BACKEND"); v != "" {
+		if !slices.Contains(backends, v) {
+			b.Fatalf("NIXFLEET_BENCH_BACKEND=%q: want one of %v", v, backends)
+		}
+		on = []string{v}
+	}
+	return hosts, past, on
+}
 
 // pagesSpec is fleetkit.Synthetic's fleet as a fleetrepo spec: three
 // channels with a canary, a 10% and a rest wave, rack and role tags, and
@@ -299,9 +328,10 @@ func (pe *pagesEnv) benchList(b *testing.B, member, cursor string, paths map[str
 // limit), a page of the largest limit, a page filtered by state, and every
 // page.
 func BenchmarkHostPage(b *testing.B) {
-	for _, backend := range backends {
+	hosts, past, on := pagesSizes(b)
+	for _, backend := range on {
 		b.Run(backend, func(b *testing.B) {
-			pe := newPagesEnv(b, backend, pagesHosts, pagesPast)
+			pe := newPagesEnv(b, backend, hosts, past)
 			pe.benchList(b, "hosts", "after", map[string]string{
 				"first":    "/v1/hosts",
 				"max":      "/v1/hosts?limit=5000",
@@ -315,9 +345,10 @@ func BenchmarkHostPage(b *testing.B) {
 // limit), a page of the largest limit, a page of one channel's, and every
 // page; and GET /v1/rollouts/{id} of a 3,334-host rollout (show).
 func BenchmarkRolloutList(b *testing.B) {
-	for _, backend := range backends {
+	hosts, past, on := pagesSizes(b)
+	for _, backend := range on {
 		b.Run(backend, func(b *testing.B) {
-			pe := newPagesEnv(b, backend, pagesHosts, pagesPast)
+			pe := newPagesEnv(b, backend, hosts, past)
 			pe.benchList(b, "rollouts", "before", map[string]string{
 				"first":    "/v1/rollouts",
 				"max":      "/v1/rollouts?limit=1000",
