@@ -715,7 +715,11 @@ func (cb *checkinBench) drive(tb testing.TB) {
 				tb.Fatalf("pass %d: the canary: %v", pass, err)
 			}
 		}
+		stop := cb.stepCanary(ctx)
 		res := cb.load.run(tb, loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: driveWorkers})
+		if err := stop(); err != nil {
+			tb.Fatalf("pass %d: the canary: %v", pass, err)
+		}
 		if res.Errors > 0 {
 			tb.Fatalf("pass %d: %d check-ins failed, the first: %s", pass, res.Errors, res.FirstError)
 		}
@@ -740,6 +744,41 @@ func (cb *checkinBench) drive(tb testing.TB) {
 		soaking = c[reconciler.HostSoaking]+c[reconciler.HostConverged] == cb.n
 	}
 }
+
+// stepCanary has the canary check in every canaryStep while a pass runs,
+// and act on what it is answered, as its agent would: a pass of 100,000
+// hosts outlasts its confirm window. stop ends it and returns its first
+// error.
+func (cb *checkinBench) stepCanary(ctx context.Context) (stop func() error) {
+	if cb.canary == nil {
+		return func() error { return nil }
+	}
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(canaryStep)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				errc <- nil
+				return
+			case <-t.C:
+				if err := cb.canary.step(ctx); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() error {
+		close(done)
+		return <-errc
+	}
+}
+
+// canaryStep is how often the canary checks in during a pass.
+const canaryStep = 5 * time.Second
 
 // counts returns the hosts by state in the rollouts that drive them, as
 // the control plane's gauge nixfleet_hosts has them (its view after its
