@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ func (h head) newer(o head) bool {
 type liveness struct {
 	heads    []head
 	latest   map[string]string // channel -> id of its latest rollout
-	inFlight map[string]bool   // rollouts with a host in flight
+	inFlight map[string]bool   // finished rollouts, not their channel's latest, with a host in flight
 	intended map[string]bool   // rollouts named by an unconsumed intent
 }
 
@@ -56,7 +57,25 @@ func loadLiveness(ctx context.Context, c conn) (*liveness, error) {
 	slices.SortFunc(l.heads, func(a, b head) int {
 		return cmp.Or(cmp.Compare(a.opened, b.opened), strings.Compare(a.id, b.id))
 	})
-	if l.inFlight, err = stringSet(ctx, c, "SELECT DISTINCT rollout_id FROM rollout_hosts WHERE state IN ("+inFlightStates+")"); err != nil {
+	// A host in flight matters only to the rollouts that nothing else
+	// keeps live (live, prunable): the finished ones that are not their
+	// channel's latest. They are asked by key (the partial index
+	// rollout_hosts_in_flight), so a request does not read the in-flight
+	// rows of the rollouts under way: 100,000 of them while a fleet
+	// switches, for every confirm.
+	var finished []any
+	for _, h := range l.heads {
+		if h.state.Terminal() && l.latest[h.channel] != h.id {
+			finished = append(finished, h.id)
+		}
+	}
+	l.inFlight = map[string]bool{}
+	err = inChunks(finished, idChunk, func(ids []any) error {
+		set, err := stringSet(ctx, c, "SELECT DISTINCT rollout_id FROM rollout_hosts WHERE state IN ("+inFlightStates+") AND rollout_id IN ("+placeholders(len(ids))+")", ids...)
+		maps.Copy(l.inFlight, set)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if l.intended, err = stringSet(ctx, c, "SELECT DISTINCT rollout_id FROM intents WHERE consumed = 0"); err != nil {
