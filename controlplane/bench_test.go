@@ -22,8 +22,8 @@
 //	NIXFLEET_BENCH_TRIALS  push-dispatch trials (default 20)
 //	NIXFLEET_BENCH_CLOSED  the closed runs' worker counts (default 16,64;
 //	                       none: skip them)
-//	NIXFLEET_BENCH_OFFLINE the control plane's offline threshold (default
-//	                       5m). Raise it when the hosts on short
+//	NIXFLEET_BENCH_OFFLINE the control plane's offline threshold and
+//	                       confirm window (default 5m). Raise them when the hosts on short
 //	                       connections cannot all check in within half of
 //	                       it on the machine (at 100,000 hosts here:
 //	                       NIXFLEET_BENCH_OFFLINE=40m): a host silent for

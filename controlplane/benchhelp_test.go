@@ -597,8 +597,8 @@ type benchOpts struct {
 	// canary: scaleSpec's fleet, whose canary (host 0, wave 0) this
 	// process simulates, instead of benchSpec's.
 	canary bool
-	// offline is the control plane's offline threshold (0: the default,
-	// 5 min). A fleet whose hosts on short connections take longer than
+	// offline is the control plane's offline threshold and confirm
+	// window (0: their defaults, 5 min). A fleet whose hosts on short connections take longer than
 	// half of it to check in once each, on this machine, needs more: a
 	// host silent for the threshold is judged, and a channel half silent
 	// holds everything.
@@ -636,7 +636,10 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 		c.Now = time.Now
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0
 		if o.offline > 0 {
+			// The confirm window too: while onboarding, a host learns of
+			// its dispatch at its next check-in, a pass later.
 			c.Tunables.OfflineThresholdSeconds = int(o.offline / time.Second)
+			c.Tunables.ConfirmWindowSeconds = int(o.offline / time.Second)
 		}
 	})
 	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, signed: time.Now(), limit: trialLimit, heardAge: heardAge, rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
