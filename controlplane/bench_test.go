@@ -186,12 +186,13 @@ func BenchmarkScale(b *testing.B) {
 	sizes := benchEnv(b, "NIXFLEET_BENCH_HOSTS", 10000)
 	conns := benchEnv(b, "NIXFLEET_BENCH_CONNS", 19000)[0]
 	trials := benchEnv(b, "NIXFLEET_BENCH_TRIALS", 20)[0]
-	var closed []int
-	if v := os.Getenv("NIXFLEET_BENCH_CLOSED"); v != "none" {
-		closed = benchEnv(b, "NIXFLEET_BENCH_CLOSED", 16)
-		if v == "" {
-			closed = []int{16, 64}
-		}
+	closed := []int{16, 64}
+	switch os.Getenv("NIXFLEET_BENCH_CLOSED") {
+	case "":
+	case "none":
+		closed = nil
+	default:
+		closed = benchEnv(b, "NIXFLEET_BENCH_CLOSED", 0)
 	}
 	var offline time.Duration
 	if v := os.Getenv("NIXFLEET_BENCH_OFFLINE"); v != "" {

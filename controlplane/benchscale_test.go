@@ -5,6 +5,7 @@ package controlplane_test
 // and the memory a long-poll holds.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -121,7 +122,9 @@ func (k *benchCanary) step(ctx context.Context) error {
 // 100,000 hosts a rotation takes about a minute, so the trials there run
 // between rotations. It is 15% of the offline threshold: 45 s of the
 // default 5 min (benchOpts.offline raises both).
-const heardAge = 45 * time.Second
+func heardAge(offline time.Duration) time.Duration {
+	return cmp.Or(offline, reconciler.DefaultOfflineThreshold) * 3 / 20
+}
 
 // keepHeard has the hosts heard from more than heardAge ago check in.
 func (cb *checkinBench) keepHeard(tb testing.TB) {
