@@ -464,6 +464,7 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 		Channel: channel, Ref: ref, SourceCommit: commit.Hash.String(), SignedAt: res.SignedAt,
 		FleetBody: fleetBody, FleetSig: fleetSig, FleetHash: res.SHA256,
 		ManifestBody: mBody, ManifestSig: mSig, ManifestHash: mres.SHA256, VerifiedAt: now,
+		Fleet: fleet, Manifest: mres.Manifest,
 	}, fleet, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
@@ -89,6 +90,57 @@ func TestPollSignalsOnce(t *testing.T) {
 	}
 	if w := src.board.take(); w != 0 {
 		t.Errorf("a poll with nothing new posted %b", w)
+	}
+}
+
+// TestVerifiedArtifactsDecodeAsStored: the fleet and manifest the source
+// decoded while verifying a release, which seed the store's cache for the
+// tick that opens it (store.Release.Fleet), equal what the store decodes
+// from the stored bodies: a tick decides the same whichever it reads.
+func TestVerifiedArtifactsDecodeAsStored(t *testing.T) {
+	dir := t.TempDir()
+	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0, 15}},
+		Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0), fleetrepo.NewHost("prod-2", "prod", 1), fleetrepo.NewHost("prod-3", "prod", 1)}}
+	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := trust.ParseRoots(repo.TrustJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, nil, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	if err := src.open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	unsigned, err := spec.Fleet("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := repo.Release(unsigned, "0000001000000000000000000000000000000000", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _, err := src.verify("prod", commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Fleet == nil || rel.Manifest == nil {
+		t.Fatalf("the verified release carries fleet %v, manifest %v: want both decoded", rel.Fleet != nil, rel.Manifest != nil)
+	}
+	f, err := proto.DecodeFleetResolved(rel.FleetBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := proto.DecodeRolloutManifest(rel.ManifestBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(f, rel.Fleet); diff != "" {
+		t.Errorf("fleet as the store decodes it (-) and as verified (+):\n%s", diff)
+	}
+	if diff := cmp.Diff(m, rel.Manifest); diff != "" {
+		t.Errorf("manifest as the store decodes it (-) and as verified (+):\n%s", diff)
 	}
 }
 

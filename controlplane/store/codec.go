@@ -378,6 +378,25 @@ func newCache() *cache {
 		statuses: map[string]cachedStatus{}, frozen: map[string]cachedFrozen{}}
 }
 
+// seed keeps the decoded artifacts of the releases stored without error
+// (Release.Fleet, Release.Manifest) for the tick that loads them next;
+// that tick's loadChannels keeps only what the channels then hold.
+func (c *cache) seed(rs []Release, errs []error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, r := range rs {
+		if errs[i] != nil {
+			continue
+		}
+		if r.Fleet != nil {
+			c.fleets[r.FleetHash] = r.Fleet
+		}
+		if r.Manifest != nil {
+			c.manifests[r.ManifestHash] = r.Manifest
+		}
+	}
+}
+
 // frozenOf decodes a rollout's frozen JSON, or returns the cached value
 // for the same text.
 func (c *cache) frozenOf(id, text string) (frozen, error) {

@@ -50,6 +50,7 @@ func (s *db) PutReleases(ctx context.Context, rs []Release) ([]error, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.cache.seed(rs, errs)
 	return errs, nil
 }
 

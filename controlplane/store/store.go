@@ -78,6 +78,14 @@ type Release struct {
 	// ManifestHash is the manifest's content hash.
 	ManifestHash string
 	VerifiedAt   time.Time
+	// Fleet and Manifest, when set, are FleetBody and ManifestBody as the
+	// caller decoded them while verifying them, strictly as proto decodes
+	// them. The store keeps them by hash once the release is stored, so
+	// the tick that opens it does not decode them again (a 100,000-host
+	// fleet costs a large part of a second). Nobody may modify them
+	// afterwards: ticks share them. Nil: the tick decodes the bodies.
+	Fleet    *proto.FleetResolved
+	Manifest *proto.RolloutManifest
 }
 
 // Manifest is the manifest a rollout serves to agents, bytes as signed.
