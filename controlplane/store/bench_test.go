@@ -16,6 +16,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/controlplane/store/storetest"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
+	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -155,6 +156,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 			}
 		}
 	})
+	b.Run("open", func(b *testing.B) { benchOpen(b, s, lease, n, now) })
 	b.Run("churn", func(b *testing.B) {
 		b.ReportAllocs()
 		flip := 0
@@ -180,6 +182,83 @@ func benchTick(b *testing.B, s store.Store, n int) {
 			}
 		}
 	})
+}
+
+// benchOpen measures the tick a push asks for: every channel has a new
+// release with a new closure for every host (untimed, as is halting the
+// rollouts it supersedes); the tick decodes it, opens the rollouts (those
+// whose channel has no host activating) with a
+// row per host and dispatches their first waves. The releases come with
+// their decoded artifacts, as the control plane's source stores them.
+// Push→dispatch at the control plane is verifying the release, storing it
+// (put_ms) and this tick (BENCHMARKS.md).
+func benchOpen(b *testing.B, s store.Store, lease store.Lease, n int, now time.Time) {
+	ctx := context.Background()
+	round := 1
+	var put time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		round++
+		_, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) {
+			var out rc.Output
+			for _, r := range in.Rollouts {
+				if r.State.Terminal() || r.State == rc.RolloutHalted {
+					continue
+				}
+				from := r.State
+				r.Hosts, r.State = nil, rc.RolloutHalted
+				out.Rollouts = append(out.Rollouts, rc.RolloutUpdate{From: from, Rollout: r})
+			}
+			return out, nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := fleetkit.Synthetic(n)
+		f.ChannelEdges = nil
+		for name, h := range f.Hosts {
+			c := fmt.Sprintf("%s-r%d", *h.ClosureHash, round)
+			h.ClosureHash = &c
+			f.Hosts[name] = h
+		}
+		rels := storetest.Releases(b, f, fleetkit.Commit(round), now.Add(time.Duration(round)*time.Second))
+		for i := range rels {
+			// As the control plane's source does: the artifacts it
+			// decoded while verifying them come with the release.
+			if rels[i].Fleet, err = proto.DecodeFleetResolved(rels[i].FleetBody); err != nil {
+				b.Fatal(err)
+			}
+			if rels[i].Manifest, err = proto.DecodeRolloutManifest(rels[i].ManifestBody); err != nil {
+				b.Fatal(err)
+			}
+		}
+		began := time.Now()
+		if _, err := s.PutReleases(ctx, rels); err != nil {
+			b.Fatal(err)
+		}
+		put += time.Since(began)
+		b.StartTimer()
+		out, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		opened := 0
+		for _, r := range out.Rollouts {
+			if r.New {
+				opened++
+			}
+		}
+		// A channel whose halted rollout has a host activating waits
+		// (rfcs/0003 rule 1); the others open.
+		if opened == 0 {
+			b.Fatal("the push opened no rollout")
+		}
+		b.ReportMetric(float64(opened), "opened/op")
+	}
+	// Storing the releases (untimed): the part of the push between
+	// verifying and this tick.
+	b.ReportMetric(float64(put.Milliseconds())/float64(b.N), "put_ms")
 }
 
 // setupBench publishes the fleet, records a status and a check-in for

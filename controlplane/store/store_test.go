@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/controlplane/store/storetest"
 	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
@@ -87,5 +89,35 @@ func TestOpen(t *testing.T) {
 	rel.Close()
 	if _, err := os.Stat(filepath.Join(dir, "data", "rel.db")); err != nil {
 		t.Errorf("sqlite://data/rel.db: %v", err)
+	}
+}
+
+// TestPostgresLargeColumnsLZ4: after the migrations, the columns that hold
+// a whole fleet compress with lz4 (0010_lz4; Debian's PostgreSQL has it).
+func TestPostgresLargeColumnsLZ4(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	s, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, c := range []struct{ table, column string }{
+		{"channels", "fleet_body"}, {"channels", "manifest_body"}, {"rollout_manifests", "body"}, {"rollouts", "frozen"},
+	} {
+		var method string
+		err := conn.QueryRow(ctx, "SELECT attcompression::text FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2",
+			c.table, c.column).Scan(&method)
+		if err != nil {
+			t.Fatalf("%s.%s: %v", c.table, c.column, err)
+		}
+		if method != "l" {
+			t.Errorf("%s.%s compresses with %q, want lz4 (l)", c.table, c.column, method)
+		}
 	}
 }
