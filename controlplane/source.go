@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -432,6 +433,13 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 	if err != nil {
 		return store.Release{}, nil, err
 	}
+	// The manifest's name comes from the verified fleet, but verifying a
+	// large fleet takes long: the manifest the unverified bytes name is
+	// read and verified meanwhile, on another core, and its verdict used
+	// only if the verified fleet names the same one (else it is read and
+	// verified again). Git is read from this goroutine only.
+	spec := s.speculate(tree, channel, fleetBody, now)
+	defer spec.wait()
 	res, err := trust.Verify(fleetBody, fleetSig, s.roots, trust.Policy{Kind: proto.KindFleetResolved}, now)
 	if err != nil {
 		return store.Release{}, nil, &verifyError{trust.Code(err), fmt.Errorf("fleet.resolved.json: %w", err)}
@@ -448,11 +456,17 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 	}
 	ref := *fleet.Meta.CICommit
 	id := proto.RolloutID(channel, ref)
-	mBody, mSig, err := s.readPair(tree, releaseDir+"/rollouts/"+id+".json")
-	if err != nil {
-		return store.Release{}, nil, err
+	mBody, mSig := spec.body, spec.sig
+	var mres *trust.Result
+	if spec.id == id {
+		spec.wait()
+		mres, err = spec.res, spec.err
+	} else {
+		if mBody, mSig, err = s.readPair(tree, releaseDir+"/rollouts/"+id+".json"); err != nil {
+			return store.Release{}, nil, err
+		}
+		mres, err = manifest.Verify(mBody, mSig, s.roots, manifest.Expect{RolloutID: id}, now)
 	}
-	mres, err := manifest.Verify(mBody, mSig, s.roots, manifest.Expect{RolloutID: id}, now)
 	if err != nil {
 		return store.Release{}, nil, &verifyError{trust.Code(err), fmt.Errorf("%s.json: %w", id, err)}
 	}
@@ -466,6 +480,51 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 		ManifestBody: mBody, ManifestSig: mSig, ManifestHash: mres.SHA256, VerifiedAt: now,
 		Fleet: fleet, Manifest: mres.Manifest,
 	}, fleet, nil
+}
+
+// speculation is a manifest read before its fleet was verified, and
+// verified on a goroutine of its own (source.verify).
+type speculation struct {
+	id        string // the rollout id the unverified fleet names; "" when none
+	body, sig []byte
+	res       *trust.Result
+	err       error
+	done      chan struct{}
+}
+
+// wait returns when the verification ended; at once when none started.
+func (sp *speculation) wait() {
+	if sp.done != nil {
+		<-sp.done
+	}
+}
+
+// speculate reads the manifest that the unverified fleet body names for
+// channel (its meta.ciCommit, found by a byte search: a wrong guess costs
+// only time) and starts verifying it. Nothing is read when the body names
+// none, or reading fails: verify then reads after the fleet verified.
+func (s *source) speculate(tree *object.Tree, channel string, fleetBody []byte, now time.Time) *speculation {
+	sp := &speculation{}
+	const key = `"ciCommit":"`
+	i := bytes.LastIndex(fleetBody, []byte(key))
+	if i < 0 {
+		return sp
+	}
+	ref, _, ok := bytes.Cut(fleetBody[i+len(key):], []byte(`"`))
+	if !ok || len(ref) == 0 || len(ref) > 128 {
+		return sp
+	}
+	id := proto.RolloutID(channel, string(ref))
+	body, sig, err := s.readPair(tree, releaseDir+"/rollouts/"+id+".json")
+	if err != nil {
+		return sp
+	}
+	sp.id, sp.body, sp.sig, sp.done = id, body, sig, make(chan struct{})
+	go func() {
+		defer close(sp.done)
+		sp.res, sp.err = manifest.Verify(body, sig, s.roots, manifest.Expect{RolloutID: id}, now)
+	}()
+	return sp
 }
 
 // object looks an object up by the header alone (see lazy): its type
