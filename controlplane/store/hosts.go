@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,11 +66,7 @@ func (s *db) RecordActivation(ctx context.Context, hostname string, a reconciler
 	if hostname == "" {
 		return fmt.Errorf("store: record activation: empty hostname")
 	}
-	_, err := s.mergeStatus(ctx, hostname, func(st HostStatus) HostStatus {
-		st.Activation = &a
-		return st
-	})
-	if err != nil {
+	if _, err := s.RecordStatuses(ctx, []StatusWrite{{Hostname: hostname, Activation: &a}}); err != nil {
 		return fmt.Errorf("store: record activation of %s: %w", hostname, err)
 	}
 	return nil
@@ -106,22 +103,27 @@ func (s *db) mergeStatus(ctx context.Context, hostname string, merge func(HostSt
 	return changed, err
 }
 
-// merge is mergeStatus in a transaction.
-func (tx *txn) merge(ctx context.Context, hostname string, merge func(HostStatus) HostStatus) (bool, error) {
-	// The row is created first, so that it can be locked: a status
-	// recorded concurrently is then never overwritten.
+// lockStatus locks a host's status row, creating it first when missing
+// (status {} with an empty digest) so that it can be locked: a status
+// recorded concurrently is then never overwritten. It returns the stored
+// status and digest.
+func (tx *txn) lockStatus(ctx context.Context, hostname string) (HostStatus, string, error) {
 	if _, err := tx.exec(ctx, `INSERT INTO host_status (hostname, status, digest, version) VALUES (?, '{}', '', 0)
 		ON CONFLICT (hostname) DO NOTHING`, hostname); err != nil {
-		return false, err
+		return HostStatus{}, "", err
 	}
-	var old HostStatus
 	var body, digest string
-	switch err := tx.queryRow(ctx, "SELECT status, digest FROM host_status WHERE hostname = ? FOR UPDATE", hostname).Scan(&body, &digest); {
-	case err == nil:
-		if old, err = decodeStatus(body); err != nil {
-			return false, err
-		}
-	case !errors.Is(err, errNoRows):
+	if err := tx.queryRow(ctx, "SELECT status, digest FROM host_status WHERE hostname = ? FOR UPDATE", hostname).Scan(&body, &digest); err != nil {
+		return HostStatus{}, "", err
+	}
+	st, err := decodeStatus(body)
+	return st, digest, err
+}
+
+// merge is mergeStatus in a transaction.
+func (tx *txn) merge(ctx context.Context, hostname string, merge func(HostStatus) HostStatus) (bool, error) {
+	old, digest, err := tx.lockStatus(ctx, hostname)
+	if err != nil {
 		return false, err
 	}
 	newBody, newDigest, err := encodeStatus(merge(old))
@@ -182,6 +184,12 @@ func (tx *txn) touch(ctx context.Context, names []string, seen map[string]time.T
 	if err != nil {
 		return err
 	}
+	return tx.writeSeen(ctx, names, seen, stamp)
+}
+
+// writeSeen writes last-seen times, names in order, stamped: a time not
+// after the stored one is ignored.
+func (tx *txn) writeSeen(ctx context.Context, names []string, seen map[string]time.Time, stamp int64) error {
 	args := make([]any, 0, 3*len(names))
 	for _, n := range names {
 		args = append(args, n, micros(seen[n]), stamp)
@@ -202,29 +210,120 @@ func (s *db) RecordCheckin(ctx context.Context, hostname string, st *HostStatus,
 	if hostname == "" {
 		return false, false, fmt.Errorf("store: record check-in: empty hostname")
 	}
-	err = s.write(ctx, func(tx *txn) error {
-		changed, written = false, false
-		if st != nil {
-			c, err := tx.merge(ctx, hostname, func(old HostStatus) HostStatus {
-				next := *st
-				next.Activation = old.Activation
-				return next
-			})
-			if err != nil {
-				return err
-			}
-			changed = c
-		}
-		if !changed && !urgent {
-			return nil
-		}
-		written = true
-		return tx.touch(ctx, []string{hostname}, map[string]time.Time{hostname: seen}, true)
-	})
+	res, err := s.RecordStatuses(ctx, []StatusWrite{{Hostname: hostname, Status: st, Seen: seen, Urgent: urgent}})
 	if err != nil {
 		return false, false, fmt.Errorf("store: record check-in of %s: %w", hostname, err)
 	}
-	return changed, written, nil
+	return res[0].Changed, res[0].Written, nil
+}
+
+// RecordStatuses records several check-ins and activations in one
+// transaction. Locks are taken in one order whatever the batch, so that
+// batches and single writes cannot deadlock: the status rows by hostname
+// (as merge does), then the watermark row (one bump for the batch: every
+// row it changes carries the same stamp), then the last-seen rows by
+// hostname (as touch does).
+func (s *db) RecordStatuses(ctx context.Context, ws []StatusWrite) ([]StatusResult, error) {
+	order := make([]int, len(ws))
+	for i, w := range ws {
+		if w.Hostname == "" {
+			return nil, fmt.Errorf("store: record statuses: empty hostname")
+		}
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ws[a].Hostname, ws[b].Hostname) })
+	var res []StatusResult
+	err := s.write(ctx, func(tx *txn) error {
+		res = make([]StatusResult, len(ws)) // the transaction may be retried
+		var changed []string
+		seen := map[string]time.Time{}
+		for k := 0; k < len(order); {
+			j := k
+			for j < len(order) && ws[order[j]].Hostname == ws[order[k]].Hostname {
+				j++
+			}
+			ch, err := tx.recordHost(ctx, ws, order[k:j], res, seen)
+			if err != nil {
+				return err
+			}
+			if ch {
+				changed = append(changed, ws[order[k]].Hostname)
+			}
+			k = j
+		}
+		if len(changed) == 0 && len(seen) == 0 {
+			return nil
+		}
+		c, sn, err := tx.bumpStamp(ctx, true, len(seen) > 0)
+		if err != nil {
+			return err
+		}
+		err = inChunks(changed, idChunk, func(chunk []string) error {
+			_, err := tx.exec(ctx, "UPDATE host_status SET seq = ? WHERE hostname IN ("+placeholders(len(chunk))+")",
+				append([]any{c}, anys(chunk)...)...)
+			return err
+		})
+		if err != nil || len(seen) == 0 {
+			return err
+		}
+		return tx.writeSeen(ctx, slices.Sorted(maps.Keys(seen)), seen, sn)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: record statuses: %w", err)
+	}
+	return res, nil
+}
+
+// recordHost applies the writes idx of one host, in order, for
+// RecordStatuses: it fills their results, writes the status when it
+// changed (without stamping it) and reports that, and notes in seen the
+// last-seen time to record. The status row is locked, and created, only
+// when a write carries a status or an activation.
+func (tx *txn) recordHost(ctx context.Context, ws []StatusWrite, idx []int, res []StatusResult, seen map[string]time.Time) (bool, error) {
+	name := ws[idx[0]].Hostname
+	var cur HostStatus
+	var stored, digest, body string
+	locked := false
+	for _, i := range idx {
+		w := ws[i]
+		if w.Status != nil || w.Activation != nil {
+			if !locked {
+				var err error
+				if cur, stored, err = tx.lockStatus(ctx, name); err != nil {
+					return false, err
+				}
+				digest, locked = stored, true
+			}
+			next := cur
+			if w.Status != nil {
+				next = *w.Status
+				next.Activation = cur.Activation
+			}
+			if w.Activation != nil {
+				a := *w.Activation
+				next.Activation = &a
+			}
+			b, d, err := encodeStatus(next)
+			if err != nil {
+				return false, err
+			}
+			if d != digest {
+				cur, body, digest, res[i].Changed = next, b, d, true
+			}
+		}
+		if !w.Seen.IsZero() && (res[i].Changed || w.Urgent) {
+			if w.Seen.After(seen[name]) {
+				seen[name] = w.Seen
+			}
+			res[i].Written = true
+		}
+		res[i].Written = res[i].Written || res[i].Changed
+	}
+	if digest == stored {
+		return false, nil
+	}
+	_, err := tx.exec(ctx, "UPDATE host_status SET status = ?, digest = ?, version = version + 1 WHERE hostname = ?", body, digest, name)
+	return err == nil, err
 }
 
 // Host returns one host: its observation and its assignment among the

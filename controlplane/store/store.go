@@ -88,6 +88,29 @@ type Release struct {
 	Manifest *proto.RolloutManifest
 }
 
+// StatusWrite is one write of RecordStatuses.
+type StatusWrite struct {
+	Hostname string
+	// Status, when set, is the status the host checked in with: written
+	// when it differs from the stored one, the stored activation kept
+	// (its own ignored), as RecordCheckin does.
+	Status *HostStatus
+	// Activation, when set, replaces the stored activation, the rest of
+	// the status left alone, as RecordActivation does.
+	Activation *reconciler.Activation
+	// Seen, unless zero, is recorded as the host's last-seen time, as a
+	// change a tick must see, when the write changed the status or
+	// Urgent is set.
+	Seen   time.Time
+	Urgent bool
+}
+
+// StatusResult is what RecordStatuses did with one write: whether the
+// status changed, and whether anything was written.
+type StatusResult struct {
+	Changed, Written bool
+}
+
 // Manifest is the manifest a rollout serves to agents, bytes as signed.
 type Manifest struct {
 	RolloutID string
@@ -269,6 +292,12 @@ type Store interface {
 	// tick must see. It reports whether the status changed and whether
 	// anything was written.
 	RecordCheckin(ctx context.Context, hostname string, st *HostStatus, seen time.Time, urgent bool) (changed, written bool, err error)
+	// RecordStatuses records several hosts' check-ins and activations in
+	// one transaction (one commit for many: the control plane's status
+	// batcher), each as RecordCheckin or RecordActivation would; the
+	// writes of one host apply in the order given. It returns a result
+	// per write, or an error for all of them.
+	RecordStatuses(ctx context.Context, ws []StatusWrite) ([]StatusResult, error)
 	// Host returns one host (ErrNotFound when it neither checked in nor is
 	// in any rollout).
 	Host(ctx context.Context, hostname string) (HostRecord, error)

@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -268,4 +271,88 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 		id("stable", fleetkit.Commit(2)), id("edge", fleetkit.Commit(2)), id("stable", fleetkit.Commit(1)), id("edge", fleetkit.Commit(1))})
 	_, err = s.Rollout(ctx, "nope@1")
 	wantErr(t, err, store.ErrNotFound, "Rollout of an unknown id")
+}
+
+// testRecordStatusesBatched: a batch of check-ins and activations
+// (RecordStatuses, one transaction) leaves every host as the same writes
+// made one at a time (RecordCheckin, RecordActivation) do, with the same
+// results, several writes of one host in one batch applied in order; the
+// watermark grows when anything was written, and not otherwise.
+func testRecordStatusesBatched(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	rnd := rand.New(rand.NewPCG(7, 11))
+	const hosts = 6
+	for round := range 40 {
+		now := t0.Add(time.Duration(round) * time.Second)
+		var batch []store.StatusWrite
+		for range 1 + rnd.IntN(12) {
+			i := rnd.IntN(hosts)
+			w := store.StatusWrite{Hostname: fmt.Sprintf("h%d", i)}
+			switch rnd.IntN(4) {
+			case 0:
+				w.Activation = &rc.Activation{RolloutID: "edge@1", Closure: fleetkit.Closure(w.Hostname, fmt.Sprint("v", rnd.IntN(2))),
+					Outcome: rc.OutcomeConfirmed, At: now}
+			case 1:
+				w.Urgent, w.Seen = true, now.Add(-time.Duration(rnd.IntN(3))*time.Second)
+			default:
+				st := store.HostStatus{Current: fleetkit.Closure(w.Hostname, fmt.Sprint("v", rnd.IntN(2))), Probes: rc.ProbeSummary{Total: rnd.IntN(2)}}
+				w.Status, w.Seen, w.Urgent = &st, now, rnd.IntN(3) == 0
+			}
+			batch = append(batch, w)
+		}
+		// One at a time, on hosts a<i>.
+		var want []store.StatusResult
+		for _, w := range batch {
+			name := "a" + w.Hostname
+			var r store.StatusResult
+			if w.Activation != nil {
+				before, err := s.Host(ctx, name)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					t.Fatal(err)
+				}
+				must(t, s.RecordActivation(ctx, name, *w.Activation))
+				after, err := s.Host(ctx, name)
+				must(t, err)
+				r.Changed = !reflect.DeepEqual(before.Observed.Activation, after.Observed.Activation)
+				r.Written = r.Changed
+			} else {
+				var err error
+				r.Changed, r.Written, err = s.RecordCheckin(ctx, name, w.Status, w.Seen, w.Urgent)
+				must(t, err)
+			}
+			want = append(want, r)
+		}
+		// Batched, on hosts b<i>.
+		bs := slices.Clone(batch)
+		for i := range bs {
+			bs[i].Hostname = "b" + bs[i].Hostname
+		}
+		w0, err := s.Watermark(ctx)
+		must(t, err)
+		got, err := s.RecordStatuses(ctx, bs)
+		must(t, err)
+		w1, err := s.Watermark(ctx)
+		must(t, err)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: batch %+v: results %v, one at a time %v", round, batch, got, want)
+		}
+		written := slices.ContainsFunc(got, func(r store.StatusResult) bool { return r.Written })
+		if grew := w1.Changes > w0.Changes; grew != written {
+			t.Fatalf("round %d: the watermark grew=%v, something written=%v", round, grew, written)
+		}
+		for i := range hosts {
+			a, errA := s.Host(ctx, fmt.Sprintf("ah%d", i))
+			b, errB := s.Host(ctx, fmt.Sprintf("bh%d", i))
+			if errors.Is(errA, store.ErrNotFound) != errors.Is(errB, store.ErrNotFound) {
+				t.Fatalf("round %d: host %d: one at a time %v, batched %v", round, i, errA, errB)
+			}
+			a.Hostname, b.Hostname = "", ""
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("round %d: host %d: one at a time %+v, batched %+v", round, i, a, b)
+			}
+		}
+	}
+	if _, err := s.RecordStatuses(ctx, []store.StatusWrite{{Hostname: "ok"}, {}}); err == nil {
+		t.Error("a batch with an empty hostname was recorded")
+	}
 }

@@ -140,6 +140,9 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 				}
 				actions = nil
 			case what < 60: // check-ins: a probe flips, some urgent, others batched
+				// Some are recorded together, as the status batcher
+				// does (RecordStatuses).
+				var batch []store.StatusWrite
 				for _, h := range all {
 					switch rnd.IntN(6) {
 					case 0:
@@ -149,6 +152,10 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 							st.Probes.Failed = []string{"healthz"}
 						}
 						m.status[h] = st
+						if rnd.IntN(2) == 0 {
+							batch = append(batch, store.StatusWrite{Hostname: h, Status: &st, Seen: m.now, Urgent: rnd.IntN(2) == 0})
+							continue
+						}
 						_, _, err := s.RecordCheckin(m.ctx, h, &st, m.now, rnd.IntN(2) == 0)
 						must(t, err)
 					case 1:
@@ -157,6 +164,10 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 					case 2:
 						must(t, s.TouchHosts(m.ctx, map[string]time.Time{h: m.now.Add(-time.Duration(rnd.IntN(600)) * time.Second)}))
 					}
+				}
+				if len(batch) > 0 {
+					_, err := s.RecordStatuses(m.ctx, batch)
+					must(t, err)
 				}
 			case what < 68: // an operator intent
 				kinds := []string{rc.IntentPause, rc.IntentResume, rc.IntentCancel, rc.IntentRollback}

@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WebSessions", testWebSessions},
 		{"WebLoginRace", testWebLoginRace},
 		{"RecordStatus", testRecordStatus},
+		{"RecordStatusesBatched", testRecordStatusesBatched},
 		{"TouchHosts", testTouchHosts},
 		{"Releases", testReleases},
 		{"ReleaseLog", testReleaseLog},
