@@ -71,11 +71,11 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		if !trusted {
 			cmp, stamp = &st, now
 		}
-		_, written, err := s.st.RecordCheckin(r.Context(), req.Hostname, cmp, now, urgent)
+		res, err := s.statuses.record(r.Context(), store.StatusWrite{Hostname: req.Hostname, Status: cmp, Seen: now, Urgent: urgent})
 		if err != nil {
 			return s.internal("recording a check-in", err)
 		}
-		if written {
+		if res.Written {
 			if fresh {
 				s.hub.noteSoak(req.Hostname, a.Host.Since)
 			}
@@ -221,7 +221,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 			return gone("the confirm window closed at %s", deadline.UTC().Format(time.RFC3339))
 		}
 		act := reconciler.Activation{RolloutID: a.RolloutID, Closure: a.Host.Target, Outcome: reconciler.OutcomeConfirmed, At: now}
-		if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
+		if _, err := s.statuses.record(r.Context(), store.StatusWrite{Hostname: req.Hostname, Activation: &act}); err != nil {
 			return s.internal("recording a confirm", err)
 		}
 		s.board.post(wakeTick)
@@ -280,7 +280,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	}
 	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: s.cfg.Now(),
 		Code: req.Code, Detail: detail}
-	if err := s.st.RecordActivation(r.Context(), req.Hostname, act); err != nil {
+	if _, err := s.statuses.record(r.Context(), store.StatusWrite{Hostname: req.Hostname, Activation: &act}); err != nil {
 		return s.internal("recording a report", err)
 	}
 	s.board.post(wakeTick)

@@ -20,6 +20,7 @@ type metrics struct {
 	gateBlocks    *prometheus.CounterVec
 	hostsByState  *prometheus.GaugeVec
 	checkin       prometheus.Histogram
+	statusBatch   prometheus.Histogram
 	verifyFailure *prometheus.CounterVec
 	leader        prometheus.Gauge
 	httpRequests  *prometheus.CounterVec
@@ -58,6 +59,10 @@ func newMetrics() *metrics {
 		Name: "nixfleet_checkin_duration_seconds", Help: "Time to answer a check-in, long-poll waits excluded.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+	m.statusBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "nixfleet_status_batch_writes", Help: "Writes a tick must see (changed statuses, hosts back online, confirms, reports) committed together in one transaction.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+	})
 	m.verifyFailure = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_verification_failures_total", Help: "Artifacts from git that failed verification, by code.",
 	}, []string{"code"})
@@ -88,7 +93,7 @@ func newMetrics() *metrics {
 	m.parked = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nixfleet_long_polls_parked", Help: "Check-in long-polls waiting parked: their connection held without a goroutine or buffers.",
 	})
-	m.reg.MustRegister(m.tickDuration, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
+	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
 		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
 		m.fullLoads, m.divergences, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

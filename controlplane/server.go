@@ -50,6 +50,9 @@ type Server struct {
 	lot *lot
 	// prefetch hands out fetch slots with check-in answers (prefetch.go).
 	prefetch *prefetchSlots
+	// statuses records the writes a tick must see, many to a commit
+	// (statusbatch.go).
+	statuses *statusBatcher
 
 	devCSRF string // --insecure-dev's dashboard CSRF token, random per process
 	// stopping closes when the HTTP server shuts down: streams end at
@@ -107,6 +110,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret(), stopping: make(chan struct{})}
 	s.limits = newRateLimits(cfg, m, log.Warn)
 	s.prefetch = newPrefetchSlots(cfg.PrefetchConcurrency, cfg.Now, m.reg)
+	s.statuses = newStatusBatcher(st, m.statusBatch)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
 	s.src.ids, s.src.board = s.ids, s.board
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
