@@ -345,7 +345,11 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 			}
 		}
 		err = inChunks(ids, idChunk, func(chunk []string) error {
-			// Hosts and manifests go with their rollout (ON DELETE CASCADE).
+			// Hosts go with their rollout (no foreign key on PostgreSQL:
+			// 0011), manifests and measurements too (ON DELETE CASCADE).
+			if _, err := tx.exec(ctx, "DELETE FROM rollout_hosts WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...); err != nil {
+				return err
+			}
 			n, err := tx.exec(ctx, "DELETE FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
 			rollouts += n
 			return err

@@ -92,9 +92,10 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// TestPostgresLargeColumnsLZ4: after the migrations, the columns that hold
-// a whole fleet compress with lz4 (0010_lz4; Debian's PostgreSQL has it).
-func TestPostgresLargeColumnsLZ4(t *testing.T) {
+// TestPostgresSchemaForLargeFleets: after the migrations, the columns that
+// hold a whole fleet compress with lz4 (0010_lz4; Debian's PostgreSQL has
+// it), and no foreign key checks each row of rollout_hosts (0011).
+func TestPostgresSchemaForLargeFleets(t *testing.T) {
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	s, err := store.Open(ctx, url)
@@ -119,5 +120,12 @@ func TestPostgresLargeColumnsLZ4(t *testing.T) {
 		if method != "l" {
 			t.Errorf("%s.%s compresses with %q, want lz4 (l)", c.table, c.column, method)
 		}
+	}
+	var fks int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'rollout_hosts'::regclass AND contype = 'f'").Scan(&fks); err != nil {
+		t.Fatal(err)
+	}
+	if fks != 0 {
+		t.Errorf("rollout_hosts has %d foreign keys, want none", fks)
 	}
 }
