@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -46,10 +45,18 @@ type resident struct {
 	live  map[string]*reconciler.Rollout
 	// inFlight counts, per live rollout, its hosts in flight.
 	inFlight   map[string]int
-	byHost     map[string][]string // host -> the live rollouts that list it
+	byHost     map[string][]hostSlot // host -> where the live rollouts list it
 	obs        map[string]reconciler.ObservedHost
 	deferrals  []reconciler.Deferral
 	visibility []reconciler.Visibility
+}
+
+// hostSlot is where a live rollout lists a host: the rollout, and the
+// host's index in its host list (sorted by name when the rollout opened,
+// never reordered: a tick replaces a host's record in place).
+type hostSlot struct {
+	ro *reconciler.Rollout
+	i  int
 }
 
 // marks are the watermark's counters.
@@ -99,7 +106,7 @@ var errReload = errors.New("store: the resident input must be loaded again")
 // newResident keeps a cold load, made at marks m under lease l.
 func newResident(l Lease, m marks, lv *liveness, in *reconciler.Input) *resident {
 	r := &resident{holder: l.Holder, lease: l.Epoch, marks: m, heads: map[string]head{}, live: map[string]*reconciler.Rollout{},
-		inFlight: map[string]int{}, byHost: map[string][]string{}, obs: in.Hosts,
+		inFlight: map[string]int{}, byHost: map[string][]hostSlot{}, obs: in.Hosts,
 		deferrals: slices.Clone(in.Deferrals), visibility: slices.Clone(in.Visibility)}
 	for _, h := range lv.heads {
 		r.heads[h.id] = h
@@ -118,8 +125,8 @@ func newResident(l Lease, m marks, lv *liveness, in *reconciler.Input) *resident
 func (r *resident) add(ro *reconciler.Rollout) {
 	r.live[ro.ID] = ro
 	n := 0
-	for _, h := range ro.Hosts {
-		r.byHost[h.Hostname] = append(r.byHost[h.Hostname], ro.ID)
+	for i, h := range ro.Hosts {
+		r.byHost[h.Hostname] = append(r.byHost[h.Hostname], hostSlot{ro, i})
 		if h.State.InFlight() {
 			n++
 		}
@@ -134,11 +141,11 @@ func (r *resident) drop(id string) {
 		return
 	}
 	for _, h := range ro.Hosts {
-		ids := slices.DeleteFunc(r.byHost[h.Hostname], func(x string) bool { return x == id })
-		if len(ids) == 0 {
+		slots := slices.DeleteFunc(r.byHost[h.Hostname], func(s hostSlot) bool { return s.ro == ro })
+		if len(slots) == 0 {
 			delete(r.byHost, h.Hostname)
 		} else {
-			r.byHost[h.Hostname] = ids
+			r.byHost[h.Hostname] = slots
 		}
 	}
 	delete(r.live, id)
@@ -327,8 +334,8 @@ func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[stri
 		if cur == nil {
 			continue
 		}
-		j := sort.Search(len(cur.Hosts), func(k int) bool { return cur.Hosts[k].Hostname >= u.Host.Hostname })
-		if j == len(cur.Hosts) || cur.Hosts[j].Hostname != u.Host.Hostname {
+		j := r.index(u.Host.Hostname, cur)
+		if j < 0 {
 			continue
 		}
 		if cur.Hosts[j].State.InFlight() {
@@ -384,23 +391,30 @@ func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[stri
 func (r *resident) assignment(host string) *reconciler.Assignment {
 	var best *reconciler.Assignment
 	var bestHead head
-	for _, id := range r.byHost[host] {
-		ro := r.live[id]
-		j := sort.Search(len(ro.Hosts), func(k int) bool { return ro.Hosts[k].Hostname >= host })
-		if j == len(ro.Hosts) || ro.Hosts[j].Hostname != host {
-			continue
-		}
-		h, hd := ro.Hosts[j], r.heads[id]
+	for _, s := range r.byHost[host] {
+		ro := s.ro
+		h, hd := ro.Hosts[s.i], headOf(ro)
 		if best != nil {
 			curFlying, flying := best.Host.State.InFlight(), h.State.InFlight()
 			if curFlying && !flying || curFlying == flying && !hd.newer(bestHead) {
 				continue
 			}
 		}
-		best = &reconciler.Assignment{RolloutID: id, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash, Host: h}
+		best = &reconciler.Assignment{RolloutID: ro.ID, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash, Host: h}
 		bestHead = hd
 	}
 	return best
+}
+
+// index is the index of host in live rollout ro's host list, -1 when ro
+// does not list it.
+func (r *resident) index(host string, ro *reconciler.Rollout) int {
+	for _, s := range r.byHost[host] {
+		if s.ro == ro {
+			return s.i
+		}
+	}
+	return -1
 }
 
 // assignments is every host's assignment.
