@@ -217,11 +217,13 @@ func BenchmarkScale(b *testing.B) {
 			}
 			b.Run("open-2000", func(b *testing.B) {
 				cb.keepHeard(b)
+				cb.warmKept(b)
 				cb.benchRun(b, loadOp{Kind: "open", Count: 30 * 2000, Rate: 2000})
 			})
 			if cb.conns < cb.loadHosts() {
 				b.Run("open-2000-kept", func(b *testing.B) {
 					cb.keepHeard(b)
+					cb.warmKept(b)
 					cb.benchRun(b, loadOp{Kind: "open", Count: 30 * 2000, Rate: 2000, Kept: true})
 				})
 			}
