@@ -137,7 +137,20 @@ func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string
 	if h.counts == nil {
 		h.counts = map[reconciler.HostState]int{}
 	}
+	// The soaks first: a host answered from its new assignment finds its
+	// rollout's.
+	if len(soaks) > 0 {
+		ws := maps.Clone(h.waveSoak)
+		maps.Copy(ws, soaks)
+		h.waveSoak = ws
+	}
+	// A tick that opens a rollout of 100,000 hosts changes them all: the
+	// lock is let go every updateChunk hosts, so that check-ins are not
+	// held for the whole of it, and each chunk's long-polls are woken as
+	// it is done. A host's assignment is its own: a check-in that finds
+	// some hosts updated and others not answers each as of its own.
 	var wake []*waiter
+	n := 0
 	for host, a := range changed {
 		b, had := h.assign[host]
 		if had {
@@ -153,11 +166,14 @@ func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string
 			wake = append(wake, h.waiters[host]...)
 			delete(h.waiters, host)
 		}
-	}
-	if len(soaks) > 0 {
-		ws := maps.Clone(h.waveSoak)
-		maps.Copy(ws, soaks)
-		h.waveSoak = ws
+		if n++; n%updateChunk == 0 {
+			h.mu.Unlock()
+			for _, w := range wake {
+				w.wake()
+			}
+			wake = wake[:0]
+			h.mu.Lock()
+		}
 	}
 	counts := maps.Clone(h.counts)
 	h.mu.Unlock()
@@ -166,6 +182,10 @@ func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string
 	}
 	h.setCounts(counts)
 }
+
+// updateChunk is how many hosts' assignments update changes under one
+// hold of the lock.
+const updateChunk = 4096
 
 // soaksFor returns the soak of each wave of the rollouts that next
 // assigns, reading the rollouts it has not seen before (a rollout's waves
