@@ -57,6 +57,11 @@ type moduleEval struct {
 				Group        string `json:"group"`
 			} `json:"users"`
 		} `json:"users"`
+		Boot struct {
+			Kernel struct {
+				Sysctl map[string]any `json:"sysctl"`
+			} `json:"kernel"`
+		} `json:"boot"`
 		Networking struct {
 			Firewall struct {
 				AllowedTCPPorts []int `json:"allowedTCPPorts"`
@@ -647,6 +652,13 @@ func TestControlPlaneModule(t *testing.T) {
 		"LimitNOFILE": float64(1 << 20)} {
 		if got := u.ServiceConfig[k]; got != want {
 			t.Errorf("serviceConfig.%s = %v, want %v", k, got, want)
+		}
+	}
+	// After a restart every agent reconnects at once: the accept backlog
+	// is raised above the kernel's 4096.
+	for _, k := range []string{"net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog"} {
+		if got := e.Config.Boot.Kernel.Sysctl[k]; got != float64(65535) {
+			t.Errorf("boot.kernel.sysctl.%q = %v, want 65535", k, got)
 		}
 	}
 	if usr, ok := e.Config.Users.Users["nixfleet-cp"]; !ok || !usr.IsSystemUser || usr.Group != "nixfleet-cp" {

@@ -391,6 +391,20 @@ in
       '';
     };
 
+    listenBacklog = mkOption {
+      type = types.ints.between 128 65535;
+      default = 65535;
+      example = 4096;
+      description = ''
+        The kernel's accept backlog for the service's port
+        (net.core.somaxconn, and net.ipv4.tcp_max_syn_backlog; set with
+        mkDefault, so that a host's own values win). After a restart every
+        agent reconnects at once; connections past the backlog are dropped
+        and retried by the agents' TCP 1 and 3 s later. The kernel's
+        default, 4096, is well below a fleet of 100,000 hosts.
+      '';
+    };
+
     prometheus = {
       url = mkOption {
         type = types.nullOr types.str;
@@ -490,6 +504,11 @@ in
         message = "services.nixfleet-control-plane: notifications.webhooks make the --config file; extraArgs cannot name another.";
       }
     ];
+
+    boot.kernel.sysctl = {
+      "net.core.somaxconn" = lib.mkDefault cfg.listenBacklog;
+      "net.ipv4.tcp_max_syn_backlog" = lib.mkDefault cfg.listenBacklog;
+    };
 
     users.users.${user} = {
       isSystemUser = true;

@@ -74,6 +74,8 @@ rec {
     enum = values: mkType "one of ${toJSON values}" (v: elem v values);
     strMatching = re: mkType "string matching ${toJSON re}" (v: isString v && match re v != null);
     ints.positive = mkType "positive integer" (v: isInt v && v > 0);
+    ints.between =
+      lo: hi: mkType "integer between ${toString lo} and ${toString hi}" (v: isInt v && v >= lo && v <= hi);
     nullOr = t: {
       _type = "type";
       description = "null or ${t.description}";
