@@ -154,24 +154,42 @@ func newIdentities(ops []Operator) *identities {
 // channel wins). Hosts without a pubkey, or with one that does not parse,
 // cannot authenticate.
 func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
-	hosts, keys, fleet := map[string]string{}, map[string]ed25519.PublicKey{}, map[string]bool{}
+	id.setKeys(parseHostKeys(f), signedAt)
+}
+
+// hostKeys are a fleet's host identities, parsed (a large part of a
+// second at 100,000 hosts: the source parses them while it stores the
+// release).
+type hostKeys struct {
+	hosts map[string]string            // by key: the hostname
+	keys  map[string]ed25519.PublicKey // by hostname
+	fleet map[string]bool              // every host of the fleet
+}
+
+func parseHostKeys(f *proto.FleetResolved) hostKeys {
+	k := hostKeys{hosts: map[string]string{}, keys: map[string]ed25519.PublicKey{}, fleet: make(map[string]bool, len(f.Hosts))}
 	for name, h := range f.Hosts {
-		fleet[name] = true
+		k.fleet[name] = true
 		if h.Pubkey == nil {
 			continue
 		}
-		k, err := trust.ParseSSHEd25519(*h.Pubkey)
+		pub, err := trust.ParseSSHEd25519(*h.Pubkey)
 		if err != nil {
 			continue
 		}
-		hosts[string(k)], keys[name] = name, k
+		k.hosts[string(pub)], k.keys[name] = name, pub
 	}
+	return k
+}
+
+// setKeys is setHosts with the keys parsed.
+func (id *identities) setKeys(k hostKeys, signedAt time.Time) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if signedAt.Before(id.signedAt) {
 		return
 	}
-	id.hosts, id.hostKeys, id.fleet, id.signedAt = hosts, keys, fleet, signedAt
+	id.hosts, id.hostKeys, id.fleet, id.signedAt = k.hosts, k.keys, k.fleet, signedAt
 }
 
 // client is who sent a request.

@@ -258,6 +258,24 @@ func (s *source) poll(ctx context.Context) error {
 	for i, v := range batch {
 		rels[i] = v.rel
 	}
+	// The host keys of each fleet are parsed while the store writes.
+	keys := map[string]chan hostKeys{}
+	for _, v := range batch {
+		if _, ok := keys[v.rel.FleetHash]; !ok && s.ids != nil {
+			ch := make(chan hostKeys, 1)
+			keys[v.rel.FleetHash] = ch
+			go func(f *proto.FleetResolved) { ch <- parseHostKeys(f) }(v.fleet)
+		}
+	}
+	parsed := map[string]hostKeys{}
+	keysOf := func(hash string) hostKeys {
+		k, ok := parsed[hash]
+		if !ok {
+			k = <-keys[hash]
+			parsed[hash] = k
+		}
+		return k
+	}
 	errs, err := s.st.PutReleases(ctx, rels)
 	if err != nil {
 		for _, v := range batch {
@@ -273,7 +291,7 @@ func (s *source) poll(ctx context.Context) error {
 	}()
 	var failed []error
 	for i, v := range batch {
-		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, v.fleet, errs[i])
+		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i])
 		stored = stored || ok
 		if err != nil {
 			// No verdict: the ref is not marked seen, and the next poll
@@ -306,8 +324,9 @@ func (e *verifyError) Error() string { return e.err.Error() }
 // it (putErr is its answer), and reports whether it is new. A replay is
 // recorded as a failure; only store errors are returned, and they are no
 // verdict on the release: a store that cannot say which release is
-// current does not make this one a replay.
-func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, fleet *proto.FleetResolved, putErr error) (bool, error) {
+// current does not make this one a replay. A new release's host keys
+// (keysOf its fleet, parsed meanwhile) become the hosts' identities.
+func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error) (bool, error) {
 	switch {
 	case errors.Is(putErr, store.ErrStaleRelease):
 		cur, err := s.current(ctx, channel)
@@ -329,7 +348,7 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 		return true, err
 	}
 	if s.ids != nil {
-		s.ids.setHosts(fleet, rel.SignedAt)
+		s.ids.setKeys(keysOf(rel.FleetHash), rel.SignedAt)
 	}
 	return true, nil
 }
