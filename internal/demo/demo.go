@@ -120,6 +120,10 @@ type session struct {
 	metrics   *serviceMetrics
 	notifyLog *notificationLog
 	agentsMu  sync.RWMutex // agents is set once, while the metrics read it
+	// badSince is when the staging canary began failing on v2 (zero while
+	// it does not): its error ratio shows errorLag later.
+	badMu     sync.Mutex
+	badSince  time.Time
 	agents    map[string]*simagent.Host
 	stopHosts func()
 	lastEvent int64
@@ -524,9 +528,12 @@ func runAgent(ctx context.Context, a *simagent.Host, after func(context.Context)
 	}
 }
 
-// badCanary makes a host's health probe fail while it runs v2, reporting
-// the change at once as an agent does (a probe_results report), and pass
-// again once it is back on another closure.
+// badCanary makes a host's health probe fail while it runs v2, and pass
+// again once it is back on another closure; the host checks in at once
+// with the change. A check-in, not a probe_results report: it also says
+// what the host runs, which its confirm did not (rfcs/0006 §Check-ins at
+// scale 4), so the reason the canary fails does not depend on whether a
+// tick ran between the confirm and the host's next check-in.
 func (d *session) badCanary(a *simagent.Host) func(context.Context) {
 	bad := d.fleet.closure(a.Name, v2)
 	failing := false
@@ -534,30 +541,50 @@ func (d *session) badCanary(a *simagent.Host) func(context.Context) {
 		switch cur := a.Current(); {
 		case cur == bad && !failing:
 			failing = true
+			d.setBad(time.Now())
 			a.SetFailingProbes(probeName)
-			d.view.note("%s switched to v2 and its health probe %q fails; the agent reports it at once", a.Name, probeName)
+			d.view.note("%s switched to v2 and its health probe %q fails; the agent checks in at once", a.Name, probeName)
 		case cur != bad && failing:
 			failing = false
+			d.setBad(time.Time{})
 			a.SetFailingProbes()
 			d.view.note("%s is back on %s; its health probe passes again", a.Name, d.versionOf(a.Name, cur))
 		default:
 			return
 		}
 		// Best effort: the next check-in carries the probes anyway.
-		_ = a.ReportProbes(ctx)
+		_ = a.Step(ctx, 0)
 	}
 }
 
+// errorLag is how long after the canary's health probe fails its error
+// ratio shows it: the agent reports a probe at once, monitoring sees the
+// errors later. It keeps the demo's story one story on a loaded machine:
+// v2's canary fails by its probe, reported within milliseconds, never by
+// the wave's analysis, which measures one second after the host runs v2
+// and would win when the report came later than that.
+const errorLag = 5 * time.Second
+
 // errorRatio is a host's services' error ratio, as the demo's monitoring
-// reports it: 0.4% normally, 30% while the host runs the bad release v2.
+// reports it: 0.4% normally, 30% once the host has run the bad release v2
+// for errorLag.
 func (d *session) errorRatio(host string) float64 {
 	d.agentsMu.RLock()
 	a := d.agents[host]
 	d.agentsMu.RUnlock()
-	if a != nil && a.Current() == d.fleet.closure(host, v2) {
+	d.badMu.Lock()
+	since := d.badSince
+	d.badMu.Unlock()
+	if a != nil && a.Current() == d.fleet.closure(host, v2) && !since.IsZero() && time.Since(since) >= errorLag {
 		return 0.3
 	}
 	return 0.004
+}
+
+func (d *session) setBad(t time.Time) {
+	d.badMu.Lock()
+	d.badSince = t
+	d.badMu.Unlock()
 }
 
 func (d *session) versionOf(host, closure string) string {
