@@ -166,6 +166,8 @@ type hostKeys struct {
 	fleet map[string]bool              // every host of the fleet
 }
 
+// parseHostKeys parses the pubkey of every host of f; a host without
+// one, or with one that does not parse, cannot authenticate.
 func parseHostKeys(f *proto.FleetResolved) hostKeys {
 	k := hostKeys{hosts: map[string]string{}, keys: map[string]ed25519.PublicKey{}, fleet: make(map[string]bool, len(f.Hosts))}
 	for name, h := range f.Hosts {

@@ -40,6 +40,8 @@ type statusReq struct {
 	done chan struct{}
 }
 
+// newStatusBatcher batches writes to st, up to 500 a transaction, each
+// batch's size observed in sizes.
 func newStatusBatcher(st store.Store, sizes prometheus.Histogram) *statusBatcher {
 	return &statusBatcher{st: st, max: 500, timeout: 30 * time.Second, sizes: sizes}
 }

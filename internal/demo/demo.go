@@ -581,6 +581,7 @@ func (d *session) errorRatio(host string) float64 {
 	return 0.004
 }
 
+// setBad records when the canary began failing (zero: it does not).
 func (d *session) setBad(t time.Time) {
 	d.badMu.Lock()
 	d.badSince = t
