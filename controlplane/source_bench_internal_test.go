@@ -1,18 +1,11 @@
 package controlplane
 
 import (
-	"context"
 	"crypto/ed25519"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
-	"github.com/nixfleet/nixfleet/trust"
 )
 
 // BenchmarkSourceVerify measures the first part of push→dispatch: reading
@@ -33,26 +26,7 @@ func BenchmarkSourceVerify(b *testing.B) {
 				copy(seed, name)
 				spec.Hosts[i] = fleetrepo.Host{Name: name, Channel: "stable", Wave: min(i, 1), Key: ed25519.NewKeyFromSeed(seed)}
 			}
-			repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			roots, err := trust.ParseRoots(repo.TrustJSON())
-			if err != nil {
-				b.Fatal(err)
-			}
-			src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, nil, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
-			if err := src.open(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			unsigned, err := spec.Fleet("v1")
-			if err != nil {
-				b.Fatal(err)
-			}
-			commit, err := repo.Release(unsigned, "0000001000000000000000000000000000000000", time.Now())
-			if err != nil {
-				b.Fatal(err)
-			}
+			src, _, commit := releasedSource(b, dir, spec, nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				rel, _, err := src.verify("stable", commit)

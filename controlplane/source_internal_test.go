@@ -35,32 +35,13 @@ func TestPollSignalsOnce(t *testing.T) {
 	dir := t.TempDir()
 	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}, "staging": {0}},
 		Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0), fleetrepo.NewHost("stg-1", "staging", 0)}}
-	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := trust.ParseRoots(repo.TrustJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
-	if err := src.open(ctx); err != nil {
-		t.Fatal(err)
-	}
+	src, repo, commit := releasedSource(t, dir, spec, st)
 	src.board = newBoard()
-	unsigned, err := spec.Fleet("v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, err := repo.Release(unsigned, "0000001000000000000000000000000000000000", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, ch := range []string{"prod", "staging"} {
 		if err := repo.Promote(ch, commit); err != nil {
 			t.Fatal(err)
@@ -93,6 +74,35 @@ func TestPollSignalsOnce(t *testing.T) {
 	}
 }
 
+// releasedSource makes a fleet repository in dir holding a signed release
+// of spec (v1, CI commit 1, not promoted), and an opened source reading it
+// into st (nil: it only verifies); it returns them and the release's
+// commit.
+func releasedSource(tb testing.TB, dir string, spec fleetrepo.Spec, st store.Store) (*source, *fleetrepo.Repo, plumbing.Hash) {
+	tb.Helper()
+	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	roots, err := trust.ParseRoots(repo.TrustJSON())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	if err := src.open(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	unsigned, err := spec.Fleet("v1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	commit, err := repo.Release(unsigned, "0000001000000000000000000000000000000000", time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return src, repo, commit
+}
+
 // TestVerifiedArtifactsDecodeAsStored: the fleet and manifest the source
 // decoded while verifying a release, which seed the store's cache for the
 // tick that opens it (store.Release.Fleet), equal what the store decodes
@@ -101,26 +111,7 @@ func TestVerifiedArtifactsDecodeAsStored(t *testing.T) {
 	dir := t.TempDir()
 	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0, 15}},
 		Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0), fleetrepo.NewHost("prod-2", "prod", 1), fleetrepo.NewHost("prod-3", "prod", 1)}}
-	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := trust.ParseRoots(repo.TrustJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, nil, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
-	if err := src.open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	unsigned, err := spec.Fleet("v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, err := repo.Release(unsigned, "0000001000000000000000000000000000000000", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, _, commit := releasedSource(t, dir, spec, nil)
 	rel, _, err := src.verify("prod", commit)
 	if err != nil {
 		t.Fatal(err)
