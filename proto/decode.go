@@ -89,8 +89,10 @@ func DecodeTrustFile(data []byte) (*TrustFile, error) {
 // produced by the trust package), skipping a second scan. v must be a
 // pointer to one of this package's document types.
 func DecodeChecked(data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%w: %s", ErrMalformed, describe(err))
+	if f, ok := v.(*FleetResolved); !ok || len(data) < fastFleetMin || !decodeFleetFast(data, f) {
+		if err := json.Unmarshal(data, v); err != nil {
+			return fmt.Errorf("%w: %s", ErrMalformed, describe(err))
+		}
 	}
 	if a, ok := v.(interface{ afterDecode() error }); ok {
 		if err := a.afterDecode(); err != nil {
