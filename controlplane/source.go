@@ -658,7 +658,11 @@ func (s *source) readFile(tree *object.Tree, path string) ([]byte, error) {
 			return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: %w", path, err)}
 		}
 		defer r.Close()
-		data, err := io.ReadAll(io.LimitReader(r, maxArtifact+1))
+		// The header's size is the buffer's (and room for a read that
+		// finds the end): a large fleet is not copied as it grows.
+		buf := bytes.NewBuffer(make([]byte, 0, o.Size()+bytes.MinRead))
+		_, err = buf.ReadFrom(io.LimitReader(r, maxArtifact+1))
+		data := buf.Bytes()
 		switch {
 		case err != nil:
 			return nil, &verifyError{codes.MissingArtifact, fmt.Errorf("%s: %w", path, err)}

@@ -143,8 +143,19 @@ type validator struct {
 	// first holds, per channel of f.Waves, the wave of each host a wave
 	// places (hostWaves); waves fills it.
 	first map[string]map[string]int
-	errs  []string
-	warns []string
+	// hostNames are f's hostnames, sorted once (sortedHosts): a large
+	// fleet's take a while to sort.
+	hostNames []string
+	errs      []string
+	warns     []string
+}
+
+// sortedHosts returns the fleet's hostnames in order.
+func (v *validator) sortedHosts() []string {
+	if v.hostNames == nil {
+		v.hostNames = sortedKeys(v.f.Hosts)
+	}
+	return v.hostNames
 }
 
 func (v *validator) errorf(format string, args ...any) {
@@ -174,7 +185,7 @@ func (v *validator) run() {
 }
 
 func (v *validator) hosts() {
-	for _, name := range sortedKeys(v.f.Hosts) {
+	for _, name := range v.sortedHosts() {
 		h := v.f.Hosts[name]
 		if !validHostname(name) {
 			v.errorf("host %q: name must be letters, digits, '.', '_' or '-'", name)
@@ -387,7 +398,7 @@ func (v *validator) waves() {
 	for ch := range v.f.Waves {
 		v.first[ch] = hostWaves(v.f, ch)
 	}
-	for _, name := range sortedKeys(v.f.Hosts) {
+	for _, name := range v.sortedHosts() {
 		h := v.f.Hosts[name]
 		if h.ClosureHash == nil {
 			continue
