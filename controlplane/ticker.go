@@ -262,7 +262,15 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	var rep store.TickReport
 	decided := false
 	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
-		SkipBefore: skip, Verify: verify, Report: func(r store.TickReport) { rep = r }},
+		SkipBefore: skip, Verify: verify, Report: func(r store.TickReport) {
+			// The tick committed: the hub hands out what it changed
+			// while the store may still write rows it deferred.
+			rep = r
+			if !r.Skipped {
+				t.deltas.add(r)
+				t.board.post(wakeTicked)
+			}
+		}},
 		func(in reconciler.Input) (reconciler.Output, error) {
 			watching, decided = in.WatchingSince, true
 			return reconciler.Reconcile(in), nil
@@ -306,7 +314,6 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	} else {
 		t.m.ticks.WithLabelValues("ok").Inc()
 	}
-	t.deltas.add(rep)
 	if t.measure != nil {
 		t.measure(out.Measure)
 	}
@@ -316,7 +323,6 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
 			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start), "full", rep.Full)
 	}
-	t.board.post(wakeTicked)
 	return rep.More
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
@@ -273,13 +274,7 @@ func (t *tick) open(c *Channel) *work {
 		r.Waves = append(r.Waves, spec)
 	}
 	for _, hw := range m.HostSet {
-		h := RolloutHost{Hostname: hw.Hostname, Wave: hw.WaveIndex, Target: hw.TargetClosure, State: HostPending, Since: t.now}
-		for bi, b := range r.Budgets {
-			if _, found := slices.BinarySearch(b.Hosts, hw.Hostname); found {
-				h.Budgets = append(h.Budgets, bi)
-			}
-		}
-		r.Hosts = append(r.Hosts, h)
+		r.Hosts = append(r.Hosts, PendingHost(hw, r.Budgets, t.now))
 	}
 	members := map[string]bool{}
 	for _, h := range r.Hosts {
@@ -336,4 +331,17 @@ func sortEdges(es []Edge) {
 
 func compareEdges(a, b Edge) int {
 	return cmp.Or(strings.Compare(a.Gates, b.Gates), strings.Compare(a.Gated, b.Gated))
+}
+
+// PendingHost is a host of a manifest's host set as a rollout opened at
+// since holds it before any tick dispatched it: Pending since the open,
+// with the indexes of the frozen budgets whose host lists include it.
+func PendingHost(hw proto.HostWave, budgets []proto.RolloutBudget, since time.Time) RolloutHost {
+	h := RolloutHost{Hostname: hw.Hostname, Wave: hw.WaveIndex, Target: hw.TargetClosure, State: HostPending, Since: since}
+	for bi, b := range budgets {
+		if _, found := slices.BinarySearch(b.Hosts, hw.Hostname); found {
+			h.Budgets = append(h.Budgets, bi)
+		}
+	}
+	return h
 }

@@ -347,8 +347,10 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 		err = inChunks(ids, idChunk, func(chunk []string) error {
 			// Hosts go with their rollout (no foreign key on PostgreSQL:
 			// 0011), manifests and measurements too (ON DELETE CASCADE).
-			if _, err := tx.exec(ctx, "DELETE FROM rollout_hosts WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...); err != nil {
-				return err
+			for _, table := range []string{"rollout_hosts", "rollout_hosts_owed"} {
+				if _, err := tx.exec(ctx, "DELETE FROM "+table+" WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...); err != nil {
+					return err
+				}
 			}
 			n, err := tx.exec(ctx, "DELETE FROM rollouts WHERE id IN ("+placeholders(len(chunk))+")", anys(chunk)...)
 			rollouts += n

@@ -88,6 +88,9 @@ type db struct {
 	// resMu serializes ticks on this store value.
 	resMu sync.Mutex
 	res   *resident
+	// owed are rows a committed tick of this store could not write
+	// (owed.go); resMu guards them.
+	owed *owedRows
 	// pages keeps the summaries of rollouts that no longer change
 	// (pages.go).
 	pages pageCache
@@ -196,6 +199,10 @@ type txn struct {
 	dialect dialect
 	pg      pgx.Tx  // PostgreSQL only
 	sq      *sql.Tx // SQLite only
+	// owed are the host rows a tick defers to a second transaction,
+	// and owedIDs their rollouts (owed.go).
+	owed    []hostRow
+	owedIDs []string
 }
 
 // write runs fn in a write transaction and commits when fn returns nil.

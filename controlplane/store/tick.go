@@ -42,7 +42,9 @@ type TickParams struct {
 	// short when thousands of hosts move at once. A cold load, and a tick
 	// that verifies, read everything.
 	MaxStatuses int
-	// Report, when set, is told after the tick committed what it did.
+	// Report, when set, is told after the tick committed what it did,
+	// before the store writes the host rows the tick deferred (step 8):
+	// what it reports may be acted on at once.
 	Report func(TickReport)
 }
 
@@ -66,7 +68,10 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     leaves it for the next tick (rfcs/0003 §Input);
 //  3. check that the lease is the tick lease's current holder and epoch
 //     and has not expired at now, holding the lease row until commit
-//     (else ErrNotLeader, before decide is called);
+//     (else ErrNotLeader, before decide is called); then write the host
+//     rows this lease's previous tick deferred and could not write, and,
+//     when the tick loads in full, those of every rollout still marked
+//     as owing rows (owed.go);
 //  4. keep the watch: the previous committed tick must be at most MaxGap
 //     old, else a new watch starts now and a watch_started event says so
 //     (Input.WatchingSince);
@@ -82,7 +87,10 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     QuietUntil): the tick is then skipped, and writes only the watch;
 //  7. apply its Output as reconciler.Apply does, relative to the loaded
 //     Input, and commit; then apply it to the kept input too, and tell
-//     p.Report what the tick did and which assignments it changed.
+//     p.Report what the tick did and which assignments it changed;
+//  8. a rollout it opened has its rollout row, and the rows of the hosts
+//     it moved, in that commit: the rows of its hosts still Pending
+//     follow in a second transaction, under the same lease (owed.go).
 //
 // An error from decide, or from applying, rolls everything back (the
 // watch too); after an error of the store's the store keeps no input,
@@ -99,6 +107,9 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		rep       TickReport
 		next      *resident
 		decideErr bool
+		settled   bool      // the rows s.owed held were written
+		owed      []hostRow // rows this tick defers
+		deferred  *owedRows // and with their lease
 	)
 	err := s.writeTick(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
@@ -107,6 +118,14 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		now := utcMicro(p.Clock())
 		if err := checkLease(ctx, tx, p.Lease, now); err != nil {
 			return err
+		}
+		wrote, repaired, err := s.settleOwed(ctx, tx, p.Lease, !s.keeps(p))
+		if err != nil {
+			return err
+		}
+		settled = wrote
+		if repaired {
+			s.res = nil
 		}
 		in = reconciler.Input{Now: now, Tunables: p.Tunables}
 		gap := p.MaxGap
@@ -137,7 +156,10 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if err := s.apply(ctx, tx, &in, &o, now); err != nil {
 			return fmt.Errorf("store: tick: apply: %w", err)
 		}
-		out = o
+		out, owed = o, tx.owed
+		if len(owed) > 0 {
+			deferred = &owedRows{holder: p.Lease.Holder, epoch: p.Lease.Epoch, rows: owed, ids: tx.owedIDs}
+		}
 		return nil
 	})
 	if err != nil {
@@ -152,6 +174,9 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		return reconciler.Output{}, err
 	}
 	s.res = next
+	if settled {
+		s.owed = nil
+	}
 	if !rep.Skipped {
 		rep.Assignments, rep.WaveSoaks = next.apply(&in, &out)
 		if rep.Full {
@@ -162,7 +187,17 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 	if p.Report != nil {
 		p.Report(rep)
 	}
+	if deferred != nil {
+		s.flushOwed(ctx, p, deferred)
+	}
 	return out, nil
+}
+
+// keeps reports whether the store keeps an input p's tick can start from
+// (loadKept): one of the same lease, and p does not ask for a full load.
+func (s *db) keeps(p TickParams) bool {
+	r := s.res
+	return r != nil && r.holder == p.Lease.Holder && r.lease == p.Lease.Epoch && !p.Full
 }
 
 // loadKept loads the tick's input (step 5): from the input the store kept
@@ -374,12 +409,23 @@ func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Roll
 	if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+") VALUES ("+placeholders(len(args))+")", args...); err != nil {
 		return err
 	}
-	rows := make([]hostRow, len(r.Hosts))
+	// The hosts still Pending follow in a second transaction (owed.go).
+	var now, later []hostRow
 	for j := range r.Hosts {
-		rows[j] = hostRow{r.ID, &r.Hosts[j]}
+		row := hostRow{r.ID, &r.Hosts[j]}
+		if r.Hosts[j].State == reconciler.HostPending {
+			later = append(later, row)
+		} else {
+			now = append(now, row)
+		}
 	}
-	if err := tx.insertHosts(ctx, enc, rows); err != nil {
+	if err := tx.insertHosts(ctx, enc, now); err != nil {
 		return fmt.Errorf("hosts: %w", err)
+	}
+	if len(later) > 0 {
+		if err := tx.deferHosts(ctx, r.ID, later); err != nil {
+			return fmt.Errorf("hosts: %w", err)
+		}
 	}
 	n, err := tx.exec(ctx, `INSERT INTO rollout_manifests (rollout_id, body, sig, hash)
 		SELECT ?, manifest_body, manifest_sig, manifest_hash FROM channels WHERE channel = ? AND manifest_hash = ?`,
@@ -428,7 +474,11 @@ func (tx *txn) applyHosts(ctx context.Context, enc *encoder, known map[string][]
 			rows = append(rows, hostRow{u.RolloutID, &u.Host})
 		}
 	}
-	if err := tx.updateHosts(ctx, enc, rows); err != nil {
+	insert, update := tx.claimOwed(rows)
+	if err := tx.insertHosts(ctx, enc, insert); err != nil {
+		return fmt.Errorf("insert hosts: %w", err)
+	}
+	if err := tx.updateHosts(ctx, enc, update); err != nil {
 		return fmt.Errorf("update hosts: %w", err)
 	}
 	return nil

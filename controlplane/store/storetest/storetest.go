@@ -95,6 +95,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tick10000Hosts", testTick10000},
 		{"Analysis", testAnalysis},
 		{"ResidentEqualsColdLoad", testResidentEqualsColdLoad},
+		{"DeferredHostRows", testDeferredHostRows},
 		{"PruneHosts", testPruneHosts},
 	}
 	for _, tc := range tests {
