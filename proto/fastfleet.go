@@ -2,7 +2,6 @@ package proto
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -369,7 +368,9 @@ func (c *cursor) strWith(in *interner) (string, bool) {
 func printableASCII(b []byte) bool {
 	const lows, highs = 0x2020202020202020, 0x8080808080808080
 	for len(b) >= 8 {
-		w := binary.LittleEndian.Uint64(b)
+		// One load: the compiler merges the bytes' shifts.
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 		if ((w-lows)|w)&highs != 0 {
 			return false
 		}
