@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -151,12 +152,20 @@ func TestOutageLongerThanOfflineThreshold(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			_, cp, hosts, v1 := releasedThreeWaves(t, backend, silenceFlags()...)
-			eventually(t, 20*time.Second, "wave 0 converges", func() bool {
-				stepAll(t, hosts)
+			// The wave-1 hosts check in until they have switched, and not
+			// after: nothing they say after their confirm can end their
+			// (zero-minute) soak before the outage. The canary and db-1 go
+			// on checking in.
+			switched := func(n string) bool { return hosts[n].Current() == fleetrepo.Closure(n, "v1") }
+			eventually(t, 20*time.Second, "wave 0 converges and web-1 switches", func() bool {
+				for _, n := range []string{"canary", "db-1", "web-1", "web-2"} {
+					if n == "canary" || n == "db-1" || !switched(n) {
+						stepAll(t, hosts, n)
+					}
+				}
 				ro, ok := getRollout(cp, v1)
-				return ok && hostState(ro, "canary") == reconciler.HostConverged && hostState(ro, "web-1") == reconciler.HostActivating
+				return ok && hostState(ro, "canary") == reconciler.HostConverged && switched("web-1")
 			})
-			switchOnce(t, hosts["web-1"])
 			var before proto.Rollout
 			eventually(t, 10*time.Second, "web-1 soaks", func() bool {
 				ro, ok := getRollout(cp, v1)
