@@ -19,7 +19,7 @@ type benchFleet struct {
 
 // signedFleet returns a signed fleet.resolved of n hosts, canonical and
 // pretty-printed.
-func signedFleet(b *testing.B, n int) benchFleet {
+func signedFleet(b testing.TB, n int) benchFleet {
 	b.Helper()
 	f := fleetkit.Synthetic(n)
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)

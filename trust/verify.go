@@ -121,37 +121,44 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 	res := &Result{Kind: kind, Canonical: canonical}
 	var meta *proto.Meta
 	var schemaVersion int
-	schemaErr := decodeArtifact(res, &meta, &schemaVersion)
+	// Steps 3 and 4 need only the canonical bytes: for a large artifact
+	// they run on another core while it decodes. The errors keep their
+	// order all the same.
+	var sv sigVerdict
+	var schemaErr error
+	beside := len(canonical) >= parallelVerify
+	if beside {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sv = checkSignature(active, canonical, sig)
+		}()
+		schemaErr = decodeArtifact(res, &meta, &schemaVersion)
+		<-done
+	} else {
+		schemaErr = decodeArtifact(res, &meta, &schemaVersion)
+	}
 	if schemaErr != nil {
 		if v, ok := proto.PeekSchemaVersion(canonical); !ok || v == proto.SchemaVersion {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, schemaErr)
 		}
+	}
+	if !beside {
+		sv = checkSignature(active, canonical, sig)
 	}
 
 	// 3 and 4.
 	if len(sig) != SignatureSize {
 		return nil, fmt.Errorf("%w: signature is %d bytes, want %d raw bytes", ErrBadSignature, len(sig), SignatureSize)
 	}
-	var tried, unsupported []string
-	for _, k := range active {
-		if k.Key == nil {
-			unsupported = append(unsupported, fmt.Sprintf("%s (%s)", k.Slot, k.Algorithm))
-			continue
+	if sv.slot == "" {
+		if len(sv.tried) == 0 {
+			return nil, fmt.Errorf("%w: active keys: %s", ErrUnsupportedAlgorithm, strings.Join(sv.unsupported, ", "))
 		}
-		tried = append(tried, fmt.Sprintf("%s (%s)", k.Slot, k.Algorithm))
-		if k.Key.Verify(canonical, sig) {
-			res.Slot, res.Algorithm = k.Slot, k.Algorithm
-			break
-		}
+		return nil, fmt.Errorf("%w: no active key verifies the signature over the canonical bytes (tried %s)", ErrBadSignature, strings.Join(sv.tried, ", "))
 	}
-	if res.Slot == "" {
-		if len(tried) == 0 {
-			return nil, fmt.Errorf("%w: active keys: %s", ErrUnsupportedAlgorithm, strings.Join(unsupported, ", "))
-		}
-		return nil, fmt.Errorf("%w: no active key verifies the signature over the canonical bytes (tried %s)", ErrBadSignature, strings.Join(tried, ", "))
-	}
-	sum := sha256.Sum256(canonical)
-	res.SHA256 = hex.EncodeToString(sum[:])
+	res.Slot, res.Algorithm = sv.slot, sv.algorithm
+	res.SHA256 = hex.EncodeToString(sv.sum[:])
 
 	// 5.
 	if schemaErr != nil || schemaVersion != proto.SchemaVersion {
@@ -197,6 +204,44 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 			ErrFutureDated, stamp(signedAt), span(ahead), stamp(now), span(ClockSkew)))
 	}
 	return res, nil
+}
+
+// parallelVerify is the size of canonical bytes from which Verify checks
+// the signature beside the decode: below it a goroutine costs more than
+// it saves.
+const parallelVerify = 64 << 10
+
+// sigVerdict is what checking a signature with the active keys found:
+// the key that verified it (slot empty when none did), the keys tried
+// and those of an unsupported algorithm, and the SHA-256 of the signed
+// bytes once verified.
+type sigVerdict struct {
+	slot, algorithm    string
+	tried, unsupported []string
+	sum                [sha256.Size]byte
+}
+
+// checkSignature tries sig over canonical with every active key of a
+// supported algorithm (steps 3 and 4); a signature of the wrong size is
+// tried with none.
+func checkSignature(active []ActiveKey, canonical, sig []byte) sigVerdict {
+	var v sigVerdict
+	if len(sig) != SignatureSize {
+		return v
+	}
+	for _, k := range active {
+		if k.Key == nil {
+			v.unsupported = append(v.unsupported, fmt.Sprintf("%s (%s)", k.Slot, k.Algorithm))
+			continue
+		}
+		v.tried = append(v.tried, fmt.Sprintf("%s (%s)", k.Slot, k.Algorithm))
+		if k.Key.Verify(canonical, sig) {
+			v.slot, v.algorithm = k.Slot, k.Algorithm
+			v.sum = sha256.Sum256(canonical)
+			return v
+		}
+	}
+	return v
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -2,7 +2,9 @@ package trust_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -143,4 +145,45 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestVerifyLargeArtifact: a fleet large enough that its signature is
+// checked beside its decode gets the same verdicts, in the same order, as
+// a small one: a good signature verifies and names the hash of the
+// canonical bytes; a bad one, or one of the wrong size, is refused; a
+// malformed fleet is malformed whatever its signature; an unknown schema
+// version with a bad signature is a bad signature (step 3 before step 5).
+func TestVerifyLargeArtifact(t *testing.T) {
+	t.Parallel()
+	fx := signedFleet(t, 1000)
+	if len(fx.canonical) < 64<<10 {
+		t.Fatalf("the fleet is %d bytes: too small to test the parallel path", len(fx.canonical))
+	}
+	res, err := trust.Verify(fx.pretty, fx.sig, fx.roots, trust.Policy{Kind: proto.KindFleetResolved}, fx.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(fx.canonical)
+	if res.SHA256 != hex.EncodeToString(sum[:]) || res.Slot != trust.SlotCurrent || len(res.Fleet.Hosts) != 1000 {
+		t.Fatalf("verified as %s by %q with %d hosts", res.SHA256, res.Slot, len(res.Fleet.Hosts))
+	}
+	bad := bytes.Clone(fx.sig)
+	bad[7] ^= 1
+	malformed := bytes.Replace(fx.canonical, []byte(`"system":`), []byte(`"system":5,"zz":`), 1)
+	future := bytes.Replace(fx.canonical, []byte(`"schemaVersion":1`), []byte(`"schemaVersion":2`), 1)
+	for _, c := range []struct {
+		name      string
+		body, sig []byte
+		want      error
+	}{
+		{"a flipped signature bit", fx.canonical, bad, trust.ErrBadSignature},
+		{"a short signature", fx.canonical, fx.sig[:63], trust.ErrBadSignature},
+		{"a malformed host with a bad signature", malformed, bad, trust.ErrMalformed},
+		{"a malformed host with its signature", malformed, fx.sig, trust.ErrMalformed},
+		{"schemaVersion 2 with a bad signature", future, bad, trust.ErrBadSignature},
+	} {
+		if _, err := trust.Verify(c.body, c.sig, fx.roots, trust.Policy{Kind: proto.KindFleetResolved}, fx.now); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
 }
