@@ -122,30 +122,21 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 	var meta *proto.Meta
 	var schemaVersion int
 	// Steps 3 and 4 need only the canonical bytes: for a large artifact
-	// they run on another core while it decodes. The errors keep their
-	// order all the same.
-	var sv sigVerdict
-	var schemaErr error
-	beside := len(canonical) >= parallelVerify
-	if beside {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			sv = checkSignature(active, canonical, sig)
-		}()
-		schemaErr = decodeArtifact(res, &meta, &schemaVersion)
-		<-done
-	} else {
-		schemaErr = decodeArtifact(res, &meta, &schemaVersion)
+	// they run on another core while it decodes, and their verdict is
+	// read after step 2's, so the errors keep their order.
+	verdict := func() sigVerdict { return checkSignature(active, canonical, sig) }
+	if len(canonical) >= parallelVerify {
+		ch := make(chan sigVerdict, 1) // a malformed artifact returns without reading it
+		go func() { ch <- checkSignature(active, canonical, sig) }()
+		verdict = func() sigVerdict { return <-ch }
 	}
+	schemaErr := decodeArtifact(res, &meta, &schemaVersion)
 	if schemaErr != nil {
 		if v, ok := proto.PeekSchemaVersion(canonical); !ok || v == proto.SchemaVersion {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, schemaErr)
 		}
 	}
-	if !beside {
-		sv = checkSignature(active, canonical, sig)
-	}
+	sv := verdict()
 
 	// 3 and 4.
 	if len(sig) != SignatureSize {
