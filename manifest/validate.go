@@ -63,22 +63,35 @@ func validHostname(s string) bool {
 }
 
 // validClosure: a store path basename, 32 characters of Nix's base32
-// alphabet, a dash, and a name of [A-Za-z0-9+._?=-].
+// alphabet, a dash, and a name of [A-Za-z0-9+._?=-]. A table per byte:
+// it runs once per host.
 func validClosure(s string) bool {
 	if len(s) < 34 || s[32] != '-' {
 		return false
 	}
 	for i := range 32 {
-		if !strings.ContainsRune("0123456789abcdfghijklmnpqrsvwxyz", rune(s[i])) {
+		if !nixBase32[s[i]] {
 			return false
 		}
 	}
 	for i := 33; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && !strings.ContainsRune("+._?=-", rune(c)) {
+		if !storeNameByte[s[i]] {
 			return false
 		}
 	}
 	return true
+}
+
+// nixBase32 and storeNameByte are the bytes of a store path's hash part
+// and of its name part.
+var nixBase32, storeNameByte = byteSet("0123456789abcdfghijklmnpqrsvwxyz"),
+	byteSet("+._?=-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+func byteSet(chars string) (set [256]bool) {
+	for i := range len(chars) {
+		set[chars[i]] = true
+	}
+	return set
 }
 
 func isAlnum(c byte) bool {
@@ -174,7 +187,32 @@ func (v *validator) run() {
 	if c := f.Meta.CICommit; c != nil && !commitRE.MatchString(*c) {
 		v.errorf("meta.ciCommit %q is not a hex commit id", *c)
 	}
-	v.hosts()
+	// A large fleet's hosts are checked on another core while this one
+	// checks the rest; their problems are listed in the same order as
+	// when one core checks everything.
+	names := v.sortedHosts()
+	hv := &validator{f: f, hostNames: names}
+	rest := &validator{f: f, hostNames: names}
+	if len(names) >= parallelHosts {
+		done := make(chan struct{})
+		go func() { defer close(done); hv.hosts() }()
+		rest.rest()
+		<-done
+	} else {
+		hv.hosts()
+		rest.rest()
+	}
+	v.errs = slices.Concat(v.errs, hv.errs, rest.errs)
+	v.warns = slices.Concat(v.warns, hv.warns, rest.warns)
+	v.first = rest.first
+}
+
+// parallelHosts is the fleet size from which run checks the hosts on a
+// goroutine of their own.
+const parallelHosts = 4096
+
+// rest runs every check but those of the fleet's header and its hosts.
+func (v *validator) rest() {
 	v.channels()
 	v.policies()
 	v.waves()

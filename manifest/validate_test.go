@@ -1218,9 +1218,28 @@ func TestValidateAllProblemsAtOnce(t *testing.T) {
 		"disruptionBudgets[2]: selector matches no host",
 		"disruptionBudgets[2]: sets neither maxInFlight nor maxInFlightPct, so it limits nothing",
 	}
+	// From parallelHosts hosts on, the hosts are checked on a goroutine of
+	// their own: the same problems come in the same order. The hosts
+	// added are valid, unnamed by any check, and sort among the others.
+	large := func() *proto.FleetResolved {
+		f := broken()
+		stable := f.Waves["stable"]
+		last := &stable[len(stable)-1]
+		for i := range 5000 {
+			name := fmt.Sprintf("filler-%04d", i)
+			f.Hosts[name] = proto.Host{System: "x86_64-linux", Channel: "stable",
+				ClosureHash: ptr(fmt.Sprintf("%032d-nixos-system-%s", 0, name)), Tags: []string{}}
+			last.Hosts = append(last.Hosts, name)
+		}
+		return f
+	}
 	var first string
 	for run := range 20 {
-		warns, err := manifest.ValidateFleet(broken())
+		fleet := broken
+		if run%2 == 1 {
+			fleet = large
+		}
+		warns, err := manifest.ValidateFleet(fleet())
 		if !errors.Is(err, manifest.ErrInvalidFleet) {
 			t.Fatalf("run %d: errors.Is(err, ErrInvalidFleet) = false, err = %v", run, err)
 		}
