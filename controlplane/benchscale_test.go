@@ -296,6 +296,7 @@ func (cb *checkinBench) trial(tb testing.TB, k int) trialResult {
 		tb.Fatalf("trial %d: the canary's long-poll: %v", k, a.err)
 	}
 	res.push = a.at.Sub(t0)
+	tb.Logf("trial %d: pushed at %s, dispatched after %s", k, t0.UTC().Format("15:04:05.000"), res.push.Round(time.Millisecond))
 
 	// 3. The canary switches and soaks.
 	if err := canary.confirm(ctx, a.t); err != nil {

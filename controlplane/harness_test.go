@@ -175,7 +175,18 @@ func (e *env) httpClient() *http.Client {
 
 func (e *env) start() {
 	e.t.Helper()
-	log := slog.New(slog.NewJSONHandler(&lockedWriter{mu: e.logMu, w: e.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var w io.Writer = e.log
+	if path := os.Getenv("NIXFLEET_BENCH_CPLOG"); path != "" {
+		// A benchmark's control plane log, kept (it is shown only when
+		// a test fails otherwise).
+		f, err := os.Create(path)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { f.Close() })
+		w = io.MultiWriter(w, f)
+	}
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{mu: e.logMu, w: w}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := controlplane.New(context.Background(), e.cfg, log)
 	if err != nil {
 		e.t.Fatal(err)

@@ -234,9 +234,11 @@ func (s *source) poll(ctx context.Context) error {
 		ref
 		rel   store.Release
 		fleet *proto.FleetResolved
+		took  time.Duration // reading and verifying it
 	}
 	var batch []verified
 	for _, r := range todo {
+		began := time.Now()
 		rel, fleet, err := s.verify(r.channel, r.hash)
 		var ve *verifyError
 		switch {
@@ -252,7 +254,7 @@ func (s *source) poll(ctx context.Context) error {
 		case err != nil:
 			return err // not a verdict on the release: retry on the next poll
 		}
-		batch = append(batch, verified{r, rel, fleet})
+		batch = append(batch, verified{r, rel, fleet, time.Since(began)})
 	}
 	rels := make([]store.Release, len(batch))
 	for i, v := range batch {
@@ -276,7 +278,9 @@ func (s *source) poll(ctx context.Context) error {
 		}
 		return k
 	}
+	began := time.Now()
 	errs, err := s.st.PutReleases(ctx, rels)
+	putTook := time.Since(began)
 	if err != nil {
 		for _, v := range batch {
 			s.unavailable(v.channel, v.hash, err)
@@ -291,7 +295,7 @@ func (s *source) poll(ctx context.Context) error {
 	}()
 	var failed []error
 	for i, v := range batch {
-		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i])
+		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], v.took, putTook)
 		stored = stored || ok
 		if err != nil {
 			// No verdict: the ref is not marked seen, and the next poll
@@ -325,8 +329,10 @@ func (e *verifyError) Error() string { return e.err.Error() }
 // recorded as a failure; only store errors are returned, and they are no
 // verdict on the release: a store that cannot say which release is
 // current does not make this one a replay. A new release's host keys
-// (keysOf its fleet, parsed meanwhile) become the hosts' identities.
-func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error) (bool, error) {
+// (keysOf its fleet, parsed meanwhile) become the hosts' identities. The
+// log line says how long reading and verifying it took, and storing it
+// (with the other releases of the poll).
+func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error, verifyTook, putTook time.Duration) (bool, error) {
 	switch {
 	case errors.Is(putErr, store.ErrStaleRelease):
 		cur, err := s.current(ctx, channel)
@@ -343,7 +349,8 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 		return false, putErr
 	}
 	delete(s.failures, channel)
-	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt)
+	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt,
+		"verifyMs", verifyTook.Milliseconds(), "storeMs", putTook.Milliseconds())
 	if err := s.refreshManifest(ctx, rel); err != nil {
 		return true, err
 	}

@@ -260,12 +260,13 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	t.mu.Unlock()
 	var watching time.Time
 	var rep store.TickReport
+	var committed time.Duration // until the tick committed
 	decided := false
 	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
 		SkipBefore: skip, Verify: verify, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.
-			rep = r
+			rep, committed = r, time.Since(start)
 			if !r.Skipped {
 				t.deltas.add(r)
 				t.board.post(wakeTicked)
@@ -319,9 +320,9 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	}
 	t.m.observeTick(out)
 	t.m.observeSight(watching, out.Visibility)
-	if len(out.Events) > 0 {
+	if len(out.Events) > 0 || rep.Full || verify {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
-			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "duration", time.Since(start), "full", rep.Full)
+			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "committed", committed, "duration", time.Since(start), "full", rep.Full)
 	}
 	return rep.More
 }
