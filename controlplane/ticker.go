@@ -266,7 +266,10 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		SkipBefore: skip, Verify: verify, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.
-			rep, committed = r, time.Since(start)
+			if committed == 0 {
+				committed = time.Since(start)
+			}
+			rep = r
 			if !r.Skipped {
 				t.deltas.add(r)
 				t.board.post(wakeTicked)

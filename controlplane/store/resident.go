@@ -98,6 +98,14 @@ type TickReport struct {
 	// rollout an assignment names.
 	Assignments map[string]*reconciler.Assignment
 	WaveSoaks   map[string][]time.Duration
+	// Early: this report comes first, with the assignments of the hosts
+	// whose activation the tick may have started (those it updated, and
+	// those a rollout it opened dispatched to), and is not Full; a second
+	// report, with the tick's flags, follows with the rest of the
+	// assignments it changed (with Full, every host's). A tick that opens
+	// a rollout of 100,000 hosts changes every host's assignment, which
+	// takes a while to work out: the hosts to wake learn theirs first.
+	Early bool
 }
 
 // errReload: the resident input cannot follow; load everything.
@@ -295,24 +303,35 @@ func changedStatuses(ctx context.Context, tx *txn, after, upto int64, limit int)
 	return out, nil
 }
 
+// changes are the hosts whose assignment a committed tick may have
+// changed (resident.apply).
+type changes struct {
+	// urgent may have started or ended an activation: the hosts the tick
+	// updated, and those a rollout it opened holds past Pending (the
+	// dispatches of its first wave).
+	urgent []string
+	// rollouts had every host's assignment touched: opened, changed
+	// state (every assignment carries it), or left the input.
+	rollouts []*reconciler.Rollout
+}
+
 // apply applies a committed tick's Output to the resident input (as
 // reconciler.Apply does), lets the rollouts that are no longer live leave
-// it, and returns the assignments the tick changed. intents are the
-// unconsumed intents the tick read.
-func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[string]*reconciler.Assignment, map[string][]time.Duration) {
-	touched := map[string]bool{}
-	touchAll := func(ro *reconciler.Rollout) {
-		for _, h := range ro.Hosts {
-			touched[h.Hostname] = true
-		}
-	}
+// it, and returns the hosts whose assignment the tick may have changed.
+func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) changes {
+	var ch changes
 	for i := range out.Rollouts {
 		u := &out.Rollouts[i]
 		if u.New {
 			ro := u.Rollout
 			r.add(&ro)
 			r.heads[ro.ID] = headOf(&ro)
-			touchAll(&ro)
+			ch.rollouts = append(ch.rollouts, &ro)
+			for _, h := range ro.Hosts {
+				if h.State != reconciler.HostPending {
+					ch.urgent = append(ch.urgent, h.Hostname)
+				}
+			}
 			continue
 		}
 		cur := r.live[u.Rollout.ID]
@@ -325,7 +344,7 @@ func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[stri
 		cur.Hosts = hosts
 		r.heads[cur.ID] = headOf(cur)
 		if cur.State != state {
-			touchAll(cur) // every assignment carries the rollout's state
+			ch.rollouts = append(ch.rollouts, cur)
 		}
 	}
 	for i := range out.Hosts {
@@ -345,7 +364,7 @@ func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[stri
 			r.inFlight[cur.ID]++
 		}
 		cur.Hosts[j] = u.Host
-		touched[u.Host.Hostname] = true
+		ch.urgent = append(ch.urgent, u.Host.Hostname)
 	}
 	r.deferrals = slices.Clone(out.Deferrals)
 	r.visibility = slices.Clone(out.Visibility)
@@ -373,16 +392,47 @@ func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) (map[stri
 	}
 	for id := range r.live {
 		if !l.live(r.heads[id]) {
-			touchAll(r.live[id])
+			ch.rollouts = append(ch.rollouts, r.live[id])
 			r.drop(id)
 		}
 	}
+	return ch
+}
 
-	assign := make(map[string]*reconciler.Assignment, len(touched))
-	for host := range touched {
-		assign[host] = r.assignment(host)
+// urgentAssignments are the assignments of ch's urgent hosts.
+func (r *resident) urgentAssignments(ch changes) map[string]*reconciler.Assignment {
+	assign := make(map[string]*reconciler.Assignment, len(ch.urgent))
+	for _, h := range ch.urgent {
+		assign[h] = r.assignment(h)
 	}
-	return assign, r.soaks(assign)
+	return assign
+}
+
+// changedAssignments are the assignments of every host in ch but those
+// in skip (reported already).
+func (r *resident) changedAssignments(ch changes, skip map[string]*reconciler.Assignment) map[string]*reconciler.Assignment {
+	n := len(ch.urgent)
+	for _, ro := range ch.rollouts {
+		n += len(ro.Hosts)
+	}
+	assign := make(map[string]*reconciler.Assignment, n)
+	add := func(h string) {
+		if _, ok := skip[h]; ok {
+			return
+		}
+		if _, ok := assign[h]; !ok {
+			assign[h] = r.assignment(h)
+		}
+	}
+	for _, h := range ch.urgent {
+		add(h)
+	}
+	for _, ro := range ch.rollouts {
+		for _, h := range ro.Hosts {
+			add(h.Hostname)
+		}
+	}
+	return assign
 }
 
 // assignment picks a host's record in the rollout that drives it, as

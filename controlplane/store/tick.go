@@ -87,7 +87,10 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     QuietUntil): the tick is then skipped, and writes only the watch;
 //  7. apply its Output as reconciler.Apply does, relative to the loaded
 //     Input, and commit; then apply it to the kept input too, and tell
-//     p.Report what the tick did and which assignments it changed;
+//     p.Report what the tick did and which assignments it changed (in
+//     two reports when it also changed every host of a rollout: the
+//     hosts whose activation it may have started or ended first,
+//     TickReport.Early);
 //  8. a rollout it opened has its rollout row, and the rows of the hosts
 //     it moved, in that commit: the rows of its hosts still Pending
 //     follow in a second transaction, under the same lease (owed.go).
@@ -178,11 +181,20 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		s.owed = nil
 	}
 	if !rep.Skipped {
-		rep.Assignments, rep.WaveSoaks = next.apply(&in, &out)
+		ch := next.apply(&in, &out)
+		var early map[string]*reconciler.Assignment
+		if p.Report != nil && len(ch.urgent) > 0 && (rep.Full || len(ch.rollouts) > 0) {
+			// The hosts to wake first (TickReport.Early), then the rest.
+			early = next.urgentAssignments(ch)
+			first := TickReport{Changed: rep.Changed, More: rep.More, Early: true, Assignments: early, WaveSoaks: next.soaks(early)}
+			p.Report(first)
+		}
 		if rep.Full {
 			rep.Assignments = next.assignments()
-			rep.WaveSoaks = next.soaks(rep.Assignments)
+		} else {
+			rep.Assignments = next.changedAssignments(ch, early)
 		}
+		rep.WaveSoaks = next.soaks(rep.Assignments)
 	}
 	if p.Report != nil {
 		p.Report(rep)

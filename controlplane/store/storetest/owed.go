@@ -40,9 +40,13 @@ func testDeferredHostRows(t *testing.T, s store.Store) {
 		ctx, cancel := context.WithCancel(m.ctx)
 		defer cancel()
 		var in rc.Input
+		var reports []store.TickReport
 		out, err := s.Tick(ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
-			Report: func(store.TickReport) {
-				atReport = m.rollout(id)
+			Report: func(r store.TickReport) {
+				if len(reports) == 0 {
+					atReport = m.rollout(id)
+				}
+				reports = append(reports, r)
 				cancel()
 			}},
 			func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
@@ -66,6 +70,21 @@ func testDeferredHostRows(t *testing.T, s store.Store) {
 		}
 		if pending == 0 || moved == 0 {
 			t.Fatalf("%s opened with %d hosts pending and %d moved; the test wants both", id, pending, moved)
+		}
+		// The hosts it moved learn their assignment first, in an early
+		// report; the pending ones in the second (TickReport.Early).
+		if len(reports) != 2 || !reports[0].Early || reports[1].Early {
+			t.Fatalf("%s: %d reports, want an early one and the rest", id, len(reports))
+		}
+		for _, h := range opened.Hosts {
+			a, early := reports[0].Assignments[h.Hostname]
+			_, rest := reports[1].Assignments[h.Hostname]
+			switch {
+			case h.State != rc.HostPending && (!early || a == nil || a.RolloutID != id || a.Host.State != h.State):
+				t.Errorf("%s: %s, %s, is not in the early report with it: %+v", id, h.Hostname, h.State, a)
+			case h.State == rc.HostPending && (early || !rest):
+				t.Errorf("%s: %s, pending, is in the early report (%v) or not in the second (%v)", id, h.Hostname, early, rest)
+			}
 		}
 		for _, r := range []rc.Rollout{atReport, m.rollout(id)} {
 			if len(r.Hosts) != moved {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	rc "github.com/nixfleet/nixfleet/reconciler"
@@ -48,6 +49,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	holders := []string{"replica-a", "replica-b"}
 	holder := 0
 	ticks, verified, full, skipped, partial, forgotten, lostOpens := 0, 0, 0, 0, 0, 0, 0
+	hub := &reported{}
 	for _, seed := range seeds {
 		t.Logf("sequence seed %d", seed)
 		rnd := rand.New(rand.NewPCG(seed, 0x6e6978666c656574))
@@ -75,9 +77,10 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 					var rep store.TickReport
 					var in rc.Input
 					out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
-						MaxStatuses: 1 + rnd.IntN(2), Report: func(r store.TickReport) { rep = r }},
+						MaxStatuses: 1 + rnd.IntN(2), Report: func(r store.TickReport) { rep = r; hub.take(r) }},
 						func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
 					must(t, err)
+					hub.check(t, m, seed, step)
 					ticks++
 					if rep.Full {
 						full++
@@ -107,6 +110,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 				out, err := s.Tick(ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Verify: true,
 					SkipBefore: quiet, Report: func(r store.TickReport) {
 						rep = r
+						hub.take(r)
 						if lost {
 							cancel()
 						}
@@ -114,6 +118,9 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 					func(i rc.Input) (rc.Output, error) { in, decided = i, true; return rc.Reconcile(i), nil })
 				cancel()
 				must(t, err)
+				if !lost {
+					hub.check(t, m, seed, step)
+				}
 				if lost && slices.ContainsFunc(out.Rollouts, func(u rc.RolloutUpdate) bool { return u.New && len(u.Rollout.Hosts) > 0 }) {
 					lostOpens++
 				}
@@ -246,7 +253,80 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	if partial == 0 {
 		t.Errorf("no tick left changed statuses for the next (TickParams.MaxStatuses)")
 	}
+	t.Logf("%d ticks reported their urgent assignments first", hub.early)
+	if hub.early == 0 {
+		t.Errorf("no tick reported early (TickReport.Early)")
+	}
 	if ticks-full < ticks/3 {
 		t.Errorf("only %d of %d ticks used the kept input", ticks-full, ticks)
 	}
+}
+
+// reported keeps the assignments the ticks report, as the control plane's
+// hub does: a full load's replace everything, the others change the hosts
+// they name (nil: in no live rollout), an early report's and then the
+// rest's. After a tick that wrote all it deferred, they must equal what
+// the store holds.
+// A host the tick dispatched to (Activating or RollingBack in a new
+// record) must come in the early report, when there is one.
+type reported struct {
+	assign map[string]rc.Assignment
+	early  int  // early reports taken
+	after  bool // the last report was early: this one is the rest
+	late   []string
+}
+
+func (h *reported) take(r store.TickReport) {
+	if r.Skipped {
+		return
+	}
+	rest := h.after && !r.Early
+	h.after = r.Early
+	if r.Early {
+		h.early++
+	}
+	prev := h.assign
+	if r.Full || h.assign == nil {
+		h.assign = map[string]rc.Assignment{}
+	}
+	for host, a := range r.Assignments {
+		if old, had := prev[host]; rest && a != nil && (a.Host.State == rc.HostActivating || a.Host.State == rc.HostRollingBack) &&
+			(!had || old.RolloutID != a.RolloutID || old.Host.State != a.Host.State || old.Host.Target != a.Host.Target) {
+			h.late = append(h.late, fmt.Sprintf("%s %s in %s", host, a.Host.State, a.RolloutID))
+		}
+		if a == nil {
+			delete(h.assign, host)
+		} else {
+			h.assign[host] = *a
+		}
+	}
+}
+
+func (h *reported) check(t *testing.T, m *sim, seed uint64, step int) {
+	t.Helper()
+	if len(h.late) > 0 {
+		t.Fatalf("seed %d step %d: dispatches reported after the early report: %v", seed, step, h.late)
+	}
+	want, err := m.s.Assignments(m.ctx)
+	must(t, err)
+	for host, w := range want {
+		g, ok := h.assign[host]
+		if !ok {
+			t.Fatalf("seed %d step %d: %s has assignment %s/%s in the store, none reported", seed, step, host, w.RolloutID, w.Host.State)
+		}
+		if !sameAssignment(g, w) {
+			t.Fatalf("seed %d step %d: %s: reported %+v, the store holds %+v", seed, step, host, g, w)
+		}
+	}
+	for host, g := range h.assign {
+		if _, ok := want[host]; !ok {
+			t.Fatalf("seed %d step %d: %s: reported %s/%s, the store holds no assignment", seed, step, host, g.RolloutID, g.Host.State)
+		}
+	}
+}
+
+func sameAssignment(a, b rc.Assignment) bool {
+	ha, hb := a.Host, b.Host
+	a.Host, b.Host = rc.RolloutHost{}, rc.RolloutHost{}
+	return sameHost(ha, hb) && cmp.Equal(a, b, cmpOpts)
 }
