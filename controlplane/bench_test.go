@@ -33,6 +33,10 @@
 //	                       in (heardAge)
 //	NIXFLEET_BENCH_RUNPROFILE  a path: CPU profiles of this process during
 //	                       each closed and open run, at <path>-<run>
+//	NIXFLEET_BENCH_CPUPROFILE  a path: a CPU profile of this process while
+//	                       the push-dispatch trials run
+//	NIXFLEET_BENCH_CPLOG   a path: the control plane's log, kept there
+//	                       (each trial's verify, store and tick times)
 //
 // The sizes of issue 18, one after the other, each run once (record
 // figures on a PostgreSQL with fsync on; the throwaway ones of .ci/pg and
