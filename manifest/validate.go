@@ -204,7 +204,6 @@ func (v *validator) run() {
 	}
 	v.errs = slices.Concat(v.errs, hv.errs, rest.errs)
 	v.warns = slices.Concat(v.warns, hv.warns, rest.warns)
-	v.first = rest.first
 }
 
 // parallelHosts is the fleet size from which run checks the hosts on a

@@ -306,7 +306,7 @@ func changedStatuses(ctx context.Context, tx *txn, after, upto int64, limit int)
 // changes are the hosts whose assignment a committed tick may have
 // changed (resident.apply).
 type changes struct {
-	// urgent may have started or ended an activation: the hosts the tick
+	// urgent may have started an activation: the hosts the tick
 	// updated, and those a rollout it opened holds past Pending (the
 	// dispatches of its first wave).
 	urgent []string
@@ -397,15 +397,6 @@ func (r *resident) apply(in *reconciler.Input, out *reconciler.Output) changes {
 		}
 	}
 	return ch
-}
-
-// urgentAssignments are the assignments of ch's urgent hosts.
-func (r *resident) urgentAssignments(ch changes) map[string]*reconciler.Assignment {
-	assign := make(map[string]*reconciler.Assignment, len(ch.urgent))
-	for _, h := range ch.urgent {
-		assign[h] = r.assignment(h)
-	}
-	return assign
 }
 
 // changedAssignments are the assignments of every host in ch but those

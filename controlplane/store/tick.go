@@ -89,7 +89,7 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     Input, and commit; then apply it to the kept input too, and tell
 //     p.Report what the tick did and which assignments it changed (in
 //     two reports when it also changed every host of a rollout: the
-//     hosts whose activation it may have started or ended first,
+//     hosts whose activation it may have started first,
 //     TickReport.Early);
 //  8. a rollout it opened has its rollout row, and the rows of the hosts
 //     it moved, in that commit: the rows of its hosts still Pending
@@ -185,7 +185,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		var early map[string]*reconciler.Assignment
 		if p.Report != nil && len(ch.urgent) > 0 && (rep.Full || len(ch.rollouts) > 0) {
 			// The hosts to wake first (TickReport.Early), then the rest.
-			early = next.urgentAssignments(ch)
+			early = next.changedAssignments(changes{urgent: ch.urgent}, nil)
 			first := TickReport{Changed: rep.Changed, More: rep.More, Early: true, Assignments: early, WaveSoaks: next.soaks(early)}
 			p.Report(first)
 		}
