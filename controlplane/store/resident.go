@@ -35,7 +35,9 @@ import (
 //     A tick that fails leaves no resident input.
 //  4. TickParams.Verify loads everything in the same transaction and
 //     compares: the resident input must equal a cold load (the cold load
-//     wins, and the report says so).
+//     wins, and the report says so), but for the hosts written after the
+//     resident input's marks, which a cold load on PostgreSQL may already
+//     see (compareInputs).
 type resident struct {
 	holder string
 	lease  int64 // the lease's epoch
@@ -495,35 +497,96 @@ func headOf(r *reconciler.Rollout) head {
 }
 
 // compareInputs says where two Inputs differ, "" when they do not: the
-// resident input against a cold load (TickParams.Verify).
-func compareInputs(resident, cold *reconciler.Input) string {
+// resident input against a cold load in the same transaction
+// (TickParams.Verify). The hosts that late picks among those that differ
+// do not count: they were written after the marks the resident input is
+// current with, so the cold load may hold a newer status or time than the
+// resident input, which the next tick reads (lateHosts). The intents are
+// not compared either: a tick reads them in full, keeping none, and one
+// may have been added between the two reads.
+func compareInputs(resident, cold *reconciler.Input, late func(names []string) (map[string]bool, error)) (string, error) {
+	if names := differingHosts(resident.Hosts, cold.Hosts); len(names) > 0 {
+		skip, err := late(names)
+		if err != nil {
+			return "", err
+		}
+		for _, name := range names {
+			if skip[name] {
+				continue
+			}
+			a, inA := resident.Hosts[name]
+			b, inB := cold.Hosts[name]
+			switch {
+			case !inA:
+				return fmt.Sprintf("host %s: only the cold load has it: %+v", name, b), nil
+			case !inB:
+				return fmt.Sprintf("host %s: only the resident input has it: %+v", name, a), nil
+			}
+			return fmt.Sprintf("host %s: resident %+v, cold %+v", name, a, b), nil
+		}
+	}
 	norm := func(in *reconciler.Input) reconciler.Input {
 		c := *in
 		c.Measurements = nil // loaded in full by both
-		if len(c.Hosts) == 0 {
-			c.Hosts = nil
-		}
+		c.Hosts, c.Intents = nil, nil
 		return c
 	}
 	a, b := norm(resident), norm(cold)
-	switch {
-	case !reflect.DeepEqual(a.Hosts, b.Hosts):
-		for name, o := range b.Hosts {
-			if !reflect.DeepEqual(a.Hosts[name], o) {
-				return fmt.Sprintf("host %s: resident %+v, cold %+v", name, a.Hosts[name], o)
-			}
-		}
-		return fmt.Sprintf("hosts: resident has %d, cold %d", len(a.Hosts), len(b.Hosts))
-	case len(a.Rollouts) != len(b.Rollouts):
-		return fmt.Sprintf("rollouts: resident has %d, cold %d", len(a.Rollouts), len(b.Rollouts))
+	if len(a.Rollouts) != len(b.Rollouts) {
+		return fmt.Sprintf("rollouts: resident has %d, cold %d", len(a.Rollouts), len(b.Rollouts)), nil
 	}
 	for i := range a.Rollouts {
 		if !reflect.DeepEqual(a.Rollouts[i], b.Rollouts[i]) {
-			return fmt.Sprintf("rollout %s differs from the cold load's %s", a.Rollouts[i].ID, b.Rollouts[i].ID)
+			return fmt.Sprintf("rollout %s differs from the cold load's %s", a.Rollouts[i].ID, b.Rollouts[i].ID), nil
 		}
 	}
 	if !reflect.DeepEqual(a, b) {
-		return "the intents, deferrals, visibility or channels differ"
+		return "the deferrals, visibility or channels differ", nil
 	}
-	return ""
+	return "", nil
+}
+
+// differingHosts names the hosts whose observed state differs between a
+// and b, or that only one of them holds, sorted.
+func differingHosts(a, b map[string]reconciler.ObservedHost) []string {
+	var out []string
+	for name, o := range b {
+		if p, ok := a[name]; !ok || !reflect.DeepEqual(p, o) {
+			out = append(out, name)
+		}
+	}
+	for name := range a {
+		if _, ok := b[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// lateHosts returns which of names have a status or a last-seen time
+// stamped after m: written after the resident input read its marks, in
+// a transaction that committed while the tick ran (PostgreSQL's READ
+// COMMITTED lets each of the tick's statements see those). Stamps only
+// grow, so a host not among them was not written since, and a cold load
+// read what the resident input holds for it.
+func lateHosts(ctx context.Context, tx *txn, names []string, m marks) (map[string]bool, error) {
+	late := map[string]bool{}
+	err := inChunks(names, idChunk, func(chunk []string) error {
+		in := placeholders(len(chunk))
+		return eachRow(ctx, tx, func(rs row) error {
+			var name string
+			if err := rs.Scan(&name); err != nil {
+				return err
+			}
+			late[name] = true
+			return nil
+		}, "SELECT hostname FROM host_status WHERE seq > ? AND hostname IN ("+in+")"+
+			" UNION SELECT hostname FROM host_seen WHERE seq > ? AND hostname IN ("+in+")",
+			slices.Concat([]any{m.changes}, anys(chunk), []any{m.seen}, anys(chunk))...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: hosts written during the tick: %w", err)
+	}
+	return late, nil
 }

@@ -263,11 +263,16 @@ func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p Tick
 		return nil, err
 	}
 	if r != nil {
-		if d := compareInputs(in, &cold); d == "" {
+		d, err := compareInputs(in, &cold, func(names []string) (map[string]bool, error) {
+			return lateHosts(ctx, tx, names, r.marks)
+		})
+		switch {
+		case err != nil:
+			return nil, err
+		case d == "":
 			return r, nil
-		} else {
-			rep.Diverged, rep.Divergence = true, d
 		}
+		rep.Diverged, rep.Divergence = true, d
 	}
 	*in = cold
 	rep.Full, rep.Changed = true, true

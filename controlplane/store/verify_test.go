@@ -1,0 +1,158 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
+	rc "github.com/nixfleet/nixfleet/reconciler"
+)
+
+// TestPostgresVerifyWhileHostsCheckIn: a tick that compares the kept input
+// with a cold load (TickParams.Verify) runs while check-ins commit, as
+// every tick of a busy fleet does; PostgreSQL lets the cold load's
+// statements see those commits, which the kept input reads only at the
+// next tick. They are no divergence: the tick keeps its input, and the
+// next one holds the new times. A row that changed without its stamp (what
+// no writer of the store does) is one, and is reported.
+//
+// The interleaving is forced with a table lock: the cold load reads the
+// rollouts table first, and the kept input never does (there are none),
+// so the tick waits there after it caught up, while the check-ins commit.
+func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	s, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	watch, err := pgx.Connect(ctx, url) // pg_stat_activity, outside conn's transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+
+	t0 := time.Now().UTC().Truncate(time.Microsecond)
+	seen := map[string]time.Time{}
+	for i := range 5 {
+		seen[fmt.Sprintf("host-%d", i)] = t0.Add(-time.Minute)
+	}
+	if err := s.TouchHosts(ctx, seen); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.AcquireLease(ctx, store.TickLease, "r1", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func(ctx context.Context, verify bool) (store.TickReport, rc.Input) {
+		t.Helper()
+		var rep store.TickReport
+		var in rc.Input
+		_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: verify,
+			Report: func(r store.TickReport) { rep = r }},
+			func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, in
+	}
+	if rep, _ := tick(ctx, false); !rep.Full {
+		t.Fatal("the first tick of a lease did not load in full")
+	}
+
+	// The check-ins that commit while the tick waits: a newer time for a
+	// known host, and a host heard for the first time.
+	later := map[string]time.Time{"host-1": t0.Add(-time.Second), "host-new": t0.Add(-time.Second)}
+	verifyDuring := func(write func(lock pgx.Tx) error) store.TickReport {
+		t.Helper()
+		lock, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback(ctx)
+		if _, err := lock.Exec(ctx, "LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		type result struct{ rep store.TickReport }
+		done := make(chan result, 1)
+		go func() {
+			var rep store.TickReport
+			_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: true,
+				Report: func(r store.TickReport) { rep = r }},
+				func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil })
+			if err != nil {
+				t.Error(err)
+			}
+			done <- result{rep}
+		}()
+		waitForLockWait(t, watch, "FROM rollouts")
+		if err := write(lock); err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return (<-done).rep
+	}
+
+	rep := verifyDuring(func(pgx.Tx) error { return s.TouchHosts(ctx, later) })
+	if rep.Diverged {
+		t.Fatalf("check-ins committed during a verifying tick were taken for a divergence: %s", rep.Divergence)
+	}
+	if rep.Full {
+		t.Fatal("the verifying tick dropped its kept input")
+	}
+	rep, in := tick(ctx, true)
+	if rep.Diverged || rep.Full {
+		t.Fatalf("the next tick: diverged %v (%s), full %v", rep.Diverged, rep.Divergence, rep.Full)
+	}
+	for name, at := range later {
+		if got := in.Hosts[name].LastSeen; !got.Equal(at) {
+			t.Errorf("the next tick has %s last seen at %s, want %s", name, got, at)
+		}
+	}
+
+	// A time changed behind the store's back, unstamped (in the locking
+	// transaction, so it commits before the cold load reads it), is a
+	// divergence, also when stamped check-ins commit beside it.
+	rep = verifyDuring(func(lock pgx.Tx) error {
+		if _, err := lock.Exec(ctx, "UPDATE host_seen SET last_seen = last_seen + 1 WHERE hostname = 'host-3'"); err != nil {
+			return err
+		}
+		return s.TouchHosts(ctx, map[string]time.Time{"host-2": t0})
+	})
+	if !rep.Diverged || !strings.Contains(rep.Divergence, "host-3") {
+		t.Fatalf("an unstamped change of host-3 was not reported: diverged %v (%s)", rep.Diverged, rep.Divergence)
+	}
+}
+
+// waitForLockWait waits until a statement containing query waits for a
+// lock on the server (another connection's).
+func waitForLockWait(t *testing.T, conn *pgx.Conn, query string) {
+	t.Helper()
+	for range 1000 {
+		var n int
+		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, query).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no statement with %q waited for a lock within 10 s", query)
+}
