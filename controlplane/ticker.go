@@ -325,7 +325,11 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	t.m.observeSight(watching, out.Visibility)
 	if len(out.Events) > 0 || rep.Full || verify {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
-			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "committed", committed, "duration", time.Since(start), "full", rep.Full)
+			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "committed", committed, "duration", time.Since(start), "full", rep.Full,
+			"verify", verify)
+	} else {
+		t.log.Debug("tick", "hosts", len(out.Hosts), "changed", rep.Changed, "more", rep.More,
+			"committed", committed, "duration", time.Since(start))
 	}
 	return rep.More
 }
