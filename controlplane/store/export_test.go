@@ -101,3 +101,9 @@ func MigrationScripts(backend string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ExecRaw runs a statement that must change one row, as no writer of the
+// store would: without a stamp or a lock.
+func (s *db) ExecRaw(ctx context.Context, query string, args ...any) error {
+	return s.execRaw(ctx, query, args...)
+}
