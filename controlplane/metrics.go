@@ -88,7 +88,7 @@ func newMetrics() *metrics {
 		Name: "nixfleet_tick_full_loads_total", Help: "Ticks that loaded the reconciler's input in full (a new lease, a pruned store, a failed tick) instead of what changed.",
 	})
 	m.divergences = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "nixfleet_tick_divergences_total", Help: "Periodic checks that found the input kept between ticks different from a cold load (which was then used): a bug, logged.",
+		Name: "nixfleet_tick_divergences_total", Help: "Periodic checks that found the input kept between ticks different from a cold load (the next tick then loaded in full): a bug, logged.",
 	})
 	m.parked = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nixfleet_long_polls_parked", Help: "Check-in long-polls waiting parked: their connection held without a goroutine or buffers.",

@@ -49,6 +49,8 @@ type ticker struct {
 	// that decided, when it decided, and when a tick last compared the
 	// kept input with a cold load (or loaded one).
 	quiet, wake, lastDecide, lastVerify time.Time
+	// verifying: a comparison with a cold load runs (verifyKept).
+	verifying bool
 	// deltas are the assignments committed ticks changed, for the hub.
 	deltas assignmentDeltas
 }
@@ -232,14 +234,15 @@ const (
 	// maxQuiet bounds how long ticks are skipped as quiet: at least this
 	// often the reconciler decides, whatever the last tick said.
 	maxQuiet = 5 * time.Minute
-	// verifyEvery is how often a tick compares the input the store keeps
-	// with a cold load (store.TickParams.Verify).
+	// verifyEvery is how often the input the store keeps is compared with
+	// a cold load, beside the ticks (store.VerifyKept).
 	verifyEvery = 10 * time.Minute
 )
 
 // tick runs one tick if this replica leads: from the input the store
 // keeps, skipped when nothing changed and the last tick's QuietUntil has
-// not come (within maxQuiet), compared with a cold load every verifyEvery.
+// not come (within maxQuiet); every verifyEvery a committed tick starts
+// a comparison of the kept input with a cold load beside the ticks.
 // It reports whether the tick committed and left changed statuses for the
 // next one.
 func (t *ticker) tick(ctx context.Context) (more bool) {
@@ -256,14 +259,14 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	} else if skip.IsZero() || skip.After(t.lastDecide.Add(maxQuiet)) {
 		skip = t.lastDecide.Add(maxQuiet)
 	}
-	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery
+	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying
 	t.mu.Unlock()
 	var watching time.Time
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
 	decided := false
 	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
-		SkipBefore: skip, Verify: verify, Report: func(r store.TickReport) {
+		SkipBefore: skip, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.
 			if committed == 0 {
@@ -297,16 +300,16 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	if verify || rep.Full {
 		t.lastVerify = now
 	}
+	if verify && !rep.Full {
+		t.verifying = true
+		go t.verifyKept(ctx)
+	}
 	if decided {
 		t.lastDecide, t.quiet, t.wake = now, out.QuietUntil, out.WakeAt
 	}
 	t.mu.Unlock()
 	if rep.Full {
 		t.m.fullLoads.Inc()
-	}
-	if rep.Diverged {
-		t.m.divergences.Inc()
-		t.log.Error("the kept input differed from a cold load; the cold load is used", "where", rep.Divergence)
 	}
 	if rep.Skipped {
 		t.m.ticks.WithLabelValues("quiet").Inc()
@@ -323,15 +326,46 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	}
 	t.m.observeTick(out)
 	t.m.observeSight(watching, out.Visibility)
-	if len(out.Events) > 0 || rep.Full || verify {
+	if len(out.Events) > 0 || rep.Full {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
-			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "committed", committed, "duration", time.Since(start), "full", rep.Full,
-			"verify", verify)
+			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "committed", committed, "duration", time.Since(start), "full", rep.Full)
 	} else {
 		t.log.Debug("tick", "hosts", len(out.Hosts), "changed", rep.Changed, "more", rep.More,
 			"committed", committed, "duration", time.Since(start))
 	}
 	return rep.More
+}
+
+// verifyingNow reports whether a comparison with a cold load runs.
+func (t *ticker) verifyingNow() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.verifying
+}
+
+// verifyKept compares the input the store keeps with a cold load, beside
+// the ticks (store.VerifyKept): a difference is a bug, logged and counted,
+// and the next tick loads in full.
+func (t *ticker) verifyKept(ctx context.Context) {
+	start := time.Now()
+	rep, err := t.st.VerifyKept(ctx)
+	t.mu.Lock()
+	t.verifying = false
+	t.mu.Unlock()
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			t.log.Error("comparing the kept tick input with a cold load", "err", err)
+		}
+	case rep.Diverged:
+		t.m.divergences.Inc()
+		t.log.Error("the kept input differed from a cold load; the next tick loads in full", "where", rep.Divergence)
+		t.kick()
+	case rep.Skipped != "":
+		t.log.Debug("kept input not compared", "why", rep.Skipped)
+	default:
+		t.log.Info("kept input equals a cold load", "duration", time.Since(start))
+	}
 }
 
 // wakeAt is when the loop must tick next for a deadline: the last

@@ -2,11 +2,15 @@ package controlplane
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
@@ -92,3 +96,80 @@ func TestDebounceOnAFakeClock(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestVerifyKeptBesideTheTicks: every verifyEvery on the replica's clock,
+// a committed tick starts a comparison of the kept input with a cold load
+// beside the ticks (store.VerifyKept); a difference (here a last-seen
+// time changed behind the store's back, unstamped) is counted, kicks a
+// tick, and that tick loads in full.
+func TestVerifyKeptBesideTheTicks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "cp.db")
+	st, err := store.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
+	cfg.setDefaults()
+	m := newMetrics()
+	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), m, newBoard())
+	if err := st.TouchHosts(ctx, map[string]time.Time{"h1": fake.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	tk.lead(ctx)
+	tk.tick(ctx)
+	if got := counterValue(t, m.fullLoads); got != 1 {
+		t.Fatalf("%v full loads after the first tick, want 1", got)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.ExecContext(ctx, "UPDATE host_seen SET last_seen = last_seen + 1 WHERE hostname = 'h1'"); err != nil {
+		t.Fatal(err)
+	}
+	<-tk.kickCh // the lease's kick
+	fake.Advance(verifyEvery - time.Second)
+	tk.lead(ctx)
+	tk.tick(ctx)
+	if tk.verifyingNow() {
+		t.Fatal("a comparison started before verifyEvery passed")
+	}
+	fake.Advance(time.Second)
+	tk.lead(ctx)
+	tk.tick(ctx)
+	select {
+	case <-tk.kickCh:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the comparison did not kick a tick")
+	}
+	for tk.verifyingNow() {
+		time.Sleep(time.Millisecond)
+	}
+	if got := counterValue(t, m.divergences); got != 1 {
+		t.Fatalf("%v divergences counted, want 1", got)
+	}
+	tk.tick(ctx)
+	if got := counterValue(t, m.fullLoads); got != 2 {
+		t.Fatalf("%v full loads after the divergence, want 2", got)
+	}
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// tlog writes a replica's log to the test's (shown when it fails).
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

@@ -74,6 +74,11 @@ func benchBackends() []struct {
 //   - idle: the same tick as the control plane's ticker makes it when
 //     nothing changed and nothing is due (TickParams.SkipBefore): it
 //     reads the watermark and writes the watch, and does not decide;
+//   - verify: the comparison of the kept input with a cold load beside
+//     the ticks (VerifyKept), with an idle tick started at the same time
+//     (max_tick_ms: how long it waited); verify-in-tick: the same
+//     comparison inside a tick (TickParams.Verify), all of it under the
+//     tick lock;
 //   - moved-1000: 1,000 hosts report a changed status (not timed), and a
 //     tick reads them and decides;
 //   - churn: a tick whose output changes every host of every rollout
@@ -130,6 +135,50 @@ func benchTick(b *testing.B, s store.Store, n int) {
 			}
 			if decided {
 				b.Fatal("an idle tick decided: nothing changed and nothing was due")
+			}
+		}
+	})
+	b.Run("verify", func(b *testing.B) {
+		// VerifyKept, and an idle tick started beside it: how long the
+		// comparison holds the ticks up (tick_ms, at most the copy of
+		// the kept input).
+		p := idleParams(lease, now)
+		p.SkipBefore = now.Add(time.Hour)
+		var beside time.Duration
+		for b.Loop() {
+			done := make(chan error, 1)
+			go func() {
+				rep, err := s.VerifyKept(ctx)
+				if err == nil && (rep.Diverged || rep.Skipped != "") {
+					err = fmt.Errorf("diverged %v (%s), skipped %q", rep.Diverged, rep.Divergence, rep.Skipped)
+				}
+				done <- err
+			}()
+			began := time.Now()
+			if _, err := s.Tick(ctx, p, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
+				b.Fatal(err)
+			}
+			beside = max(beside, time.Since(began))
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(beside.Microseconds())/1000, "max_tick_ms")
+	})
+	b.Run("verify-in-tick", func(b *testing.B) {
+		// The same comparison in a tick's transaction (TickParams.Verify),
+		// as the control plane made it before VerifyKept: the tick lock
+		// is held for all of it.
+		p := idleParams(lease, now)
+		p.Verify = true
+		for b.Loop() {
+			var rep store.TickReport
+			p.Report = func(r store.TickReport) { rep = r }
+			if _, err := s.Tick(ctx, p, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
+				b.Fatal(err)
+			}
+			if rep.Diverged {
+				b.Fatal(rep.Divergence)
 			}
 		}
 	})

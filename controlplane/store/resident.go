@@ -33,11 +33,11 @@ import (
 //     as reconciler.Apply does, and the rollouts that stopped being live
 //     (liveness.live) leave it: it is again what a cold load would read.
 //     A tick that fails leaves no resident input.
-//  4. TickParams.Verify loads everything in the same transaction and
-//     compares: the resident input must equal a cold load (the cold load
-//     wins, and the report says so), but for the hosts written after the
-//     resident input's marks, which a cold load on PostgreSQL may already
-//     see (compareInputs).
+//  4. VerifyKept compares a copy of the resident input with a cold load
+//     from one snapshot, beside the ticks; TickParams.Verify does the same
+//     in the tick's transaction. The resident input must equal a cold
+//     load, but for the hosts written after the resident input's marks,
+//     which the cold load may already see (compareInputs).
 type resident struct {
 	holder string
 	lease  int64 // the lease's epoch

@@ -246,6 +246,11 @@ type Store interface {
 	// the store unchanged. The Output returned carries the watch_started
 	// event first when there was one.
 	Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
+	// VerifyKept compares the input kept between ticks with a cold load
+	// from one snapshot, holding up this store's ticks only while it
+	// copies the kept input, and drops the kept input when they differ
+	// (the next tick loads in full).
+	VerifyKept(ctx context.Context) (VerifyReport, error)
 	// Sight returns what the control plane could see at its last tick: its
 	// watch and the channels in partial visibility.
 	Sight(ctx context.Context) (Sight, error)

@@ -124,10 +124,110 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 	}
 }
 
+// TestPostgresVerifyKeptBesideTicks: VerifyKept loads from one snapshot
+// without holding up the ticks: while its cold load waits (on a table
+// lock, as in the test above), check-ins commit and a whole tick runs;
+// what the snapshot holds and the copy of the kept input does not is no
+// divergence.
+func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	s, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	watch, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+
+	t0 := time.Now().UTC().Truncate(time.Microsecond)
+	if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(-time.Minute), "host-2": t0.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.AcquireLease(ctx, store.TickLease, "r1", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func(ctx context.Context) store.TickReport {
+		var rep store.TickReport
+		_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Report: func(r store.TickReport) { rep = r }},
+			func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil })
+		if err != nil {
+			t.Error(err)
+		}
+		return rep
+	}
+	if rep := tick(ctx); !rep.Full {
+		t.Fatal("the first tick of a lease did not load in full")
+	}
+	// Recorded before the comparison starts and not yet read by a tick.
+	if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(-30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+
+	lock, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rep store.VerifyReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := s.VerifyKept(ctx)
+		done <- result{rep, err}
+	}()
+	waitForLockWait(t, watch, "FROM rollouts")
+	if err := s.TouchHosts(ctx, map[string]time.Time{"host-2": t0.Add(-time.Second), "host-3": t0.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	ticked := make(chan store.TickReport, 1)
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	go func() { ticked <- tick(tctx) }()
+	select {
+	case rep := <-ticked:
+		if rep.Full {
+			t.Error("the tick beside the comparison loaded in full")
+		}
+	case <-tctx.Done():
+		t.Fatal("a tick waited for the comparison's cold load")
+	}
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	switch {
+	case res.err != nil:
+		t.Fatal(res.err)
+	case res.rep.Skipped != "":
+		t.Fatalf("nothing was compared: %s", res.rep.Skipped)
+	case res.rep.Diverged:
+		t.Fatalf("writes beside the comparison were taken for a divergence: %s", res.rep.Divergence)
+	}
+	if rep := tick(ctx); rep.Full {
+		t.Error("the tick after an equal comparison loaded in full")
+	}
+}
+
 // TestUnstampedChangeIsADivergence: on both backends, a last-seen time
 // changed behind the store's back (unstamped, what no writer of the store
-// does) is what a verifying tick exists to find: it reports it, and uses
-// the cold load.
+// does) is what VerifyKept and a verifying tick exist to find: both report
+// it; the next tick loads in full, and the verifying one uses its cold
+// load.
 func TestUnstampedChangeIsADivergence(t *testing.T) {
 	for name, open := range map[string]func(testing.TB) store.Store{"postgres": openPostgres, "sqlite": openSQLite} {
 		t.Run(name, func(t *testing.T) {
@@ -159,11 +259,26 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			if err := raw.ExecRaw(ctx, "UPDATE host_seen SET last_seen = ? WHERE hostname = ?", t0.UnixMicro()+1, "host-2"); err != nil {
 				t.Fatal(err)
 			}
+			vr, err := s.VerifyKept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !vr.Diverged || !strings.Contains(vr.Divergence, "host-2") {
+				t.Fatalf("VerifyKept: an unstamped change of host-2 was not reported: diverged %v (%s), skipped %q", vr.Diverged, vr.Divergence, vr.Skipped)
+			}
 			rep, in := tick()
+			if !rep.Full {
+				t.Error("the tick after VerifyKept found a divergence did not load in full")
+			}
+			tick()
+			if err := raw.ExecRaw(ctx, "UPDATE host_seen SET last_seen = ? WHERE hostname = ?", t0.UnixMicro()+2, "host-2"); err != nil {
+				t.Fatal(err)
+			}
+			rep, in = tick()
 			if !rep.Diverged || !strings.Contains(rep.Divergence, "host-2") {
 				t.Fatalf("an unstamped change of host-2 was not reported: diverged %v (%s)", rep.Diverged, rep.Divergence)
 			}
-			if got, want := in.Hosts["host-2"].LastSeen, t0.Add(time.Microsecond); !got.Equal(want) {
+			if got, want := in.Hosts["host-2"].LastSeen, t0.Add(2*time.Microsecond); !got.Equal(want) {
 				t.Errorf("the tick decided on host-2 last seen at %s, want the cold load's %s", got, want)
 			}
 			if rep, _ := tick(); rep.Diverged {

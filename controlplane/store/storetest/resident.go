@@ -49,6 +49,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	holders := []string{"replica-a", "replica-b"}
 	holder := 0
 	ticks, verified, full, skipped, partial, forgotten, lostOpens := 0, 0, 0, 0, 0, 0, 0
+	keptVerified := 0 // VerifyKept compared something
 	hub := &reported{}
 	for _, seed := range seeds {
 		t.Logf("sequence seed %d", seed)
@@ -99,6 +100,16 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 					partial++
 				}
 			case what < 30: // a tick, checked against a cold load
+				// First beside the ticks (VerifyKept), with what was
+				// recorded since the last tick not yet read.
+				vr, err := s.VerifyKept(m.ctx)
+				must(t, err)
+				if vr.Diverged {
+					t.Fatalf("seed %d step %d: the kept input differs from a cold load of one snapshot: %s", seed, step, vr.Divergence)
+				}
+				if vr.Skipped == "" {
+					keptVerified++
+				}
 				var rep store.TickReport
 				var in rc.Input
 				decided := false
@@ -247,6 +258,10 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	t.Logf("%d ticks (%d checked against a cold load): %d loaded in full, %d skipped as quiet, %d left changed statuses for the next; %d hosts forgotten",
 		ticks, verified, full, skipped, partial, forgotten)
 	t.Logf("%d ticks that opened rollouts could not write their deferred host rows", lostOpens)
+	t.Logf("%d comparisons beside the ticks (VerifyKept)", keptVerified)
+	if keptVerified == 0 {
+		t.Errorf("VerifyKept never compared anything")
+	}
 	if lostOpens == 0 && os.Getenv("NIXFLEET_RESIDENT_SEED") == "" {
 		t.Errorf("no tick that opened a rollout lost its deferred host rows")
 	}
