@@ -273,6 +273,7 @@ func (t *tick) open(c *Channel) *work {
 		}
 		r.Waves = append(r.Waves, spec)
 	}
+	r.Hosts = slices.Grow(r.Hosts, len(m.HostSet)) // 100,000 records: grown once, not by doubling
 	for _, hw := range m.HostSet {
 		r.Hosts = append(r.Hosts, PendingHost(hw, r.Budgets, t.now))
 	}
