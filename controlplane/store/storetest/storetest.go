@@ -312,13 +312,28 @@ func (m *sim) checkApplied(in rc.Input, out rc.Output) {
 }
 
 // resync reloads the model from the store, after writes outside ticks.
+// While a rollout still owes the rows of its Pending hosts (a tick that
+// opened it could not write them, store/owed.go), the store shows it with
+// only the hosts it moved, and the leader's next tick writes the rest
+// before it loads: the model keeps the hosts it has for such a rollout
+// (nothing outside a tick changes a rollout's hosts).
 func (m *sim) resync() {
 	m.t.Helper()
 	list, err := m.s.Rollouts(m.ctx)
 	must(m.t, err)
+	owed, err := m.s.(Internals).CountRows(m.ctx, "rollout_hosts_owed")
+	must(m.t, err)
+	had := map[string][]rc.RolloutHost{}
+	for _, r := range m.model {
+		had[r.ID] = r.Hosts
+	}
 	m.model = nil
 	for _, r := range list {
-		m.model = append(m.model, m.rollout(r.ID))
+		ro := m.rollout(r.ID)
+		if hosts, ok := had[r.ID]; ok && owed > 0 && len(hosts) > len(ro.Hosts) {
+			ro.Hosts = hosts
+		}
+		m.model = append(m.model, ro)
 	}
 }
 
