@@ -49,8 +49,10 @@ type ticker struct {
 	// that decided, when it decided, and when a tick last compared the
 	// kept input with a cold load (or loaded one).
 	quiet, wake, lastDecide, lastVerify time.Time
-	// verifying: a comparison with a cold load runs (verifyKept).
+	// verifying: a comparison with a cold load runs (verifyKept);
+	// verifies waits for it when the loop stops.
 	verifying bool
+	verifies  sync.WaitGroup
 	// deltas are the assignments committed ticks changed, for the hub.
 	deltas assignmentDeltas
 }
@@ -173,6 +175,7 @@ func (t *ticker) run(ctx context.Context) {
 		case <-ctx.Done():
 			stopLead()
 			<-leadDone
+			t.verifies.Wait() // its context ended too
 			if _, ok := t.isLeader(); ok && t.beforeRelease != nil {
 				t.beforeRelease()
 			}
@@ -302,7 +305,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	}
 	if verify && !rep.Full {
 		t.verifying = true
-		go t.verifyKept(ctx)
+		t.verifies.Go(func() { t.verifyKept(ctx) })
 	}
 	if decided {
 		t.lastDecide, t.quiet, t.wake = now, out.QuietUntil, out.WakeAt
@@ -353,10 +356,9 @@ func (t *ticker) verifyKept(ctx context.Context) {
 	t.verifying = false
 	t.mu.Unlock()
 	switch {
+	case ctx.Err() != nil: // shutting down: whatever it found is moot
 	case err != nil:
-		if ctx.Err() == nil {
-			t.log.Error("comparing the kept tick input with a cold load", "err", err)
-		}
+		t.log.Error("comparing the kept tick input with a cold load", "err", err)
 	case rep.Diverged:
 		t.m.divergences.Inc()
 		t.log.Error("the kept input differed from a cold load; the next tick loads in full", "where", rep.Divergence)

@@ -497,38 +497,70 @@ func headOf(r *reconciler.Rollout) head {
 }
 
 // compareInputs says where two Inputs differ, "" when they do not: the
-// resident input against a cold load in the same transaction
-// (TickParams.Verify). The hosts that late picks among those that differ
-// do not count: they were written after the marks the resident input is
-// current with, so the cold load may hold a newer status or time than the
-// resident input, which the next tick reads (lateHosts). The intents are
-// not compared either: a tick reads them in full, keeping none, and one
-// may have been added between the two reads.
-func compareInputs(resident, cold *reconciler.Input, late func(names []string) (map[string]bool, error)) (string, error) {
+// resident input against a cold load (TickParams.Verify, VerifyKept).
+// What the cold load may hold that the resident input cannot does not
+// count:
+//   - of a host that late reports written after the marks the resident
+//     input is current with, its status when its status row is stamped
+//     after them, its last-seen time when its last-seen row is (a check-in
+//     the next tick reads; stamps only grow, so a row stamped before them
+//     is what the resident input read), and the host whole when the
+//     resident input does not hold it yet;
+//   - a rollout the resident input does not hold that only an unconsumed
+//     intent keeps live (lv, the cold load's liveness): the intent may
+//     have been added after the resident input read the intents, and the
+//     next tick loads the rollout;
+//   - the intents, which a tick reads in full, keeping none.
+func compareInputs(resident, cold *reconciler.Input, lv *liveness, late func(names []string) (map[string]lateRows, error)) (string, error) {
 	if names := differingHosts(resident.Hosts, cold.Hosts); len(names) > 0 {
-		skip, err := late(names)
+		lateOf, err := late(names)
 		if err != nil {
 			return "", err
 		}
 		for _, name := range names {
-			if skip[name] {
-				continue
-			}
 			a, inA := resident.Hosts[name]
 			b, inB := cold.Hosts[name]
+			l := lateOf[name]
 			switch {
+			case !inA && (l.status || l.seen):
+				continue
 			case !inA:
 				return fmt.Sprintf("host %s: only the cold load has it: %+v", name, b), nil
 			case !inB:
 				return fmt.Sprintf("host %s: only the resident input has it: %+v", name, a), nil
 			}
-			return fmt.Sprintf("host %s: resident %+v, cold %+v", name, a, b), nil
+			if l.status {
+				seen := a.LastSeen
+				a = b
+				a.LastSeen = seen
+			}
+			if l.seen {
+				a.LastSeen = b.LastSeen
+			}
+			if !reflect.DeepEqual(a, b) {
+				return fmt.Sprintf("host %s: resident %+v, cold %+v", name, resident.Hosts[name], b), nil
+			}
+		}
+	}
+	held := make(map[string]bool, len(resident.Rollouts))
+	for i := range resident.Rollouts {
+		held[resident.Rollouts[i].ID] = true
+	}
+	onlyIntended := map[string]bool{}
+	if lv != nil {
+		without := *lv
+		without.intended = nil
+		for _, h := range lv.heads {
+			if !held[h.id] && lv.intended[h.id] && !without.live(h) {
+				onlyIntended[h.id] = true
+			}
 		}
 	}
 	norm := func(in *reconciler.Input) reconciler.Input {
 		c := *in
 		c.Measurements = nil // loaded in full by both
 		c.Hosts, c.Intents = nil, nil
+		c.Rollouts = slices.DeleteFunc(slices.Clone(c.Rollouts), func(r reconciler.Rollout) bool { return onlyIntended[r.ID] })
 		return c
 	}
 	a, b := norm(resident), norm(cold)
@@ -564,25 +596,36 @@ func differingHosts(a, b map[string]reconciler.ObservedHost) []string {
 	return out
 }
 
-// lateHosts returns which of names have a status or a last-seen time
-// stamped after m: written after the resident input read its marks, in
-// a transaction that committed while the tick ran (PostgreSQL's READ
-// COMMITTED lets each of the tick's statements see those). Stamps only
-// grow, so a host not among them was not written since, and a cold load
-// read what the resident input holds for it.
-func lateHosts(ctx context.Context, tx *txn, names []string, m marks) (map[string]bool, error) {
-	late := map[string]bool{}
+// lateRows says which of a host's rows are stamped after the marks.
+type lateRows struct{ status, seen bool }
+
+// lateHosts reports, of names, the hosts with a status stamped after m's
+// changes or a last-seen time stamped after m's seen: written after the
+// resident input read its marks, in a transaction that committed before
+// the cold load read them (PostgreSQL's READ COMMITTED lets each of a
+// tick's statements see those; a snapshot taken after the marks were read
+// holds them). Stamps only grow, so a row not among them was not written
+// since, and a cold load read what the resident input holds.
+func lateHosts(ctx context.Context, tx *txn, names []string, m marks) (map[string]lateRows, error) {
+	late := map[string]lateRows{}
 	err := inChunks(names, idChunk, func(chunk []string) error {
 		in := placeholders(len(chunk))
 		return eachRow(ctx, tx, func(rs row) error {
 			var name string
-			if err := rs.Scan(&name); err != nil {
+			var seen int64
+			if err := rs.Scan(&name, &seen); err != nil {
 				return err
 			}
-			late[name] = true
+			l := late[name]
+			if seen == 1 {
+				l.seen = true
+			} else {
+				l.status = true
+			}
+			late[name] = l
 			return nil
-		}, "SELECT hostname FROM host_status WHERE seq > ? AND hostname IN ("+in+")"+
-			" UNION SELECT hostname FROM host_seen WHERE seq > ? AND hostname IN ("+in+")",
+		}, "SELECT hostname, 0 FROM host_status WHERE seq > ? AND hostname IN ("+in+")"+
+			" UNION ALL SELECT hostname, 1 FROM host_seen WHERE seq > ? AND hostname IN ("+in+")",
 			slices.Concat([]any{m.changes}, anys(chunk), []any{m.seen}, anys(chunk))...)
 	})
 	if err != nil {

@@ -263,7 +263,7 @@ func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p Tick
 		return nil, err
 	}
 	if r != nil {
-		d, err := compareInputs(in, &cold, func(names []string) (map[string]bool, error) {
+		d, err := compareInputs(in, &cold, lv, func(names []string) (map[string]lateRows, error) {
 			return lateHosts(ctx, tx, names, r.marks)
 		})
 		switch {

@@ -284,6 +284,29 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			if rep, _ := tick(); rep.Diverged {
 				t.Errorf("the tick after it diverged again: %s", rep.Divergence)
 			}
+
+			// A status changed without its stamp is reported even when the
+			// host's last-seen time was written, stamped, after the kept
+			// input's marks: only the time may be newer in the cold load.
+			old := store.HostStatus{Current: "0000000000000000000000000000000a-old-host-1", Booted: "0000000000000000000000000000000a-old-host-1"}
+			if _, err := s.RecordStatus(ctx, "host-1", old); err != nil {
+				t.Fatal(err)
+			}
+			tick()
+			if err := raw.ExecRaw(ctx, "UPDATE host_status SET status = replace(status, '-old-', '-new-'), digest = 'tampered' WHERE hostname = ?", "host-1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			vr, err = s.VerifyKept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !vr.Diverged || !strings.Contains(vr.Divergence, "-new-host-1") {
+				t.Fatalf("VerifyKept: an unstamped status of host-1 was not reported beside a stamped time: diverged %v (%s), skipped %q",
+					vr.Diverged, vr.Divergence, vr.Skipped)
+			}
 		})
 	}
 }

@@ -27,27 +27,30 @@ type VerifyReport struct {
 // while it loads (rfcs/0006 §Tick loop 3): at 100,000 hosts a cold load
 // takes seconds, and a release or a status change must not wait for it.
 //
-//  1. Between two ticks (holding what serializes them on this store), it
-//     opens a read transaction on one snapshot (PostgreSQL: REPEATABLE
-//     READ; SQLite: a read transaction) and reads the watermark there,
-//     then copies the kept input. Nothing a tick writes can commit between
-//     the two: ticks run one at a time, and this replica holds the lease.
+//  1. It opens a read transaction (PostgreSQL: REPEATABLE READ; SQLite: a
+//     read transaction), then, between two ticks (holding what serializes
+//     them on this store), reads the watermark there, which fixes the
+//     snapshot, and copies the kept input. Nothing a tick writes can
+//     commit between the two: ticks run one at a time, and this replica
+//     holds the lease.
 //  2. It lets ticks run again, and loads everything from the snapshot,
 //     with caches of its own (the ticks' stay as they are).
-//  3. It compares, as a verifying tick does, but for what the snapshot
-//     may hold that the copy cannot: the hosts stamped after the copy's
-//     marks (lateHosts), the channels and the intents (which every tick
-//     reads in full), and the rollouts that only an unconsumed intent
-//     keeps live and the copy does not hold (the next tick loads them).
+//  3. It compares as a verifying tick does (compareInputs), without the
+//     channels, which every tick reads in full.
 //
 // It compares nothing when the store keeps no input, when rows a tick
-// deferred are still owed, when the lease changed, or when the watermark's
-// epoch moved (the next tick loads in full). On a difference, the kept
-// input is dropped, so the next tick loads in full.
+// deferred are still owed, when the lease changed, when the watermark's
+// epoch moved (the next tick loads in full), or on an in-memory SQLite
+// database (one connection: the load would hold the ticks up). On a
+// difference, the kept input is dropped, so the next tick loads in full.
 func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 	var rep VerifyReport
-	s.resMu.Lock()
-	locked := true
+	if s.dialect != dialectPostgres && s.reader == s.writer {
+		rep.Skipped = "an in-memory database has one connection"
+		return rep, nil
+	}
+	var r *resident
+	locked := false
 	unlock := func() {
 		if locked {
 			locked = false
@@ -55,17 +58,21 @@ func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 		}
 	}
 	defer unlock()
-	r := s.res
-	switch {
-	case r == nil:
-		rep.Skipped = "no input kept"
-		return rep, nil
-	case s.owed != nil:
-		rep.Skipped = "a tick still owes host rows"
-		return rep, nil
-	}
 	err := s.read(ctx, func(tx *txn) error {
-		m, err := readMarks(ctx, tx) // the snapshot: no tick can commit before it
+		// The connection and the transaction are taken before the ticks
+		// are held up; the snapshot is fixed by the first statement.
+		s.resMu.Lock()
+		locked = true
+		r = s.res
+		switch {
+		case r == nil:
+			rep.Skipped = "no input kept"
+			return nil
+		case s.owed != nil:
+			rep.Skipped = "a tick still owes host rows"
+			return nil
+		}
+		m, err := readMarks(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -87,23 +94,12 @@ func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 		unlock()
 
 		var cold reconciler.Input
-		if _, err := shadow.loadInput(ctx, tx, &cold); err != nil {
+		lv, err := shadow.loadInput(ctx, tx, &cold)
+		if err != nil {
 			return err
 		}
-		// Rollouts only the snapshot's unconsumed intents keep live.
-		intended := map[string]bool{}
-		for _, it := range cold.Intents {
-			intended[it.RolloutID] = true
-		}
-		held := map[string]bool{}
-		for i := range kept.Rollouts {
-			held[kept.Rollouts[i].ID] = true
-		}
-		cold.Rollouts = slices.DeleteFunc(cold.Rollouts, func(ro reconciler.Rollout) bool {
-			return !held[ro.ID] && intended[ro.ID]
-		})
 		cold.Channels = nil
-		d, err := compareInputs(&kept, &cold, func(names []string) (map[string]bool, error) {
+		d, err := compareInputs(&kept, &cold, lv, func(names []string) (map[string]lateRows, error) {
 			return lateHosts(ctx, tx, names, marks)
 		})
 		if err != nil {
@@ -112,14 +108,13 @@ func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 		rep.Diverged, rep.Divergence = d != "", d
 		return nil
 	})
+	unlock()
 	if err != nil {
 		return VerifyReport{}, fmt.Errorf("store: verify the kept input: %w", err)
 	}
 	if rep.Diverged {
-		if !locked {
-			s.resMu.Lock()
-			locked = true
-		}
+		s.resMu.Lock()
+		locked = true
 		if s.res == r {
 			s.res = nil
 		}
