@@ -26,22 +26,8 @@ import (
 // so the tick waits there after it caught up, while the check-ins commit.
 func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 	ctx := t.Context()
-	url := pgtest.URL(t)
-	s, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	watch, err := pgx.Connect(ctx, url) // pg_stat_activity, outside conn's transaction
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close(ctx)
+	f := openBlocking(t)
+	s := f.s
 
 	t0 := time.Now().UTC().Truncate(time.Microsecond)
 	seen := map[string]time.Time{}
@@ -74,39 +60,19 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 	// The check-ins that commit while the tick waits: a newer time for a
 	// known host, and a host heard for the first time.
 	later := map[string]time.Time{"host-1": t0.Add(-time.Second), "host-new": t0.Add(-time.Second)}
-	verifyDuring := func(write func() error) store.TickReport {
-		t.Helper()
-		lock, err := conn.Begin(ctx)
+	var rep store.TickReport
+	f.whileColdLoadWaits(t, func() {
+		_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: true,
+			Report: func(r store.TickReport) { rep = r }},
+			func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil })
 		if err != nil {
+			t.Error(err)
+		}
+	}, func() {
+		if err := s.TouchHosts(ctx, later); err != nil {
 			t.Fatal(err)
 		}
-		defer lock.Rollback(ctx)
-		if _, err := lock.Exec(ctx, "LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE"); err != nil {
-			t.Fatal(err)
-		}
-		type result struct{ rep store.TickReport }
-		done := make(chan result, 1)
-		go func() {
-			var rep store.TickReport
-			_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: true,
-				Report: func(r store.TickReport) { rep = r }},
-				func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil })
-			if err != nil {
-				t.Error(err)
-			}
-			done <- result{rep}
-		}()
-		waitForLockWait(t, watch, "FROM rollouts")
-		if err := write(); err != nil {
-			t.Fatal(err)
-		}
-		if err := lock.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return (<-done).rep
-	}
-
-	rep := verifyDuring(func() error { return s.TouchHosts(ctx, later) })
+	})
 	if rep.Diverged {
 		t.Fatalf("check-ins committed during a verifying tick were taken for a divergence: %s", rep.Divergence)
 	}
@@ -131,22 +97,8 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 // divergence.
 func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 	ctx := t.Context()
-	url := pgtest.URL(t)
-	s, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	watch, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close(ctx)
+	f := openBlocking(t)
+	s := f.s
 
 	t0 := time.Now().UTC().Truncate(time.Microsecond)
 	if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(-time.Minute), "host-2": t0.Add(-time.Minute)}); err != nil {
@@ -173,43 +125,27 @@ func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lock, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, "LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
+	var res struct {
 		rep store.VerifyReport
 		err error
 	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := s.VerifyKept(ctx)
-		done <- result{rep, err}
-	}()
-	waitForLockWait(t, watch, "FROM rollouts")
-	if err := s.TouchHosts(ctx, map[string]time.Time{"host-2": t0.Add(-time.Second), "host-3": t0.Add(-time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	ticked := make(chan store.TickReport, 1)
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	go func() { ticked <- tick(tctx) }()
-	select {
-	case rep := <-ticked:
-		if rep.Full {
-			t.Error("the tick beside the comparison loaded in full")
+	f.whileColdLoadWaits(t, func() { res.rep, res.err = s.VerifyKept(ctx) }, func() {
+		if err := s.TouchHosts(ctx, map[string]time.Time{"host-2": t0.Add(-time.Second), "host-3": t0.Add(-time.Second)}); err != nil {
+			t.Fatal(err)
 		}
-	case <-tctx.Done():
-		t.Fatal("a tick waited for the comparison's cold load")
-	}
-	if err := lock.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+		ticked := make(chan store.TickReport, 1)
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		go func() { ticked <- tick(tctx) }()
+		select {
+		case rep := <-ticked:
+			if rep.Full {
+				t.Error("the tick beside the comparison loaded in full")
+			}
+		case <-tctx.Done():
+			t.Fatal("a tick waited for the comparison's cold load")
+		}
+	})
 	switch {
 	case res.err != nil:
 		t.Fatal(res.err)
@@ -308,6 +244,58 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 					vr.Diverged, vr.Divergence, vr.Skipped)
 			}
 		})
+	}
+}
+
+// blocking is a PostgreSQL store, with two connections of the test's own
+// to hold a cold load up at a chosen moment.
+type blocking struct {
+	s     store.Store
+	conn  *pgx.Conn // holds the lock
+	watch *pgx.Conn // reads pg_stat_activity, outside conn's transaction
+}
+
+func openBlocking(t *testing.T) blocking {
+	t.Helper()
+	url := pgtest.URL(t)
+	s, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	b := blocking{s: s}
+	for _, c := range []**pgx.Conn{&b.conn, &b.watch} {
+		if *c, err = pgx.Connect(t.Context(), url); err != nil {
+			t.Fatal(err)
+		}
+		conn := *c
+		t.Cleanup(func() { conn.Close(context.Background()) })
+	}
+	return b
+}
+
+// whileColdLoadWaits runs load on a goroutine with the rollouts table
+// locked: a cold load reads it first, and a kept input with no rollouts
+// never does, so load stops there after it caught up. It runs during
+// meanwhile, then lifts the lock and returns when load has.
+func (b blocking) whileColdLoadWaits(t *testing.T, load, during func()) {
+	t.Helper()
+	ctx := t.Context()
+	lock, err := b.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, "LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE"); err != nil {
+		_ = lock.Rollback(ctx)
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); load() }()
+	defer func() { _ = lock.Rollback(ctx); <-done }() // also when during fails
+	waitForLockWait(t, b.watch, "FROM rollouts")
+	during()
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
