@@ -237,9 +237,15 @@ func (s *source) poll(ctx context.Context) error {
 		took  time.Duration // reading and verifying it
 	}
 	var batch []verified
+	// Each release's bodies go to the store while it is verified
+	// (stage); storing the verified releases waits for them, and then
+	// only names them.
+	var staging sync.WaitGroup
+	stage := func(bodies ...[]byte) { staging.Go(func() { s.stage(ctx, bodies) }) }
+	defer staging.Wait()
 	for _, r := range todo {
 		began := time.Now()
-		rel, fleet, err := s.verify(r.channel, r.hash)
+		rel, fleet, err := s.verify(r.channel, r.hash, stage)
 		var ve *verifyError
 		switch {
 		case errors.As(err, &ve):
@@ -279,8 +285,11 @@ func (s *source) poll(ctx context.Context) error {
 		return k
 	}
 	began := time.Now()
+	staging.Wait()
+	t := timing{stageWait: time.Since(began)}
+	began = time.Now()
 	errs, err := s.st.PutReleases(ctx, rels)
-	putTook := time.Since(began)
+	t.put = time.Since(began)
 	if err != nil {
 		for _, v := range batch {
 			s.unavailable(v.channel, v.hash, err)
@@ -295,7 +304,8 @@ func (s *source) poll(ctx context.Context) error {
 	}()
 	var failed []error
 	for i, v := range batch {
-		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], v.took, putTook)
+		t.verify = v.took
+		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], t)
 		stored = stored || ok
 		if err != nil {
 			// No verdict: the ref is not marked seen, and the next poll
@@ -330,9 +340,8 @@ func (e *verifyError) Error() string { return e.err.Error() }
 // verdict on the release: a store that cannot say which release is
 // current does not make this one a replay. A new release's host keys
 // (keysOf its fleet, parsed meanwhile) become the hosts' identities. The
-// log line says how long reading and verifying it took, and storing it
-// (with the other releases of the poll).
-func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error, verifyTook, putTook time.Duration) (bool, error) {
+// log line says how long each part took (t).
+func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error, t timing) (bool, error) {
 	switch {
 	case errors.Is(putErr, store.ErrStaleRelease):
 		cur, err := s.current(ctx, channel)
@@ -350,7 +359,7 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 	}
 	delete(s.failures, channel)
 	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt,
-		"verifyMs", verifyTook.Milliseconds(), "storeMs", putTook.Milliseconds())
+		"verifyMs", t.verify.Milliseconds(), "stageWaitMs", t.stageWait.Milliseconds(), "storeMs", t.put.Milliseconds())
 	if err := s.refreshManifest(ctx, rel); err != nil {
 		return true, err
 	}
@@ -444,8 +453,30 @@ func (s *source) unavailable(channel string, hash plumbing.Hash, err error) {
 // verification; the last verified release stays.
 const EventReleaseRejected = "release_rejected"
 
-// verify reads and checks the artifacts at what a channel ref names.
-func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *proto.FleetResolved, error) {
+// timing is how long the parts of keeping a release took: reading and
+// verifying it, then waiting for its bodies to be staged (with those of
+// the other releases of the poll), then storing the releases.
+type timing struct{ verify, stageWait, put time.Duration }
+
+// stage writes a release's bodies to the store ahead of PutReleases
+// (store.StageReleaseBodies). A failure costs only time: PutReleases
+// writes what is missing, and says whether the store is up.
+func (s *source) stage(ctx context.Context, bodies [][]byte) {
+	began := time.Now()
+	n, err := s.st.StageReleaseBodies(ctx, s.now(), bodies...)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("staging a release's bodies; storing it writes them", "err", err)
+		}
+		return
+	}
+	s.log.Debug("staged a release's bodies", "written", n, "of", len(bodies), "ms", time.Since(began).Milliseconds())
+}
+
+// verify reads and checks the artifacts at what a channel ref names. When
+// stage is not nil, the bodies read are handed to it before they are
+// verified (they go to the store meanwhile).
+func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ...[]byte)) (store.Release, *proto.FleetResolved, error) {
 	now := s.now()
 	commit, err := s.commitAt(hash)
 	if err != nil {
@@ -466,6 +497,13 @@ func (s *source) verify(channel string, hash plumbing.Hash) (store.Release, *pro
 	// verified again). Git is read from this goroutine only.
 	spec := s.speculate(tree, channel, fleetBody, now)
 	defer spec.wait()
+	if stage != nil {
+		if spec.body != nil {
+			stage(fleetBody, spec.body)
+		} else {
+			stage(fleetBody)
+		}
+	}
 	res, err := trust.Verify(fleetBody, fleetSig, s.roots, trust.Policy{Kind: proto.KindFleetResolved}, now)
 	if err != nil {
 		return store.Release{}, nil, &verifyError{trust.Code(err), fmt.Errorf("fleet.resolved.json: %w", err)}

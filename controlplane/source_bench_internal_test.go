@@ -29,7 +29,7 @@ func BenchmarkSourceVerify(b *testing.B) {
 			src, _, commit := releasedSource(b, dir, spec, nil)
 			b.ReportAllocs()
 			for b.Loop() {
-				rel, _, err := src.verify("stable", commit)
+				rel, _, err := src.verify("stable", commit, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

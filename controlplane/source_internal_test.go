@@ -112,7 +112,7 @@ func TestVerifiedArtifactsDecodeAsStored(t *testing.T) {
 	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0, 15}},
 		Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0), fleetrepo.NewHost("prod-2", "prod", 1), fleetrepo.NewHost("prod-3", "prod", 1)}}
 	src, _, commit := releasedSource(t, dir, spec, nil)
-	rel, _, err := src.verify("prod", commit)
+	rel, _, err := src.verify("prod", commit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,5 +366,107 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 	if got := current(); got != c2.String() {
 		t.Errorf("the channel's release is %s after a replay, want %s", got, c2)
+	}
+}
+
+// stagingStore is a real store that records what the source asks of it:
+// the bodies staged and the calls in order; fail makes staging fail.
+type stagingStore struct {
+	store.Store
+	fail   bool
+	calls  []string
+	staged [][]byte
+}
+
+func (s *stagingStore) StageReleaseBodies(ctx context.Context, now time.Time, bodies ...[]byte) (int, error) {
+	s.calls = append(s.calls, "stage")
+	s.staged = append(s.staged, bodies...)
+	if s.fail {
+		return 0, errStoreDown
+	}
+	return s.Store.StageReleaseBodies(ctx, now, bodies...)
+}
+
+func (s *stagingStore) PutReleases(ctx context.Context, rs []store.Release) ([]error, error) {
+	s.calls = append(s.calls, "put")
+	return s.Store.PutReleases(ctx, rs)
+}
+
+// TestPollStagesBodies: a release's bodies are handed to the store before
+// it is verified, and the verified release stored after names the same
+// bytes; a release refused for its signature is staged but never named;
+// a store that fails to stage loses nothing (the put writes the bodies).
+func TestPollStagesBodies(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
+	real, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	st := &stagingStore{Store: real}
+	src, repo, commit := releasedSource(t, dir, spec, st)
+	src.board = newBoard()
+	if err := repo.Promote("prod", commit); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rels, err := real.Releases(ctx)
+	if err != nil || len(rels) != 1 {
+		t.Fatalf("releases %d, %v", len(rels), err)
+	}
+	if !slices.Equal(st.calls, []string{"stage", "put"}) || len(st.staged) != 2 ||
+		string(st.staged[0]) != string(rels[0].FleetBody) || string(st.staged[1]) != string(rels[0].ManifestBody) {
+		t.Fatalf("calls %q, %d bodies staged: want the fleet and the manifest staged, then the release put", st.calls, len(st.staged))
+	}
+
+	// A forged signature: staged (before verification), refused, unnamed.
+	if err := repo.WriteFile("releases/fleet.resolved.json.sig", make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	forged, err := repo.Commit("forged", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Promote("prod", forged); err != nil {
+		t.Fatal(err)
+	}
+	st.calls, st.staged = nil, nil
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, fails := src.status(); fails["prod"].Code != codes.BadSignature {
+		t.Fatalf("failures after a forged signature: %+v", fails)
+	}
+	if !slices.Equal(st.calls, []string{"stage", "put"}) || len(st.staged) != 2 {
+		t.Errorf("calls %q, %d bodies staged for the forged release: want both staged before verification", st.calls, len(st.staged))
+	}
+	after, err := real.Releases(ctx)
+	if err != nil || len(after) != 1 || after[0].Ref != rels[0].Ref || string(after[0].FleetBody) != string(rels[0].FleetBody) {
+		t.Fatalf("the forged release changed the channel: %v", err)
+	}
+
+	// Staging fails: the next release is stored all the same.
+	st.fail = true
+	unsigned, err := spec.Fleet("v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := repo.Release(unsigned, fleetkit.Commit(2), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Promote("prod", v2); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err = real.Releases(ctx)
+	if err != nil || len(after) != 1 || after[0].Ref != fleetkit.Commit(2) {
+		t.Fatalf("a release whose staging failed was not stored: %+v, %v", after, err)
 	}
 }

@@ -294,7 +294,7 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 		c := &in.Channels[i]
 		if _, ok := fleets[hs[i].fleet]; !ok {
 			var body []byte
-			if err := tx.queryRow(ctx, "SELECT fleet_body FROM channels WHERE channel = ?", c.Name).Scan(&body); err != nil {
+			if err := tx.queryRow(ctx, "SELECT b.body FROM channels c JOIN release_blobs b ON b.id = c.fleet_blob WHERE c.channel = ?", c.Name).Scan(&body); err != nil {
 				return fmt.Errorf("store: load channel %s: %w", c.Name, err)
 			}
 			f, err := proto.DecodeFleetResolved(body)
@@ -305,7 +305,7 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 		}
 		if _, ok := manifests[hs[i].manifest]; !ok {
 			var body []byte
-			if err := tx.queryRow(ctx, "SELECT manifest_body FROM channels WHERE channel = ?", c.Name).Scan(&body); err != nil {
+			if err := tx.queryRow(ctx, "SELECT b.body FROM channels c JOIN release_blobs b ON b.id = c.manifest_blob WHERE c.channel = ?", c.Name).Scan(&body); err != nil {
 				return fmt.Errorf("store: load channel %s: %w", c.Name, err)
 			}
 			m, err := proto.DecodeRolloutManifest(body)

@@ -10,7 +10,9 @@ import (
 )
 
 // PutRelease records a channel's verified release, replacing the current
-// one, under the tick lock so a tick sees one release or the other. A
+// one, under the tick lock so a tick sees one release or the other. Its
+// bodies are named by content (blobs.go): those staged already are not
+// written again. A
 // release whose SignedAt (to the microsecond) is not after the current
 // one's returns ErrStaleRelease and writes nothing. The channel's last
 // rolled ref is kept. The release log records the release, and a previous
@@ -45,6 +47,11 @@ func (s *db) PutReleases(ctx context.Context, rs []Release) ([]error, error) {
 		if !stored {
 			return nil
 		}
+		// What the channels named before, and what was staged for
+		// releases since refused, is named no more.
+		if err := dropUnnamedBlobs(ctx, tx); err != nil {
+			return fmt.Errorf("store: put release: %w", err)
+		}
 		return tx.bumpChanges(ctx)
 	})
 	if err != nil {
@@ -74,16 +81,24 @@ func putRelease(ctx context.Context, tx *txn, r Release) (bool, error) {
 		return false, fmt.Errorf("%w: channel %s: release %s signed at %s, current %s signed at %s", ErrStaleRelease, r.Channel,
 			r.Ref, fromMicros(signed).Format(time.RFC3339Nano), curRef, fromMicros(cur).Format(time.RFC3339Nano))
 	}
-	_, err = tx.exec(ctx, `INSERT INTO channels (channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
-			manifest_body, manifest_sig, manifest_hash, verified_at)
+	fleetBlob, err := putBlob(ctx, tx, r.FleetBody, r.VerifiedAt)
+	if err != nil {
+		return false, fmt.Errorf("store: put release: fleet.resolved: %w", err)
+	}
+	manifestBlob, err := putBlob(ctx, tx, r.ManifestBody, r.VerifiedAt)
+	if err != nil {
+		return false, fmt.Errorf("store: put release: manifest: %w", err)
+	}
+	_, err = tx.exec(ctx, `INSERT INTO channels (channel, ref, source_commit, signed_at, fleet_blob, fleet_sig, fleet_hash,
+			manifest_blob, manifest_sig, manifest_hash, verified_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (channel) DO UPDATE SET ref = excluded.ref, source_commit = excluded.source_commit,
-			signed_at = excluded.signed_at, fleet_body = excluded.fleet_body, fleet_sig = excluded.fleet_sig,
-			fleet_hash = excluded.fleet_hash, manifest_body = excluded.manifest_body,
+			signed_at = excluded.signed_at, fleet_blob = excluded.fleet_blob, fleet_sig = excluded.fleet_sig,
+			fleet_hash = excluded.fleet_hash, manifest_blob = excluded.manifest_blob,
 			manifest_sig = excluded.manifest_sig, manifest_hash = excluded.manifest_hash,
 			verified_at = excluded.verified_at`,
-		r.Channel, r.Ref, r.SourceCommit, signed, bytesOrEmpty(r.FleetBody), bytesOrEmpty(r.FleetSig), r.FleetHash,
-		bytesOrEmpty(r.ManifestBody), bytesOrEmpty(r.ManifestSig), r.ManifestHash, micros(r.VerifiedAt))
+		r.Channel, r.Ref, r.SourceCommit, signed, fleetBlob, bytesOrEmpty(r.FleetSig), r.FleetHash,
+		manifestBlob, bytesOrEmpty(r.ManifestSig), r.ManifestHash, micros(r.VerifiedAt))
 	if err != nil {
 		return false, fmt.Errorf("store: put release: %w", err)
 	}
@@ -105,8 +120,9 @@ func (s *db) Releases(ctx context.Context) ([]Release, error) {
 				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified)
 			r.SignedAt, r.VerifiedAt = fromMicros(signed), fromMicros(verified)
 			return r, err
-		}, `SELECT channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
-			manifest_body, manifest_sig, manifest_hash, verified_at FROM channels`)
+		}, `SELECT c.channel, c.ref, c.source_commit, c.signed_at, f.body, c.fleet_sig, c.fleet_hash,
+			m.body, c.manifest_sig, c.manifest_hash, c.verified_at
+			FROM channels c JOIN release_blobs f ON f.id = c.fleet_blob JOIN release_blobs m ON m.id = c.manifest_blob`)
 		return err
 	})
 	if err != nil {

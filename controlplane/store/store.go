@@ -267,6 +267,13 @@ type Store interface {
 	// release), and the others are stored; err is a store failure, after
 	// which nothing is stored.
 	PutReleases(ctx context.Context, rs []Release) (errs []error, err error)
+	// StageReleaseBodies writes the bodies of a release that is being
+	// verified, so that the PutReleases that follows only names them
+	// (blobs.go); it reports how many it wrote. Nothing depends on it: a
+	// body not staged is written by PutReleases, and a staged one no
+	// release names is deleted by the next release stored. It writes
+	// nothing while maxLooseBlobs such bodies wait.
+	StageReleaseBodies(ctx context.Context, now time.Time, bodies ...[]byte) (int, error)
 	// Releases returns the current release of every channel, by channel
 	// name.
 	Releases(ctx context.Context) ([]Release, error)

@@ -109,7 +109,7 @@ func TestPostgresSchemaForLargeFleets(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	for _, c := range []struct{ table, column string }{
-		{"channels", "fleet_body"}, {"channels", "manifest_body"}, {"rollout_manifests", "body"}, {"rollouts", "frozen"},
+		{"release_blobs", "body"}, {"rollout_manifests", "body"}, {"rollouts", "frozen"},
 	} {
 		var method string
 		err := conn.QueryRow(ctx, "SELECT attcompression::text FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2",

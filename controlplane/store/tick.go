@@ -445,7 +445,8 @@ func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Roll
 		}
 	}
 	n, err := tx.exec(ctx, `INSERT INTO rollout_manifests (rollout_id, body, sig, hash)
-		SELECT ?, manifest_body, manifest_sig, manifest_hash FROM channels WHERE channel = ? AND manifest_hash = ?`,
+		SELECT ?, b.body, c.manifest_sig, c.manifest_hash FROM channels c JOIN release_blobs b ON b.id = c.manifest_blob
+		WHERE c.channel = ? AND c.manifest_hash = ?`,
 		r.ID, r.Channel, r.ManifestHash)
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)

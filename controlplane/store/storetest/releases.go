@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -120,4 +121,84 @@ func testManifests(t *testing.T, s store.Store) {
 	_, err = s.Manifest(ctx, "edge@nope")
 	wantErr(t, err, store.ErrNotFound, "Manifest of an unknown rollout")
 	wantErr(t, s.ReplaceManifest(ctx, store.Manifest{RolloutID: "edge@nope", Hash: "h"}), store.ErrNotFound, "ReplaceManifest of an unknown rollout")
+}
+
+// testStagedBodies: the bodies of a release staged while it is verified
+// are what PutReleases names (written once, one fleet.resolved for
+// channels that share it); bodies staged for releases never stored stay
+// bounded, and a stored release deletes every body no channel names,
+// while a rollout keeps serving the manifest it opened with.
+func testStagedBodies(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	in := internals(t, s)
+	m := newSim(t, s)
+	fb := testFleet(t)
+	blobs := func() int64 {
+		t.Helper()
+		n, err := in.CountRows(ctx, "release_blobs")
+		must(t, err)
+		return n
+	}
+	stage := func(want int, bodies ...[]byte) {
+		t.Helper()
+		n, err := s.StageReleaseBodies(ctx, m.now, bodies...)
+		must(t, err)
+		if n != want {
+			t.Fatalf("StageReleaseBodies wrote %d of %d bodies, want %d", n, len(bodies), want)
+		}
+	}
+
+	v1 := Releases(t, fb.Build(), fleetkit.Commit(1), m.now)
+	if len(v1) != 2 || string(v1[0].FleetBody) != string(v1[1].FleetBody) {
+		t.Fatal("the test fleet's channels do not share one fleet.resolved")
+	}
+	stage(2, v1[0].FleetBody, v1[0].ManifestBody)
+	stage(0, v1[0].FleetBody, v1[0].ManifestBody) // kept already
+	stage(1, v1[1].FleetBody, v1[1].ManifestBody) // the fleet is shared
+	errs, err := s.PutReleases(ctx, v1)
+	must(t, err)
+	for _, err := range errs {
+		must(t, err)
+	}
+	if n := blobs(); n != 3 {
+		t.Errorf("%d blobs after storing two channels of one fleet, want 3 (the fleet and two manifests)", n)
+	}
+	got, err := s.Releases(ctx)
+	must(t, err)
+	diff(t, "the releases stored from staged bodies", got, v1)
+
+	// Bodies of releases that are then refused: staging stops at the
+	// bound, and nothing is lost by it.
+	loose := 0
+	for i := range 20 {
+		n, err := s.StageReleaseBodies(ctx, m.now, fmt.Appendf(nil, `{"refused":%d}`, i))
+		must(t, err)
+		loose += n
+	}
+	if loose == 0 || loose > 8 || blobs() != 3+int64(loose) {
+		t.Errorf("staged %d of 20 bodies no release names (%d blobs), want at most 8", loose, blobs())
+	}
+	m.checkIn(true, edgeHosts...)
+	m.tick() // opens edge@1, with a copy of its manifest
+	id := proto.RolloutID("edge", fleetkit.Commit(1))
+
+	// A release stored without staging writes its bodies itself, and
+	// every body no channel names goes: the previous fleet, the edge
+	// manifest, the refused bodies.
+	m.now = m.now.Add(time.Minute)
+	v2 := Releases(t, fb.Bump("v2").Build(), fleetkit.Commit(2), m.now, "edge")
+	must(t, s.PutRelease(ctx, v2[0]))
+	if n := blobs(); n != 4 {
+		t.Errorf("%d blobs after edge moved on, want 4 (stable's fleet and manifest, edge's new fleet and manifest)", n)
+	}
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "the releases after edge moved on", got, []store.Release{v2[0], v1[1]})
+	man, err := s.Manifest(ctx, id)
+	must(t, err)
+	if string(man.Body) != string(v1[0].ManifestBody) {
+		t.Error("the open rollout lost the manifest it opened with")
+	}
+	// The bound counts only bodies no channel names: staging works again.
+	stage(1, []byte(`{"next":1}`))
 }

@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RecordStatusesBatched", testRecordStatusesBatched},
 		{"TouchHosts", testTouchHosts},
 		{"Releases", testReleases},
+		{"StagedReleaseBodies", testStagedBodies},
 		{"ReleaseLog", testReleaseLog},
 		{"Manifests", testManifests},
 		{"Intents", testIntents},

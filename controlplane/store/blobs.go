@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Release blobs (0013_release_blobs): the bytes of a release's artifacts,
+// named by their SHA-256, which channels name. A large release's bytes
+// take long to reach the database (≈100 MB/s here: a third of a second at
+// 100,000 hosts), so the control plane's source writes them while it
+// verifies them (StageReleaseBodies) and PutReleases then only names them.
+//
+// Invariant: a channel names only blobs that exist and hold the bytes of
+// its release. PutReleases writes, in its own transaction and under the
+// tick lock, every body it does not find, and it alone deletes blobs (those
+// no channel names, after its releases are in), so a blob it found or
+// wrote cannot vanish before it commits. Staging is an optimisation only:
+// nothing depends on a staged blob arriving, and what is staged for a
+// release that is then refused stays unnamed and bounded (maxLooseBlobs).
+
+// maxLooseBlobs bounds the blobs no channel names: staging writes nothing
+// while this many exist (plus what replicas stage at the same moment), so
+// refused pushes cannot fill the database between two stored releases.
+const maxLooseBlobs = 8
+
+// unnamedBlob selects the blobs no channel names.
+const unnamedBlob = "id NOT IN (SELECT fleet_blob FROM channels) AND id NOT IN (SELECT manifest_blob FROM channels)"
+
+// blobID names a body by its content.
+func blobID(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// StageReleaseBodies writes bodies as release blobs ahead of the
+// PutReleases that will name them, in a transaction of their own; a body
+// already kept is not written again. It reports how many it wrote: none
+// when maxLooseBlobs blobs no channel names exist (PutReleases then writes
+// the bodies itself).
+func (s *db) StageReleaseBodies(ctx context.Context, now time.Time, bodies ...[]byte) (int, error) {
+	ids := make([]string, len(bodies))
+	for i, b := range bodies {
+		ids[i] = blobID(b)
+	}
+	var staged int
+	err := s.write(ctx, func(tx *txn) error {
+		staged = 0 // the transaction may be retried
+		var loose int
+		if err := tx.queryRow(ctx, "SELECT count(*) FROM release_blobs WHERE "+unnamedBlob).Scan(&loose); err != nil {
+			return err
+		}
+		for i, b := range bodies {
+			if loose >= maxLooseBlobs {
+				break
+			}
+			n, err := tx.exec(ctx, "INSERT INTO release_blobs (id, body, staged_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+				ids[i], bytesOrEmpty(b), micros(now))
+			if err != nil {
+				return err
+			}
+			staged += int(n)
+			loose += int(n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: stage release bodies: %w", err)
+	}
+	return staged, nil
+}
+
+// putBlob names body in a transaction holding the tick lock, writing it
+// unless a blob of the same content exists.
+func putBlob(ctx context.Context, tx *txn, body []byte, now time.Time) (string, error) {
+	id := blobID(body)
+	var one int
+	err := tx.queryRow(ctx, "SELECT 1 FROM release_blobs WHERE id = ?", id).Scan(&one)
+	switch {
+	case err == nil:
+		return id, nil
+	case !errors.Is(err, errNoRows):
+		return "", err
+	}
+	// A blob being staged meanwhile is waited for, and kept.
+	_, err = tx.exec(ctx, "INSERT INTO release_blobs (id, body, staged_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+		id, bytesOrEmpty(body), micros(now))
+	return id, err
+}
+
+// dropUnnamedBlobs deletes the blobs no channel names, in a transaction
+// holding the tick lock.
+func dropUnnamedBlobs(ctx context.Context, tx *txn) error {
+	_, err := tx.exec(ctx, "DELETE FROM release_blobs WHERE "+unnamedBlob)
+	return err
+}

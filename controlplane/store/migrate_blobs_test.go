@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
+)
+
+// TestMigrateReleaseBlobs: a database kept before 0013_release_blobs
+// (the bodies in the channels table) still serves its channels' releases
+// after the migration, their bytes unchanged, and the next release stored
+// deletes the migrated bodies it no longer names.
+func TestMigrateReleaseBlobs(t *testing.T) {
+	const before = 12 // the migrations of a database kept before 0013
+	insert := `INSERT INTO channels (channel, ref, source_commit, signed_at, fleet_body, fleet_sig, fleet_hash,
+		manifest_body, manifest_sig, manifest_hash, verified_at) VALUES ('edge', 'r1', 'c1', 1000000, %s, %s, 'fh', %s, %s, 'mh', 2000000)`
+	bodies := []any{[]byte("fleet-bytes"), []byte("fs"), []byte("manifest-bytes"), []byte("ms")}
+	for _, tc := range []struct {
+		backend string
+		prepare func(t *testing.T, scripts []string) string // returns the store URL
+	}{
+		{"sqlite", func(t *testing.T, scripts []string) string {
+			path := filepath.Join(t.TempDir(), "old.db")
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			run := func(q string, args ...any) {
+				if _, err := db.Exec(q, args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+			for i, s := range scripts[:before] {
+				run(s)
+				run("INSERT INTO schema_migrations (version, name) VALUES (?, 'old')", i+1)
+			}
+			run(fmt.Sprintf(insert, "?", "?", "?", "?"), bodies...)
+			return "sqlite://" + path
+		}},
+		{"postgres", func(t *testing.T, scripts []string) string {
+			url := pgtest.URL(t)
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			run := func(q string, args ...any) {
+				if _, err := conn.Exec(ctx, q, args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+			for i, s := range scripts[:before] {
+				run(s)
+				run("INSERT INTO schema_migrations (version, name) VALUES ($1, 'old')", i+1)
+			}
+			run(fmt.Sprintf(insert, "$1", "$2", "$3", "$4"), bodies...)
+			return url
+		}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			ctx := t.Context()
+			scripts, err := store.MigrationScripts(tc.backend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := store.Open(ctx, tc.prepare(t, scripts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			rels, err := s.Releases(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rels) != 1 || string(rels[0].FleetBody) != "fleet-bytes" || string(rels[0].ManifestBody) != "manifest-bytes" ||
+				string(rels[0].FleetSig) != "fs" || rels[0].ManifestHash != "mh" {
+				t.Fatalf("after the migration the releases are %+v", rels)
+			}
+			next := rels[0]
+			next.Ref, next.SignedAt, next.FleetBody, next.ManifestBody = "r2", next.SignedAt.Add(time.Second), []byte("fleet-2"), []byte("manifest-2")
+			if err := s.PutRelease(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.(interface {
+				CountRows(context.Context, string) (int64, error)
+			}).CountRows(ctx, "release_blobs"); err != nil || n != 2 {
+				t.Errorf("%d blobs (%v) after the next release, want its two", n, err)
+			}
+		})
+	}
+}
