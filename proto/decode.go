@@ -89,7 +89,16 @@ func DecodeTrustFile(data []byte) (*TrustFile, error) {
 // produced by the trust package), skipping a second scan. v must be a
 // pointer to one of this package's document types.
 func DecodeChecked(data []byte, v any) error {
-	if f, ok := v.(*FleetResolved); !ok || len(data) < fastFleetMin || !decodeFleetFast(data, f) {
+	fast := false
+	if len(data) >= fastFleetMin {
+		switch x := v.(type) {
+		case *FleetResolved:
+			fast = decodeFleetFast(data, x)
+		case *RolloutManifest:
+			fast = decodeManifestFast(data, x)
+		}
+	}
+	if !fast {
 		if err := json.Unmarshal(data, v); err != nil {
 			return fmt.Errorf("%w: %s", ErrMalformed, describe(err))
 		}

@@ -9,33 +9,35 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/nixfleet/nixfleet/proto"
 )
 
-// sameAsStdlib checks the shortcut against encoding/json on data: when
-// the shortcut answers, encoding/json accepts data and decodes the same
-// value. It reports whether the shortcut answered.
+// sameAsStdlib checks the fleet shortcut against encoding/json on data:
+// when the shortcut answers, encoding/json accepts data and decodes the
+// same value. It reports whether the shortcut answered.
 func sameAsStdlib(t *testing.T, data []byte) bool {
 	t.Helper()
-	var fast proto.FleetResolved
-	if !proto.DecodeFleetFast(data, &fast) {
-		if !reflect.DeepEqual(fast, proto.FleetResolved{}) {
+	return agreesWithStdlib(t, data, proto.DecodeFleetFast)
+}
+
+// agreesWithStdlib is sameAsStdlib for any shortcut.
+func agreesWithStdlib[T any](t *testing.T, data []byte, shortcut func([]byte, *T) bool) bool {
+	t.Helper()
+	var fast, zero T
+	if !shortcut(data, &fast) {
+		if !reflect.DeepEqual(fast, zero) {
 			t.Fatalf("the shortcut gave up but left %+v behind", fast)
 		}
 		return false
 	}
-	var std proto.FleetResolved
+	var std T
 	if err := json.Unmarshal(data, &std); err != nil {
-		t.Fatalf("the shortcut decoded what encoding/json refuses (%v): %s", err, data)
-	}
-	for name, h := range std.Hosts {
-		if g, ok := fast.Hosts[name]; !ok || !reflect.DeepEqual(g, h) {
-			t.Fatalf("host %q: the shortcut decoded %+v (found: %v), encoding/json %+v", name, g, ok, h)
-		}
+		t.Fatalf("the shortcut decoded what encoding/json refuses (%v): %.200s", err, data)
 	}
 	if !reflect.DeepEqual(fast, std) {
-		fast.Hosts, std.Hosts = nil, nil
-		t.Fatalf("the shortcut and encoding/json disagree:\nshortcut %+v\nstdlib   %+v", fast, std)
+		t.Fatalf("the shortcut and encoding/json disagree (-shortcut +stdlib):\n%s", cmp.Diff(fast, std))
 	}
 	return true
 }
@@ -141,3 +143,69 @@ func TestFastFleetDecode(t *testing.T) {
 }
 
 func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// TestFastManifestDecode: the shortcut that decodes a manifest's hostSet
+// agrees with encoding/json where it answers, answers on what CI signs,
+// and leaves to encoding/json what it is not sure about.
+func TestFastManifestDecode(t *testing.T) {
+	doc := func(set string) []byte {
+		return []byte(`{"channel":"stable","channelRef":"abc","complianceFrameworks":[],"disruptionBudgets":[{"hosts":["a","b"],"maxInFlight":1,"selector":{"all":true}}],` +
+			`"fleetResolvedHash":"ff","freshnessWindow":60,"healthGate":{},"hostSet":` + set + `,"meta":{"ciCommit":"abc"},"schemaVersion":1}`)
+	}
+	for _, c := range []struct {
+		name   string
+		doc    []byte
+		answer bool
+	}{
+		{"plain", doc(`[{"hostname":"a","targetClosure":"x","waveIndex":0},{"hostname":"b","targetClosure":"y","waveIndex":12}]`), true},
+		{"escapes", doc(`[{"hostname":"h\u00e9\"1","targetClosure":"c\n","waveIndex":-3}]`), true},
+		{"nulls", doc(`[null,{"hostname":null,"targetClosure":null,"waveIndex":null}]`), true},
+		{"empty", doc(`[]`), true},
+		{"null set", doc(`null`), true},
+		{"unknown members", doc(`[{"extra":{"x":[1,{"y":"}"}]},"hostname":"a","more":-1.5e3}]`), true},
+		{"white space", doc("[ { \"hostname\" : \"a\" , \"waveIndex\" : 2 } \n]"), true},
+		{"duplicate field", doc(`[{"waveIndex":1,"waveIndex":2,"hostname":"a","hostname":null}]`), true},
+		{"fraction", doc(`[{"waveIndex":1.0}]`), false},
+		{"exponent", doc(`[{"waveIndex":1e2}]`), false},
+		{"long number", doc(`[{"waveIndex":12345678901234567890}]`), false},
+		{"string for a number", doc(`[{"waveIndex":"1"}]`), false},
+		{"number for a string", doc(`[{"hostname":5}]`), false},
+		{"folded field", doc(`[{"HostName":"a"}]`), false},
+		{"folded hostSet", bytes.Replace(doc(`[]`), []byte(`"hostSet"`), []byte(`"HostSet"`), 1), false},
+		{"object set", doc(`{}`), false},
+		{"array entry", doc(`[[]]`), false},
+		{"bad rest", bytes.Replace(doc(`[]`), []byte(`"freshnessWindow":60`), []byte(`"freshnessWindow":"60"`), 1), false},
+		{"twice", bytes.Replace(doc(`[]`), []byte(`"meta"`), []byte(`"hostSet":[],"meta"`), 1), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := agreesWithStdlib(t, c.doc, proto.DecodeManifestFast); got != c.answer {
+				t.Errorf("the shortcut answered %v, want %v", got, c.answer)
+			}
+		})
+	}
+	t.Run("large", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString("[")
+		for i := range 2000 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"hostname":"host-%04d","targetClosure":"%032d-nixos-system-host-%04d","waveIndex":%d}`, i, i, i, i%3)
+		}
+		b.WriteString("]")
+		d := doc(b.String())
+		if len(d) < 64<<10 {
+			t.Fatalf("the large manifest is only %d bytes", len(d))
+		}
+		if !agreesWithStdlib(t, d, proto.DecodeManifestFast) {
+			t.Fatal("the shortcut gave up on a plain manifest")
+		}
+		var m proto.RolloutManifest
+		if err := proto.DecodeChecked(d, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.HostSet) != 2000 || m.HostSet[5].WaveIndex != 2 {
+			t.Errorf("decoded %d hosts, the sixth %+v", len(m.HostSet), m.HostSet[5])
+		}
+	})
+}

@@ -13,8 +13,9 @@ import (
 
 // FuzzDecode: the decoders never panic, a document they accept has a
 // canonical form that re-canonicalizes to itself and decodes to the same
-// value, and the shortcut that decodes a large fleet's hosts agrees with
-// encoding/json on every document that passes the syntax check.
+// value, and the shortcuts that decode a large fleet's hosts and a large
+// manifest's host set agree with encoding/json on every document that
+// passes the syntax check.
 func FuzzDecode(f *testing.F) {
 	fixture, err := os.ReadFile("../testdata/fleets/two-channels.json")
 	if err != nil {
@@ -28,6 +29,9 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := proto.CheckSyntax(data, proto.KindFleetResolved); err == nil {
 			sameAsStdlib(t, data)
+		}
+		if _, err := proto.CheckSyntax(data, proto.KindRolloutManifest); err == nil {
+			agreesWithStdlib(t, data, proto.DecodeManifestFast)
 		}
 		if fleet, err := proto.DecodeFleetResolved(data); err == nil {
 			roundTrip(t, data, fleet, func(b []byte) (any, error) { return proto.DecodeFleetResolved(b) })
