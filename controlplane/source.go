@@ -490,11 +490,20 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 	if err != nil {
 		return store.Release{}, nil, err
 	}
-	// The manifest's name comes from the verified fleet, but verifying a
-	// large fleet takes long: the manifest the unverified bytes name is
-	// read and verified meanwhile, on another core, and its verdict used
-	// only if the verified fleet names the same one (else it is read and
-	// verified again). Git is read from this goroutine only.
+	// The fleet is verified and validated on another core while git is
+	// read on: the manifest's name comes from the verified fleet, but
+	// verifying a large fleet takes long, so the manifest the unverified
+	// bytes name is read now and verified on a core of its own, and its
+	// verdict used only if the verified fleet names the same one (else it
+	// is read and verified again). Git is read from this goroutine only;
+	// the verdicts are taken fleet first, so the errors keep their order.
+	fleetDone := make(chan error, 1)
+	var res *trust.Result
+	go func() {
+		r, err := s.checkFleet(channel, fleetBody, fleetSig, now)
+		res = r // read after fleetDone
+		fleetDone <- err
+	}()
 	spec := s.speculate(tree, channel, fleetBody, now)
 	defer spec.wait()
 	if stage != nil {
@@ -504,20 +513,10 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 			stage(fleetBody)
 		}
 	}
-	res, err := trust.Verify(fleetBody, fleetSig, s.roots, trust.Policy{Kind: proto.KindFleetResolved}, now)
-	if err != nil {
-		return store.Release{}, nil, &verifyError{trust.Code(err), fmt.Errorf("fleet.resolved.json: %w", err)}
+	if err := <-fleetDone; err != nil {
+		return store.Release{}, nil, err
 	}
 	fleet := res.Fleet
-	if _, ok := fleet.Channels[channel]; !ok {
-		return store.Release{}, nil, &verifyError{codes.UnknownChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
-	}
-	if _, err := manifest.ValidateFleet(fleet); err != nil {
-		return store.Release{}, nil, &verifyError{codes.InvalidFleet, err}
-	}
-	if fleet.Meta.CICommit == nil || *fleet.Meta.CICommit == "" {
-		return store.Release{}, nil, &verifyError{codes.Malformed, errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
-	}
 	ref := *fleet.Meta.CICommit
 	id := proto.RolloutID(channel, ref)
 	mBody, mSig := spec.body, spec.sig
@@ -544,6 +543,24 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 		ManifestBody: mBody, ManifestSig: mSig, ManifestHash: mres.SHA256, VerifiedAt: now,
 		Fleet: fleet, Manifest: mres.Manifest,
 	}, fleet, nil
+}
+
+// checkFleet verifies a fleet's signature and validates it for channel.
+func (s *source) checkFleet(channel string, body, sig []byte, now time.Time) (*trust.Result, error) {
+	res, err := trust.Verify(body, sig, s.roots, trust.Policy{Kind: proto.KindFleetResolved}, now)
+	if err != nil {
+		return nil, &verifyError{trust.Code(err), fmt.Errorf("fleet.resolved.json: %w", err)}
+	}
+	if _, ok := res.Fleet.Channels[channel]; !ok {
+		return nil, &verifyError{codes.UnknownChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
+	}
+	if _, err := manifest.ValidateFleet(res.Fleet); err != nil {
+		return nil, &verifyError{codes.InvalidFleet, err}
+	}
+	if res.Fleet.Meta.CICommit == nil || *res.Fleet.Meta.CICommit == "" {
+		return nil, &verifyError{codes.Malformed, errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
+	}
+	return res, nil
 }
 
 // speculation is a manifest read before its fleet was verified, and
