@@ -273,17 +273,16 @@ func (t *tick) open(c *Channel) *work {
 		}
 		r.Waves = append(r.Waves, spec)
 	}
-	r.Hosts = slices.Grow(r.Hosts, len(m.HostSet)) // 100,000 records: grown once, not by doubling
-	for _, hw := range m.HostSet {
-		r.Hosts = append(r.Hosts, PendingHost(hw, r.Budgets, t.now))
-	}
-	members := map[string]bool{}
-	for _, h := range r.Hosts {
-		members[h.Hostname] = true
-	}
-	for _, e := range f.Edges {
-		if members[e.Gates] && members[e.Gated] {
-			r.Edges = append(r.Edges, Edge{Gates: e.Gates, Gated: e.Gated})
+	r.Hosts = PendingHosts(m.HostSet, r.Budgets, t.now)
+	if len(f.Edges) > 0 {
+		members := make(map[string]bool, len(r.Hosts))
+		for _, h := range r.Hosts {
+			members[h.Hostname] = true
+		}
+		for _, e := range f.Edges {
+			if members[e.Gates] && members[e.Gated] {
+				r.Edges = append(r.Edges, Edge{Gates: e.Gates, Gated: e.Gated})
+			}
 		}
 	}
 	sortEdges(r.Edges)
@@ -300,7 +299,7 @@ func (t *tick) open(c *Channel) *work {
 	var failing []string
 	if r.ComplianceMode != proto.ComplianceDisabled {
 		for _, h := range w.r.Hosts {
-			for _, ctl := range failingControls(t.obs[h.Hostname], h.Target, ControlStatic, r.Frameworks) {
+			for _, ctl := range failingControls(t.obs[h.Hostname].Compliance, h.Target, ControlStatic, r.Frameworks) {
 				failing = append(failing, h.Hostname+": "+ctl)
 			}
 		}
@@ -345,4 +344,60 @@ func PendingHost(hw proto.HostWave, budgets []proto.RolloutBudget, since time.Ti
 		}
 	}
 	return h
+}
+
+// PendingHosts is PendingHost for every host of a host set. A set sorted
+// by hostname is matched against each budget's host list in one pass when
+// those are sorted too (as a manifest's are), and the hosts' budget
+// indexes share one array (each host's slice is capped: appending to one
+// copies it); otherwise each host is looked up as PendingHost does. The
+// result is PendingHost's either way.
+func PendingHosts(set []proto.HostWave, budgets []proto.RolloutBudget, since time.Time) []RolloutHost {
+	hosts := make([]RolloutHost, len(set))
+	sorted := slices.IsSortedFunc(set, func(a, b proto.HostWave) int { return strings.Compare(a.Hostname, b.Hostname) })
+	for _, b := range budgets {
+		sorted = sorted && slices.IsSorted(b.Hosts)
+	}
+	for i, hw := range set {
+		if !sorted {
+			hosts[i] = PendingHost(hw, budgets, since)
+			continue
+		}
+		hosts[i] = RolloutHost{Hostname: hw.Hostname, Wave: hw.WaveIndex, Target: hw.TargetClosure, State: HostPending, Since: since}
+	}
+	if !sorted || len(budgets) == 0 {
+		return hosts
+	}
+	// in[bi] marks the hosts budget bi lists, found by merging.
+	in := make([][]bool, len(budgets))
+	count := make([]int, len(set))
+	total := 0
+	for bi, b := range budgets {
+		in[bi] = make([]bool, len(set))
+		j := 0
+		for i := range set {
+			for j < len(b.Hosts) && b.Hosts[j] < set[i].Hostname {
+				j++
+			}
+			if j < len(b.Hosts) && b.Hosts[j] == set[i].Hostname {
+				in[bi][i] = true
+				count[i]++
+				total++
+			}
+		}
+	}
+	backing := make([]int, 0, total)
+	for i := range hosts {
+		if count[i] == 0 {
+			continue
+		}
+		from := len(backing)
+		for bi := range budgets {
+			if in[bi][i] {
+				backing = append(backing, bi)
+			}
+		}
+		hosts[i].Budgets = backing[from:len(backing):len(backing)]
+	}
+	return hosts
 }

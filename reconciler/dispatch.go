@@ -260,7 +260,7 @@ func (t *tick) complianceFailWave(w *work) int {
 	for wave, idxs := range w.waves {
 		for _, i := range idxs {
 			h := w.r.Hosts[i]
-			if h.State == HostConverged && len(failingControls(t.obs[h.Hostname], h.Target, ControlRuntime, nil)) > 0 {
+			if h.State == HostConverged && len(failingControls(t.obs[h.Hostname].Compliance, h.Target, ControlRuntime, nil)) > 0 {
 				return wave
 			}
 		}

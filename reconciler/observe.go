@@ -182,7 +182,7 @@ func unhealthy(o ObservedHost, g proto.HealthGate, target string) string {
 		why = append(why, fmt.Sprintf("health probe(s) failing: %s", strings.Join(sortedCopy(o.Probes.Failed), ", ")))
 	}
 	if g.ComplianceProbes != nil && g.ComplianceProbes.Required {
-		if f := failingControls(o, target, ControlRuntime, nil); len(f) > 0 {
+		if f := failingControls(o.Compliance, target, ControlRuntime, nil); len(f) > 0 {
 			why = append(why, "compliance control(s) failing: "+strings.Join(f, ", "))
 		}
 	}
@@ -192,9 +192,9 @@ func unhealthy(o ObservedHost, g proto.HealthGate, target string) string {
 // failingControls lists the failing compliance controls of a kind
 // (static or runtime; "both" counts as either) for a closure, restricted
 // to frameworks when given.
-func failingControls(o ObservedHost, closure, kind string, frameworks []string) []string {
+func failingControls(results []ComplianceResult, closure, kind string, frameworks []string) []string {
 	var out []string
-	for _, c := range o.Compliance {
+	for _, c := range results {
 		if c.Passed || c.Closure != closure || (c.Type != kind && c.Type != ControlBoth) {
 			continue
 		}
