@@ -238,10 +238,18 @@ func (s *source) poll(ctx context.Context) error {
 	}
 	var batch []verified
 	// Each release's bodies go to the store while it is verified
-	// (stage); storing the verified releases waits for them, and then
-	// only names them.
+	// (stage), one release at a time (the store serializes stagings: one
+	// waiting there would hold a connection); storing the verified
+	// releases waits for them, and then only names them.
 	var staging sync.WaitGroup
-	stage := func(bodies ...[]byte) { staging.Go(func() { s.stage(ctx, bodies) }) }
+	var oneStage sync.Mutex
+	stage := func(bodies ...[]byte) {
+		staging.Go(func() {
+			oneStage.Lock()
+			defer oneStage.Unlock()
+			s.stage(ctx, bodies)
+		})
+	}
 	defer staging.Wait()
 	for _, r := range todo {
 		began := time.Now()

@@ -21,11 +21,14 @@ import (
 // no channel names, after its releases are in), so a blob it found or
 // wrote cannot vanish before it commits. Staging is an optimisation only:
 // nothing depends on a staged blob arriving, and what is staged for a
-// release that is then refused stays unnamed and bounded (maxLooseBlobs).
+// release that is then refused stays unnamed, is never read, and is
+// bounded (maxLooseBlobs).
 
 // maxLooseBlobs bounds the blobs no channel names: staging writes nothing
-// while this many exist (plus what replicas stage at the same moment), so
-// refused pushes cannot fill the database between two stored releases.
+// while this many exist, so refused pushes cannot fill the database
+// between two stored releases (at most 8 × proto.MaxBytes). Stagings run
+// one at a time, across replicas too (an advisory lock on PostgreSQL, the
+// one writer on SQLite), so the count they read is exact.
 const maxLooseBlobs = 8
 
 // unnamedBlob selects the blobs no channel names.
@@ -49,7 +52,12 @@ func (s *db) StageReleaseBodies(ctx context.Context, now time.Time, bodies ...[]
 	}
 	var staged int
 	err := s.write(ctx, func(tx *txn) error {
-		staged = 0 // the transaction may be retried
+		staged = 0
+		if tx.dialect == dialectPostgres {
+			if _, err := tx.exec(ctx, "SELECT pg_advisory_xact_lock(?)", stageLockKey); err != nil {
+				return err
+			}
+		}
 		var loose int
 		if err := tx.queryRow(ctx, "SELECT count(*) FROM release_blobs WHERE "+unnamedBlob).Scan(&loose); err != nil {
 			return err

@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +99,16 @@ func TestMigrateReleaseBlobs(t *testing.T) {
 				CountRows(context.Context, string) (int64, error)
 			}).CountRows(ctx, "release_blobs"); err != nil || n != 2 {
 				t.Errorf("%d blobs (%v) after the next release, want its two", n, err)
+			}
+			// A body gone from under its channel is an error, not a
+			// channel without a release.
+			if err := s.(interface {
+				ExecRaw(context.Context, string, ...any) error
+			}).ExecRaw(ctx, "DELETE FROM release_blobs WHERE id = ?", "sha256:"+fmt.Sprintf("%x", sha256.Sum256([]byte("manifest-2")))); err != nil {
+				t.Fatal(err)
+			}
+			if rels, err := s.Releases(ctx); err == nil || !strings.Contains(err.Error(), "channel edge") {
+				t.Errorf("Releases with a body missing: %d releases, error %v", len(rels), err)
 			}
 		})
 	}

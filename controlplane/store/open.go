@@ -281,10 +281,11 @@ func (s *db) inTx(ctx context.Context, pool *pgxpool.Pool, write bool, fn func(*
 	return nil
 }
 
-// Advisory lock keys (PostgreSQL): "nixfleet" in ASCII, and one more.
+// Advisory lock keys (PostgreSQL): "nixfleet" in ASCII, and the next ones.
 const (
 	tickLockKey    int64 = 0x6e6978666c656574
 	migrateLockKey int64 = tickLockKey + 1
+	stageLockKey   int64 = tickLockKey + 2 // StageReleaseBodies, one at a time
 )
 
 // lockTick takes the tick lock until the end of the transaction: ticks,

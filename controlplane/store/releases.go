@@ -116,13 +116,21 @@ func (s *db) Releases(ctx context.Context) ([]Release, error) {
 		out, err = collect(ctx, tx, out, func(rs row) (Release, error) {
 			var r Release
 			var signed, verified int64
+			var fleetBlob, manifestBlob string
+			var missing int
 			err := rs.Scan(&r.Channel, &r.Ref, &r.SourceCommit, &signed, &r.FleetBody, &r.FleetSig, &r.FleetHash,
-				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified)
+				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified, &fleetBlob, &manifestBlob, &missing)
 			r.SignedAt, r.VerifiedAt = fromMicros(signed), fromMicros(verified)
+			if err == nil && missing > 0 {
+				// Never a channel without its release: say what is wrong.
+				err = fmt.Errorf("channel %s: %d of its release's bodies (%s, %s) is not in release_blobs", r.Channel, missing, fleetBlob, manifestBlob)
+			}
 			return r, err
-		}, `SELECT c.channel, c.ref, c.source_commit, c.signed_at, f.body, c.fleet_sig, c.fleet_hash,
-			m.body, c.manifest_sig, c.manifest_hash, c.verified_at
-			FROM channels c JOIN release_blobs f ON f.id = c.fleet_blob JOIN release_blobs m ON m.id = c.manifest_blob`)
+		}, `SELECT c.channel, c.ref, c.source_commit, c.signed_at, coalesce(f.body, ?), c.fleet_sig, c.fleet_hash,
+			coalesce(m.body, ?), c.manifest_sig, c.manifest_hash, c.verified_at, c.fleet_blob, c.manifest_blob,
+			(CASE WHEN f.id IS NULL THEN 1 ELSE 0 END) + (CASE WHEN m.id IS NULL THEN 1 ELSE 0 END)
+			FROM channels c LEFT JOIN release_blobs f ON f.id = c.fleet_blob LEFT JOIN release_blobs m ON m.id = c.manifest_blob`,
+			[]byte{}, []byte{})
 		return err
 	})
 	if err != nil {
