@@ -304,17 +304,19 @@ func (s *source) poll(ctx context.Context) error {
 		}
 		return err // a store error: retry on the next poll
 	}
-	stored := false
-	defer func() {
-		if stored {
+	// A release the store took (no error for it) is new: the tick is told
+	// at once, before the host keys and manifests are seen to (which no
+	// tick reads).
+	for _, err := range errs {
+		if err == nil {
 			s.board.post(wakeTick)
+			break
 		}
-	}()
+	}
 	var failed []error
 	for i, v := range batch {
 		t.verify = v.took
-		ok, err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], t)
-		stored = stored || ok
+		err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], t)
 		if err != nil {
 			// No verdict: the ref is not marked seen, and the next poll
 			// reads it again.
@@ -343,38 +345,38 @@ type verifyError struct {
 func (e *verifyError) Error() string { return e.err.Error() }
 
 // stored finishes a verified release after the store was asked to keep
-// it (putErr is its answer), and reports whether it is new. A replay is
+// it (putErr is its answer; nil: it is new). A replay is
 // recorded as a failure; only store errors are returned, and they are no
 // verdict on the release: a store that cannot say which release is
 // current does not make this one a replay. A new release's host keys
 // (keysOf its fleet, parsed meanwhile) become the hosts' identities. The
 // log line says how long each part took (t).
-func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error, t timing) (bool, error) {
+func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error, t timing) error {
 	switch {
 	case errors.Is(putErr, store.ErrStaleRelease):
 		cur, err := s.current(ctx, channel)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
-			return false, nil // the release we already have (a restart, a re-poll)
+			return nil // the release we already have (a restart, a re-poll)
 		}
-		return false, s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
+		return s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
 	case putErr != nil:
-		return false, putErr
+		return putErr
 	}
 	delete(s.failures, channel)
 	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt,
 		"verifyMs", t.verify.Milliseconds(), "stageWaitMs", t.stageWait.Milliseconds(), "storeMs", t.put.Milliseconds())
 	if err := s.refreshManifest(ctx, rel); err != nil {
-		return true, err
+		return err
 	}
 	if s.ids != nil {
 		s.ids.setKeys(keysOf(rel.FleetHash), rel.SignedAt)
 	}
-	return true, nil
+	return nil
 }
 
 // current is the channel's current release (nil if it has none).
