@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"sync"
@@ -124,6 +125,7 @@ type identities struct {
 	hosts     map[string]string // raw key -> hostname
 	hostKeys  map[string]ed25519.PublicKey
 	fleet     map[string]bool     // every host of that fleet, with a key or not
+	raw       map[string]string   // by hostname, the key line each key was parsed from
 	signedAt  time.Time           // of the fleet the host keys come from
 	operators map[string]Operator // raw key -> operator
 }
@@ -154,34 +156,115 @@ func newIdentities(ops []Operator) *identities {
 // channel wins). Hosts without a pubkey, or with one that does not parse,
 // cannot authenticate.
 func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
-	id.setKeys(parseHostKeys(f), signedAt)
+	id.setKeys(parseHostKeys(f, id.current()), signedAt)
 }
 
 // hostKeys are a fleet's host identities, parsed (a large part of a
-// second at 100,000 hosts: the source parses them while it stores the
-// release).
+// second at 100,000 hosts when every key is new: the source parses them
+// while it stores the release).
 type hostKeys struct {
 	hosts map[string]string            // by key: the hostname
 	keys  map[string]ed25519.PublicKey // by hostname
 	fleet map[string]bool              // every host of the fleet
+	raw   map[string]string            // by hostname: the line of each key in keys
+}
+
+// current returns the host keys in use.
+func (id *identities) current() hostKeys {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	return hostKeys{hosts: id.hosts, keys: id.hostKeys, fleet: id.fleet, raw: id.raw}
 }
 
 // parseHostKeys parses the pubkey of every host of f; a host without
-// one, or with one that does not parse, cannot authenticate.
-func parseHostKeys(f *proto.FleetResolved) hostKeys {
-	k := hostKeys{hosts: map[string]string{}, keys: map[string]ed25519.PublicKey{}, fleet: make(map[string]bool, len(f.Hosts))}
-	for name, h := range f.Hosts {
+// one, or with one that does not parse, cannot authenticate. It starts
+// from prev, the keys of a fleet before (parsing a line always gives the
+// same key): prev itself when f has the same hosts with the same lines,
+// prev's maps copied and patched when few hosts differ (a release that
+// changes no host key costs a pass over the fleet, not 100,000 parses and
+// map entries), a fresh parse otherwise. prev's maps are never written.
+func parseHostKeys(f *proto.FleetResolved, prev hostKeys) hostKeys {
+	var changed []string // hosts of f whose key or presence differs from prev
+	found := 0           // hosts of f that prev has
+	if prev.fleet != nil {
+		for name, h := range f.Hosts {
+			if prev.fleet[name] {
+				found++
+			}
+			line, keyed := prev.raw[name]
+			if !prev.fleet[name] || (h.Pubkey == nil) == keyed || h.Pubkey != nil && line != *h.Pubkey {
+				changed = append(changed, name)
+				if len(changed) > len(f.Hosts)/8 {
+					break // a fresh parse is cheaper
+				}
+			}
+		}
+	}
+	fresh := func() hostKeys {
+		k := hostKeys{hosts: map[string]string{}, keys: map[string]ed25519.PublicKey{}, fleet: make(map[string]bool, len(f.Hosts)),
+			raw: map[string]string{}}
+		for name, h := range f.Hosts {
+			k.fleet[name] = true
+			k.add(name, h.Pubkey)
+		}
+		return k
+	}
+	switch {
+	case prev.fleet == nil || len(changed) > len(f.Hosts)/8:
+		return fresh()
+	case len(changed) == 0 && found == len(prev.fleet):
+		return prev
+	}
+	k := hostKeys{hosts: maps.Clone(prev.hosts), keys: maps.Clone(prev.keys), fleet: maps.Clone(prev.fleet), raw: maps.Clone(prev.raw)}
+	if found < len(prev.fleet) {
+		for name := range prev.fleet {
+			if _, ok := f.Hosts[name]; !ok {
+				if !k.drop(name) {
+					return fresh()
+				}
+				delete(k.fleet, name)
+			}
+		}
+	}
+	for _, name := range changed {
+		if !k.drop(name) || !k.add(name, f.Hosts[name].Pubkey) {
+			return fresh()
+		}
 		k.fleet[name] = true
-		if h.Pubkey == nil {
-			continue
-		}
-		pub, err := trust.ParseSSHEd25519(*h.Pubkey)
-		if err != nil {
-			continue
-		}
-		k.hosts[string(pub)], k.keys[name] = name, pub
 	}
 	return k
+}
+
+// add parses a host's key line into k; a nil or unparsable one is no key.
+// It reports false when another host has the same key (k is then left
+// half-done: the caller parses afresh).
+func (k hostKeys) add(name string, line *string) bool {
+	if line == nil {
+		return true
+	}
+	pub, err := trust.ParseSSHEd25519(*line)
+	if err != nil {
+		return true
+	}
+	other, taken := k.hosts[string(pub)]
+	k.hosts[string(pub)], k.keys[name], k.raw[name] = name, pub, *line
+	return !taken || other == name
+}
+
+// drop removes a host's key from k. It reports false when the key was
+// another host's too (as add).
+func (k hostKeys) drop(name string) bool {
+	pub, ok := k.keys[name]
+	if !ok {
+		return true
+	}
+	delete(k.keys, name)
+	delete(k.raw, name)
+	if k.hosts[string(pub)] != name {
+		return false
+	}
+	delete(k.hosts, string(pub))
+	return true
 }
 
 // setKeys is setHosts with the keys parsed.
@@ -191,7 +274,7 @@ func (id *identities) setKeys(k hostKeys, signedAt time.Time) {
 	if signedAt.Before(id.signedAt) {
 		return
 	}
-	id.hosts, id.hostKeys, id.fleet, id.signedAt = k.hosts, k.keys, k.fleet, signedAt
+	id.hosts, id.hostKeys, id.fleet, id.raw, id.signedAt = k.hosts, k.keys, k.fleet, k.raw, signedAt
 }
 
 // client is who sent a request.

@@ -280,7 +280,7 @@ func (s *source) poll(ctx context.Context) error {
 		if _, ok := keys[v.rel.FleetHash]; !ok && s.ids != nil {
 			ch := make(chan hostKeys, 1)
 			keys[v.rel.FleetHash] = ch
-			go func(f *proto.FleetResolved) { ch <- parseHostKeys(f) }(v.fleet)
+			go func(f *proto.FleetResolved) { ch <- parseHostKeys(f, s.ids.current()) }(v.fleet)
 		}
 	}
 	parsed := map[string]hostKeys{}
