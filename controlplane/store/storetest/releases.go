@@ -212,4 +212,16 @@ func testStagedBodies(t *testing.T, s store.Store) {
 	}
 	// The bound counts only bodies no channel names: staging works again.
 	stage(1, []byte(`{"next":1}`))
+
+	// Bodies larger than what one write carries (PostgreSQL streams a
+	// staged body in 64 KiB messages) come back byte for byte.
+	big := Releases(t, fleetkit.Synthetic(2000), fleetkit.Commit(3), m.now.Add(time.Hour), "stable")[0]
+	if len(big.FleetBody) < 4<<16 {
+		t.Fatalf("the large fleet is %d bytes: too small to take several messages", len(big.FleetBody))
+	}
+	stage(2, big.FleetBody, big.ManifestBody)
+	must(t, s.PutRelease(ctx, big))
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "the releases after a large release was staged and stored", got, []store.Release{v2[0], big})
 }
