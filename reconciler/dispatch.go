@@ -168,6 +168,8 @@ func (t *tick) dispatchHosts(w *work) {
 			if h.State == HostSkipped {
 				code, msg = codes.CatchUp, "back online; dispatched to the channel's current target "+h.Target
 			}
+			w.touch(i)
+			h = &w.r.Hosts[i]
 			h.Previous = o.Current
 			t.setHost(w, i, EvDispatch, Reason{Code: code, Message: msg})
 			t.takeNoted(w, i)
@@ -294,7 +296,7 @@ func (t *tick) finishDeferred(w *work) {
 		}
 		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: codes.BootedIntoTarget, Message: "rebooted into the target; soaking"})
 		t.takeNoted(w, i)
-		if t.observeHost(w, i); !h.State.InFlight() {
+		if t.observeHost(w, i); !w.r.Hosts[i].State.InFlight() {
 			t.untake(w, i) // soaked at once (no soak time)
 		}
 	}

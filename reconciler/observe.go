@@ -123,6 +123,7 @@ func (t *tick) observeOnce(w *work, i int) {
 		soak := w.soak(h.Wave)
 		if (h.Blocked.Gate == codes.Unheard || h.Blocked.Gate == codes.PartialVisibility) && t.heard(o) {
 			t.block(w, i, Reason{}) // heard again: the silence hold is over
+			h = &w.r.Hosts[i]
 		}
 		switch {
 		case matches && act.Outcome == OutcomeRolledBack:

@@ -1255,7 +1255,11 @@ func runChaosWith(t *rapid.T, o fleetGenOpts, check tickCheck) {
 	ticks := uniformIntGen(10, 150).Draw(t, "ticks")
 	for s.tick = 0; s.tick < ticks; s.tick++ {
 		in := s.in
+		before := hostRecords(in)
 		out := reconciler.Reconcile(in)
+		if changed := changedRecords(before, in); changed != "" {
+			t.Fatalf("tick %d: Reconcile changed its Input (the tick copies host records before it changes them): %s", s.tick, changed)
+		}
 		next := reconciler.Apply(in, out)
 		if problems := check(t, tickCase{s.tick, in, out, next}); len(problems) > 0 {
 			t.Fatalf("tick %d (now %s):\n- %s\nthis tick decided:\n%s\nstate after the tick:\n%s",
@@ -1264,6 +1268,34 @@ func runChaosWith(t *rapid.T, o fleetGenOpts, check tickCheck) {
 		s.in = next
 		s.advance(out)
 	}
+}
+
+// hostRecords is a deep copy of the host records of in's rollouts.
+func hostRecords(in reconciler.Input) [][]reconciler.RolloutHost {
+	recs := make([][]reconciler.RolloutHost, len(in.Rollouts))
+	for i, r := range in.Rollouts {
+		recs[i] = slices.Clone(r.Hosts)
+		for j := range recs[i] {
+			recs[i][j].Budgets = slices.Clone(recs[i][j].Budgets)
+		}
+	}
+	return recs
+}
+
+// changedRecords names the first host record of in that is not as
+// hostRecords copied it, or is "".
+func changedRecords(before [][]reconciler.RolloutHost, in reconciler.Input) string {
+	for i, r := range in.Rollouts {
+		if len(r.Hosts) != len(before[i]) {
+			return fmt.Sprintf("rollout %s had %d hosts, has %d", r.ID, len(before[i]), len(r.Hosts))
+		}
+		for j := range r.Hosts {
+			if !reflect.DeepEqual(r.Hosts[j], before[i][j]) {
+				return fmt.Sprintf("rollout %s, host %d: %+v became %+v", r.ID, j, before[i][j], r.Hosts[j])
+			}
+		}
+	}
+	return ""
 }
 
 // ---- invariant 1: disruption budgets ----

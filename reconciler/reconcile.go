@@ -158,6 +158,8 @@ type work struct {
 	latest   bool                   // the latest rollout of its channel
 	// runsOwned: r.Analyses is this tick's copy, not the input's.
 	runsOwned bool
+	// hostsOwned: r.Hosts is this tick's copy, not the input's (touch).
+	hostsOwned bool
 }
 
 func newTick(in Input) *tick {
@@ -191,18 +193,19 @@ func newTick(in Input) *tick {
 }
 
 // newWork is the tick's working copy of rollout r. The host records of a
-// rollout of the Input are copied (the Input is the caller's); those of
-// a rollout this tick opens (isNew) were built for it, and are taken as
-// they are: at 100,000 hosts a copy is a measurable part of the open.
+// rollout this tick opens (isNew) were built for it, and are its own; those
+// of a rollout of the Input (the caller's) are read where they are, and
+// copied before the first change (touch): most ticks change few or no
+// hosts of most rollouts, and at 100,000 hosts a copy per rollout per tick
+// was a measurable part of every tick.
 func newWork(r Rollout, isNew bool) *work {
-	w := &work{r: r, isNew: isNew, from: r.State}
+	w := &work{r: r, isNew: isNew, from: r.State, hostsOwned: isNew}
 	if isNew {
 		w.from = ""
-	} else {
-		w.r.Hosts = slices.Clone(r.Hosts)
 	}
 	byName := func(a, b RolloutHost) int { return strings.Compare(a.Hostname, b.Hostname) }
 	if !slices.IsSortedFunc(w.r.Hosts, byName) {
+		w.ownHosts()
 		slices.SortFunc(w.r.Hosts, byName)
 	}
 	w.orig = map[int]RolloutHost{}
@@ -256,10 +259,23 @@ func (t *tick) sortRollouts() {
 	}
 }
 
-// touch saves a host's record before its first change in the tick.
+// touch makes the rollout's host records the tick's own (the first touch
+// of a rollout copies them) and saves host i's record before its first
+// change in the tick. Every change of a host record comes after a touch;
+// a pointer into r.Hosts taken before one is stale after it, and is taken
+// again (setHost, block and their callers do).
 func (w *work) touch(i int) {
+	w.ownHosts()
 	if _, saved := w.orig[i]; !saved {
 		w.orig[i] = w.r.Hosts[i]
+	}
+}
+
+// ownHosts copies the Input's host records of the rollout, once.
+func (w *work) ownHosts() {
+	if !w.hostsOwned {
+		w.r.Hosts = slices.Clone(w.r.Hosts)
+		w.hostsOwned = true
 	}
 }
 
@@ -300,6 +316,7 @@ func (t *tick) setHost(w *work, i int, ev HostEvent, reason Reason) bool {
 	t.emit(Event{Kind: EventHostTransition, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
 		From: string(h.State), To: string(to), Reason: reason})
 	w.touch(i)
+	h = &w.r.Hosts[i]
 	h.State, h.Since, h.Reason, h.Blocked = to, t.now, reason, Reason{}
 	w.r.ProgressAt = t.now
 	w.changed, t.moved = true, true
@@ -314,6 +331,7 @@ func (t *tick) block(w *work, i int, why Reason) {
 		return
 	}
 	w.touch(i)
+	h = &w.r.Hosts[i]
 	h.Blocked = why
 	t.moved = true
 	if why.Gate != codes.WaveNotActive && why.Gate != "" {

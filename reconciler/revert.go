@@ -68,6 +68,7 @@ func (t *tick) revert(w *work) {
 			continue
 		}
 		t.setHost(w, i, EvRollbackDispatch, Reason{Code: codes.RollbackDispatched, Message: "rolling back to " + h.Previous})
+		h = &w.r.Hosts[i]
 		if !wasInFlight {
 			t.take(w, i) // a soaking host already holds its slots
 		}
