@@ -238,15 +238,20 @@ func (s *source) poll(ctx context.Context) error {
 	}
 	var batch []verified
 	// Each release's bodies go to the store while it is verified
-	// (stage), one release at a time (the store serializes stagings: one
-	// waiting there would hold a connection); storing the verified
-	// releases waits for them, and then only names them.
+	// (stage), one staging at a time and in the order they were read (the
+	// store serializes stagings: one waiting there would hold a
+	// connection); storing the verified releases waits for them, and
+	// then only names them. stage is called from this goroutine only.
 	var staging sync.WaitGroup
-	var oneStage sync.Mutex
+	var last chan struct{} // closed when the latest staging ended
 	stage := func(bodies ...[]byte) {
+		before, done := last, make(chan struct{})
+		last = done
 		staging.Go(func() {
-			oneStage.Lock()
-			defer oneStage.Unlock()
+			defer close(done)
+			if before != nil {
+				<-before
+			}
 			s.stage(ctx, bodies)
 		})
 	}
@@ -500,6 +505,9 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 	if err != nil {
 		return store.Release{}, nil, err
 	}
+	if stage != nil {
+		stage(fleetBody) // the largest body first, before the manifest is read
+	}
 	// The fleet is verified and validated on another core while git is
 	// read on: the manifest's name comes from the verified fleet, but
 	// verifying a large fleet takes long, so the manifest the unverified
@@ -516,12 +524,8 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 	}()
 	spec := s.speculate(tree, channel, fleetBody, now)
 	defer spec.wait()
-	if stage != nil {
-		if spec.body != nil {
-			stage(fleetBody, spec.body)
-		} else {
-			stage(fleetBody)
-		}
+	if stage != nil && spec.body != nil {
+		stage(spec.body)
 	}
 	if err := <-fleetDone; err != nil {
 		return store.Release{}, nil, err

@@ -418,9 +418,9 @@ func TestPollStagesBodies(t *testing.T) {
 	if err != nil || len(rels) != 1 {
 		t.Fatalf("releases %d, %v", len(rels), err)
 	}
-	if !slices.Equal(st.calls, []string{"stage", "put"}) || len(st.staged) != 2 ||
+	if !slices.Equal(st.calls, []string{"stage", "stage", "put"}) || len(st.staged) != 2 ||
 		string(st.staged[0]) != string(rels[0].FleetBody) || string(st.staged[1]) != string(rels[0].ManifestBody) {
-		t.Fatalf("calls %q, %d bodies staged: want the fleet and the manifest staged, then the release put", st.calls, len(st.staged))
+		t.Fatalf("calls %q, %d bodies staged: want the fleet and then the manifest staged, then the release put", st.calls, len(st.staged))
 	}
 
 	// A forged signature: staged (before verification), refused, unnamed.
@@ -441,7 +441,7 @@ func TestPollStagesBodies(t *testing.T) {
 	if _, fails := src.status(); fails["prod"].Code != codes.BadSignature {
 		t.Fatalf("failures after a forged signature: %+v", fails)
 	}
-	if !slices.Equal(st.calls, []string{"stage", "put"}) || len(st.staged) != 2 {
+	if !slices.Equal(st.calls, []string{"stage", "stage", "put"}) || len(st.staged) != 2 {
 		t.Errorf("calls %q, %d bodies staged for the forged release: want both staged before verification", st.calls, len(st.staged))
 	}
 	after, err := real.Releases(ctx)
