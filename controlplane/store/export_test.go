@@ -107,3 +107,10 @@ func MigrationScripts(backend string) ([]string, error) {
 func (s *db) ExecRaw(ctx context.Context, query string, args ...any) error {
 	return s.execRaw(ctx, query, args...)
 }
+
+// SetPartedBlob sets the size from which PostgreSQL keeps a release blob
+// in parts and the size of a part, and returns a func that restores them.
+func SetPartedBlob(from, size int64) (restore func()) {
+	f, s := partedBlob.Swap(from), partSize.Swap(size)
+	return func() { partedBlob.Store(f); partSize.Store(s) }
+}

@@ -262,19 +262,19 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) (*liv
 // when their hash is not in the cache.
 func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) error {
 	in.Channels = []reconciler.Channel{}
-	type hashes struct{ fleet, manifest string }
+	type hashes struct{ fleet, manifest, fleetBlob, manifestBlob string }
 	var hs []hashes
 	err := eachRow(ctx, tx, func(rs row) error {
 		var c reconciler.Channel
 		var h hashes
-		if err := rs.Scan(&c.Name, &c.Ref, &h.fleet, &h.manifest, &c.LastRolledRef); err != nil {
+		if err := rs.Scan(&c.Name, &c.Ref, &h.fleet, &h.manifest, &c.LastRolledRef, &h.fleetBlob, &h.manifestBlob); err != nil {
 			return err
 		}
 		c.ManifestHash = h.manifest
 		in.Channels = append(in.Channels, c)
 		hs = append(hs, h)
 		return nil
-	}, "SELECT channel, ref, fleet_hash, manifest_hash, last_rolled_ref FROM channels")
+	}, "SELECT channel, ref, fleet_hash, manifest_hash, last_rolled_ref, fleet_blob, manifest_blob FROM channels")
 	if err != nil {
 		return fmt.Errorf("store: load channels: %w", err)
 	}
@@ -293,8 +293,8 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 	for i := range in.Channels {
 		c := &in.Channels[i]
 		if _, ok := fleets[hs[i].fleet]; !ok {
-			var body []byte
-			if err := tx.queryRow(ctx, "SELECT b.body FROM channels c JOIN release_blobs b ON b.id = c.fleet_blob WHERE c.channel = ?", c.Name).Scan(&body); err != nil {
+			body, err := readBlob(ctx, tx, hs[i].fleetBlob)
+			if err != nil {
 				return fmt.Errorf("store: load channel %s: %w", c.Name, err)
 			}
 			f, err := proto.DecodeFleetResolved(body)
@@ -304,8 +304,8 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 			fleets[hs[i].fleet] = f
 		}
 		if _, ok := manifests[hs[i].manifest]; !ok {
-			var body []byte
-			if err := tx.queryRow(ctx, "SELECT b.body FROM channels c JOIN release_blobs b ON b.id = c.manifest_blob WHERE c.channel = ?", c.Name).Scan(&body); err != nil {
+			body, err := readBlob(ctx, tx, hs[i].manifestBlob)
+			if err != nil {
 				return fmt.Errorf("store: load channel %s: %w", c.Name, err)
 			}
 			m, err := proto.DecodeRolloutManifest(body)

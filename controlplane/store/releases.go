@@ -112,26 +112,58 @@ func putRelease(ctx context.Context, tx *txn, r Release) (bool, error) {
 func (s *db) Releases(ctx context.Context) ([]Release, error) {
 	var out []Release
 	err := s.read(ctx, func(tx *txn) error {
+		// Bodies kept in parts are joined once the rows are read.
+		type parted struct {
+			row      int // in out
+			manifest bool
+			id       string
+			parts    int
+		}
+		var later []parted
+		rows := 0
 		var err error
 		out, err = collect(ctx, tx, out, func(rs row) (Release, error) {
+			rows++
 			var r Release
 			var signed, verified int64
 			var fleetBlob, manifestBlob string
-			var missing int
+			var missing, fleetParts, manifestParts int
 			err := rs.Scan(&r.Channel, &r.Ref, &r.SourceCommit, &signed, &r.FleetBody, &r.FleetSig, &r.FleetHash,
-				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified, &fleetBlob, &manifestBlob, &missing)
+				&r.ManifestBody, &r.ManifestSig, &r.ManifestHash, &verified, &fleetBlob, &manifestBlob, &missing,
+				&fleetParts, &manifestParts)
 			r.SignedAt, r.VerifiedAt = fromMicros(signed), fromMicros(verified)
 			if err == nil && missing > 0 {
 				// Never a channel without its release: say what is wrong.
 				err = fmt.Errorf("channel %s: %d of its release's bodies (%s, %s) is not in release_blobs", r.Channel, missing, fleetBlob, manifestBlob)
 			}
+			if fleetParts > 0 {
+				later = append(later, parted{row: rows - 1, id: fleetBlob, parts: fleetParts})
+			}
+			if manifestParts > 0 {
+				later = append(later, parted{row: rows - 1, manifest: true, id: manifestBlob, parts: manifestParts})
+			}
 			return r, err
 		}, `SELECT c.channel, c.ref, c.source_commit, c.signed_at, coalesce(f.body, ?), c.fleet_sig, c.fleet_hash,
 			coalesce(m.body, ?), c.manifest_sig, c.manifest_hash, c.verified_at, c.fleet_blob, c.manifest_blob,
-			(CASE WHEN f.id IS NULL THEN 1 ELSE 0 END) + (CASE WHEN m.id IS NULL THEN 1 ELSE 0 END)
+			(CASE WHEN f.id IS NULL THEN 1 ELSE 0 END) + (CASE WHEN m.id IS NULL THEN 1 ELSE 0 END),
+			coalesce(f.parts, 0), coalesce(m.parts, 0)
 			FROM channels c LEFT JOIN release_blobs f ON f.id = c.fleet_blob LEFT JOIN release_blobs m ON m.id = c.manifest_blob`,
 			[]byte{}, []byte{})
-		return err
+		if err != nil {
+			return err
+		}
+		for _, p := range later {
+			body, err := readParts(ctx, tx, p.id, p.parts)
+			if err != nil {
+				return err
+			}
+			if p.manifest {
+				out[p.row].ManifestBody = body
+			} else {
+				out[p.row].FleetBody = body
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: releases: %w", err)

@@ -20,6 +20,10 @@ func TestPostgres(t *testing.T) {
 	if os.Getenv(pgtest.Env) == "" {
 		t.Fatal(pgtest.Unset)
 	}
+	// Every staged body but the smallest is kept in parts of 256 bytes
+	// here, so that the suite reads and writes both forms (a fleet is
+	// parted from 8 MiB, in parts of 7 KiB).
+	t.Cleanup(store.SetPartedBlob(256, 256))
 	storetest.Run(t, func(t *testing.T) store.Store { return openPostgres(t) })
 }
 

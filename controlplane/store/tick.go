@@ -444,10 +444,16 @@ func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Roll
 			return fmt.Errorf("hosts: %w", err)
 		}
 	}
+	// The manifest is copied inside the database: a whole body as the
+	// value it is kept as; a parted one (PostgreSQL only) joined.
+	body := "b.body"
+	if tx.dialect == dialectPostgres {
+		body = "CASE WHEN b.parts = 0 THEN b.body ELSE (SELECT string_agg(p.part, ''::bytea ORDER BY p.seq) FROM release_blob_parts p WHERE p.id = b.id) END"
+	}
 	n, err := tx.exec(ctx, `INSERT INTO rollout_manifests (rollout_id, body, sig, hash)
-		SELECT ?, b.body, c.manifest_sig, c.manifest_hash FROM channels c JOIN release_blobs b ON b.id = c.manifest_blob
-		WHERE c.channel = ? AND c.manifest_hash = ?`,
-		r.ID, r.Channel, r.ManifestHash)
+		SELECT ?, `+body+`, c.manifest_sig, c.manifest_hash FROM channels c JOIN release_blobs b ON b.id = c.manifest_blob
+		WHERE c.channel = ? AND c.manifest_hash = ? AND (b.parts = 0 OR ?)`,
+		r.ID, r.Channel, r.ManifestHash, tx.dialect == dialectPostgres)
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
