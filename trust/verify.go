@@ -114,6 +114,15 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 		}
 		kind = k
 	}
+	// A large artifact is, as CI writes it, canonical as received: it is
+	// decoded and its signature checked as received, on other cores,
+	// while the canonical check runs. Those verdicts are used only when
+	// the canonical bytes are the bytes received; otherwise the work is
+	// done again on the canonical bytes (and the guesses finish unread).
+	var guess *guessed
+	if len(artifact) >= parallelVerify {
+		guess = startGuess(active, artifact, sig, kind)
+	}
 	canonical, err := canonicalize(artifact, kind)
 	if err != nil {
 		return nil, err
@@ -121,16 +130,24 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 	res := &Result{Kind: kind, Canonical: canonical}
 	var meta *proto.Meta
 	var schemaVersion int
-	// Steps 3 and 4 need only the canonical bytes: for a large artifact
-	// they run on another core while it decodes, and their verdict is
-	// read after step 2's, so the errors keep their order.
-	verdict := func() sigVerdict { return checkSignature(active, canonical, sig) }
-	if len(canonical) >= parallelVerify {
-		ch := make(chan sigVerdict, 1) // a malformed artifact returns without reading it
-		go func() { ch <- checkSignature(active, canonical, sig) }()
-		verdict = func() sigVerdict { return <-ch }
+	var schemaErr error
+	var verdict func() sigVerdict
+	if guess != nil && sameBytes(canonical, artifact) {
+		d := <-guess.decoded
+		res.Fleet, res.Manifest, meta, schemaVersion, schemaErr = d.res.Fleet, d.res.Manifest, d.meta, d.schemaVersion, d.err
+		verdict = func() sigVerdict { return <-guess.sig }
+	} else {
+		// Steps 3 and 4 need only the canonical bytes: for a large
+		// artifact they run on another core while it decodes, and their
+		// verdict is read after step 2's, so the errors keep their order.
+		verdict = func() sigVerdict { return checkSignature(active, canonical, sig) }
+		if len(canonical) >= parallelVerify {
+			ch := make(chan sigVerdict, 1) // a malformed artifact returns without reading it
+			go func() { ch <- checkSignature(active, canonical, sig) }()
+			verdict = func() sigVerdict { return <-ch }
+		}
+		schemaErr = decodeArtifact(res, &meta, &schemaVersion)
 	}
-	schemaErr := decodeArtifact(res, &meta, &schemaVersion)
 	if schemaErr != nil {
 		if v, ok := proto.PeekSchemaVersion(canonical); !ok || v == proto.SchemaVersion {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, schemaErr)
@@ -201,6 +218,40 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 // the signature beside the decode: below it a goroutine costs more than
 // it saves.
 const parallelVerify = 64 << 10
+
+// guessed is the decode and signature verdict of an artifact as
+// received, computed while it is checked to be canonical (Verify).
+type guessed struct {
+	decoded chan guessedDecode
+	sig     chan sigVerdict
+}
+
+type guessedDecode struct {
+	res           Result
+	meta          *proto.Meta
+	schemaVersion int
+	err           error
+}
+
+// startGuess starts decoding artifact as kind, and checking sig over it, each
+// on a goroutine; both channels are buffered, so that an unread verdict
+// lets its goroutine end.
+func startGuess(active []ActiveKey, artifact, sig []byte, kind proto.Kind) *guessed {
+	g := &guessed{decoded: make(chan guessedDecode, 1), sig: make(chan sigVerdict, 1)}
+	go func() { g.sig <- checkSignature(active, artifact, sig) }()
+	go func() {
+		d := guessedDecode{res: Result{Kind: kind, Canonical: artifact}}
+		d.err = decodeArtifact(&d.res, &d.meta, &d.schemaVersion)
+		g.decoded <- d
+	}()
+	return g
+}
+
+// sameBytes reports whether a and b are the same bytes in memory (the
+// canonical check returns what it was given when it is canonical).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
 
 // sigVerdict is what checking a signature with the active keys found:
 // the key that verified it (slot empty when none did), the keys tried

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,16 @@ func TestVerifyLargeArtifact(t *testing.T) {
 	sum := sha256.Sum256(fx.canonical)
 	if res.SHA256 != hex.EncodeToString(sum[:]) || res.Slot != trust.SlotCurrent || len(res.Fleet.Hosts) != 1000 {
 		t.Fatalf("verified as %s by %q with %d hosts", res.SHA256, res.Slot, len(res.Fleet.Hosts))
+	}
+	// Canonical as received (decoded and its signature checked while the
+	// canonical check runs): the same verdict as the pretty-printed bytes.
+	same, err := trust.Verify(fx.canonical, fx.sig, fx.roots, trust.Policy{Kind: proto.KindFleetResolved}, fx.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res, same) {
+		t.Fatalf("canonical bytes verify differently from pretty-printed ones: %s by %q, %d hosts; want %s by %q, %d hosts",
+			same.SHA256, same.Slot, len(same.Fleet.Hosts), res.SHA256, res.Slot, len(res.Fleet.Hosts))
 	}
 	bad := bytes.Clone(fx.sig)
 	bad[7] ^= 1
