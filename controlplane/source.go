@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -91,6 +92,11 @@ type source struct {
 	seen     map[string]plumbing.Hash
 	polled   bool
 	failures map[string]proto.SourceFailure // by channel, the latest
+	// stores counts the polls that stored a release; run sweeps the
+	// blob parts they left (store.SweepBlobParts) on the first quiet
+	// poll after one, off the next release's path.
+	stores, swept int
+	sweeping      atomic.Bool
 }
 
 func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, clk clock.Clock, now func() time.Time, log *slog.Logger, m *metrics) *source {
@@ -173,8 +179,14 @@ func (s *source) run(ctx context.Context, interval time.Duration) {
 	t := s.clock.NewTicker(interval)
 	defer t.Stop()
 	for {
+		before := s.storesNow()
 		if err := s.poll(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("polling the fleet repository", "err", err)
+		}
+		if now := s.storesNow(); now == before && now != s.swept && !s.sweeping.Load() {
+			s.swept = now
+			s.sweeping.Store(true)
+			go s.sweep(ctx)
 		}
 		s.board.post(wakePolled)
 		select {
@@ -184,6 +196,28 @@ func (s *source) run(ctx context.Context, interval time.Duration) {
 		case <-s.kickCh:
 		}
 	}
+}
+
+// storesNow is how many polls stored a release.
+func (s *source) storesNow() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stores
+}
+
+// sweep deletes the parts of release blobs that storing a release
+// deleted; a failure is a log line (the next store sweeps again).
+func (s *source) sweep(ctx context.Context) {
+	defer s.sweeping.Store(false)
+	began := time.Now()
+	n, err := s.st.SweepBlobParts(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("sweeping the parts of deleted release blobs", "err", err)
+		}
+		return
+	}
+	s.log.Debug("swept the parts of deleted release blobs", "blobs", n, "ms", time.Since(began).Milliseconds())
 }
 
 // poll processes every channel ref that moved since the last poll.
@@ -315,6 +349,7 @@ func (s *source) poll(ctx context.Context) error {
 	for _, err := range errs {
 		if err == nil {
 			s.board.post(wakeTick)
+			s.stores++
 			break
 		}
 	}

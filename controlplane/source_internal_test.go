@@ -470,3 +470,74 @@ func TestPollStagesBodies(t *testing.T) {
 		t.Fatalf("a release whose staging failed was not stored: %+v, %v", after, err)
 	}
 }
+
+// sweepStore is a real store that reports each SweepBlobParts call.
+type sweepStore struct {
+	store.Store
+	sweeps chan struct{}
+}
+
+func (s *sweepStore) SweepBlobParts(ctx context.Context) (int, error) {
+	s.sweeps <- struct{}{}
+	return s.Store.SweepBlobParts(ctx)
+}
+
+// TestRunSweepsOnAQuietPoll: the parts of the blobs a stored release
+// deleted are swept on the first poll after it that stores nothing, once,
+// and not by the poll that stored it (that sweep would run beside the
+// tick the release wakes).
+func TestRunSweepsOnAQuietPoll(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
+	real, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	st := &sweepStore{Store: real, sweeps: make(chan struct{}, 8)}
+	src, repo, commit := releasedSource(t, dir, spec, st)
+	src.board = newBoard()
+	src.clock = clock.NewFake(time.Now()) // no poll but the first and the kicked ones
+	if err := repo.Promote("prod", commit); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); src.run(ctx, time.Hour) }()
+	defer func() { cancel(); <-done }()
+	polled := func() {
+		t.Helper()
+		for {
+			select {
+			case <-src.board.ch:
+				if src.board.take()&wakePolled != 0 {
+					return
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("no poll ended within a minute")
+			}
+		}
+	}
+	polled()
+	if src.storesNow() != 1 {
+		t.Fatalf("the first poll stored %d releases, want 1", src.storesNow())
+	}
+	if src.sweeping.Load() || len(st.sweeps) > 0 {
+		t.Fatal("the poll that stored the release started a sweep")
+	}
+	src.kick()
+	polled()
+	select {
+	case <-st.sweeps:
+	case <-time.After(time.Minute):
+		t.Fatal("the quiet poll after a stored release started no sweep")
+	}
+	for src.sweeping.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	src.kick()
+	polled()
+	if src.sweeping.Load() || len(st.sweeps) > 0 {
+		t.Error("a second quiet poll swept again with nothing stored since")
+	}
+}

@@ -124,6 +124,11 @@ func insertBlob(ctx context.Context, tx *txn, id string, body []byte, now time.T
 	if int64(len(body)) < partedBlob.Load() {
 		return copyBlob(ctx, tx, id, body, now)
 	}
+	// Parts left by a blob of the same content that was deleted, not
+	// swept yet (SweepBlobParts).
+	if _, err := tx.exec(ctx, "DELETE FROM release_blob_parts WHERE id = ?", id); err != nil {
+		return 0, err
+	}
 	n, err := copyParts(ctx, tx, id, body)
 	if err != nil {
 		return 0, err
@@ -290,12 +295,41 @@ func readParts(ctx context.Context, tx *txn, id string, parts int) ([]byte, erro
 	return body, nil
 }
 
-// dropUnnamedBlobs deletes the blobs no channel names, and their parts, in
-// a transaction holding the tick lock.
+// dropUnnamedBlobs deletes the blobs no channel names, in a transaction
+// holding the tick lock. Their parts stay until SweepBlobParts: a part is
+// read only through its blob's row, so a part without one is never read.
 func dropUnnamedBlobs(ctx context.Context, tx *txn) error {
-	if _, err := tx.exec(ctx, "DELETE FROM release_blob_parts WHERE id IN (SELECT id FROM release_blobs WHERE "+unnamedBlob+")"); err != nil {
-		return err
-	}
 	_, err := tx.exec(ctx, "DELETE FROM release_blobs WHERE "+unnamedBlob)
 	return err
+}
+
+// SweepBlobParts deletes the parts whose blob row is gone. A staging
+// writes a blob's parts and its row in one transaction, and first deletes
+// parts left under the same id; the deletion here checks again, in its
+// own statement, that no row names the parts it deletes, so that a blob
+// staged again since they were listed keeps its new parts.
+func (s *db) SweepBlobParts(ctx context.Context) (int, error) {
+	var swept int
+	err := s.write(ctx, func(tx *txn) error {
+		ids, err := collect(ctx, tx, nil, scanString,
+			"SELECT DISTINCT p.id FROM release_blob_parts p WHERE NOT EXISTS (SELECT 1 FROM release_blobs b WHERE b.id = p.id)")
+		if err != nil {
+			return err
+		}
+		swept = 0
+		for _, id := range ids {
+			n, err := tx.exec(ctx, "DELETE FROM release_blob_parts WHERE id = ? AND NOT EXISTS (SELECT 1 FROM release_blobs b WHERE b.id = ?)", id, id)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				swept++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: sweep blob parts: %w", err)
+	}
+	return swept, nil
 }

@@ -210,8 +210,11 @@ func testStagedBodies(t *testing.T, s store.Store) {
 	if string(man.Body) != string(v1[0].ManifestBody) {
 		t.Error("the open rollout lost the manifest it opened with")
 	}
-	// The bound counts only bodies no channel names: staging works again.
+	// The bound counts only bodies no channel names: staging works again,
+	// also for the content of a blob deleted whose parts (where the store
+	// keeps bodies in parts) are not swept yet.
 	stage(1, []byte(`{"next":1}`))
+	stage(1, v1[0].ManifestBody)
 
 	// Bodies larger than what one write carries (PostgreSQL streams a
 	// staged body in 64 KiB messages) come back byte for byte.
@@ -224,4 +227,19 @@ func testStagedBodies(t *testing.T, s store.Store) {
 	got, err = s.Releases(ctx)
 	must(t, err)
 	diff(t, "the releases after a large release was staged and stored", got, []store.Release{v2[0], big})
+
+	// Storing it deleted stable's fleet before (the v1 fleet): its parts,
+	// on a store that parts bodies, are swept; those of the blobs named
+	// stay.
+	swept, err := s.SweepBlobParts(ctx)
+	must(t, err)
+	if s.Backend() == "postgres" && swept == 0 {
+		t.Error("the sweep deleted no parts after a parted fleet was deleted")
+	}
+	if again, err := s.SweepBlobParts(ctx); err != nil || again != 0 {
+		t.Errorf("a second sweep deleted the parts of %d blobs (%v), want none", again, err)
+	}
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "the releases after the sweep", got, []store.Release{v2[0], big})
 }
