@@ -369,6 +369,26 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 }
 
+// prodSource is a source over a fleet of one host on channel prod, whose
+// first release is promoted and not yet polled, storing in a SQLite store
+// (real) through what wrap makes of it.
+func prodSource(t *testing.T, wrap func(store.Store) store.Store) (src *source, repo *fleetrepo.Repo, spec fleetrepo.Spec, real store.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	spec = fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
+	real, err := store.Open(context.Background(), "sqlite://"+filepath.Join(dir, "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(real.Close)
+	src, repo, commit := releasedSource(t, dir, spec, wrap(real))
+	src.board = newBoard()
+	if err := repo.Promote("prod", commit); err != nil {
+		t.Fatal(err)
+	}
+	return src, repo, spec, real
+}
+
 // stagingStore is a real store that records what the source asks of it:
 // the bodies staged and the calls in order; fail makes staging fail.
 type stagingStore struct {
@@ -398,19 +418,8 @@ func (s *stagingStore) PutReleases(ctx context.Context, rs []store.Release) ([]e
 // a store that fails to stage loses nothing (the put writes the bodies).
 func TestPollStagesBodies(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
-	real, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer real.Close()
-	st := &stagingStore{Store: real}
-	src, repo, commit := releasedSource(t, dir, spec, st)
-	src.board = newBoard()
-	if err := repo.Promote("prod", commit); err != nil {
-		t.Fatal(err)
-	}
+	var st *stagingStore
+	src, repo, spec, real := prodSource(t, func(s store.Store) store.Store { st = &stagingStore{Store: s}; return st })
 	if err := src.poll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -488,20 +497,12 @@ func (s *sweepStore) SweepBlobParts(ctx context.Context) (int, error) {
 // tick the release wakes).
 func TestRunSweepsOnAQuietPoll(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	dir := t.TempDir()
-	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
-	real, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer real.Close()
-	st := &sweepStore{Store: real, sweeps: make(chan struct{}, 8)}
-	src, repo, commit := releasedSource(t, dir, spec, st)
-	src.board = newBoard()
+	var st *sweepStore
+	src, _, _, _ := prodSource(t, func(s store.Store) store.Store {
+		st = &sweepStore{Store: s, sweeps: make(chan struct{}, 8)}
+		return st
+	})
 	src.clock = clock.NewFake(time.Now()) // no poll but the first and the kicked ones
-	if err := repo.Promote("prod", commit); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
 	go func() { defer close(done); src.run(ctx, time.Hour) }()
 	defer func() { cancel(); <-done }()

@@ -89,18 +89,26 @@ func (s *db) StageReleaseBodies(ctx context.Context, now time.Time, bodies ...[]
 // unless a blob of the same content exists.
 func putBlob(ctx context.Context, tx *txn, body []byte, now time.Time) (string, error) {
 	id := blobID(body)
-	var one int
-	err := tx.queryRow(ctx, "SELECT 1 FROM release_blobs WHERE id = ?", id).Scan(&one)
-	switch {
-	case err == nil:
-		return id, nil
-	case !errors.Is(err, errNoRows):
-		return "", err
+	if kept, err := hasBlob(ctx, tx, id); kept || err != nil {
+		return id, err
 	}
 	// A blob being staged meanwhile is waited for, and kept.
-	_, err = tx.exec(ctx, "INSERT INTO release_blobs (id, body, staged_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+	_, err := tx.exec(ctx, "INSERT INTO release_blobs (id, body, staged_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
 		id, bytesOrEmpty(body), micros(now))
 	return id, err
+}
+
+// hasBlob reports whether a blob of that id is kept.
+func hasBlob(ctx context.Context, tx *txn, id string) (bool, error) {
+	var one int
+	switch err := tx.queryRow(ctx, "SELECT 1 FROM release_blobs WHERE id = ?", id).Scan(&one); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, errNoRows):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // insertBlob writes a blob unless one of that id is kept, and reports how
@@ -114,11 +122,7 @@ func insertBlob(ctx context.Context, tx *txn, id string, body []byte, now time.T
 		return tx.exec(ctx, "INSERT INTO release_blobs (id, body, staged_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
 			id, bytesOrEmpty(body), micros(now))
 	}
-	var one int
-	switch err := tx.queryRow(ctx, "SELECT 1 FROM release_blobs WHERE id = ?", id).Scan(&one); {
-	case err == nil:
-		return 0, nil
-	case !errors.Is(err, errNoRows):
+	if kept, err := hasBlob(ctx, tx, id); kept || err != nil {
 		return 0, err
 	}
 	if int64(len(body)) < partedBlob.Load() {
@@ -164,8 +168,7 @@ func copyBlob(ctx context.Context, tx *txn, id string, body []byte, now time.Tim
 	var c copyWriter
 	c.tuple(3)
 	c.field([]byte(id))
-	c.fieldHead(len(body))
-	c.add(body)
+	c.large(body)
 	c.int64Field(micros(now))
 	return c.send(ctx, tx, "COPY release_blobs (id, body, staged_at) FROM STDIN (FORMAT binary)")
 }
@@ -182,8 +185,7 @@ func copyParts(ctx context.Context, tx *txn, id string, body []byte) (int, error
 		c.tuple(3)
 		c.field([]byte(id))
 		c.int32Field(int32(n))
-		c.fieldHead(len(part))
-		c.add(part)
+		c.large(part)
 		n++
 	}
 	if _, err := c.send(ctx, tx, "COPY release_blob_parts (id, seq, part) FROM STDIN (FORMAT binary)"); err != nil {
@@ -196,7 +198,7 @@ func copyParts(ctx context.Context, tx *txn, id string, body []byte) (int, error
 // header extension; tuples; the trailer) as a list of slices: the bodies
 // it carries are read where they are, not copied into one buffer.
 type copyWriter struct {
-	head []byte // framing not yet added to parts
+	head []byte // framing and small fields not yet in rs
 	rs   []io.Reader
 }
 
@@ -211,6 +213,7 @@ func (c *copyWriter) tuple(fields int) {
 
 func (c *copyWriter) fieldHead(n int) { c.head = binary.BigEndian.AppendUint32(c.head, uint32(n)) }
 
+// field adds a small field, copied into the framing.
 func (c *copyWriter) field(b []byte) {
 	c.fieldHead(len(b))
 	c.head = append(c.head, b...)
@@ -226,8 +229,9 @@ func (c *copyWriter) int64Field(v int64) {
 	c.head = binary.BigEndian.AppendUint64(c.head, uint64(v))
 }
 
-// add appends b to the stream as it is.
-func (c *copyWriter) add(b []byte) {
+// large adds a field whose bytes are read where they are when sent.
+func (c *copyWriter) large(b []byte) {
+	c.fieldHead(len(b))
 	c.rs = append(c.rs, bytes.NewReader(c.head), bytes.NewReader(b))
 	c.head = nil
 }
