@@ -275,6 +275,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitFor(t, ctx, "the comment field has the focus", `document.activeElement && document.activeElement.name === 'comment'`, nil)
 	run(t, ctx, "confirming pause", chromedp.SendKeys(chromedp.CSS("#comment-pause"), "canary looks slow"+kb.Enter))
 	waitFor(t, ctx, "the page shows the pause", `/pause by alice: accepted/.test(document.body.textContent)`, nil)
+	// The page renders the rollout again after the intent: the summary is
+	// read once it is back and says the rollout halted.
+	waitFor(t, ctx, "the summary shows the halt", `/Halted/.test((document.querySelector('#summary') || {}).textContent || '')`, nil)
 	summary := text(t, ctx, "#summary")
 	if !strings.Contains(summary, "Halted") || !strings.Contains(summary, "Next:") || !strings.Contains(summary, "canary looks slow") {
 		t.Errorf("after pause the summary says:\n%s", summary)
