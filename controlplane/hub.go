@@ -42,13 +42,20 @@ type hub struct {
 	// leading reports whether this replica leads the tick: the leader's
 	// assignments come from its ticks, not from reloads.
 	leading func() bool
+	// inFleet tells the hosts of the newest verified fleet (ok false
+	// while none is known); nil reads as no fleet known.
+	inFleet func() (in func(hostname string) bool, ok bool)
 	// counts are the assignments by host state (the metric).
 	counts map[reconciler.HostState]int
 
-	seenMu sync.Mutex
-	seen   map[string]time.Time // not yet written
-	last   map[string]time.Time // the last check-in this replica saw
-	soaks  map[string]time.Time // the soak (by its start) whose ending check-in this replica wrote
+	// flushMu is held by a flush from taking its batch to writing it (or
+	// putting it back) and by forgetPruned: a last-seen time taken before
+	// hosts are forgotten is never written after their rows were deleted.
+	flushMu sync.Mutex
+	seenMu  sync.Mutex
+	seen    map[string]time.Time // not yet written
+	last    map[string]time.Time // the last check-in this replica saw
+	soaks   map[string]time.Time // the soak (by its start) whose ending check-in this replica wrote
 }
 
 const (
@@ -431,24 +438,44 @@ func (h *hub) touch(host string, at time.Time) {
 	}
 }
 
-// forget drops what the hub keeps of hosts that left the fleet
-// (Server.pruneHosts).
-func (h *hub) forget(hosts []string) {
+// forgetPruned runs prune, which deletes the rows of hosts that left the
+// fleet and returns their names, with no flush in flight, then drops what
+// the hub keeps of them (Server.pruneHosts). A flush that took a batch
+// naming them either wrote it before prune ran (prune then judges the
+// written time) or starts after they were dropped.
+func (h *hub) forgetPruned(prune func() ([]string, error)) ([]string, error) {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	gone, err := prune()
+	if err != nil {
+		return nil, err
+	}
 	h.seenMu.Lock()
 	defer h.seenMu.Unlock()
-	for _, host := range hosts {
+	for _, host := range gone {
 		delete(h.seen, host)
 		delete(h.last, host)
 		delete(h.soaks, host)
 	}
+	return gone, nil
 }
 
-// flush writes the collected last-seen times.
+// flush writes the collected last-seen times of the hosts of the fleet. A
+// host outside the newest verified fleet is refused at check-in; its
+// time, noted before the fleet left it out (on this replica or another),
+// is dropped, so that it cannot bring back a host the leader forgot.
 func (h *hub) flush(ctx context.Context) error {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
 	h.seenMu.Lock()
 	batch := h.seen
 	h.seen = map[string]time.Time{}
 	h.seenMu.Unlock()
+	if h.inFleet != nil {
+		if in, ok := h.inFleet(); ok {
+			maps.DeleteFunc(batch, func(host string, _ time.Time) bool { return !in(host) })
+		}
+	}
 	if len(batch) == 0 {
 		return nil
 	}

@@ -1,13 +1,17 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -76,5 +80,110 @@ func TestHubUpdateInChunks(t *testing.T) {
 	}
 	if w := h.waveSoak["stable@2"]; len(w) != 2 {
 		t.Errorf("wave soaks %v", w)
+	}
+}
+
+// touchStore records the last-seen batches a hub writes; while block is
+// set, TouchHosts waits for it to close (or for a bound) before it
+// returns, and notes when the write ended.
+type touchStore struct {
+	store.Store
+	mu      sync.Mutex
+	batches []map[string]time.Time
+	entered chan struct{}
+	block   chan struct{}
+	events  []string
+}
+
+func (s *touchStore) TouchHosts(_ context.Context, seen map[string]time.Time) error {
+	s.mu.Lock()
+	s.batches = append(s.batches, maps.Clone(seen))
+	block := s.block
+	s.mu.Unlock()
+	if block != nil {
+		close(s.entered)
+		select {
+		case <-block:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	s.note("written")
+	return nil
+}
+
+func (s *touchStore) note(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+}
+
+// TestHubForgetsWhatLeftTheFleet: a host forgotten by the leader is not
+// brought back by a last-seen time noted before: a flush writes only the
+// hosts of the newest verified fleet, and the deletion of forgotten rows
+// never runs while a flush holds a batch (were it to, the batch would
+// write the row again after the deletion: a host list naming a host
+// GET /v1/hosts/{name} says is gone).
+func TestHubForgetsWhatLeftTheFleet(t *testing.T) {
+	st := &touchStore{}
+	h := newHub(st, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(), clock.Real{}, newBoard())
+	fleet := map[string]bool{"web-1": true, "web-3": true}
+	var fleetMu sync.Mutex
+	h.inFleet = func() (func(string) bool, bool) {
+		fleetMu.Lock()
+		defer fleetMu.Unlock()
+		f := maps.Clone(fleet)
+		return func(host string) bool { return f[host] }, true
+	}
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+
+	// web-3 checked in, then left the fleet before the flush: its time
+	// is dropped, web-1's written.
+	h.touch("web-1", at)
+	h.touch("web-3", at)
+	fleetMu.Lock()
+	delete(fleet, "web-3")
+	fleetMu.Unlock()
+	if err := h.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := []map[string]time.Time{{"web-1": at}}; len(st.batches) != 1 || !maps.Equal(st.batches[0], want[0]) {
+		t.Fatalf("flushed %v, want %v", st.batches, want)
+	}
+
+	// A flush holding web-1's time while web-1 is forgotten: the
+	// deletion waits for the write.
+	h.touch("web-1", at.Add(time.Minute))
+	st.mu.Lock()
+	st.entered, st.block = make(chan struct{}), make(chan struct{})
+	st.mu.Unlock()
+	flushed := make(chan error, 1)
+	go func() { flushed <- h.flush(ctx) }()
+	<-st.entered
+	pruned := make(chan []string, 1)
+	go func() {
+		gone, _ := h.forgetPruned(func() ([]string, error) {
+			st.note("deleted")
+			close(st.block) // a flush not waited for writes now, after the deletion
+			return []string{"web-1"}, nil
+		})
+		pruned <- gone
+	}()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	<-pruned
+	st.mu.Lock()
+	events := slices.Clone(st.events)
+	st.mu.Unlock()
+	if want := []string{"written", "written", "deleted"}; !slices.Equal(events, want) {
+		t.Errorf("store saw %v, want %v (the deletion after the write it raced)", events, want)
+	}
+	h.seenMu.Lock()
+	_, seen := h.seen["web-1"]
+	_, last := h.last["web-1"]
+	h.seenMu.Unlock()
+	if seen || last {
+		t.Errorf("the hub still keeps the forgotten web-1 (seen %v, last %v)", seen, last)
 	}
 }

@@ -118,6 +118,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.ticker.measure = s.analyze.schedule
 	s.hub = newHub(st, log, m, cfg.Clock, s.board)
 	s.hub.leading = func() bool { _, ok := s.ticker.isLeader(); return ok }
+	s.hub.inFleet = s.ids.inFleet
 	if err := s.newNotifier(); err != nil {
 		st.Close()
 		return nil, err
@@ -296,12 +297,13 @@ func (s *Server) pruneHosts(ctx context.Context) {
 	if !ok {
 		return // no fleet verified yet: no host is known to have left it
 	}
-	gone, err := s.st.PruneHosts(ctx, inFleet, s.cfg.Now().Add(-s.cfg.EventRetention))
+	gone, err := s.hub.forgetPruned(func() ([]string, error) {
+		return s.st.PruneHosts(ctx, inFleet, s.cfg.Now().Add(-s.cfg.EventRetention))
+	})
 	if err != nil {
 		s.log.Error("pruning hosts that left the fleet", "err", err)
 		return
 	}
-	s.hub.forget(gone)
 	if len(gone) > 0 {
 		s.log.Info("forgot hosts that left the fleet", "hosts", len(gone), "first", gone[0])
 	}
