@@ -222,6 +222,7 @@ func (s *source) sweep(ctx context.Context) {
 
 // poll processes every channel ref that moved since the last poll.
 func (s *source) poll(ctx context.Context) error {
+	polled := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.remote {
@@ -269,6 +270,7 @@ func (s *source) poll(ctx context.Context) error {
 		rel   store.Release
 		fleet *proto.FleetResolved
 		took  time.Duration // reading and verifying it
+		wait  time.Duration // from the poll's start until it was read
 	}
 	var batch []verified
 	// Each release's bodies go to the store while it is verified
@@ -307,7 +309,7 @@ func (s *source) poll(ctx context.Context) error {
 		case err != nil:
 			return err // not a verdict on the release: retry on the next poll
 		}
-		batch = append(batch, verified{r, rel, fleet, time.Since(began)})
+		batch = append(batch, verified{r, rel, fleet, time.Since(began), began.Sub(polled)})
 	}
 	rels := make([]store.Release, len(batch))
 	for i, v := range batch {
@@ -355,7 +357,7 @@ func (s *source) poll(ctx context.Context) error {
 	}
 	var failed []error
 	for i, v := range batch {
-		t.verify = v.took
+		t.verify, t.poll = v.took, v.wait
 		err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], t)
 		if err != nil {
 			// No verdict: the ref is not marked seen, and the next poll
@@ -409,7 +411,7 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 	}
 	delete(s.failures, channel)
 	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt,
-		"verifyMs", t.verify.Milliseconds(), "stageWaitMs", t.stageWait.Milliseconds(), "storeMs", t.put.Milliseconds())
+		"pollMs", t.poll.Milliseconds(), "verifyMs", t.verify.Milliseconds(), "stageWaitMs", t.stageWait.Milliseconds(), "storeMs", t.put.Milliseconds())
 	if err := s.refreshManifest(ctx, rel); err != nil {
 		return err
 	}
@@ -503,10 +505,12 @@ func (s *source) unavailable(channel string, hash plumbing.Hash, err error) {
 // verification; the last verified release stays.
 const EventReleaseRejected = "release_rejected"
 
-// timing is how long the parts of keeping a release took: reading and
+// timing is how long the parts of keeping a release took: from the
+// poll's start (a poll running when it was kicked, a fetch, reading the
+// refs, the releases verified before it) until it was read, reading and
 // verifying it, then waiting for its bodies to be staged (with those of
 // the other releases of the poll), then storing the releases.
-type timing struct{ verify, stageWait, put time.Duration }
+type timing struct{ poll, verify, stageWait, put time.Duration }
 
 // stage writes a release's bodies to the store ahead of PutReleases
 // (store.StageReleaseBodies). A failure costs only time: PutReleases
