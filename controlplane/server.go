@@ -116,6 +116,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, cfg.Now, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule
+	s.src.reacting = s.ticker.releaseBegins
 	s.hub = newHub(st, log, m, cfg.Clock, s.board)
 	s.hub.leading = func() bool { _, ok := s.ticker.isLeader(); return ok }
 	s.hub.inFleet = s.ids.inFleet

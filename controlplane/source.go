@@ -84,6 +84,9 @@ type source struct {
 	m        *metrics
 	ids      *identities // takes the host keys of each verified fleet; nil in tests that need none
 	board    *board      // wakeTick when a release is stored
+	// reacting, when set, is told when a poll starts reading moved refs
+	// and called back when it ends (ticker.releaseBegins).
+	reacting func() (end func())
 	clock    clock.Clock
 	kickCh   chan struct{}
 	mu       sync.Mutex
@@ -261,6 +264,9 @@ func (s *source) poll(ctx context.Context) error {
 		return err
 	}
 	slices.SortFunc(todo, func(a, b ref) int { return strings.Compare(a.channel, b.channel) })
+	if len(todo) > 0 && s.reacting != nil {
+		defer s.reacting()()
+	}
 	// Verify every new ref, then store the verified releases in one
 	// transaction and tell the reconciler once: refs pushed together
 	// (staging and prod, say) open their rollouts in one tick, in
@@ -332,6 +338,12 @@ func (s *source) poll(ctx context.Context) error {
 			parsed[hash] = k
 		}
 		return k
+	}
+	if len(batch) == 0 {
+		// Nothing to store: no transaction (it would take the tick
+		// lock, and on every poll).
+		s.polled = true
+		return nil
 	}
 	began := time.Now()
 	staging.Wait()

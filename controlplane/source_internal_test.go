@@ -420,6 +420,11 @@ func TestPollStagesBodies(t *testing.T) {
 	ctx := context.Background()
 	var st *stagingStore
 	src, repo, spec, real := prodSource(t, func(s store.Store) store.Store { st = &stagingStore{Store: s}; return st })
+	// The ticker is told while the release is read, verified and stored.
+	src.reacting = func() func() {
+		st.calls = append(st.calls, "begin")
+		return func() { st.calls = append(st.calls, "end") }
+	}
 	if err := src.poll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -427,9 +432,14 @@ func TestPollStagesBodies(t *testing.T) {
 	if err != nil || len(rels) != 1 {
 		t.Fatalf("releases %d, %v", len(rels), err)
 	}
-	if !slices.Equal(st.calls, []string{"stage", "stage", "put"}) || len(st.staged) != 2 ||
+	if !slices.Equal(st.calls, []string{"begin", "stage", "stage", "put", "end"}) || len(st.staged) != 2 ||
 		string(st.staged[0]) != string(rels[0].FleetBody) || string(st.staged[1]) != string(rels[0].ManifestBody) {
 		t.Fatalf("calls %q, %d bodies staged: want the fleet and then the manifest staged, then the release put", st.calls, len(st.staged))
+	}
+	// Nothing moved: nothing is told, staged or stored.
+	st.calls = nil
+	if err := src.poll(ctx); err != nil || len(st.calls) != 0 {
+		t.Fatalf("a poll with no ref moved: calls %q, %v", st.calls, err)
 	}
 
 	// A forged signature: staged (before verification), refused, unnamed.
@@ -450,7 +460,7 @@ func TestPollStagesBodies(t *testing.T) {
 	if _, fails := src.status(); fails["prod"].Code != codes.BadSignature {
 		t.Fatalf("failures after a forged signature: %+v", fails)
 	}
-	if !slices.Equal(st.calls, []string{"stage", "stage", "put"}) || len(st.staged) != 2 {
+	if !slices.Equal(st.calls, []string{"begin", "stage", "stage", "end"}) || len(st.staged) != 2 {
 		t.Errorf("calls %q, %d bodies staged for the forged release: want both staged before verification", st.calls, len(st.staged))
 	}
 	after, err := real.Releases(ctx)

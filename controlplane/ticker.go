@@ -53,6 +53,12 @@ type ticker struct {
 	// verifies waits for it when the loop stops.
 	verifying bool
 	verifies  sync.WaitGroup
+	// releasing counts the releases being read and verified (a poll of
+	// the source, from a moved ref to its store): the reaction to a push
+	// has the cores. No comparison starts meanwhile, and a running one
+	// gives way (verifyCancel) and is due again verifyRetry later.
+	releasing    int
+	verifyCancel context.CancelFunc
 	// deltas are the assignments committed ticks changed, for the hub.
 	deltas assignmentDeltas
 }
@@ -240,6 +246,9 @@ const (
 	// verifyEvery is how often the input the store keeps is compared with
 	// a cold load, beside the ticks (store.VerifyKept).
 	verifyEvery = 10 * time.Minute
+	// verifyRetry is when a comparison that gave way to a release is due
+	// again.
+	verifyRetry = time.Minute
 )
 
 // tick runs one tick if this replica leads: from the input the store
@@ -262,7 +271,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	} else if skip.IsZero() || skip.After(t.lastDecide.Add(maxQuiet)) {
 		skip = t.lastDecide.Add(maxQuiet)
 	}
-	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying
+	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying && t.releasing == 0
 	t.mu.Unlock()
 	var watching time.Time
 	var rep store.TickReport
@@ -300,12 +309,17 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		return
 	}
 	t.mu.Lock()
+	if verify && !rep.Full && t.releasing > 0 {
+		verify = false // a release came during the tick: not now
+	}
 	if verify || rep.Full {
 		t.lastVerify = now
 	}
 	if verify && !rep.Full {
 		t.verifying = true
-		t.verifies.Go(func() { t.verifyKept(ctx) })
+		vctx, cancel := context.WithCancel(ctx)
+		t.verifyCancel = cancel
+		t.verifies.Go(func() { t.verifyKept(ctx, vctx) })
 	}
 	if decided {
 		t.lastDecide, t.quiet, t.wake = now, out.QuietUntil, out.WakeAt
@@ -346,17 +360,45 @@ func (t *ticker) verifyingNow() bool {
 	return t.verifying
 }
 
+// releaseBegins says that a release is being read and verified, until
+// end is called: a comparison with a cold load running gives way to it
+// (its 2 s of CPU at 100,000 hosts would lengthen push→dispatch by as
+// much on two cores) and is due again verifyRetry later; none starts
+// until end.
+func (t *ticker) releaseBegins() (end func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.releasing++
+	if t.verifyCancel != nil {
+		t.verifyCancel()
+		t.verifyCancel = nil
+		t.lastVerify = t.cfg.Now().Add(verifyRetry - verifyEvery)
+	}
+	return sync.OnceFunc(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.releasing--
+	})
+}
+
 // verifyKept compares the input the store keeps with a cold load, beside
 // the ticks (store.VerifyKept): a difference is a bug, logged and counted,
-// and the next tick loads in full.
-func (t *ticker) verifyKept(ctx context.Context) {
+// and the next tick loads in full. vctx, of ctx, ends when the comparison
+// gives way to a release (releaseBegins).
+func (t *ticker) verifyKept(ctx, vctx context.Context) {
 	start := time.Now()
-	rep, err := t.st.VerifyKept(ctx)
+	rep, err := t.st.VerifyKept(vctx)
 	t.mu.Lock()
 	t.verifying = false
+	if t.verifyCancel != nil {
+		t.verifyCancel()
+		t.verifyCancel = nil
+	}
 	t.mu.Unlock()
 	switch {
 	case ctx.Err() != nil: // shutting down: whatever it found is moot
+	case err != nil && vctx.Err() != nil:
+		t.log.Info("the comparison of the kept input with a cold load gave way to a release", "again", verifyRetry)
 	case err != nil:
 		t.log.Error("comparing the kept tick input with a cold load", "err", err)
 	case rep.Diverged:

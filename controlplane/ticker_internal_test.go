@@ -173,3 +173,76 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 type tlog struct{ t *testing.T }
 
 func (w tlog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// stallingVerify is a store whose comparison with a cold load runs until
+// its context ends; each start is sent on started.
+type stallingVerify struct {
+	store.Store
+	started chan struct{}
+}
+
+func (s stallingVerify) VerifyKept(ctx context.Context) (store.VerifyReport, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	return store.VerifyReport{}, ctx.Err()
+}
+
+// TestVerifyKeptGivesWayToReleases: the comparison of the kept input
+// with a cold load does not start while a release is read and verified,
+// one running ends when a release begins, and it is due again
+// verifyRetry later, not verifyEvery.
+func TestVerifyKeptGivesWayToReleases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	real, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	st := stallingVerify{Store: real, started: make(chan struct{}, 4)}
+	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
+	cfg.setDefaults()
+	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), newMetrics(), newBoard())
+	tickAt := func(d time.Duration) {
+		fake.Advance(d)
+		tk.lead(ctx)
+		tk.tick(ctx)
+	}
+	tickAt(0) // the full load: the kept input is compared from here on
+
+	// Due, but a release is being verified: not started, until it ends.
+	end := tk.releaseBegins()
+	tickAt(verifyEvery)
+	if tk.verifyingNow() {
+		t.Fatal("a comparison started while a release was verified")
+	}
+	end()
+	tickAt(0)
+	if !tk.verifyingNow() {
+		t.Fatal("no comparison started once the release was stored")
+	}
+	<-st.started
+
+	// A release begins while it runs: it ends, and is due a minute on.
+	end = tk.releaseBegins()
+	ended := make(chan struct{})
+	go func() { tk.verifies.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the comparison went on beside the release")
+	}
+	end()
+	tickAt(verifyRetry - time.Second)
+	if tk.verifyingNow() {
+		t.Fatal("the comparison started again before verifyRetry")
+	}
+	tickAt(time.Second)
+	if !tk.verifyingNow() {
+		t.Fatal("the comparison did not start again verifyRetry after it gave way")
+	}
+	<-st.started
+	cancel()
+	tk.verifies.Wait()
+}
