@@ -20,11 +20,7 @@ import (
 func TestLeaseKeptUntilTheNotifierStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))
 	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	cfg := &Config{Clock: fake, TickInterval: time.Hour}
 	cfg.setDefaults()

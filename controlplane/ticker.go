@@ -271,7 +271,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	} else if skip.IsZero() || skip.After(t.lastDecide.Add(maxQuiet)) {
 		skip = t.lastDecide.Add(maxQuiet)
 	}
-	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying && t.releasing == 0
+	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying
 	t.mu.Unlock()
 	var watching time.Time
 	var rep store.TickReport
@@ -309,8 +309,8 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		return
 	}
 	t.mu.Lock()
-	if verify && !rep.Full && t.releasing > 0 {
-		verify = false // a release came during the tick: not now
+	if t.releasing > 0 {
+		verify = false // a release is being verified: not now
 	}
 	if verify || rep.Full {
 		t.lastVerify = now

@@ -26,11 +26,7 @@ import (
 func TestDebounceOnAFakeClock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))
 	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	cfg := &Config{Clock: fake, Debounce: 500 * time.Millisecond, TickInterval: time.Hour}
 	cfg.setDefaults()
@@ -106,11 +102,7 @@ func TestVerifyKeptBesideTheTicks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "cp.db")
-	st, err := store.Open(ctx, "sqlite://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqliteStore(t, path)
 	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
 	cfg.setDefaults()
@@ -159,6 +151,17 @@ func TestVerifyKeptBesideTheTicks(t *testing.T) {
 	}
 }
 
+// sqliteStore opens a SQLite store at path, closed when the test ends.
+func sqliteStore(t *testing.T, path string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // counterValue reads a counter.
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
@@ -194,12 +197,7 @@ func (s stallingVerify) VerifyKept(ctx context.Context) (store.VerifyReport, err
 func TestVerifyKeptGivesWayToReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	real, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer real.Close()
-	st := stallingVerify{Store: real, started: make(chan struct{}, 4)}
+	st := stallingVerify{Store: sqliteStore(t, filepath.Join(t.TempDir(), "cp.db")), started: make(chan struct{}, 4)}
 	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
 	cfg.setDefaults()
