@@ -14,8 +14,15 @@ import (
 // second element of an array of tables would all point at the last one:
 // this scan tells them apart. It reads only as much of TOML's syntax as it
 // must to find keys (strings, comments, arrays, inline tables); run on a
-// document that did not decode, its result means nothing.
+// document that did not decode, its result means nothing. A byte order
+// mark at the start is passed over, as the decoder does.
 func keyLines(data []byte) map[string]int {
+	for _, bom := range []string{"\xef\xbb\xbf", "\xff\xfe", "\xfe\xff"} {
+		if strings.HasPrefix(string(data), bom) {
+			data = data[len(bom):]
+			break
+		}
+	}
 	s := &lineScanner{data: data, line: 1, lines: map[string]int{}, arrays: map[string]int{}}
 	s.document()
 	return s.lines
