@@ -94,7 +94,9 @@
 //     what a connected host costs); waiting. Their 60 s run out after.
 //   - push-dispatch: NIXFLEET_BENCH_TRIALS trials (checkinBench.trial,
 //     benchscale_test.go). In each, CI signs and commits a release with
-//     new closures for every host; then the push: the channel's ref
+//     new closures for every host, in a third process (benchci_test.go:
+//     CI's garbage is not the control plane's to collect, as in
+//     production); then the push: the channel's ref
 //     moves and the forge calls the webhook. p50_ms, p99_ms, max_ms from
 //     the push until the canary's long-poll answers its dispatch (the
 //     poll of git, the release's verification, the debounce, the tick

@@ -482,8 +482,13 @@ func openFiles() int {
 	return len(fds)
 }
 
-// loadProc is the parent's handle on a load process.
-type loadProc struct {
+// childProc is the parent's handle on a child process: this test binary
+// started again as one test, with an environment variable that makes it
+// serve (the load process, the CI process of benchci_test.go). The two
+// talk over the child's stdin and stdout, one JSON value a line: a
+// configuration, then a request answered by a result, until stdin closes.
+type childProc struct {
+	what   string
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	enc    *json.Encoder
@@ -493,11 +498,18 @@ type loadProc struct {
 }
 
 // startLoad starts a load process; it ends when the test does.
-func startLoad(tb testing.TB, cfg loadConfig) *loadProc {
+func startLoad(tb testing.TB, cfg loadConfig) *childProc {
 	tb.Helper()
-	p := &loadProc{stderr: &bytes.Buffer{}}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^TestCheckinLoadProcess$")
-	p.cmd.Env = append(os.Environ(), loadEnvVar+"=1")
+	return startChild(tb, "load process", "TestCheckinLoadProcess", loadEnvVar, cfg)
+}
+
+// startChild starts the test binary again as test, with env set to 1, and
+// sends it cfg; it ends when the test does. what names it in errors.
+func startChild(tb testing.TB, what, test, env string, cfg any) *childProc {
+	tb.Helper()
+	p := &childProc{what: what, stderr: &bytes.Buffer{}}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	p.cmd.Env = append(os.Environ(), env+"=1")
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: p.stderr}
 	var err error
 	if p.in, err = p.cmd.StdinPipe(); err != nil {
@@ -513,32 +525,38 @@ func startLoad(tb testing.TB, cfg loadConfig) *loadProc {
 	tb.Cleanup(func() {
 		p.in.Close()
 		if err := p.cmd.Wait(); err != nil {
-			tb.Errorf("load process: %v\n%s", err, p.errors())
+			tb.Errorf("%s: %v\n%s", p.what, err, p.errors())
 		}
 	})
 	p.enc, p.dec = json.NewEncoder(p.in), json.NewDecoder(bufio.NewReader(out))
 	if err := p.enc.Encode(cfg); err != nil {
-		tb.Fatalf("configuring the load process: %v\n%s", err, p.errors())
+		tb.Fatalf("configuring the %s: %v\n%s", p.what, err, p.errors())
 	}
 	return p
 }
 
-func (p *loadProc) errors() string {
+func (p *childProc) errors() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stderr.String()
 }
 
+// call sends the child a request and decodes its answer into res.
+func (p *childProc) call(tb testing.TB, req, res any) {
+	tb.Helper()
+	if err := p.enc.Encode(req); err != nil {
+		tb.Fatalf("%s: %v\n%s", p.what, err, p.errors())
+	}
+	if err := p.dec.Decode(res); err != nil {
+		tb.Fatalf("%s: %v\n%s", p.what, err, p.errors())
+	}
+}
+
 // run has the load process run op and returns what it measured.
-func (p *loadProc) run(tb testing.TB, op loadOp) loadResult {
+func (p *childProc) run(tb testing.TB, op loadOp) loadResult {
 	tb.Helper()
 	var res loadResult
-	if err := p.enc.Encode(op); err != nil {
-		tb.Fatalf("load process: %v\n%s", err, p.errors())
-	}
-	if err := p.dec.Decode(&res); err != nil {
-		tb.Fatalf("load process: %v\n%s", err, p.errors())
-	}
+	p.call(tb, op, &res)
 	if (op.Kind == "closed" || op.Kind == "open") && len(res.Latency) != op.Count {
 		tb.Fatalf("load process: %d latencies for %d check-ins", len(res.Latency), op.Count)
 	}
@@ -551,9 +569,11 @@ func (p *loadProc) run(tb testing.TB, op loadOp) loadResult {
 type checkinBench struct {
 	e    *env
 	n    int
-	load *loadProc
-	st   store.Store // the control plane's database, for its watermark and journal
-	mc   *http.Client
+	load *childProc
+	// ci makes the trials' releases (a fleet with a canary only).
+	ci *childProc
+	st store.Store // the control plane's database, for its watermark and journal
+	mc *http.Client
 	// canary is BenchmarkScale's wave 0, simulated here (nil for a fleet
 	// of one wave); first is then 1, the first host of the load process.
 	canary *benchCanary
@@ -654,6 +674,7 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 	tb.Cleanup(cb.mc.CloseIdleConnections)
 	if o.canary {
 		cb.canary, cb.first = newBenchCanary(tb, e, benchHostName(0)), 1
+		cb.ci = startCI(tb, e, n)
 	}
 	cb.conns = n - cb.first
 	if o.conns > 0 {

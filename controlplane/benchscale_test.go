@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
-	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -205,7 +206,8 @@ func (cb *checkinBench) runTrials(tb testing.TB, count int) []trialResult {
 // the rollout it opens:
 //
 //  1. CI signs and commits release t<k> (new closures for every host; the
-//     canary's wave soaks scaleSoakMinutes); the canary long-polls with
+//     canary's wave soaks scaleSoakMinutes), in a process of its own
+//     (benchci_test.go); the canary long-polls with
 //     what it knows, and waits in the control plane.
 //  2. The push moves the channel's ref, and the forge calls the webhook;
 //     push→dispatch runs from there until the canary's long-poll answers
@@ -243,14 +245,12 @@ func (cb *checkinBench) trial(tb testing.TB, k int) trialResult {
 	}
 	began := time.Now()
 	cb.signed = began
-	unsigned, err := e.spec.Fleet(fmt.Sprintf("t%d", k))
-	if err != nil {
-		tb.Fatal(err)
+	var ci ciResult
+	cb.ci.call(tb, ciRelease{Version: fmt.Sprintf("t%d", k), Release: cb.release, Now: began, Channels: e.spec.Channels}, &ci)
+	if ci.Error != "" {
+		tb.Fatalf("trial %d: CI: %s", k, ci.Error)
 	}
-	commit, err := e.repo.Release(unsigned, fleetkit.Commit(cb.release), began)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	commit := plumbing.NewHash(ci.Commit)
 	res.sign = time.Since(began)
 
 	type answer struct {

@@ -42,6 +42,16 @@ func Init(dir string) (*Repo, error) {
 	return &Repo{Dir: dir, Key: key, git: g}, nil
 }
 
+// Open opens the repository in dir, to sign with key: another process
+// than Init's (a benchmark's CI) working on the same repository.
+func Open(dir string, key *trust.PrivateKey) (*Repo, error) {
+	g, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Repo{Dir: dir, Key: key, git: g}, nil
+}
+
 // TrustJSON is a trust.json pinning the CI key.
 func (r *Repo) TrustJSON() []byte {
 	k := r.Key.Public().Proto()
