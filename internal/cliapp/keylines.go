@@ -1,6 +1,7 @@
 package cliapp
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,8 +18,8 @@ import (
 // document that did not decode, its result means nothing. A byte order
 // mark at the start is passed over, as the decoder does.
 func keyLines(data []byte) map[string]int {
-	for _, bom := range []string{"\xef\xbb\xbf", "\xff\xfe", "\xfe\xff"} {
-		if strings.HasPrefix(string(data), bom) {
+	for _, bom := range [][]byte{{0xef, 0xbb, 0xbf}, {0xff, 0xfe}, {0xfe, 0xff}} {
+		if bytes.HasPrefix(data, bom) {
 			data = data[len(bom):]
 			break
 		}
