@@ -167,7 +167,7 @@ func (s *db) Rollout(ctx context.Context, id string) (reconciler.Rollout, error)
 	var out []reconciler.Rollout
 	err := s.read(ctx, func(tx *txn) error {
 		var err error
-		out, err = s.loadRollouts(ctx, tx, []string{id}, true, false)
+		out, err = s.loadRollouts(ctx, tx, []string{id}, true, planWhole)
 		return err
 	})
 	if err != nil {

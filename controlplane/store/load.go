@@ -144,10 +144,23 @@ func anys[T any](l []T) []any {
 	return out
 }
 
+// planDecoding is how loadRollouts decodes a rollout's frozen plan.
+type planDecoding int
+
+const (
+	// planWhole decodes all of it.
+	planWhole planDecoding = iota
+	// planCached takes it from the cache when its text is the one cached
+	// (the tick; the values are shared and must not be modified).
+	planCached
+	// planForView decodes only what a host's view needs (frozenView).
+	planForView
+)
+
 // loadRollouts returns the rollouts with the given ids, oldest first, with
-// their hosts (sorted by hostname) when hosts is set. Frozen parts come
-// from the cache when useCache is set (the tick; values are shared).
-func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useCache bool) ([]reconciler.Rollout, error) {
+// their hosts (sorted by hostname) when hosts is set, their frozen plans
+// decoded as plan says.
+func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts bool, plan planDecoding) ([]reconciler.Rollout, error) {
 	var out []reconciler.Rollout
 	err := inChunks(ids, idChunk, func(chunk []string) error {
 		var err error
@@ -157,9 +170,15 @@ func (s *db) loadRollouts(ctx context.Context, c conn, ids []string, hosts, useC
 				return r, err
 			}
 			var f frozen
-			if useCache {
+			switch plan {
+			case planForView:
+				var v frozenView
+				err = unmarshal(fz, &v)
+				v.into(&r)
+				return r, err
+			case planCached:
 				f, err = s.cache.frozenOf(r.ID, fz)
-			} else {
+			default:
 				err = unmarshal(fz, &f)
 			}
 			if err != nil {
@@ -228,7 +247,7 @@ func (s *db) loadInput(ctx context.Context, tx *txn, in *reconciler.Input) (*liv
 	for i, h := range heads {
 		ids[i], keep[h.id] = h.id, true
 	}
-	if in.Rollouts, err = s.loadRollouts(ctx, tx, ids, true, true); err != nil {
+	if in.Rollouts, err = s.loadRollouts(ctx, tx, ids, true, planCached); err != nil {
 		return nil, err
 	}
 	if in.Rollouts == nil {

@@ -162,7 +162,7 @@ func (s *db) settleOwed(ctx context.Context, tx *txn, l Lease, full bool) (wrote
 // missingRows are the Pending rows of the hosts of a rollout's manifest
 // that it has no row for, as the tick that opened it made them.
 func (s *db) missingRows(ctx context.Context, tx *txn, id string) ([]hostRow, error) {
-	rs, err := s.loadRollouts(ctx, tx, []string{id}, true, false)
+	rs, err := s.loadRollouts(ctx, tx, []string{id}, true, planWhole)
 	if err != nil || len(rs) == 0 {
 		return nil, err
 	}

@@ -361,6 +361,18 @@ type budgetSummary struct {
 	Selector       proto.Selector `json:"selector"`
 }
 
+// frozenView is what a host's view needs of a rollout's frozen plan
+// (reconciler.Situate): a summary's members, and the host windows.
+type frozenView struct {
+	frozenSummary
+	HostWindows []reconciler.HostWindowSpec `json:"hostWindows,omitempty"`
+}
+
+func (f frozenView) into(r *reconciler.Rollout) {
+	f.frozenSummary.into(r)
+	r.HostWindows = f.HostWindows
+}
+
 // summaryLeavesOut are the members of frozen a summary leaves out.
 var summaryLeavesOut = []string{"edges", "hostWindows"}
 
@@ -565,7 +577,7 @@ type RolloutView struct {
 func (s *db) RolloutView(ctx context.Context, id, after string, limit int) (RolloutView, error) {
 	var out RolloutView
 	err := s.read(ctx, func(tx *txn) error {
-		rs, err := s.loadRollouts(ctx, tx, []string{id}, false, false)
+		rs, err := s.loadRollouts(ctx, tx, []string{id}, false, planWhole)
 		if err != nil {
 			return err
 		}
@@ -664,7 +676,7 @@ func (s *db) RolloutsByID(ctx context.Context, ids []string) ([]reconciler.Rollo
 	var out []reconciler.Rollout
 	err := s.read(ctx, func(tx *txn) error {
 		var err error
-		out, err = s.loadRollouts(ctx, tx, ids, false, false)
+		out, err = s.loadRollouts(ctx, tx, ids, false, planForView)
 		return err
 	})
 	if err != nil {

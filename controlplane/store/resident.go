@@ -263,7 +263,7 @@ func (s *db) catchUp(ctx context.Context, tx *txn, r *resident, intents []reconc
 		}
 	}
 	if len(missing) > 0 {
-		rs, err := s.loadRollouts(ctx, tx, missing, true, true)
+		rs, err := s.loadRollouts(ctx, tx, missing, true, planCached)
 		if err != nil {
 			return false, false, err
 		}

@@ -360,7 +360,9 @@ type Store interface {
 	// and its hosts (ErrNotFound).
 	RolloutHeader(ctx context.Context, id string) (reconciler.Rollout, error)
 	// RolloutsByID returns the rollouts of these ids that exist, oldest
-	// first, without their hosts.
+	// first, as a host's view needs them: without their hosts, their
+	// edges and their budgets' host lists (at 100,000 hosts those lists
+	// are most of a plan's bytes).
 	RolloutsByID(ctx context.Context, ids []string) ([]reconciler.Rollout, error)
 	// LatestRollouts returns the id of each channel's latest rollout, by
 	// channel.
