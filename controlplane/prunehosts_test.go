@@ -43,6 +43,15 @@ func TestDecommissionedHostsAreForgotten(t *testing.T) {
 				var ae *apiclient.Error
 				return errors.As(err, &ae) && ae.Code == string(codes.UnknownClient)
 			})
+			// web-3 is refused once the fleet is verified; it stays in the
+			// channel's latest rollout (and GET /v1/hosts/web-3 shows it
+			// there) until the tick opens the release's rollout, which the
+			// day's jump below must not overtake: the leader's lease would
+			// expire first.
+			e.await(10*time.Second, "the release's rollout opens", func() bool {
+				var r proto.Rollout
+				return viewer.Get(ctx, "/v1/rollouts/"+rolloutID("stable", 2), &r) == nil
+			})
 
 			// Within the retention period nothing is forgotten.
 			e.srv.PruneHostsNow(ctx)
