@@ -399,7 +399,9 @@ func testRolloutView(t *testing.T, s store.Store) {
 	_, err = s.RolloutHeader(ctx, "nope@1")
 	wantErr(t, err, store.ErrNotFound, "RolloutHeader of an unknown id")
 
-	rs, err := s.RolloutsByID(ctx, []string{ids["stable4"], "nope@1", ids["edge1"]})
+	// edge3 has edges and host windows: the view leaves out the one and
+	// keeps the other.
+	rs, err := s.RolloutsByID(ctx, []string{ids["stable4"], "nope@1", ids["edge1"], ids["edge3"]})
 	must(t, err)
 	var got []string
 	for _, r := range rs {
@@ -417,7 +419,7 @@ func testRolloutView(t *testing.T, s store.Store) {
 		}
 		diff(t, "RolloutsByID's "+r.ID, r, whole)
 	}
-	diff(t, "RolloutsByID, oldest first", got, []string{ids["edge1"], ids["stable4"]})
+	diff(t, "RolloutsByID, oldest first", got, []string{ids["edge1"], ids["edge3"], ids["stable4"]})
 	none, err := s.RolloutsByID(ctx, nil)
 	must(t, err)
 	if len(none) != 0 {
