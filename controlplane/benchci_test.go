@@ -81,13 +81,16 @@ func serveCI(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	spec := scaleSpec(cfg.Hosts)
+	var spec fleetrepo.Spec // built at the first release, not while the hosts onboard
 	for {
 		var req ciRelease
 		if err := dec.Decode(&req); err == io.EOF {
 			return nil
 		} else if err != nil {
 			return err
+		}
+		if spec.Hosts == nil {
+			spec = scaleSpec(cfg.Hosts)
 		}
 		spec.Channels = req.Channels
 		var res ciResult
