@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -55,15 +54,7 @@ type ciResult struct {
 
 // TestBenchCIProcess is the CI process when ciEnvVar is set, and nothing
 // otherwise.
-func TestBenchCIProcess(t *testing.T) {
-	if os.Getenv(ciEnvVar) != "1" {
-		return
-	}
-	if err := serveCI(os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "CI process:", err)
-		os.Exit(1)
-	}
-}
+func TestBenchCIProcess(t *testing.T) { serveAsChild(ciEnvVar, "CI process", serveCI) }
 
 // serveCI reads a ciConfig, then makes a release for each ciRelease until
 // in ends.

@@ -157,12 +157,17 @@ type loadResult struct {
 
 // TestCheckinLoadProcess is the load process when loadEnvVar is set, and
 // nothing otherwise.
-func TestCheckinLoadProcess(t *testing.T) {
-	if os.Getenv(loadEnvVar) != "1" {
+func TestCheckinLoadProcess(t *testing.T) { serveAsChild(loadEnvVar, "load process", serveLoad) }
+
+// serveAsChild is the body of a child process's test (startChild): when
+// env is set to 1, serve runs on stdin and stdout, and an error it
+// returns ends the process with status 1; otherwise nothing happens.
+func serveAsChild(env, what string, serve func(in io.Reader, out io.Writer) error) {
+	if os.Getenv(env) != "1" {
 		return
 	}
-	if err := serveLoad(os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "load process:", err)
+	if err := serve(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, what+":", err)
 		os.Exit(1)
 	}
 }
