@@ -95,6 +95,7 @@ const (
 	RolledBack          = "rolled_back"
 	RollbackTimeout     = "rollback_timeout"
 	ConfirmUnheard      = "confirm_unheard"
+	ConfirmInferred     = "confirm_inferred"
 )
 
 // Gates, in the reconciler's evaluation order (a host's Blocked.Gate and
@@ -243,7 +244,7 @@ var registry = []Info{
 	{IllegalTransition, 409, exitFailed, "an intent the rollout's state does not allow"},
 	{UnknownRollout, 409, exitFailed, "an intent for a rollout that does not exist"},
 	{UnknownIntent, 409, exitFailed, "an intent of a kind that does not exist"},
-	{PartialVisibility, 0, exitNone, "too much of a channel is silent at once (a reason, and the gate holding a host)"},
+	{PartialVisibility, 0, exitNone, "too much of a channel is late at once (a reason, and the gate holding a host)"},
 	{VisibilityRestored, 0, exitNone, "a channel's partial visibility ended"},
 	{WatchStarted, 0, exitNone, "the control plane's watch over its hosts (re)starts"},
 	{AnalysisSuccessful, 0, exitNone, "a wave's analysis counted its measurements without passing its limits (rule 16)"},
@@ -270,6 +271,7 @@ var registry = []Info{
 	{RolledBack, 0, exitNone, "the host is back on its previous closure"},
 	{RollbackTimeout, 0, exitNone, "a rollback was not confirmed in time"},
 	{ConfirmUnheard, 0, exitNone, "the confirm window closed while the control plane could not hear the host"},
+	{ConfirmInferred, 0, exitNone, "no confirm on record, but the host ran its target well after the window closed: the store lost the confirm"},
 
 	{Busy, 0, exitNone, "gate: the host is in flight in another rollout"},
 	{Quarantined, 0, exitNone, "gate: the target failed on this host recently (also the agent's refusal to activate it)"},

@@ -102,7 +102,10 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 			prefetch, _ := s.prefetch.answer(req.Hostname, a, ok, req.Current, req.Prefetched)
 			return finish(s.answer(a, ok), prefetch)
 		}
-		key, d := activationKey(a, ok), time.Duration(req.Wait)*time.Second
+		// A long-poll is held for at most the check-in period, so that a
+		// connected agent is heard well within the late threshold
+		// (rfcs/0003 rule 6) whatever wait it asks for.
+		key, d := activationKey(a, ok), min(time.Duration(req.Wait)*time.Second, s.cfg.Tunables.CheckinPeriod())
 		if s.lot.park(w, r, func() any { return later() }, func(fire func()) (func(), bool) {
 			return s.hub.park(req.Hostname, key, d, fire)
 		}) {

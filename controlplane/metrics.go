@@ -76,7 +76,7 @@ func newMetrics() *metrics {
 		Name: "nixfleet_watching_since_seconds", Help: "Unix time the control plane's current unbroken watch over its hosts began (the leader's last tick).",
 	})
 	m.partial = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "nixfleet_partial_visibility", Help: "1 while a channel is in partial visibility: too many of its hosts silent at once to judge any (the leader's last tick).",
+		Name: "nixfleet_partial_visibility", Help: "1 while a channel is in partial visibility: too many of its hosts late at once to judge any (the leader's last tick).",
 	}, []string{"channel"})
 	m.silent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nixfleet_partial_visibility_silent_hosts", Help: "Silent hosts of a channel in partial visibility (the leader's last tick).",

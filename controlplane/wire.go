@@ -73,7 +73,7 @@ func wireSituation(s reconciler.Situation) proto.Situation {
 }
 
 func wireObserved(o reconciler.ObservedHost) proto.ObservedHost {
-	out := proto.ObservedHost{LastSeen: o.LastSeen, Current: o.Current, Booted: o.Booted, Probes: o.Probes,
+	out := proto.ObservedHost{LastSeen: o.LastSeen, StatusAt: o.StatusAt, Current: o.Current, Booted: o.Booted, Probes: o.Probes,
 		FailedUnits: o.FailedUnits, Compliance: o.Compliance, Deferred: o.Deferred, Quarantine: o.Quarantine,
 		Prefetched: o.Prefetched}
 	if o.Activation != nil {

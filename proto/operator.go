@@ -210,6 +210,9 @@ type Situation struct {
 type ObservedHost struct {
 	// LastSeen is the last check-in; zero when never seen.
 	LastSeen time.Time `json:"lastSeen"`
+	// StatusAt is the last check-in known to have carried the status
+	// shown (rfcs/0003 rule 8); absent: LastSeen.
+	StatusAt time.Time `json:"statusAt,omitzero"`
 	// Current and Booted are the store path basenames of
 	// /run/current-system and /run/booted-system.
 	Current     string             `json:"current"`

@@ -284,7 +284,7 @@ func (t *tick) finishDeferred(w *work) {
 			continue
 		}
 		o := t.obs[h.Hostname]
-		if o.Current != h.Target || o.Booted != h.Target || o.LastSeen.Before(h.Since) {
+		if o.Current != h.Target || o.Booted != h.Target || o.Said().Before(h.Since) {
 			continue
 		}
 		if other := t.busy(w, h.Hostname); other != nil {

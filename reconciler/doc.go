@@ -11,10 +11,14 @@
 // in one transaction (Apply shows how).
 //
 // Silence is not failure (SPEC §4 invariant 4, rfcs/0003 rule 6): a host
-// the control plane cannot hear is judged only after the control plane has
-// watched for an offline threshold (Input.WatchingSince) and while its
-// channel is not in partial visibility; a wave is promoted only on
-// evidence (rule 8).
+// the control plane cannot hear is judged only once it is offline, after
+// the control plane has watched for an offline threshold
+// (Input.WatchingSince), and while its channel is not in partial
+// visibility — more than half of its hosts late, which every host of a
+// partition is before the first of them is offline. A wave is promoted
+// only on evidence (rule 8), and a host's status is judged only as the
+// host said it (ObservedHost.StatusAt: a write the store lost is not what
+// the host said; SPEC §4 invariant 8).
 //
 // The rules are numbered in rfcs/0003-reconciler.md; the host and rollout
 // state machines (HostState.Next, RolloutState.Next, one transition table

@@ -69,6 +69,8 @@ func (t *tick) observeOnce(w *work, i int) {
 		return
 	}
 	o := t.obs[h.Hostname]
+	said := o.Said() // verdicts on what the host runs rest on this (rule 8)
+	end := h.Since.Add(confirm)
 	act := o.Activation
 	// An outcome counts for the host's current state only: not older than
 	// it, and not about a state entered in this very tick (the agent has
@@ -105,13 +107,38 @@ func (t *tick) observeOnce(w *work, i int) {
 		case matches && act.Outcome == OutcomeDeferred:
 			t.setHost(w, i, EvDeferredReported, Reason{Code: codes.Deferred, Message: "the target is staged for the next boot"})
 		case t.now.Sub(h.Since) <= confirm:
-		case o.LastSeen.After(h.Since.Add(confirm)) && t.blindWindow(w, h):
+		case o.LastSeen.After(end) && t.blindWindow(w, h):
 			// Heard again after a window the control plane could not hear:
 			// its confirm may have been lost, and its agent rolled back (its
 			// own safety). Not a failure; it catches up like a skipped host.
 			t.setHost(w, i, EvConfirmUnheard, Reason{Code: codes.ConfirmUnheard,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not a failure: it catches up", confirm)})
-		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
+		case said.After(end) && o.Deferred && o.Current != h.Target:
+			// It says it has a target staged for its next boot, which its
+			// agent does after it reported it deferred: the store lost the
+			// report (rule 7, SPEC §4 invariant 8).
+			t.setHost(w, i, EvDeferredReported, Reason{Code: codes.Deferred,
+				Message: "the target is staged for the next boot (the host says so; its report is not on record)"})
+		case said.After(end) && o.Current != h.Target:
+			t.setHost(w, i, EvConfirmTimeout, Reason{Code: codes.ConfirmTimeout,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
+		case said.After(end.Add(ConfirmGrace)):
+			// It still runs the target well after its window closed, which
+			// an agent without an accepted confirm does not (it rolls back
+			// when the window closes): the confirm was accepted, and the
+			// store lost it (rule 7, SPEC §4 invariant 8).
+			t.setHost(w, i, EvConfirm, Reason{Code: codes.ConfirmInferred,
+				Message: fmt.Sprintf("no confirmation on record, but the host still ran the target %s after its confirm window closed, which its agent does only after a confirm was accepted: the store lost the confirm", approx(said.Sub(end)))})
+		case o.LastSeen.After(end):
+			// Heard since the window closed, but what it runs then is not
+			// known yet, or it runs the target and may still be rolling
+			// back: what it says next decides.
+			t.wake(end.Add(ConfirmGrace).Add(time.Nanosecond))
+		case t.heard(o):
+			// Not heard since the window closed, but not silent either: a
+			// missing confirm of a host not heard from since is a verdict
+			// on its silence, judged once it is offline (rule 6).
+		case !t.judges(w.r.Channel):
 			// Not heard since the window closed, and silence is not judged:
 			// what the host says when it is heard again decides.
 			t.block(w, i, t.silenceHold(w.r.Channel, codes.ConfirmUnheard, "the confirm window closed without a word from the host"))
@@ -133,12 +160,13 @@ func (t *tick) observeOnce(w *work, i int) {
 			t.block(w, i, t.silenceHold(w.r.Channel, "", "silent while soaking"))
 		case !t.heard(o):
 			t.setHost(w, i, EvUnhealthy, Reason{Code: codes.OfflineWhileSoaking, Message: "the host stopped checking in while soaking"})
-		case o.LastSeen.Before(h.Since):
-			// Health is judged from check-ins since the confirm: the status
-			// stored before it describes the closure the host left.
+		case said.Before(h.Since):
+			// Health is judged from what the host said since the confirm:
+			// a status from before describes the closure it left, and one
+			// the host sent later may have been lost by the store.
 		case unhealthy(o, w.r.HealthGate, h.Target) != "":
 			t.setHost(w, i, EvUnhealthy, Reason{Code: codes.Unhealthy, Message: unhealthy(o, w.r.HealthGate, h.Target)})
-		case t.now.Sub(h.Since) >= soak && !o.LastSeen.Before(h.Since.Add(soak)):
+		case t.now.Sub(h.Since) >= soak && !said.Before(h.Since.Add(soak)):
 			t.setHost(w, i, EvSoaked, Reason{Code: codes.Soaked, Message: fmt.Sprintf("healthy for the %s soak", soak)})
 		}
 	case HostDeferred:
@@ -150,10 +178,15 @@ func (t *tick) observeOnce(w *work, i int) {
 		}
 	case HostRollingBack:
 		switch {
-		case o.Current == h.Previous && o.LastSeen.After(h.Since):
+		case o.Current == h.Previous && said.After(h.Since):
 			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "back on the previous closure " + h.Previous})
 		case t.now.Sub(h.Since) <= confirm:
-		case !o.LastSeen.After(h.Since.Add(confirm)) && !t.judges(w.r.Channel):
+		case o.LastSeen.After(end) && !said.After(end):
+			// Heard since the window closed, but what it runs then is not
+			// known yet: what it says next decides.
+		case !o.LastSeen.After(end) && t.heard(o):
+			// Not heard since the window closed, and not silent yet.
+		case !o.LastSeen.After(end) && !t.judges(w.r.Channel):
 			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and not heard since"))
 		default:
 			t.setHost(w, i, EvRollbackTimeout, Reason{Code: codes.RollbackTimeout,
@@ -161,6 +194,12 @@ func (t *tick) observeOnce(w *work, i int) {
 		}
 	}
 }
+
+// ConfirmGrace is how long after its confirm window closed a host that
+// still runs its target is taken to have confirmed when no confirm is on
+// record (rule 7): an agent without an accepted confirm rolls back when
+// the window closes by its own clock, which may lag the control plane's.
+const ConfirmGrace = time.Minute
 
 func detail(msg, d string) string {
 	if d == "" {

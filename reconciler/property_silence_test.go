@@ -24,10 +24,27 @@ package reconciler_test
 //     current wave has nothing in flight and nothing waiting for the fleet
 //     (budget, busy host, channel or host edge) has been halted;
 //  11. landing: no host stays in flight in a terminal rollout longer than
-//     its soak or confirm window allows, unless silence holds it.
+//     its soak or confirm window allows (and, for a window, until the host
+//     is offline or past the grace), unless silence or a lost write holds
+//     it;
+//  12. silence is judged as a cohort (SPEC §4 invariant 4): no host is
+//     skipped, failed or timed out for silence while the hosts of its
+//     channel that went silent no later than one check-in period after it
+//     (the offline threshold less the late threshold) are more than the
+//     partial-visibility limit, whatever instants their last check-ins
+//     fell on;
+//  13. a blind channel holds: no host of a channel is dispatched and no
+//     wave of it promoted while more than the limit of its hosts are late,
+//     also while the control plane warms up;
+//  14. verdicts rest on what the host said (SPEC §4 invariant 8): with a
+//     store that loses writes it acknowledged, no host is failed unhealthy
+//     unless its agent was unhealthy or off its target at some instant of
+//     its soak, and no confirm window is a failure for an activation its
+//     agent confirmed or staged for its next boot.
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -67,6 +84,24 @@ func TestPropertyNoSilentStall(t *testing.T) {
 func TestPropertyInFlightHostsLand(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkLanding) })
+}
+
+// TestPropertySilenceJudgedAsACohort: invariant 12.
+func TestPropertySilenceJudgedAsACohort(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkCohort) })
+}
+
+// TestPropertyBlindChannelHolds: invariant 13.
+func TestPropertyBlindChannelHolds(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkBlindHolds) })
+}
+
+// TestPropertyVerdictsRestOnWhatWasSaid: invariant 14.
+func TestPropertyVerdictsRestOnWhatWasSaid(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkSaid) })
 }
 
 // maxSimStep is the longest time between two ticks of the simulation
@@ -137,19 +172,18 @@ func sightOf(in reconciler.Input) sight {
 	return sight{in: in, warm: in.WatchingSince.IsZero() || !in.Now.Before(in.WatchingSince.Add(t))}
 }
 
-func (s sight) heard(host string) bool {
+// late: not heard from within the late threshold (half the offline
+// threshold), or never.
+func (s sight) late(host string) bool {
 	o := s.in.Hosts[host]
-	return !o.LastSeen.IsZero() && s.in.Now.Sub(o.LastSeen) <= s.in.Tunables.OfflineThreshold()
+	return o.LastSeen.IsZero() || s.in.Now.Sub(o.LastSeen) > s.in.Tunables.LateAfter()
 }
 
-// partial: more than 50% of the channel's hosts (those of its release and
-// of its latest rollout among rollouts), and at least two, silent. A tick
-// that opens a rollout judges the channel again over the new rollout's
-// hosts, so both the input's rollouts and the tick's result are views the
-// tick may have acted on.
-func (s sight) partial(channel string, rollouts []reconciler.Rollout) bool {
+// channelHosts are the hosts of a channel as rule 6 counts them: those of
+// its release and of its latest rollout among rollouts.
+func channelHosts(in reconciler.Input, channel string, rollouts []reconciler.Rollout) []string {
 	hosts := map[string]bool{}
-	for _, c := range s.in.Channels {
+	for _, c := range in.Channels {
 		if c.Name == channel && c.Manifest != nil {
 			for _, h := range c.Manifest.HostSet {
 				hosts[h.Hostname] = true
@@ -168,13 +202,25 @@ func (s sight) partial(channel string, rollouts []reconciler.Rollout) bool {
 			hosts[h.Hostname] = true
 		}
 	}
-	silent := 0
-	for h := range hosts {
-		if !s.heard(h) {
-			silent++
+	return slices.Sorted(maps.Keys(hosts))
+}
+
+// overLimit: more than 50% of hosts, and at least two.
+func overLimit(n, of int) bool { return n*100 > 50*of && n >= 2 }
+
+// partial: more than the limit of the channel's hosts are late. A tick
+// that opens a rollout judges the channel again over the new rollout's
+// hosts, so both the input's rollouts and the tick's result are views the
+// tick may have acted on.
+func (s sight) partial(channel string, rollouts []reconciler.Rollout) bool {
+	hosts := channelHosts(s.in, channel, rollouts)
+	late := 0
+	for _, h := range hosts {
+		if s.late(h) {
+			late++
 		}
 	}
-	return silent*100 > 50*len(hosts) && silent >= 2
+	return overLimit(late, len(hosts))
 }
 
 // hostBefore returns a host's record in the tick's input.
@@ -400,7 +446,13 @@ func checkLanding(_ *rapid.T, c tickCase) []string {
 			if !simInFlight(h.State) || h.Blocked.Gate == codes.Unheard || h.Blocked.Gate == codes.PartialVisibility {
 				continue
 			}
-			bound := confirm
+			// A window that closed on a host not heard from since is judged
+			// once the host is offline; one on a host still on its target,
+			// after the grace (0003 rule 7); either at a tick.
+			bound := confirm + max(reconciler.ConfirmGrace, offline) + maxSimStep
+			if o := c.next.Hosts[h.Hostname]; o.StatusAt.Before(o.LastSeen) {
+				continue // what the host said last was lost: it waits for it
+			}
 			if h.State == reconciler.HostSoaking {
 				bound = offline + maxSimStep
 				if h.Wave >= 0 && h.Wave < len(r.Waves) {
@@ -410,6 +462,117 @@ func checkLanding(_ *rapid.T, c tickCase) []string {
 			if d := c.next.Now.Sub(h.Since); d > bound {
 				problems = append(problems, fmt.Sprintf("host %s is %s in %s (%s) for %s, longer than the %s it may take to land",
 					h.Hostname, h.State, r.ID, r.State, d, bound))
+			}
+		}
+	}
+	return problems
+}
+
+// silenceVerdict reports whether a transition judged its host's silence:
+// skipped or failed offline, or a confirm or rollback window counted as a
+// failure on a host not heard from since the window closed.
+func silenceVerdict(c tickCase, e reconciler.Event) bool {
+	if e.Kind != reconciler.EventHostTransition {
+		return false
+	}
+	switch e.Reason.Code {
+	case codes.Offline, codes.OfflineWhileSoaking:
+		return true
+	case codes.ConfirmTimeout, codes.RollbackTimeout:
+		h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+		return ok && !c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(c.in.Tunables.ConfirmWindow()))
+	}
+	return false
+}
+
+func checkCohort(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	together := c.in.Tunables.OfflineThreshold() - c.in.Tunables.LateAfter()
+	for _, e := range c.out.Events {
+		if !silenceVerdict(c, e) {
+			continue
+		}
+		last := c.in.Hosts[e.Host].LastSeen
+		over := true
+		var detail string
+		for _, rollouts := range [][]reconciler.Rollout{c.in.Rollouts, c.next.Rollouts} {
+			hosts := channelHosts(c.in, e.Channel, rollouts)
+			n := 0
+			for _, g := range hosts {
+				if seen := c.in.Hosts[g].LastSeen; seen.IsZero() || !seen.After(last.Add(together)) {
+					n++
+				}
+			}
+			over = over && overLimit(n, len(hosts))
+			detail = fmt.Sprintf("%d of its channel's %d hosts have not been heard from since %s, %s after its last check-in at %s",
+				n, len(hosts), last.Add(together).Format(time.RFC3339), together, last.Format(time.RFC3339))
+		}
+		if over {
+			problems = append(problems, fmt.Sprintf("host %s of %s moved %s→%s (%s) for its silence, although %s: they went silent together",
+				e.Host, e.RolloutID, e.From, e.To, e.Reason.Code, detail))
+		}
+	}
+	return problems
+}
+
+func checkBlindHolds(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	s := sightOf(c.in)
+	blind := func(channel string) bool {
+		return s.partial(channel, c.in.Rollouts) && s.partial(channel, c.next.Rollouts)
+	}
+	watch := ""
+	if !s.warm {
+		watch = fmt.Sprintf(" (the control plane watches only since %s)", c.in.WatchingSince.Format(time.RFC3339))
+	}
+	for _, e := range c.out.Events {
+		moved := ""
+		switch {
+		case e.Kind == reconciler.EventHostTransition && e.To == string(reconciler.HostActivating):
+			moved = fmt.Sprintf("host %s dispatched (%s)", e.Host, e.Reason.Code)
+		case e.Kind == reconciler.EventWavePromoted:
+			moved = fmt.Sprintf("wave %d promoted", e.Wave)
+		case e.Kind == reconciler.EventRolloutTransition && e.To == string(reconciler.RolloutConverged) && e.From == string(reconciler.RolloutActive):
+			moved = "its last wave promoted"
+		}
+		if moved != "" && blind(e.Channel) {
+			problems = append(problems, fmt.Sprintf("%s in %s while more than half of channel %s's hosts are late%s", moved, e.RolloutID, e.Channel, watch))
+		}
+	}
+	return problems
+}
+
+func checkSaid(_ *rapid.T, c tickCase) []string {
+	var problems []string
+	for _, e := range c.out.Events {
+		if e.Kind != reconciler.EventHostTransition || e.To != string(reconciler.HostFailed) {
+			continue
+		}
+		h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+		a := c.sim.agents[e.Host]
+		if !ok || a == nil {
+			continue
+		}
+		switch e.Reason.Code {
+		case codes.Unhealthy:
+			bad := false
+			for i, st := range a.health {
+				until := c.in.Now.Add(time.Nanosecond)
+				if i+1 < len(a.health) {
+					until = a.health[i+1].from
+				}
+				if until.After(h.Since) && !st.from.After(c.in.Now) && (st.sick || st.current != h.Target) {
+					bad = true
+				}
+			}
+			if !bad {
+				problems = append(problems, fmt.Sprintf("host %s of %s failed unhealthy (%s), but its agent ran the target, healthy, from %s on: the verdict rests on a status the host did not say",
+					e.Host, e.RolloutID, e.Reason.Message, h.Since.Format(time.RFC3339)))
+			}
+		case codes.ConfirmTimeout:
+			if at, fine := a.fine[[2]string{e.RolloutID, h.Target}]; fine && !at.Before(h.Since) {
+				problems = append(problems, fmt.Sprintf("host %s of %s failed confirm_timeout, but its agent confirmed (or staged) the activation at %s: the verdict rests on a record the store lost",
+					e.Host, e.RolloutID, at.Format(time.RFC3339Nano)))
 			}
 		}
 	}

@@ -788,15 +788,60 @@ func (m *fleetModel) mutate(t *rapid.T) *fleetModel {
 
 // ---- the simulated fleet ----
 
+// Time in the simulation is continuous, as a control plane lives it (SPEC
+// §4: the invariants hold in real time, not tick by tick). Agents check in
+// on periods of their own, so that their last check-ins before a tick lie
+// anywhere in the period before it; an agent acts on what a tick told it
+// at an instant of its own before the next tick; hosts go away, a
+// partition cuts a share of a channel off, and the control plane goes
+// down at any instant between two ticks; and the store loses status
+// writes, confirms and reports it acknowledged (rfcs/0003 rule 8). Ticks
+// come at drawn times and, often, at the WakeAt the last tick asked for,
+// where a comparison with the clock comes out otherwise. The instants
+// within a step come from a generator seeded by rapid (drawing every
+// agent's through rapid would make a run slow); the events, from rapid's
+// draws.
+
+// simAgent is one host's agent, and what the control plane's store holds
+// of it.
 type simAgent struct {
 	name      string
-	online    bool
-	backAt    int // an offline agent returns at this tick
-	sickUntil int // health probes or units fail until this tick
+	period    time.Duration // it checks in at least this often while it reaches the control plane
+	online    bool          // false while it is cut off (away, or partitioned)
+	backAt    int           // a cut-off agent returns during the step after this tick
+	cutAt     time.Time     // when its current cut began
+	backSince time.Time     // when it returned from its last cut
+	sickUntil int           // health probes or units fail until this tick
 	sickUnits bool
 	staged    string // target staged for the next boot
 	bootAt    int
-	queued    *reconciler.HostAction // received while offline
+	queued    *reconciler.HostAction // received while cut off
+	// says is what the agent reports of itself now (Activation: the last
+	// outcome it reported; LastSeen and StatusAt unused).
+	says reconciler.ObservedHost
+	// What the store holds: the last check-in it received (contact), the
+	// status (held), the last check-in that carried that status (heldAt),
+	// and the activation. A write the store acknowledged and then lost
+	// leaves them behind what the agent said.
+	contact time.Time
+	held    reconciler.ObservedHost
+	heldAt  time.Time
+	heldAct *reconciler.Activation
+	// health is what the agent said of its health, one entry per change:
+	// the oracle of invariant 8 judges failures by it.
+	health []simHealth
+	// fine are the activations the agent confirmed, or staged for its next
+	// boot, as it reported them (by rollout and closure, with the time),
+	// whether the store kept the report or not.
+	fine map[[2]string]time.Time
+}
+
+// simHealth is what an agent ran, and whether its health probes or units
+// failed, from an instant on.
+type simHealth struct {
+	from    time.Time
+	current string
+	sick    bool
 }
 
 type fleetSim struct {
@@ -813,15 +858,31 @@ type fleetSim struct {
 	maxReleases int
 	opSeq       int
 	commits     map[string]bool
+	rng         *rand.Rand
+	// lossPct is how often (in percent) the store loses a status write, a
+	// confirm or a deferred report it acknowledged; 0 in half the runs.
+	lossPct int
 }
+
+// simMaxPeriod is the longest an agent goes between two check-ins while it
+// reaches the control plane: the offline threshold less the late
+// threshold, what rfcs/0003 rule 6 assumes (the control plane holds a
+// long-poll for a quarter of the offline threshold at most).
+var simMaxPeriod = reconciler.Tunables{}.OfflineThreshold() - reconciler.Tunables{}.LateAfter()
 
 func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
 	m := genFleetModel(t, o)
 	s := &fleetSim{t: t, wellBehaved: wellBehaved, models: map[string]*fleetModel{}, agents: map[string]*simAgent{},
-		channels: m.channels, chain: m.chain, commits: map[string]bool{}}
+		channels: m.channels, chain: m.chain, commits: map[string]bool{},
+		rng: rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "instantSeed"), 0x5eed))}
 	s.in = reconciler.Input{Now: simEpoch, Hosts: map[string]reconciler.ObservedHost{}}
 	offline := 0
+	maxPeriod := 30 * time.Second // a well-behaved fleet's agents check in often
 	if !wellBehaved {
+		maxPeriod = simMaxPeriod
+		if rapid.Bool().Draw(t, "lossyStore") {
+			s.lossPct = uniformIntGen(5, 30).Draw(t, "lossPct")
+		}
 		offline = uniformIntGen(0, 5).Draw(t, "offlineAtStart")
 		// The control plane has watched for long, has just started
 		// (a first deployment), or started a few minutes ago.
@@ -836,19 +897,21 @@ func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
 		}
 	}
 	for i, h := range m.hosts {
-		a := &simAgent{name: h.name, online: true}
-		o := reconciler.ObservedHost{LastSeen: simEpoch, Current: simClosure(h.name, 0), Booted: simClosure(h.name, 0),
-			Probes: reconciler.ProbeSummary{Total: 2}}
+		a := &simAgent{name: h.name, online: true, period: time.Second + s.jitter(maxPeriod-time.Second), fine: map[[2]string]time.Time{}}
+		a.says = reconciler.ObservedHost{Current: simClosure(h.name, 0), Booted: simClosure(h.name, 0), Probes: reconciler.ProbeSummary{Total: 2}}
+		a.held, a.contact = a.says, simEpoch.Add(-s.jitter(a.period))
+		a.heldAt = a.contact
 		if i < offline {
-			a.online, a.backAt = false, rapid.IntRange(1, 30).Draw(t, "backAt")
-			o.LastSeen = simEpoch.Add(-time.Hour)
+			a.online, a.backAt, a.cutAt = false, rapid.IntRange(1, 30).Draw(t, "backAt"), simEpoch.Add(-time.Hour)
+			a.contact, a.heldAt = a.cutAt, a.cutAt
 			if offline == len(m.hosts) {
-				o = reconciler.ObservedHost{} // never seen
+				a.contact, a.heldAt = time.Time{}, time.Time{} // never seen
 			}
 		}
+		a.health = []simHealth{{current: a.says.Current}}
 		s.agents[h.name] = a
 		s.names = append(s.names, h.name)
-		s.in.Hosts[h.name] = o
+		s.in.Hosts[h.name] = a.observed()
 	}
 	commit := s.newCommit()
 	f, ms, hashes := s.project(m, commit)
@@ -865,6 +928,280 @@ func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
 		s.releases = 0
 	}
 	return s
+}
+
+// jitter draws a duration in [0, d).
+func (s *fleetSim) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(s.rng.Int64N(int64(d)))
+}
+
+// instant draws an instant in (from, to].
+func (s *fleetSim) instant(from, to time.Time) time.Time {
+	return to.Add(-s.jitter(to.Sub(from)))
+}
+
+// observed is what the store holds of the agent, as the reconciler reads
+// it: nothing for a host never heard from.
+func (a *simAgent) observed() reconciler.ObservedHost {
+	if a.contact.IsZero() {
+		return reconciler.ObservedHost{}
+	}
+	o := a.held
+	o.LastSeen, o.StatusAt, o.Activation = a.contact, a.heldAt, a.heldAct
+	return o
+}
+
+// sameStatus reports whether two observations carry the same status (what
+// a check-in carries: not the times, not the activation).
+func sameStatus(a, b reconciler.ObservedHost) bool {
+	a.LastSeen, a.StatusAt, a.Activation = time.Time{}, time.Time{}, nil
+	b.LastSeen, b.StatusAt, b.Activation = time.Time{}, time.Time{}, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// lost draws whether the store loses a write it acknowledged.
+func (s *fleetSim) lost(what string) bool {
+	return s.lossPct > 0 && percentGen.Draw(s.t, what) < s.lossPct
+}
+
+// checkIn is a check-in of the agent at at that reaches the control plane:
+// its time is recorded, and its status when it differs from the stored one
+// (a write the store may lose; the next check-in writes it again); a
+// status equal to the stored one was said again at at.
+func (s *fleetSim) checkIn(a *simAgent, at time.Time) {
+	if at.After(a.contact) {
+		a.contact = at
+	}
+	switch {
+	case sameStatus(a.says, a.held):
+		if at.After(a.heldAt) {
+			a.heldAt = at
+		}
+	case !s.lost("statusWriteLost"):
+		a.held, a.heldAt = a.says, at
+	}
+}
+
+// change notes the agent's status after a change at at, for the oracle.
+func (a *simAgent) change(at time.Time) {
+	h := simHealth{from: at, current: a.says.Current, sick: len(a.says.Probes.Failed)+len(a.says.FailedUnits) > 0}
+	if last := a.health[len(a.health)-1]; last.current != h.current || last.sick != h.sick {
+		a.health = append(a.health, h)
+	}
+}
+
+// advance moves time on to the next tick and lets agents, the control
+// plane, operators and CI act on what the last tick decided, at instants
+// between the two ticks.
+func (s *fleetSim) advance(out reconciler.Output) {
+	t := s.t
+	prev := s.in.Now
+	step := time.Duration(uniformIntGen(30, 600).Draw(t, "stepSeconds")) * time.Second
+	if w := out.WakeAt; !s.wellBehaved && w.After(prev) && w.Sub(prev) <= maxSimStep && percentGen.Draw(t, "tickAtWake") < 40 {
+		step = w.Sub(prev) // the control plane ticks when the last tick asked to
+	}
+	now := prev.Add(step)
+
+	// What happens at an instant of the step besides what the agents do:
+	// a partition cuts a share of a channel off, the control plane is down
+	// for a while (its watch starts again when it is back), a host goes
+	// away or turns unhealthy.
+	var down [2]time.Time // the control plane's outage, [from, to)
+	if !s.wellBehaved {
+		switch r := percentGen.Draw(t, "spontaneous"); {
+		case r >= 98:
+			s.partition(prev, now)
+		case r >= 96:
+			from := s.instant(prev, now)
+			to := from.Add(time.Duration(uniformIntGen(3, 45).Draw(t, "outageMinutes")) * time.Minute)
+			down = [2]time.Time{from, to}
+			now = to.Add(s.jitter(time.Minute))
+			s.in.WatchingSince = to
+		case r >= 94:
+			a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "goesOffline")]]
+			if a.online {
+				a.online, a.backAt, a.cutAt = false, s.tick+1+rapid.IntRange(1, 20).Draw(t, "offlineTicks"), s.instant(prev, now)
+			}
+		case r >= 90:
+			a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "turnsUnhealthy")]]
+			a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
+		}
+	}
+	s.in.Now = now
+	s.in.Hosts = maps.Clone(s.in.Hosts) // the previous Input keeps its own
+	acts := map[string]*reconciler.HostAction{}
+	for i, hi := range out.Actions {
+		if s.agents[hi.Host] == nil {
+			t.Fatalf("tick %d: action for unknown host %q", s.tick, hi.Host)
+		}
+		acts[hi.Host] = &out.Actions[i]
+	}
+	for _, name := range s.names {
+		a := s.agents[name]
+		s.live(a, prev, now, down, acts[name])
+		s.in.Hosts[name] = a.observed()
+	}
+	s.measure(out.Measure)
+	if s.wellBehaved {
+		return
+	}
+	if s.releases < s.maxReleases && percentGen.Draw(t, "releaseRoll") >= 94 {
+		ch := rapid.SampledFrom(s.channels).Draw(t, "releaseChannel")
+		if percentGen.Draw(t, "pauseBeforeRelease") < 30 {
+			// A release pushed while an operator holds the rollout: it
+			// supersedes it, often with hosts mid-soak.
+			for _, r := range s.in.Rollouts {
+				if r.Channel == ch && r.State == reconciler.RolloutActive {
+					s.opSeq++
+					s.in.Intents = append(s.in.Intents, reconciler.Intent{ID: fmt.Sprintf("op-%04d", s.opSeq),
+						RolloutID: r.ID, Kind: reconciler.IntentPause, Actor: "alice", At: now})
+				}
+			}
+		}
+		s.releaseOn(ch)
+	}
+	if percentGen.Draw(t, "operatorRoll") >= 95 {
+		s.operator(now)
+	}
+}
+
+// live is one agent between two ticks: its status changes at the start of
+// the step (a reboot into a staged target, health turning), it comes back
+// from a cut, it acts on what the last tick told it, and it checks in
+// while it reaches the control plane — the last time anywhere in its
+// period before the tick, or before its cut or the control plane's outage
+// began.
+func (s *fleetSim) live(a *simAgent, prev, now time.Time, down [2]time.Time, act *reconciler.HostAction) {
+	t := s.t
+	if !a.online && s.tick >= a.backAt {
+		a.online, a.backSince = true, s.instant(prev, now)
+	}
+	reaches := func(at time.Time) bool {
+		if !down[0].IsZero() && !at.Before(down[0]) && at.Before(down[1]) {
+			return false
+		}
+		if a.online {
+			return !at.Before(a.backSince)
+		}
+		return at.Before(a.cutAt)
+	}
+	start := prev.Add(time.Nanosecond)
+	if a.staged != "" && s.tick >= a.bootAt {
+		a.says.Current, a.says.Booted, a.says.Deferred, a.staged = a.staged, a.staged, false, ""
+	}
+	a.says.Probes, a.says.FailedUnits = reconciler.ProbeSummary{Total: 2}, nil
+	if s.tick < a.sickUntil {
+		if a.sickUnits {
+			a.says.FailedUnits = []string{"nginx.service"}
+		} else {
+			a.says.Probes.Failed = []string{"http"}
+		}
+	}
+	a.change(start)
+	if reaches(start) && !sameStatus(a.says, a.held) {
+		s.checkIn(a, start) // a health report, or the first check-in after a reboot
+	}
+	if !a.backSince.IsZero() && a.backSince.After(prev) && reaches(a.backSince) {
+		s.checkIn(a, a.backSince) // back
+		if q := a.queued; q != nil {
+			a.queued = nil
+			if rapid.Bool().Draw(t, "actsOnReturn") {
+				s.react(a, *q, a.backSince)
+			}
+		}
+	}
+	if act != nil {
+		at := prev.Add(time.Nanosecond + s.jitter(min(now.Sub(prev), a.period)))
+		if !reaches(at) && a.online && !down[0].IsZero() && now.After(down[1]) {
+			at = down[1].Add(s.jitter(min(now.Sub(down[1]), a.period))) // asked again once the control plane is back
+		}
+		if reaches(at) {
+			s.react(a, *act, at)
+		} else {
+			q := *act
+			a.queued = &q
+		}
+	}
+	// The last periodic check-in: in the period before the tick, before
+	// the cut, or before and after the outage.
+	for _, end := range []time.Time{down[0], a.cutAt, now} {
+		if end.IsZero() || !end.After(prev) || end.After(now) {
+			continue
+		}
+		if at := end.Add(-s.jitter(a.period) - time.Nanosecond); at.After(prev) && reaches(at) {
+			s.checkIn(a, at)
+		}
+	}
+}
+
+// react is an agent that reaches the control plane acting on a dispatch
+// or a rollback at an instant: it reports what came of it, and checks in.
+func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction, at time.Time) {
+	t := s.t
+	report := func(outcome string) {
+		a.says.Activation = &reconciler.Activation{RolloutID: hi.RolloutID, Closure: hi.Target, Outcome: outcome, At: at}
+		healthy := outcome == reconciler.OutcomeConfirmed || outcome == reconciler.OutcomeDeferred
+		if healthy {
+			a.fine[[2]string{hi.RolloutID, hi.Target}] = at
+		}
+		if !healthy || !s.lost("reportLost") {
+			a.heldAct = a.says.Activation
+		}
+	}
+	confirm := func() {
+		a.says.Current, a.says.Booted, a.says.Deferred, a.staged = hi.Target, hi.Target, false, ""
+		report(reconciler.OutcomeConfirmed)
+	}
+	offline := func() {
+		q := hi
+		a.online, a.backAt, a.queued, a.cutAt = false, s.tick+1+rapid.IntRange(1, 15).Draw(t, "offlineTicks"), &q, at
+	}
+	switch {
+	case s.wellBehaved:
+		confirm()
+	case hi.Kind == reconciler.ActionRollback:
+		switch r := percentGen.Draw(t, "rollbackReaction"); {
+		case r < 80:
+			confirm()
+		case r < 90: // silent: the rollback times out
+		default:
+			offline()
+			return
+		}
+	case hi.Reason.Code == codes.CatchUp && percentGen.Draw(t, "catchUpFails") < 30:
+		// A host that was away fails more often than most: its failure
+		// must still count (rule 9), also in a converged rollout.
+		report(reconciler.OutcomeFailed)
+	default:
+		switch r := percentGen.Draw(t, "dispatchReaction"); {
+		case r < 78:
+			confirm()
+		case r < 82:
+			report(reconciler.OutcomeFailed)
+		case r < 85:
+			report(reconciler.OutcomeRolledBack) // Current stays the previous closure
+		case r < 91:
+			report(reconciler.OutcomeDeferred)
+			a.says.Deferred, a.staged, a.bootAt = true, hi.Target, s.tick+rapid.IntRange(1, 6).Draw(t, "rebootTicks")
+		case r < 94:
+			offline()
+			return
+		case r < 97:
+			confirm()
+			a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
+			if a.sickUnits {
+				a.says.FailedUnits = []string{"nginx.service"}
+			} else {
+				a.says.Probes.Failed = []string{"http"}
+			}
+		default: // silent: the confirm window runs out
+		}
+	}
+	a.change(at)
+	s.checkIn(a, at)
 }
 
 // newCommit draws a fresh meta.ciCommit: 7–40 lowercase hex characters.
@@ -927,133 +1264,6 @@ func (s *fleetSim) releaseOn(ch string) {
 	}
 }
 
-// advance moves time on and lets agents and operators act on what the
-// last tick decided.
-func (s *fleetSim) advance(out reconciler.Output) {
-	t := s.t
-	step := time.Duration(uniformIntGen(30, 600).Draw(t, "stepSeconds")) * time.Second
-	s.in.Now = s.in.Now.Add(step)
-	now := s.in.Now
-	s.in.Hosts = maps.Clone(s.in.Hosts) // the previous Input keeps its own
-
-	for _, name := range s.names {
-		a := s.agents[name]
-		if !a.online && s.tick >= a.backAt {
-			a.online = true
-			if q := a.queued; q != nil {
-				a.queued = nil
-				if rapid.Bool().Draw(t, "actsOnReturn") {
-					s.react(a, *q)
-				}
-			}
-		}
-		if !a.online {
-			continue
-		}
-		o := s.in.Hosts[name]
-		o.LastSeen = now
-		if a.staged != "" && s.tick >= a.bootAt {
-			o.Current, o.Booted, o.Deferred, a.staged = a.staged, a.staged, false, ""
-		}
-		o.Probes, o.FailedUnits = reconciler.ProbeSummary{Total: 2}, nil
-		if s.tick < a.sickUntil {
-			if a.sickUnits {
-				o.FailedUnits = []string{"nginx.service"}
-			} else {
-				o.Probes.Failed = []string{"http"}
-			}
-		}
-		s.in.Hosts[name] = o
-	}
-	s.measure(out.Measure)
-	for _, hi := range out.Actions {
-		a := s.agents[hi.Host]
-		if a == nil {
-			t.Fatalf("tick %d: intent for unknown host %q", s.tick, hi.Host)
-		}
-		if !a.online {
-			q := hi
-			a.queued = &q
-			continue
-		}
-		s.react(a, hi)
-	}
-	if s.wellBehaved {
-		return
-	}
-
-	// Hosts go offline or turn unhealthy on their own; a share of a
-	// channel is cut off at once (a partition); the control plane is down
-	// for a while.
-	switch r := percentGen.Draw(t, "spontaneous"); {
-	case r >= 98:
-		s.partition()
-	case r >= 96:
-		s.outage()
-	case r >= 94:
-		a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "goesOffline")]]
-		if a.online {
-			a.online, a.backAt = false, s.tick+rapid.IntRange(1, 20).Draw(t, "offlineTicks")
-		}
-	case r >= 90:
-		a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "turnsUnhealthy")]]
-		a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
-	}
-	if s.releases < s.maxReleases && percentGen.Draw(t, "releaseRoll") >= 94 {
-		ch := rapid.SampledFrom(s.channels).Draw(t, "releaseChannel")
-		if percentGen.Draw(t, "pauseBeforeRelease") < 30 {
-			// A release pushed while an operator holds the rollout: it
-			// supersedes it, often with hosts mid-soak.
-			for _, r := range s.in.Rollouts {
-				if r.Channel == ch && r.State == reconciler.RolloutActive {
-					s.opSeq++
-					s.in.Intents = append(s.in.Intents, reconciler.Intent{ID: fmt.Sprintf("op-%04d", s.opSeq),
-						RolloutID: r.ID, Kind: reconciler.IntentPause, Actor: "alice", At: now})
-				}
-			}
-		}
-		s.releaseOn(ch)
-	}
-	if percentGen.Draw(t, "operatorRoll") >= 95 {
-		ids := []string{"nope@0000000"}
-		for _, r := range s.in.Rollouts {
-			ids = append(ids, r.ID)
-		}
-		slices.Sort(ids)
-		kind := "reboot" // not an intent kind
-		var wave *int
-		switch k := percentGen.Draw(t, "operatorKind"); {
-		case k < 15:
-			// Approvals, of any wave (or none), by one of three
-			// approvers; and now and then a break of the freezes.
-			kind = reconciler.IntentApprove
-			if w := rapid.IntRange(-1, 4).Draw(t, "approveWave"); w >= 0 {
-				wave = &w
-			}
-			if rapid.IntRange(0, 4).Draw(t, "breakFreeze") == 0 {
-				kind, wave = reconciler.IntentBreakFreeze, nil
-			}
-		case k < 30:
-			kind = reconciler.IntentRollback
-		case k < 50:
-			kind = reconciler.IntentPause
-		case k < 70:
-			kind = reconciler.IntentResume
-		case k < 90:
-			kind = reconciler.IntentCancel
-		}
-		s.opSeq++
-		s.in.Intents = append(s.in.Intents, reconciler.Intent{
-			ID:        fmt.Sprintf("op-%04d", s.opSeq),
-			RolloutID: ids[uniformIntGen(0, len(ids)-1).Draw(t, "operatorRollout")],
-			Kind:      kind,
-			Actor:     rapid.SampledFrom([]string{"alice", "bob", "carol", ""}).Draw(t, "operatorActor"),
-			At:        now.Add(-time.Duration(rapid.IntRange(0, 120).Draw(t, "operatorAge")) * time.Second),
-			Wave:      wave,
-		})
-	}
-}
-
 // measure is the control plane taking the analysis measurements that are
 // due: a well-behaved fleet's services are healthy and its Prometheus
 // answers; otherwise a value may be bad, missing or not a number, the
@@ -1086,36 +1296,67 @@ func (s *fleetSim) measure(reqs []reconciler.MeasureRequest) {
 	}
 }
 
-// partition cuts a drawn share of one channel's hosts off for a few ticks:
-// their check-ins, confirms and reports do not reach the control plane.
-func (s *fleetSim) partition() {
+// partition cuts a drawn share (1–100%) of one channel's hosts off at an
+// instant of the step, for a few ticks: their check-ins, confirms and
+// reports do not reach the control plane. Their last check-ins lie
+// anywhere in their periods before it.
+func (s *fleetSim) partition(prev, now time.Time) {
 	t := s.t
 	ch := rapid.SampledFrom(s.channels).Draw(t, "partitionedChannel")
-	share := uniformIntGen(30, 100).Draw(t, "partitionShare")
-	back := s.tick + rapid.IntRange(1, 12).Draw(t, "partitionTicks")
+	share := uniformIntGen(1, 100).Draw(t, "partitionShare")
+	at := s.instant(prev, now)
+	back := s.tick + 1 + rapid.IntRange(1, 12).Draw(t, "partitionTicks")
 	for _, name := range s.names {
 		a := s.agents[name]
-		if s.models[ch].channelOf(name) != ch || !a.online || percentGen.Draw(t, "partitioned") >= share {
+		if s.models[ch].channelOf(name) != ch || !a.online || s.rng.IntN(100) >= share {
 			continue
 		}
-		a.online, a.backAt = false, back
+		a.online, a.backAt, a.cutAt = false, back, at
 	}
 }
 
-// outage takes the control plane down for a while after the agents
-// acted: no check-in is recorded, and its watch starts again when it is
-// back; some agents check in again at once, the others later.
-func (s *fleetSim) outage() {
+// operator files an operator intent, now: pause, resume, cancel or
+// rollback of a drawn rollout (also of one that does not exist), an
+// approval or a break of the freezes by one of three approvers, or an
+// intent of an unknown kind.
+func (s *fleetSim) operator(now time.Time) {
 	t := s.t
-	s.in.Now = s.in.Now.Add(time.Duration(uniformIntGen(3, 45).Draw(t, "outageMinutes")) * time.Minute)
-	s.in.WatchingSince = s.in.Now
-	for _, name := range s.names {
-		if s.agents[name].online && rapid.Bool().Draw(t, "checksInAtOnce") {
-			o := s.in.Hosts[name]
-			o.LastSeen = s.in.Now
-			s.in.Hosts[name] = o
-		}
+	ids := []string{"nope@0000000"}
+	for _, r := range s.in.Rollouts {
+		ids = append(ids, r.ID)
 	}
+	slices.Sort(ids)
+	kind := "reboot" // not an intent kind
+	var wave *int
+	switch k := percentGen.Draw(t, "operatorKind"); {
+	case k < 15:
+		// Approvals, of any wave (or none), by one of three
+		// approvers; and now and then a break of the freezes.
+		kind = reconciler.IntentApprove
+		if w := rapid.IntRange(-1, 4).Draw(t, "approveWave"); w >= 0 {
+			wave = &w
+		}
+		if rapid.IntRange(0, 4).Draw(t, "breakFreeze") == 0 {
+			kind, wave = reconciler.IntentBreakFreeze, nil
+		}
+	case k < 30:
+		kind = reconciler.IntentRollback
+	case k < 50:
+		kind = reconciler.IntentPause
+	case k < 70:
+		kind = reconciler.IntentResume
+	case k < 90:
+		kind = reconciler.IntentCancel
+	}
+	s.opSeq++
+	s.in.Intents = append(s.in.Intents, reconciler.Intent{
+		ID:        fmt.Sprintf("op-%04d", s.opSeq),
+		RolloutID: ids[uniformIntGen(0, len(ids)-1).Draw(t, "operatorRollout")],
+		Kind:      kind,
+		Actor:     rapid.SampledFrom([]string{"alice", "bob", "carol", ""}).Draw(t, "operatorActor"),
+		At:        now.Add(-time.Duration(rapid.IntRange(0, 120).Draw(t, "operatorAge")) * time.Second),
+		Wave:      wave,
+	})
 }
 
 // channelOf returns a host's channel in the model ("" when unknown).
@@ -1125,64 +1366,6 @@ func (m *fleetModel) channelOf(name string) string {
 		return ""
 	}
 	return m.hosts[i].channel
-}
-
-// react is an online agent handling a dispatch or rollback intent.
-func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction) {
-	t, now := s.t, s.in.Now
-	o := s.in.Hosts[a.name]
-	o.LastSeen = now
-	report := func(outcome string) {
-		o.Activation = &reconciler.Activation{RolloutID: hi.RolloutID, Closure: hi.Target, Outcome: outcome, At: now}
-	}
-	confirm := func() {
-		o.Current, o.Booted, o.Deferred, a.staged = hi.Target, hi.Target, false, ""
-		report(reconciler.OutcomeConfirmed)
-	}
-	offline := func() {
-		q := hi
-		a.online, a.backAt, a.queued = false, s.tick+rapid.IntRange(1, 15).Draw(t, "offlineTicks"), &q
-	}
-	switch {
-	case s.wellBehaved:
-		confirm()
-	case hi.Kind == reconciler.ActionRollback:
-		switch r := percentGen.Draw(t, "rollbackReaction"); {
-		case r < 80:
-			confirm()
-		case r < 90: // silent: the rollback times out
-		default:
-			offline()
-		}
-	case hi.Reason.Code == codes.CatchUp && percentGen.Draw(t, "catchUpFails") < 30:
-		// A host that was away fails more often than most: its failure
-		// must still count (rule 9), also in a converged rollout.
-		report(reconciler.OutcomeFailed)
-	default:
-		switch r := percentGen.Draw(t, "dispatchReaction"); {
-		case r < 78:
-			confirm()
-		case r < 82:
-			report(reconciler.OutcomeFailed)
-		case r < 85:
-			report(reconciler.OutcomeRolledBack) // Current stays the previous closure
-		case r < 91:
-			report(reconciler.OutcomeDeferred)
-			o.Deferred, a.staged, a.bootAt = true, hi.Target, s.tick+rapid.IntRange(1, 6).Draw(t, "rebootTicks")
-		case r < 94:
-			offline()
-		case r < 97:
-			confirm()
-			a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
-			if a.sickUnits {
-				o.FailedUnits = []string{"nginx.service"}
-			} else {
-				o.Probes.Failed = []string{"http"}
-			}
-		default: // silent: the confirm window runs out
-		}
-	}
-	s.in.Hosts[a.name] = o
 }
 
 // allConverged: every channel's release has a Converged rollout whose hosts
@@ -1236,6 +1419,7 @@ type tickCase struct {
 	in   reconciler.Input
 	out  reconciler.Output
 	next reconciler.Input
+	sim  *fleetSim // what the agents really did, for the oracles that need it
 }
 
 // tickCheck returns the ways a tick breaks an invariant.
@@ -1261,7 +1445,7 @@ func runChaosWith(t *rapid.T, o fleetGenOpts, check tickCheck) {
 			t.Fatalf("tick %d: Reconcile changed its Input (the tick copies host records before it changes them): %s", s.tick, changed)
 		}
 		next := reconciler.Apply(in, out)
-		if problems := check(t, tickCase{s.tick, in, out, next}); len(problems) > 0 {
+		if problems := check(t, tickCase{s.tick, in, out, next, s}); len(problems) > 0 {
 			t.Fatalf("tick %d (now %s):\n- %s\nthis tick decided:\n%s\nstate after the tick:\n%s",
 				s.tick, in.Now.Format(time.RFC3339), strings.Join(problems, "\n- "), describeDecisions(out), describeRolloutStates(next))
 		}

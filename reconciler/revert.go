@@ -32,7 +32,7 @@ func (t *tick) revert(w *work) {
 		if h.State == HostActivating || h.State == HostRollingBack {
 			continue // let the switch finish first
 		}
-		if h.State == HostFailed && o.Current == h.Previous && !o.LastSeen.Before(h.Since) {
+		if h.State == HostFailed && o.Current == h.Previous && !o.Said().Before(h.Since) {
 			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "already back on the previous closure " + h.Previous})
 			remaining--
 			continue

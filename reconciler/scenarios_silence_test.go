@@ -110,23 +110,39 @@ var silenceScenarios = []goldenCase{
 	// ---- rule 6: silence is not failure ----
 	{
 		name: "rule06-first-deployment-holds-unheard-hosts",
-		desc: "rule 6: a control plane that just started opens a rollout no agent has checked in for: nothing is skipped and no wave promoted; the canary waits, unheard",
+		desc: "rule 6: a control plane that just started opens a rollout no agent has checked in for: the channel is in partial visibility from the start and says since when the control plane watches; nothing is skipped, dispatched or promoted",
 		build: func(s *scenario) {
 			s.watching(t0).release(three(s).Build(), fleetkit.Commit(1))
 		},
-		check: all(wantBlocked("a", codes.Unheard), noTransitionTo(rc.HostSkipped), noEvent(rc.EventWavePromoted),
+		check: all(wantBlocked("a", codes.PartialVisibility), noTransitionTo(rc.HostSkipped), noEvent(rc.EventWavePromoted),
+			wantMessage(rc.EventPartialVisibility, codes.PartialVisibility, "3 of 3 hosts", "watched its hosts only since 2026-03-01T12:00:00Z"),
 			wantEvent(rc.EventRolloutTransition, "", "Active", ""), wantIntents()),
 	},
 	{
 		name: "rule06-warming-up-dispatches-heard-canary",
-		desc: "rule 6: a minute after the control plane started, the canary has checked in and is dispatched; hosts not heard from are neither skipped nor dispatched",
+		desc: "rule 6: a minute after the control plane started, the canary and b have checked in: the canary is dispatched; z, not heard from, is neither skipped nor dispatched",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1)
+			s.watching(t0).release(b.Build(), fleetkit.Commit(1)).tick()
+			s.in.Now = t0.Add(time.Minute)
+			s.online("a", "b")
+		},
+		check: all(wantIntents("a"), noTransitionTo(rc.HostSkipped), wantHold("z", codes.Unheard, codes.Unheard)),
+	},
+	{
+		name: "rule06-warm-up-holds-a-mostly-unheard-channel",
+		desc: "rule 6, SPEC §4 invariant 4: a minute after the control plane started only the canary has checked in; 2 of 3 hosts unheard is partial visibility, warm-up or not: nothing is dispatched, and the event says since when the control plane watches",
 		build: func(s *scenario) {
 			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1)
 			s.watching(t0).release(b.Build(), fleetkit.Commit(1)).tick()
 			s.in.Now = t0.Add(time.Minute)
 			s.online("a")
 		},
-		check: all(wantIntents("a"), noTransitionTo(rc.HostSkipped)),
+		check: all(wantIntents(), noTransitionTo(rc.HostSkipped), noEvent(rc.EventVisibilityRestored), func(t *testing.T, out rc.Output) {
+			if len(out.Visibility) != 1 || !out.Visibility[0].Ended.IsZero() || out.Visibility[0].Silent != 2 {
+				t.Fatalf("visibility %+v, want the channel in partial visibility with 2 hosts unheard", out.Visibility)
+			}
+		}),
 	},
 	{
 		name: "rule06-unheard-host-skipped-once-warm",
@@ -141,11 +157,11 @@ var silenceScenarios = []goldenCase{
 	},
 	{
 		name: "rule06-silence-not-judged-after-an-outage",
-		desc: "rule 6: the control plane was down for 20 minutes while a soaked and b waited: back, it has not watched for the offline threshold, so a is not failed and b not skipped",
+		desc: "rule 6: the control plane was down for 20 minutes while a soaked and b waited; back, it hears c and d: it has not watched for the offline threshold, so a is not failed and b not skipped",
 		build: func(s *scenario) {
 			s.release(oneWave(s, 10).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.confirm(id1, "a").tick().advance(time.Minute)
-			s.outage(20 * time.Minute).online("c")
+			s.outage(20*time.Minute).online("c", "d")
 		},
 		check: all(noTransitionTo(rc.HostFailed, rc.HostSkipped), wantBlocked("a", codes.Unheard), wantBlocked("b", codes.Unheard), noRolloutTransition),
 	},
@@ -156,7 +172,7 @@ var silenceScenarios = []goldenCase{
 			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a")
 		},
-		check: all(wantMessage(rc.EventPartialVisibility, codes.PartialVisibility, "3 of 4 hosts silent"), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
+		check: all(wantMessage(rc.EventPartialVisibility, codes.PartialVisibility, "3 of 4 hosts not heard from for more than 2m30s"), wantEvent(rc.EventHostTransition, "a", "Converged", ""),
 			noTransitionTo(rc.HostSkipped), wantBlocked("b", codes.PartialVisibility), wantIntents()),
 	},
 	{
@@ -512,16 +528,16 @@ var silenceScenarios = []goldenCase{
 		check: all(noEvent(rc.EventPartialVisibility), wantEvent(rc.EventHostTransition, "c", "Skipped", codes.Offline)),
 	},
 	{
-		name: "rule06-warm-up-keeps-the-last-verdict",
-		desc: "rule 6: the control plane restarts while a channel is in partial visibility: warming up, it keeps that verdict (no restored event, nothing dispatched) although most hosts checked in again",
+		name: "rule06-warm-up-judges-visibility-afresh",
+		desc: "rule 6: the control plane restarts while a channel is in partial visibility, and every host has checked in again: warming up, it judges the channel afresh (visibility restored, b dispatched), and judges no silence for an offline threshold",
 		build: func(s *scenario) {
 			s.release(oneWave(s, 0).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.offline("b", "c", "d").confirm(id1, "a").tick()
 			s.outage(10*time.Minute).online("a", "b", "c", "d")
 		},
-		check: all(noEvent(rc.EventVisibilityRestored), wantIntents(), func(t *testing.T, out rc.Output) {
-			if len(out.Visibility) != 1 || !out.Visibility[0].Ended.IsZero() {
-				t.Fatalf("visibility %+v, want the channel still in partial visibility", out.Visibility)
+		check: all(wantEvent(rc.EventVisibilityRestored, "", "", codes.VisibilityRestored), wantIntents("b"), func(t *testing.T, out rc.Output) {
+			if len(out.Visibility) != 1 || out.Visibility[0].Ended.IsZero() {
+				t.Fatalf("visibility %+v, want the channel recovering", out.Visibility)
 			}
 		}),
 	},
@@ -553,5 +569,55 @@ var silenceScenarios = []goldenCase{
 				t.Fatalf("frozen edges %+v, want %+v", out.Rollouts, want)
 			}
 		},
+	},
+	// ---- rule 6: silence judged as a cohort ----
+	{
+		name: "rule06-first-hosts-of-a-partition-are-late-not-judged",
+		desc: "rule 6: four of six soaking hosts were cut off at once, their last check-ins spread over two minutes; b's silence has passed the offline threshold, the others' only the late threshold: 4 of 6 late is partial visibility, so b is not failed alone",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("stable", 30)
+			for _, h := range []string{"a", "b", "c", "d", "e", "f"} {
+				b.Host(h, "stable", 0)
+			}
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d", "e", "f").tick().advance(time.Minute)
+			s.confirm(id1, "a", "b", "c", "d", "e", "f").tick().advance(2 * time.Minute)
+			cut := s.in.Now // b's last check-in
+			s.in.Now = cut.Add(5*time.Minute + time.Second)
+			s.online("a", "f")
+			for h, ago := range map[string]time.Duration{"c": 4*time.Minute + 40*time.Second, "d": 4 * time.Minute, "e": 3 * time.Minute} {
+				s.observe(h, func(o *rc.ObservedHost) { o.LastSeen = s.in.Now.Add(-ago) })
+			}
+		},
+		check: all(noTransitionTo(rc.HostFailed), wantBlocked("b", codes.PartialVisibility),
+			wantMessage(rc.EventPartialVisibility, codes.PartialVisibility, "4 of 6 hosts not heard from for more than 2m30s")),
+	},
+	// ---- rules 7 and 8: verdicts rest on what the host said ----
+	{
+		name: "rule07-lost-confirm-inferred-from-the-host",
+		desc: "rule 7, SPEC §4 invariant 8: the canary switched and its confirm was accepted, but the store lost it; more than a minute after its confirm window closed the host still says it runs the target, which an agent without an accepted confirm does not: it soaks (confirm_inferred), no failure",
+		build: func(s *scenario) {
+			started(s)
+			target := s.hostIn(id1, "a").Target
+			s.observe("a", func(o *rc.ObservedHost) { o.Current, o.Booted = target, target })
+			s.advance(4*time.Minute + 30*time.Second).tick() // t0+5m30s: past the window, within the grace
+			if len(s.last.Events) != 0 {
+				s.t.Fatalf("a host on its target within the grace is judged: %s", mustJSON(s.t, s.last.Events))
+			}
+			s.advance(31 * time.Second)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", codes.ConfirmInferred), noTransitionTo(rc.HostFailed)),
+	},
+	{
+		name: "rule08-health-judged-from-what-the-host-said",
+		desc: "rule 8, SPEC §4 invariant 8: a soaks; the store lost the status it sent after its confirm and holds one from before (it runs v0), while its later check-ins, which echoed their status tag, are recorded: what the host said last is not known, so nothing is judged",
+		build: func(s *scenario) {
+			soakingA(s)
+			said := s.hostIn(id1, "a").Since.Add(-30 * time.Second)
+			s.observe("a", func(o *rc.ObservedHost) {
+				o.Current, o.Booted, o.StatusAt = fleetkit.Closure("a", "v0"), fleetkit.Closure("a", "v0"), said
+			})
+			s.advance(5 * time.Minute)
+		},
+		check: all(noTransitionTo(rc.HostFailed, rc.HostConverged), noRolloutTransition),
 	},
 }

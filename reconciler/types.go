@@ -105,7 +105,7 @@ type MeasureRequest struct {
 }
 
 // Visibility records a channel in partial visibility: more of its hosts
-// are silent at once than the tunables allow, so silence there says more
+// are late at once than the tunables allow, so silence there says more
 // about what the control plane can see than about the hosts
 // (rfcs/0003 rule 6); or one that left it less than an offline threshold
 // ago (Ended set).
@@ -116,8 +116,8 @@ type Visibility struct {
 	// Ended is when it ended; for one offline threshold after that the
 	// channel still judges no silence (it recovers). Zero while it lasts.
 	Ended time.Time `json:"ended,omitzero"`
-	// Silent of Total hosts of the channel were not heard from within
-	// the offline threshold at the tick that wrote the record.
+	// Silent of Total hosts of the channel were late (not heard from
+	// within Tunables.LateAfter) at the tick that wrote the record.
 	Silent int `json:"silent"`
 	Total  int `json:"total"`
 }
@@ -150,10 +150,10 @@ type Tunables struct {
 	// beyond its soak time, before the rollout halts. Default 3600.
 	ReadinessDeadlineSeconds int `json:"readinessDeadlineSeconds,omitempty"`
 	// PartialVisibilityPct: a channel is in partial visibility when more
-	// than this percentage of its hosts is silent at once (and at least
+	// than this percentage of its hosts is late at once (and at least
 	// PartialVisibilityMinHosts are). Default 50; 100 turns it off.
 	PartialVisibilityPct int `json:"partialVisibilityPct,omitempty"`
-	// PartialVisibilityMinHosts is the floor: fewer silent hosts than this
+	// PartialVisibilityMinHosts is the floor: fewer late hosts than this
 	// are judged one by one, so that a channel of one or two hosts still
 	// skips a host that is away. Default 2.
 	PartialVisibilityMinHosts int `json:"partialVisibilityMinHosts,omitempty"`
@@ -169,8 +169,28 @@ const (
 )
 
 // OfflineThreshold is how long a host may be silent before it counts as
-// offline.
+// offline: from then on its silence may be judged (rfcs/0003 rule 6).
 func (t Tunables) OfflineThreshold() time.Duration { return t.offline() }
+
+// LateAfter is how long a host may be silent before it is late: it counts
+// toward its channel's silent share (partial visibility), though its
+// silence is not judged before the offline threshold. Half the offline
+// threshold, so that every host of a partition is late before the first
+// of them is offline, as long as each checks in at least every
+// CheckinPeriod (rfcs/0003 rule 6).
+func (t Tunables) LateAfter() time.Duration { return t.offline() / 2 }
+
+// CheckinPeriod is the longest a control plane holds an agent's long-poll
+// (and so, with the agent's pause and a round trip, about how often a
+// connected agent is heard): a quarter of the offline threshold, and at
+// most MaxCheckinPeriod. It leaves a quarter of the threshold for the
+// agent's pause and the round trip before a connected host would look
+// late.
+func (t Tunables) CheckinPeriod() time.Duration { return min(t.offline()/4, MaxCheckinPeriod) }
+
+// MaxCheckinPeriod bounds CheckinPeriod: an agent asks for a long-poll of
+// at most a minute.
+const MaxCheckinPeriod = time.Minute
 
 // ConfirmWindow is how long an activated host has to confirm.
 func (t Tunables) ConfirmWindow() time.Duration { return t.confirm() }
@@ -314,6 +334,12 @@ type RolloutHost struct {
 type ObservedHost struct {
 	// LastSeen is the last check-in; zero when never seen.
 	LastSeen time.Time `json:"lastSeen"`
+	// StatusAt is the last check-in known to have carried the status held
+	// here (Current, Booted, Probes, FailedUnits, Compliance, Deferred,
+	// Quarantine): verdicts on the host's status rest on it, never on a
+	// later check-in whose status the store may have lost (rfcs/0003
+	// rule 8). Zero: LastSeen (the status is the last check-in's).
+	StatusAt time.Time `json:"statusAt,omitzero"`
 	// Current and Booted are the store path basenames of
 	// /run/current-system and /run/booted-system.
 	Current string `json:"current"`
@@ -335,6 +361,15 @@ type ObservedHost struct {
 	// activation to come ("" when none). Informational: no decision of
 	// the reconciler depends on it (explanations mention it).
 	Prefetched string `json:"prefetched,omitempty"`
+}
+
+// Said is when the host last said the status held here: StatusAt, or
+// LastSeen when that is zero.
+func (o ObservedHost) Said() time.Time {
+	if o.StatusAt.IsZero() {
+		return o.LastSeen
+	}
+	return o.StatusAt
 }
 
 // ProbeSummary counts health probes (the wire type).

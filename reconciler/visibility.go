@@ -15,10 +15,15 @@ import (
 // failure: a host the control plane does not hear may be down, or the
 // control plane may be the one that is blind — just started, back from a
 // lost database, or cut off from a part of the network. Silence is judged
-// (a Pending host skipped, a soaking host failed, a confirm window counted
-// as a failure) only when the control plane has watched for one offline
-// threshold and can hear most of the host's channel; otherwise the
-// channel holds and says why.
+// as a cohort: a host is late after Tunables.LateAfter without a
+// check-in, and a channel with too many late hosts at once is in partial
+// visibility; a host's silence is judged (a Pending host skipped, a
+// soaking host failed, a confirm window counted as a failure) only once
+// it is offline (Tunables.OfflineThreshold), the control plane has
+// watched for one offline threshold, and its channel is neither in
+// partial visibility nor recovering from it. A partition's hosts are all
+// late before the first of them is offline, so none of them is judged
+// alone; otherwise the channel holds and says why.
 
 // heard reports whether a host checked in within the offline threshold.
 // A check-in later than now (recorded while the tick loaded its input)
@@ -29,6 +34,21 @@ func (t *tick) heard(o ObservedHost) bool {
 		t.wake(o.LastSeen.Add(t.in.Tunables.offline() + time.Nanosecond)) // it falls silent then
 	}
 	return h
+}
+
+// late reports whether a host has not checked in within the late
+// threshold (Tunables.LateAfter), or never did: it counts toward its
+// channel's silent share.
+func (t *tick) late(o ObservedHost) bool {
+	if o.LastSeen.IsZero() {
+		return true
+	}
+	at := o.LastSeen.Add(t.in.Tunables.LateAfter())
+	if t.now.After(at) {
+		return true
+	}
+	t.wake(at.Add(time.Nanosecond)) // it is late then
+	return false
 }
 
 // warm reports whether the control plane has watched its hosts for one
@@ -97,8 +117,8 @@ func (t *tick) visibilityBlock(channel string) Reason {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 
-// silence counts the silent hosts of a channel, and its hosts: those of
-// its verified release and of its latest rollout (a host the new release
+// silence counts the late hosts of a channel, and its hosts: those of its
+// verified release and of its latest rollout (a host the new release
 // moved elsewhere is still driven by that rollout until it opens another).
 // Both lists are sorted by hostname: one merge walk, no set.
 func (t *tick) silence(name string) (silent, total int) {
@@ -112,7 +132,7 @@ func (t *tick) silence(name string) (silent, total int) {
 	}
 	count := func(host string) {
 		total++
-		if !t.heard(t.obs[host]) {
+		if t.late(t.obs[host]) {
 			silent++
 		}
 	}
@@ -135,21 +155,15 @@ func (t *tick) silence(name string) (silent, total int) {
 
 // see decides which channels are in partial visibility at the start of
 // the tick. A channel that left it stays recovering for one offline
-// threshold, its record kept with the time it ended. While the control
-// plane warms up, the previous tick's verdicts stand unchanged: every
-// silent host is held anyway, and most hosts have not checked in again
-// yet.
+// threshold, its record kept with the time it ended. It judges while the
+// control plane warms up too: a channel most of whose hosts have not been
+// heard since the control plane started holds as it would one threshold
+// later (SPEC §4 invariant 4).
 func (t *tick) see() {
 	t.partial, t.recovering, t.visMsg = map[string]bool{}, map[string]time.Time{}, map[string]Reason{}
 	t.prevVis, t.verdicts = map[string]Visibility{}, map[string]verdict{}
 	for _, v := range t.in.Visibility {
 		t.prevVis[v.Channel] = v
-	}
-	if !t.warm() {
-		for _, v := range t.in.Visibility {
-			t.setVerdict(v.Channel, verdict{rec: v, kept: true})
-		}
-		return
 	}
 	names := map[string]bool{}
 	for n := range t.channels {
@@ -171,9 +185,6 @@ func (t *tick) see() {
 // (and the next one) sees the channel as the tick leaves it. It reports
 // whether the verdict changed.
 func (t *tick) rejudge(name string) bool {
-	if !t.warm() {
-		return false
-	}
 	before := t.verdicts[name]
 	t.judge(name)
 	return t.verdicts[name].rec.Ended.IsZero() != before.rec.Ended.IsZero() || t.verdicts[name].kept != before.kept
@@ -188,7 +199,7 @@ type verdict struct {
 	event *Event
 }
 
-// judge decides one channel's visibility from its silent share and the
+// judge decides one channel's visibility from its late share and the
 // previous tick's record.
 func (t *tick) judge(name string) {
 	pct, floor := t.in.Tunables.visibilityPct(), t.in.Tunables.visibilityFloor()
@@ -202,15 +213,19 @@ func (t *tick) judge(name string) {
 		if wasPartial {
 			v.rec.Since = was.Since
 		} else {
+			watch := ""
+			if !t.warm() {
+				watch = fmt.Sprintf(" (the control plane has watched its hosts only since %s)", stamp(t.in.WatchingSince))
+			}
 			v.event = &Event{Kind: EventPartialVisibility, Channel: name, Wave: -1, Reason: Reason{Code: codes.PartialVisibility,
-				Message: fmt.Sprintf("%d of %d hosts silent for more than %s (more than %d%%): the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
-					silent, total, t.in.Tunables.offline(), pct)}}
+				Message: fmt.Sprintf("%d of %d hosts not heard from for more than %s (more than %d%%)%s: the control plane cannot tell failed hosts from its own blindness, so nothing on the channel is skipped, failed for silence, promoted or dispatched until most are heard again",
+					silent, total, t.in.Tunables.LateAfter(), pct, watch)}}
 		}
 	case wasPartial:
 		t.wake(t.now.Add(t.in.Tunables.offline())) // it stops recovering then
 		v = verdict{rec: Visibility{Channel: name, Since: was.Since, Ended: t.now, Silent: silent, Total: total}, kept: true,
 			event: &Event{Kind: EventVisibilityRestored, Channel: name, Wave: -1, Reason: Reason{Code: codes.VisibilityRestored,
-				Message: fmt.Sprintf("%d of %d hosts silent; partial visibility since %s is over and the channel moves again (silence is judged from %s)",
+				Message: fmt.Sprintf("%d of %d hosts late; partial visibility since %s is over and the channel moves again (silence is judged from %s)",
 					silent, total, stamp(was.Since), stamp(t.now.Add(t.in.Tunables.offline())))}}}
 	case known && t.now.Before(was.Ended.Add(t.in.Tunables.offline())):
 		v = verdict{rec: was, kept: true} // recovering

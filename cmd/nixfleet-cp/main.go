@@ -86,7 +86,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "confirm-window", Value: reconciler.DefaultConfirmWindow, EnvVars: env("confirm-window")},
 			&cli.DurationFlag{Name: "readiness-deadline", Value: reconciler.DefaultReadinessDeadline, EnvVars: env("readiness-deadline")},
 			&cli.IntFlag{Name: "partial-visibility-pct", Value: reconciler.DefaultPartialVisibilityPct, EnvVars: env("partial-visibility-pct"),
-				Usage: "a channel with more than this `PERCENT` of its hosts silent at once is in partial visibility (1-100; 100 turns it off)"},
+				Usage: "a channel with more than this `PERCENT` of its hosts late (silent for half the offline threshold) at once is in partial visibility (1-100; 100 turns it off)"},
 			&cli.IntFlag{Name: "partial-visibility-min-hosts", Value: reconciler.DefaultPartialVisibilityMinHosts, EnvVars: env("partial-visibility-min-hosts"),
 				Usage: "and at least this `NUMBER` of them (fewer silent hosts are judged one by one)"},
 			&cli.Float64Flag{Name: "rate-limit-per-host", Value: controlplane.DefaultRatePerHost, EnvVars: env("rate-limit-per-host"),

@@ -175,7 +175,7 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 	switch v := ch.Visibility; {
 	case v == nil:
 	case v.Ended.IsZero():
-		f.add("visibility", st.paint(ansiYellow, fmt.Sprintf("partial since %s: %d of %d hosts silent; nothing is skipped, failed for silence, promoted or dispatched until most are heard again",
+		f.add("visibility", st.paint(ansiYellow, fmt.Sprintf("partial since %s: %d of %d hosts late; nothing is skipped, failed for silence, promoted or dispatched until most are heard again",
 			when(v.Since), v.Silent, v.Total)))
 	default:
 		f.add("visibility", fmt.Sprintf("partial from %s to %s; hosts still silent are not judged for an offline threshold after it", when(v.Since), when(v.Ended)))
