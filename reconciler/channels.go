@@ -9,6 +9,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/schedule"
 )
 
 // channelOrder returns the channel names with channel-edge predecessors
@@ -223,7 +224,7 @@ func (t *tick) open(c *Channel) *work {
 	}
 	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok {
 		r.OnHealthFailure = p.OnHealthFailure
-		r.Windows = slices.Clone(p.Windows)
+		r.Windows = schedule.Canonical(p.Windows)
 		// Host selectors' windows, resolved to the channel's hosts of the
 		// manifest (rule 13): a host takes the first that lists it.
 		for _, hw := range p.HostWindows {
@@ -235,7 +236,7 @@ func (t *tick) open(c *Channel) *work {
 			}
 			if len(hosts) > 0 {
 				slices.Sort(hosts)
-				r.HostWindows = append(r.HostWindows, HostWindowSpec{Hosts: hosts, Windows: slices.Clone(hw.Windows)})
+				r.HostWindows = append(r.HostWindows, HostWindowSpec{Hosts: hosts, Windows: schedule.Canonical(hw.Windows)})
 			}
 		}
 	}
@@ -259,13 +260,13 @@ func (t *tick) open(c *Channel) *work {
 	for i := range max(n, 1) {
 		var spec WaveSpec
 		if i < len(waves) {
-			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes, Windows: slices.Clone(waves[i].Windows),
+			spec = WaveSpec{Name: waves[i].Name, SoakMinutes: waves[i].SoakMinutes, Windows: schedule.Canonical(waves[i].Windows),
 				Approval: waves[i].Approval}
 			if spec.Name == "" && policyWaves != nil {
 				spec.Name = policyWaves[i].Name // a resolver that did not copy it
 			}
 			if len(spec.Windows) == 0 && policyWaves != nil {
-				spec.Windows = slices.Clone(policyWaves[i].Windows)
+				spec.Windows = schedule.Canonical(policyWaves[i].Windows)
 			}
 			if spec.Approval == nil && policyWaves != nil {
 				spec.Approval = policyWaves[i].Approval

@@ -114,8 +114,8 @@ func TestPropertyDeterministic(t *testing.T) {
 
 // TestPropertyOutputIgnoresEdgeOrder: RFC 0003 promises the same output
 // whatever the order of the Input's slices. Beyond the shuffles of
-// invariant 4, this shuffles every rollout's frozen Edges and the
-// Deferrals. (Changed rollout records in the Output carry their Edges as
+// invariant 4, this shuffles every rollout's frozen Edges, the Deferrals,
+// and the releases' freezes, window lists and windows' days. (Changed rollout records in the Output carry their Edges as
 // they came in, so those are compared sorted.)
 func TestPropertyOutputIgnoresEdgeOrder(t *testing.T) {
 	t.Parallel()
@@ -1884,11 +1884,57 @@ func checkEdgeOrder(t *rapid.T, c tickCase) []string {
 	}
 	in.Deferrals = slices.Clone(in.Deferrals)
 	rng.Shuffle(len(in.Deferrals), func(a, b int) { in.Deferrals[a], in.Deferrals[b] = in.Deferrals[b], in.Deferrals[a] })
+	in.Channels = slices.Clone(in.Channels)
+	for i := range in.Channels {
+		if f := in.Channels[i].Fleet; f != nil {
+			in.Channels[i].Fleet = shuffleChangeControl(f, rng)
+		}
+	}
 	want, got := withSortedEdges(c.out), withSortedEdges(reconciler.Reconcile(in))
 	if !sameOutputs(want, got) {
-		return []string{"Reconcile with the rollouts' edges in another order differs (-original +shuffledInput):\n" + cmp.Diff(want, got)}
+		return []string{"Reconcile with the rollouts' edges, the freezes and the windows in another order differs (-original +shuffledInput):\n" + cmp.Diff(want, got)}
 	}
 	return nil
+}
+
+// shuffleChangeControl returns a copy of a fleet with its freezes, its
+// lists of maintenance windows and their days in another order (rules 13
+// and 14: what is frozen from them and every message is the same).
+func shuffleChangeControl(f *proto.FleetResolved, rng *rand.Rand) *proto.FleetResolved {
+	windows := func(ws []proto.Window) []proto.Window {
+		ws = slices.Clone(ws)
+		for i := range ws {
+			ws[i].Days = slices.Clone(ws[i].Days)
+			rng.Shuffle(len(ws[i].Days), func(a, b int) { ws[i].Days[a], ws[i].Days[b] = ws[i].Days[b], ws[i].Days[a] })
+		}
+		rng.Shuffle(len(ws), func(a, b int) { ws[a], ws[b] = ws[b], ws[a] })
+		return ws
+	}
+	g := *f
+	g.Freezes = slices.Clone(f.Freezes)
+	rng.Shuffle(len(g.Freezes), func(a, b int) { g.Freezes[a], g.Freezes[b] = g.Freezes[b], g.Freezes[a] })
+	g.RolloutPolicies = maps.Clone(f.RolloutPolicies)
+	for name, p := range g.RolloutPolicies {
+		p.Windows = windows(p.Windows)
+		p.Waves = slices.Clone(p.Waves)
+		for i := range p.Waves {
+			p.Waves[i].Windows = windows(p.Waves[i].Windows)
+		}
+		p.HostWindows = slices.Clone(p.HostWindows)
+		for i := range p.HostWindows {
+			p.HostWindows[i].Windows = windows(p.HostWindows[i].Windows)
+		}
+		g.RolloutPolicies[name] = p
+	}
+	g.Waves = maps.Clone(f.Waves)
+	for ch, ws := range g.Waves {
+		ws = slices.Clone(ws)
+		for i := range ws {
+			ws[i].Windows = windows(ws[i].Windows)
+		}
+		g.Waves[ch] = ws
+	}
+	return &g
 }
 
 func withSortedEdges(o reconciler.Output) reconciler.Output {

@@ -1,6 +1,9 @@
 package reconciler_test
 
 import (
+	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,4 +297,43 @@ var changeControlScenarios = []goldenCase{
 		},
 		check: all(wantEvent(rc.EventRolloutOpened, "", "", codes.RefMoved), wantIntents("a")),
 	},
+	// ---- rules 13 and 14: the input's order does not matter ----
+	{
+		name: "rule13-window-lists-in-any-order",
+		desc: "rule 13: two windows open at the same instant (Sun 20:00 Berlin and Sun 19:00 UTC), their days listed in any order: written in either order, the rollout freezes them alike and the held canary's message names the same opening",
+		build: func(s *scenario) {
+			berlin := proto.Window{Days: []string{"sun", "sat"}, Start: "20:00", DurationMinutes: 120, TimeZone: "Europe/Berlin"}
+			utc := proto.Window{Days: []string{"sun"}, Start: "19:00", DurationMinutes: 60, TimeZone: "UTC"}
+			s.release(windowed(s, berlin, utc).Build(), fleetkit.Commit(1)).online("a", "b", "c")
+			berlin.Days = []string{"sat", "sun"}
+			other := newScenario(s.t)
+			other.release(windowed(other, utc, berlin).Build(), fleetkit.Commit(1)).online("a", "b", "c")
+			sameOutput(s, rc.Reconcile(other.in))
+		},
+		check: all(wantBlockedSaying("a", codes.Window, "(2026-03-01T19:00:00Z)"), wantIntents()),
+	},
+	{
+		name: "rule14-overlapping-freezes-in-any-order",
+		desc: "rule 14: two freezes of the running rollout's channel overlap: written in either order, the held hosts' reason lists them in one order (by start), so reordering the release rewrites no reason",
+		build: func(s *scenario) {
+			b := started(s)
+			s.confirm(id1, "a").tick().advance(6 * time.Minute)
+			audit := proto.Freeze{From: t0, Until: t0.Add(72 * time.Hour), Reason: "audit"}
+			closing := frozen(-time.Hour, 48*time.Hour)
+			other := *s
+			other.in.Hosts, other.in.Channels = maps.Clone(s.in.Hosts), slices.Clone(s.in.Channels)
+			other.release(withFreezes(b.Bump("v2").Build(), audit, closing), fleetkit.Commit(2))
+			s.release(withFreezes(b.Build(), closing, audit), fleetkit.Commit(2))
+			sameOutput(s, rc.Reconcile(other.in))
+		},
+		check: all(wantBlockedSaying("b", codes.Freeze, "quarter-end close; audit"), wantIntents()),
+	},
+}
+
+// sameOutput fails unless s's input decides what want says: the same
+// input written in another order.
+func sameOutput(s *scenario, want rc.Output) {
+	if got := rc.Reconcile(s.in); !bytes.Equal(mustJSON(s.t, got), mustJSON(s.t, want)) {
+		s.t.Fatalf("the order of the input changed the output:\n%s\nagainst:\n%s", mustJSON(s.t, got), mustJSON(s.t, want))
+	}
 }

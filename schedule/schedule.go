@@ -9,6 +9,7 @@
 package schedule
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -174,7 +175,8 @@ func At(ws []proto.Window, t time.Time) Status {
 }
 
 // FreezeAt returns the freezes in force on a channel at t: those that
-// name the channel (or no channel) with From <= t < Until.
+// name the channel (or no channel) with From <= t < Until, in a canonical
+// order (by From, Until, then Reason), whatever their order in fs.
 func FreezeAt(fs []proto.Freeze, channel string, t time.Time) []proto.Freeze {
 	var out []proto.Freeze
 	for _, f := range fs {
@@ -182,5 +184,47 @@ func FreezeAt(fs []proto.Freeze, channel string, t time.Time) []proto.Freeze {
 			out = append(out, f)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b proto.Freeze) int {
+		return cmp.Or(a.From.Compare(b.From), a.Until.Compare(b.Until), strings.Compare(a.Reason, b.Reason))
+	})
 	return out
+}
+
+// Canonical returns a copy of windows in a canonical order: each window's
+// days Monday first without repeats, and the windows by their first day,
+// start, zone, duration and days. Two lists that hold the same windows
+// give the same copy, so that what is frozen from them, and every message
+// made from it, does not depend on the order they were written in.
+func Canonical(ws []proto.Window) []proto.Window {
+	if ws == nil {
+		return nil
+	}
+	out := make([]proto.Window, len(ws))
+	for i, w := range ws {
+		days := slices.Clone(w.Days)
+		slices.SortStableFunc(days, func(a, b string) int { return cmp.Compare(dayIndex(a), dayIndex(b)) })
+		w.Days = slices.Compact(days)
+		out[i] = w
+	}
+	slices.SortStableFunc(out, func(a, b proto.Window) int {
+		return cmp.Or(cmp.Compare(firstDay(a), firstDay(b)), strings.Compare(a.Start, b.Start),
+			strings.Compare(a.TimeZone, b.TimeZone), cmp.Compare(a.DurationMinutes, b.DurationMinutes),
+			slices.Compare(a.Days, b.Days))
+	})
+	return out
+}
+
+// dayIndex is a day name's place in Days (unknown names last).
+func dayIndex(d string) int {
+	if i := slices.Index(Days, d); i >= 0 {
+		return i
+	}
+	return len(Days)
+}
+
+func firstDay(w proto.Window) int {
+	if len(w.Days) == 0 {
+		return len(Days)
+	}
+	return dayIndex(w.Days[0])
 }

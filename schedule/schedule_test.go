@@ -1,6 +1,9 @@
 package schedule
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +145,37 @@ func TestFreezeAt(t *testing.T) {
 		if got := len(FreezeAt(fs, tc.channel, mustTime(t, tc.at))); got != tc.want {
 			t.Errorf("%s at %s: %d freezes, want %d", tc.channel, tc.at, got, tc.want)
 		}
+	}
+}
+
+// TestOrderIsCanonical: the freezes in force and a list of windows come
+// out in one order whatever the order they went in.
+func TestOrderIsCanonical(t *testing.T) {
+	t.Parallel()
+	at := mustTime(t, "2026-12-31T12:00:00Z")
+	a := proto.Freeze{From: mustTime(t, "2026-12-20T00:00:00Z"), Until: mustTime(t, "2027-01-04T00:00:00Z"), Reason: "holidays"}
+	b := proto.Freeze{From: mustTime(t, "2026-12-31T00:00:00Z"), Until: mustTime(t, "2027-01-01T00:00:00Z"), Reason: "new year"}
+	c := proto.Freeze{From: a.From, Until: a.Until, Reason: "audit"}
+	want := []proto.Freeze{c, a, b}
+	for _, in := range [][]proto.Freeze{{a, b, c}, {b, c, a}, {c, b, a}} {
+		if got := FreezeAt(in, "prod", at); !slices.EqualFunc(got, want, func(x, y proto.Freeze) bool { return x.Reason == y.Reason }) {
+			t.Errorf("FreezeAt(%v) = %v, want %v", in, got, want)
+		}
+	}
+	sun := proto.Window{Days: []string{"sun", "sat"}, Start: "20:00", DurationMinutes: 120, TimeZone: "Europe/Berlin"}
+	mon := proto.Window{Days: []string{"fri", "mon"}, Start: "06:00", DurationMinutes: 60, TimeZone: "UTC"}
+	utc := proto.Window{Days: []string{"sat"}, Start: "19:00", DurationMinutes: 60, TimeZone: "UTC"}
+	first := Canonical([]proto.Window{sun, mon, utc})
+	if got := fmt.Sprint(first); got != "[{[mon fri] 06:00 60 UTC} {[sat] 19:00 60 UTC} {[sat sun] 20:00 120 Europe/Berlin}]" {
+		t.Errorf("Canonical = %s", got)
+	}
+	if again := Canonical([]proto.Window{utc, sun, mon}); !reflect.DeepEqual(again, first) {
+		t.Errorf("Canonical of another order = %v, want %v", again, first)
+	}
+	if sun.Days[0] != "sun" {
+		t.Error("Canonical changed its input")
+	}
+	if Canonical(nil) != nil {
+		t.Error("Canonical(nil) is not nil")
 	}
 }
