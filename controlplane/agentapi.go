@@ -50,6 +50,9 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// A trusted tag keeps its time: the answer's tag expires tagTTL after
 	// the last check-in that compared the status with the store.
 	stamp, trusted := tagTime(req.StatusTag, digest, now)
+	// A host whose check-ins carried another status than the store holds
+	// compares it now, whatever its tag: the store lost a write.
+	trusted = trusted && !s.hub.takeRecheck(req.Hostname)
 	a, ok := s.hub.get(req.Hostname)
 	// A soak ends with the host's first check-in at or after its end
 	// (rfcs/0003 rule 8): that one must reach the reconciler now.
@@ -71,7 +74,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		if !trusted {
 			cmp, stamp = &st, now
 		}
-		res, err := s.statuses.record(r.Context(), store.StatusWrite{Hostname: req.Hostname, Status: cmp, Seen: now, Urgent: urgent})
+		res, err := s.statuses.record(r.Context(), store.StatusWrite{Hostname: req.Hostname, Status: cmp, Seen: now, Said: digest, Urgent: urgent})
 		if err != nil {
 			return s.internal("recording a check-in", err)
 		}
@@ -82,7 +85,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 			s.board.post(wakeTick)
 		}
 	}
-	s.hub.touch(req.Hostname, now)
+	s.hub.touch(req.Hostname, now, digest)
 	resp := s.answer(a, ok)
 	// A fetch slot, if the host may fetch its coming closure (prefetch.go):
 	// given back at once by a host that reports it fetched, and answered
@@ -304,12 +307,14 @@ func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.R
 		return s.internal("recording probe results", err)
 	}
 	if changed {
-		if err := s.st.TouchHosts(r.Context(), map[string]time.Time{req.Hostname: now}); err != nil {
+		// The report carries part of a status: its time is recorded,
+		// not as a time the host said the whole of it.
+		if _, err := s.st.TouchHosts(r.Context(), map[string]store.Seen{req.Hostname: {At: now}}); err != nil {
 			return s.internal("recording probe results", err)
 		}
 		s.board.post(wakeTick)
 	}
-	s.hub.touch(req.Hostname, now)
+	s.hub.touch(req.Hostname, now, "")
 	writeJSON(w, http.StatusOK, proto.ReportResponse{Recorded: true, StatusTag: makeTag(store.StatusDigest(st), now)})
 	return nil
 }

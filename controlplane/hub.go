@@ -24,8 +24,11 @@ import (
 //     watermark shows new events (another replica ticked), checked every
 //     refreshEvery; new changes (by any replica) kick the leader;
 //   - a host whose activation changed wakes its long-polls;
-//   - last-seen times are collected and written in one batch every
-//     flushEvery.
+//   - check-ins are collected and written in one batch every flushEvery:
+//     their last-seen times, and whether each said the stored status; the
+//     next check-in of a host that said another status (the store lost a
+//     write) compares its status with the store, whatever its tag
+//     (rfcs/0003 rule 8).
 type hub struct {
 	st  store.Store
 	log *slog.Logger
@@ -53,7 +56,8 @@ type hub struct {
 	// hosts are forgotten is never written after their rows were deleted.
 	flushMu sync.Mutex
 	seenMu  sync.Mutex
-	seen    map[string]time.Time // not yet written
+	seen    map[string]checkin   // not yet written
+	recheck map[string]bool      // hosts whose next check-in compares its status
 	last    map[string]time.Time // the last check-in this replica saw
 	soaks   map[string]time.Time // the soak (by its start) whose ending check-in this replica wrote
 }
@@ -66,7 +70,7 @@ const (
 func newHub(st store.Store, log *slog.Logger, m *metrics, clk clock.Clock, b *board) *hub {
 	return &hub{st: st, log: log, m: m, clock: clk, board: b, assign: map[string]reconciler.Assignment{},
 		waveSoak: map[string][]time.Duration{}, waiters: map[string][]*waiter{},
-		followCh: make(chan struct{}), seen: map[string]time.Time{}, last: map[string]time.Time{},
+		followCh: make(chan struct{}), seen: map[string]checkin{}, recheck: map[string]bool{}, last: map[string]time.Time{},
 		soaks: map[string]time.Time{}}
 }
 
@@ -426,12 +430,20 @@ func (h *hub) noteSoak(host string, since time.Time) {
 	h.soaks[host] = since
 }
 
+// checkin is a check-in noted for the next batch: when it came, and the
+// digest of the status it carried ("" for a probe report, which carries
+// part of one).
+type checkin struct {
+	at   time.Time
+	said string
+}
+
 // touch notes a check-in, for the next batch.
-func (h *hub) touch(host string, at time.Time) {
+func (h *hub) touch(host string, at time.Time, said string) {
 	h.seenMu.Lock()
 	defer h.seenMu.Unlock()
-	if at.After(h.seen[host]) {
-		h.seen[host] = at
+	if at.After(h.seen[host].at) {
+		h.seen[host] = checkin{at: at, said: said}
 	}
 	if at.After(h.last[host]) {
 		h.last[host] = at
@@ -454,42 +466,76 @@ func (h *hub) forgetPruned(prune func() ([]string, error)) ([]string, error) {
 	defer h.seenMu.Unlock()
 	for _, host := range gone {
 		delete(h.seen, host)
+		delete(h.recheck, host)
 		delete(h.last, host)
 		delete(h.soaks, host)
 	}
 	return gone, nil
 }
 
-// flush writes the collected last-seen times of the hosts of the fleet. A
-// host outside the newest verified fleet is refused at check-in; its
-// time, noted before the fleet left it out (on this replica or another),
-// is dropped, so that it cannot bring back a host the leader forgot.
+// flush writes the collected check-ins of the hosts of the fleet. A host
+// outside the newest verified fleet is refused at check-in; its time,
+// noted before the fleet left it out (on this replica or another), is
+// dropped, so that it cannot bring back a host the leader forgot. A
+// check-in that carried another status than the stored one — the store
+// lost a status write it acknowledged, after which the host's tagged
+// check-ins no longer compare (rfcs/0007 §Status tags) — writes that
+// status again, as a check-in that compared would.
 func (h *hub) flush(ctx context.Context) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
 	h.seenMu.Lock()
 	batch := h.seen
-	h.seen = map[string]time.Time{}
+	h.seen = map[string]checkin{}
 	h.seenMu.Unlock()
 	if h.inFleet != nil {
 		if in, ok := h.inFleet(); ok {
-			maps.DeleteFunc(batch, func(host string, _ time.Time) bool { return !in(host) })
+			maps.DeleteFunc(batch, func(host string, _ checkin) bool { return !in(host) })
 		}
 	}
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := h.st.TouchHosts(ctx, batch); err != nil {
+	seen := make(map[string]store.Seen, len(batch))
+	for host, c := range batch {
+		seen[host] = store.Seen{At: c.at, Said: c.said}
+	}
+	unsaid, err := h.st.TouchHosts(ctx, seen)
+	if err != nil {
 		h.seenMu.Lock() // keep them for the next flush
 		for k, v := range batch {
-			if v.After(h.seen[k]) {
+			if v.at.After(h.seen[k].at) {
 				h.seen[k] = v
 			}
 		}
 		h.seenMu.Unlock()
 		return err
 	}
+	if len(unsaid) == 0 {
+		return nil
+	}
+	h.m.rechecks.Add(float64(len(unsaid)))
+	h.log.Warn("check-ins carried another status than the store holds (a lost write?); their hosts' next check-ins compare it",
+		"hosts", len(unsaid), "first", unsaid[0])
+	h.seenMu.Lock()
+	for _, host := range unsaid {
+		h.recheck[host] = true
+	}
+	h.seenMu.Unlock()
 	return nil
+}
+
+// takeRecheck reports whether the host's next check-in must compare its
+// status with the store whatever its tag, and clears the mark: its status
+// is written again if the store lost it.
+func (h *hub) takeRecheck(host string) bool {
+	h.seenMu.Lock()
+	defer h.seenMu.Unlock()
+	if !h.recheck[host] {
+		return false
+	}
+	delete(h.recheck, host)
+	return true
 }
 
 // run refreshes when the journal grows and flushes last-seen times, until

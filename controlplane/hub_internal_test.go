@@ -89,13 +89,13 @@ func TestHubUpdateInChunks(t *testing.T) {
 type touchStore struct {
 	store.Store
 	mu      sync.Mutex
-	batches []map[string]time.Time
+	batches []map[string]store.Seen
 	entered chan struct{}
 	block   chan struct{}
 	events  []string
 }
 
-func (s *touchStore) TouchHosts(_ context.Context, seen map[string]time.Time) error {
+func (s *touchStore) TouchHosts(_ context.Context, seen map[string]store.Seen) ([]string, error) {
 	s.mu.Lock()
 	s.batches = append(s.batches, maps.Clone(seen))
 	block := s.block
@@ -108,7 +108,7 @@ func (s *touchStore) TouchHosts(_ context.Context, seen map[string]time.Time) er
 		}
 	}
 	s.note("written")
-	return nil
+	return nil, nil
 }
 
 func (s *touchStore) note(e string) {
@@ -139,21 +139,21 @@ func TestHubForgetsWhatLeftTheFleet(t *testing.T) {
 
 	// web-3 checked in, then left the fleet before the flush: its time
 	// is dropped, web-1's written.
-	h.touch("web-1", at)
-	h.touch("web-3", at)
+	h.touch("web-1", at, "")
+	h.touch("web-3", at, "")
 	fleetMu.Lock()
 	delete(fleet, "web-3")
 	fleetMu.Unlock()
 	if err := h.flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if want := []map[string]time.Time{{"web-1": at}}; len(st.batches) != 1 || !maps.Equal(st.batches[0], want[0]) {
+	if want := []map[string]store.Seen{{"web-1": {At: at}}}; len(st.batches) != 1 || !maps.Equal(st.batches[0], want[0]) {
 		t.Fatalf("flushed %v, want %v", st.batches, want)
 	}
 
 	// A flush holding web-1's time while web-1 is forgotten: the
 	// deletion waits for the write.
-	h.touch("web-1", at.Add(time.Minute))
+	h.touch("web-1", at.Add(time.Minute), "")
 	st.mu.Lock()
 	st.entered, st.block = make(chan struct{}), make(chan struct{})
 	st.mu.Unlock()

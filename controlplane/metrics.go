@@ -31,6 +31,7 @@ type metrics struct {
 	fullLoads     prometheus.Counter
 	parked        prometheus.Gauge
 	divergences   prometheus.Counter
+	rechecks      prometheus.Counter
 	notify        *notify.Metrics
 }
 
@@ -90,12 +91,15 @@ func newMetrics() *metrics {
 	m.divergences = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nixfleet_tick_divergences_total", Help: "Periodic checks that found the input kept between ticks different from a cold load (the next tick then loaded in full): a bug, logged.",
 	})
+	m.rechecks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nixfleet_status_rechecks_total", Help: "Check-ins that carried another status than the store held (it lost a write it acknowledged: a crash, a failover, a restore); the host's next check-in compares its status with the store.",
+	})
 	m.parked = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nixfleet_long_polls_parked", Help: "Check-in long-polls waiting parked: their connection held without a goroutine or buffers.",
 	})
 	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
 		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
-		m.fullLoads, m.divergences, m.parked,
+		m.fullLoads, m.divergences, m.rechecks, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))

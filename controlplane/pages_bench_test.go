@@ -166,7 +166,7 @@ func newPagesEnv(b testing.TB, backend string, n, past int) *pagesEnv {
 	for err := range errs {
 		b.Fatal(err)
 	}
-	if err := st.TouchHosts(ctx, seen); err != nil {
+	if _, err := st.TouchHosts(ctx, store.SeenAt(seen)); err != nil {
 		b.Fatal(err)
 	}
 	// The past rollouts: each channel's first rollout again under other

@@ -108,7 +108,7 @@ func TestVerifyKeptBesideTheTicks(t *testing.T) {
 	cfg.setDefaults()
 	m := newMetrics()
 	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), m, newBoard())
-	if err := st.TouchHosts(ctx, map[string]time.Time{"h1": fake.Now()}); err != nil {
+	if _, err := st.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"h1": fake.Now()})); err != nil {
 		t.Fatal(err)
 	}
 	tk.lead(ctx)

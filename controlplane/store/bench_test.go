@@ -338,7 +338,7 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) (store.Lease,
 			Probes: rc.ProbeSummary{Total: 3}, Compliance: []rc.ComplianceResult{{Control: "fw", Framework: "nis2", Type: rc.ControlStatic, Closure: *h.ClosureHash, Passed: true}}}
 	}
 	record(b, s, statuses)
-	if err := s.TouchHosts(ctx, seen); err != nil {
+	if _, err := s.TouchHosts(ctx, store.SeenAt(seen)); err != nil {
 		b.Fatal(err)
 	}
 	lease, err := s.AcquireLease(ctx, store.TickLease, "bench", 1000*time.Hour, now)
@@ -438,6 +438,41 @@ func BenchmarkStageRelease(b *testing.B) {
 					b.StartTimer()
 				}
 				b.ReportMetric(float64(put.Milliseconds())/float64(b.N), "put_ms")
+			})
+		}
+	}
+}
+
+// BenchmarkTouchHosts measures one batch of check-ins as a replica's hub
+// writes it every second (TouchHosts): 2,000 hosts of a fleet of
+// NIXFLEET_BENCH_HOSTS, each naming the status the store holds, so that
+// the batch records their last-seen times and that each said its status
+// then (rfcs/0003 rule 8). ns/op is one batch.
+func BenchmarkTouchHosts(b *testing.B) {
+	const batch = 2000
+	for _, n := range benchSizes(b) {
+		for _, backend := range benchBackends() {
+			b.Run(fmt.Sprintf("%s/hosts=%d/batch=%d", backend.name, n, batch), func(b *testing.B) {
+				s := backend.open(b)
+				now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+				_, statuses := setupBench(b, s, n, now)
+				names := slices.Sorted(maps.Keys(statuses))[:min(batch, len(statuses))]
+				said := make(map[string]string, len(names))
+				for _, h := range names {
+					said[h] = store.StatusDigest(statuses[h])
+				}
+				seen := make(map[string]store.Seen, len(names))
+				b.ReportAllocs()
+				for b.Loop() {
+					now = now.Add(time.Second)
+					for _, h := range names {
+						seen[h] = store.Seen{At: now, Said: said[h]}
+					}
+					unsaid, err := s.TouchHosts(context.Background(), seen)
+					if err != nil || len(unsaid) != 0 {
+						b.Fatalf("TouchHosts: %d not said, %v", len(unsaid), err)
+					}
+				}
 			})
 		}
 	}

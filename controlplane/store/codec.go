@@ -336,15 +336,24 @@ func StatusDigest(st HostStatus) string {
 	return digest
 }
 
+// seenTimes sets a host's LastSeen and StatusAt from its host_seen row: a
+// said_at of 0 (no check-in carried the stored status) is the Unix epoch,
+// long before any verdict's moment, never the zero time (which the
+// reconciler reads as LastSeen).
+func seenTimes(o *reconciler.ObservedHost, lastSeen, saidAt int64) {
+	o.LastSeen, o.StatusAt = fromMicros(lastSeen), fromMicros(saidAt)
+}
+
 func decodeStatus(body string) (HostStatus, error) {
 	var st HostStatus
 	err := unmarshal(body, &st)
 	return st, err
 }
 
-// observed is the reconciler's view of a status and a last-seen time.
-func observed(st HostStatus, lastSeen time.Time) reconciler.ObservedHost {
-	return reconciler.ObservedHost{LastSeen: lastSeen, Current: st.Current, Booted: st.Booted, Probes: st.Probes,
+// observed is the reconciler's view of a status and of the check-ins
+// recorded: seen's LastSeen and StatusAt (seenTimes).
+func observed(st HostStatus, seen reconciler.ObservedHost) reconciler.ObservedHost {
+	return reconciler.ObservedHost{LastSeen: seen.LastSeen, StatusAt: seen.StatusAt, Current: st.Current, Booted: st.Booted, Probes: st.Probes,
 		FailedUnits: st.FailedUnits, Compliance: st.Compliance, Deferred: st.Deferred, Activation: st.Activation,
 		Quarantine: st.Quarantine, Prefetched: st.Prefetched}
 }

@@ -44,10 +44,10 @@ func (s *db) putStatus(ctx context.Context, hostname string, st HostStatus) (boo
 	var n int64
 	err = s.write(ctx, func(tx *txn) error {
 		var err error
-		n, err = tx.exec(ctx, `INSERT INTO host_status (hostname, status, digest, version) VALUES (?, ?, ?, 1)
+		n, err = tx.exec(ctx, `INSERT INTO host_status (hostname, status, digest, said, version) VALUES (?, ?, ?, ?, 1)
 			ON CONFLICT (hostname) DO UPDATE SET status = excluded.status, digest = excluded.digest,
-				version = host_status.version + 1
-			WHERE host_status.digest <> excluded.digest`, hostname, body, digest)
+				said = excluded.said, version = host_status.version + 1
+			WHERE host_status.digest <> excluded.digest`, hostname, body, digest, StatusDigest(st))
 		if err != nil || n == 0 {
 			return err
 		}
@@ -106,35 +106,37 @@ func (s *db) mergeStatus(ctx context.Context, hostname string, merge func(HostSt
 // lockStatus locks a host's status row, creating it first when missing
 // (status {} with an empty digest) so that it can be locked: a status
 // recorded concurrently is then never overwritten. It returns the stored
-// status and digest.
-func (tx *txn) lockStatus(ctx context.Context, hostname string) (HostStatus, string, error) {
+// status, its digest and its said digest (StatusDigest; "" for a row
+// written before migration 0015, or a new one).
+func (tx *txn) lockStatus(ctx context.Context, hostname string) (st HostStatus, digest, said string, err error) {
 	if _, err := tx.exec(ctx, `INSERT INTO host_status (hostname, status, digest, version) VALUES (?, '{}', '', 0)
 		ON CONFLICT (hostname) DO NOTHING`, hostname); err != nil {
-		return HostStatus{}, "", err
+		return HostStatus{}, "", "", err
 	}
-	var body, digest string
-	if err := tx.queryRow(ctx, "SELECT status, digest FROM host_status WHERE hostname = ? FOR UPDATE", hostname).Scan(&body, &digest); err != nil {
-		return HostStatus{}, "", err
+	var body string
+	if err := tx.queryRow(ctx, "SELECT status, digest, said FROM host_status WHERE hostname = ? FOR UPDATE", hostname).Scan(&body, &digest, &said); err != nil {
+		return HostStatus{}, "", "", err
 	}
-	st, err := decodeStatus(body)
-	return st, digest, err
+	st, err = decodeStatus(body)
+	return st, digest, said, err
 }
 
 // merge is mergeStatus in a transaction.
 func (tx *txn) merge(ctx context.Context, hostname string, merge func(HostStatus) HostStatus) (bool, error) {
-	old, digest, err := tx.lockStatus(ctx, hostname)
+	old, digest, _, err := tx.lockStatus(ctx, hostname)
 	if err != nil {
 		return false, err
 	}
-	newBody, newDigest, err := encodeStatus(merge(old))
+	next := merge(old)
+	newBody, newDigest, err := encodeStatus(next)
 	if err != nil {
 		return false, err
 	}
 	if newDigest == digest {
 		return false, nil
 	}
-	if _, err := tx.exec(ctx, `UPDATE host_status SET status = ?, digest = ?, version = version + 1 WHERE hostname = ?`,
-		newBody, newDigest, hostname); err != nil {
+	if _, err := tx.exec(ctx, `UPDATE host_status SET status = ?, digest = ?, said = ?, version = version + 1 WHERE hostname = ?`,
+		newBody, newDigest, StatusDigest(next), hostname); err != nil {
 		return false, err
 	}
 	return true, tx.stampStatus(ctx, hostname)
@@ -151,52 +153,105 @@ func (tx *txn) stampStatus(ctx context.Context, hostname string) error {
 	return err
 }
 
-// TouchHosts records last-seen times in one transaction; a time older
-// than (or equal to) the stored one is ignored. Rows are written in
+// TouchHosts records check-ins in one transaction: each host's last-seen
+// time (a time not after the stored one is ignored), and, when the digest
+// a check-in carried is the stored status's, that the status was said
+// then (rfcs/0003 rule 8). It returns the hosts whose check-in carried
+// another status than the one stored: a write of it was lost, or has not
+// committed yet, and the caller writes it again. Rows are written in
 // hostname order, so concurrent batches cannot deadlock.
-func (s *db) TouchHosts(ctx context.Context, seen map[string]time.Time) error {
+func (s *db) TouchHosts(ctx context.Context, seen map[string]Seen) ([]string, error) {
 	if len(seen) == 0 {
-		return nil
+		return nil, nil
 	}
 	names := make([]string, 0, len(seen))
 	for n := range seen {
 		if n == "" {
-			return fmt.Errorf("store: touch hosts: empty hostname")
+			return nil, fmt.Errorf("store: touch hosts: empty hostname")
 		}
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	var unsaid []string
 	err := s.write(ctx, func(tx *txn) error {
-		return tx.touch(ctx, names, seen, false)
+		_, stamp, err := tx.bumpStamp(ctx, false, true)
+		if err != nil {
+			return err
+		}
+		unsaid, err = tx.writeSeen(ctx, names, seen, stamp)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: touch hosts: %w", err)
+		return nil, fmt.Errorf("store: touch hosts: %w", err)
 	}
-	return nil
+	return unsaid, nil
 }
 
-// touch writes last-seen times (names sorted), stamped with a new value of
-// the watermark's seen counter (and of changes too when urgent: the leader
-// must reconcile on it); a time older than (or equal to) the stored one is
-// ignored.
-func (tx *txn) touch(ctx context.Context, names []string, seen map[string]time.Time, urgent bool) error {
-	_, stamp, err := tx.bumpStamp(ctx, urgent, true)
+// writeSeen writes check-ins, names in order, stamped: the last-seen time
+// when it is later than the stored one, and the time the stored status was
+// last said (host_seen.said_at) when the check-in's digest is the stored
+// status's (host_status.said; a row from before migration 0015, whose said
+// is empty, takes any). It returns the hosts whose check-in carried a
+// digest that is not the stored status's. The comparison and the write
+// see the status rows as the statement (PostgreSQL) or the transaction
+// (SQLite) does: a status written meanwhile by a later request of the host
+// (one agent's requests follow one another) is said later than this
+// check-in, and moves said_at past it itself.
+func (tx *txn) writeSeen(ctx context.Context, names []string, seen map[string]Seen, stamp int64) ([]string, error) {
+	const upsert = ` ON CONFLICT (hostname) DO UPDATE SET
+			last_seen = CASE WHEN excluded.last_seen > host_seen.last_seen THEN excluded.last_seen ELSE host_seen.last_seen END,
+			said_at = CASE WHEN excluded.said_at > host_seen.said_at THEN excluded.said_at ELSE host_seen.said_at END,
+			seq = excluded.seq
+		WHERE excluded.last_seen > host_seen.last_seen OR excluded.said_at > host_seen.said_at`
+	if tx.dialect == dialectPostgres {
+		// One statement for the batch: the status rows joined by key, the
+		// upsert, and the hosts whose check-in named another status.
+		ats, saids := make([]int64, len(names)), make([]string, len(names))
+		for i, n := range names {
+			ats[i], saids[i] = micros(seen[n].At), seen[n].Said
+		}
+		unsaid, err := collect(ctx, tx, []string(nil), scanString, `WITH v AS (
+				SELECT v.hostname, v.at,
+					CASE WHEN v.said <> '' AND s.said IN (v.said, '') THEN v.at ELSE 0 END AS said_at,
+					v.said <> '' AND s.said NOT IN (v.said, '') AS unsaid
+				FROM unnest(?::text[], ?::bigint[], ?::text[]) AS v(hostname, at, said)
+				LEFT JOIN host_status s ON s.hostname = v.hostname
+			), up AS (
+				INSERT INTO host_seen (hostname, last_seen, seq, said_at)
+				SELECT hostname, at, ?::bigint, said_at FROM v ORDER BY hostname`+upsert+`
+			)
+			SELECT hostname FROM v WHERE unsaid ORDER BY hostname`, names, ats, saids, stamp)
+		return unsaid, err
+	}
+	stored := make(map[string]string, len(names))
+	err := inChunks(names, idChunk, func(chunk []string) error {
+		return eachRow(ctx, tx, func(r row) error {
+			var name, said string
+			if err := r.Scan(&name, &said); err != nil {
+				return err
+			}
+			stored[name] = said
+			return nil
+		}, "SELECT hostname, said FROM host_status WHERE hostname IN ("+placeholders(len(chunk))+")", anys(chunk)...)
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return tx.writeSeen(ctx, names, seen, stamp)
-}
-
-// writeSeen writes last-seen times, names in order, stamped: a time not
-// after the stored one is ignored.
-func (tx *txn) writeSeen(ctx context.Context, names []string, seen map[string]time.Time, stamp int64) error {
-	args := make([]any, 0, 3*len(names))
+	var unsaid []string
+	args := make([]any, 0, 4*len(names))
 	for _, n := range names {
-		args = append(args, n, micros(seen[n]), stamp)
+		w := seen[n]
+		at, saidAt := micros(w.At), int64(0)
+		if st, ok := stored[n]; ok && w.Said != "" {
+			if st == w.Said || st == "" {
+				saidAt = at
+			} else {
+				unsaid = append(unsaid, n)
+			}
+		}
+		args = append(args, n, at, stamp, saidAt)
 	}
-	return tx.insertRows(ctx, "INSERT INTO host_seen (hostname, last_seen, seq)",
-		" ON CONFLICT (hostname) DO UPDATE SET last_seen = excluded.last_seen, seq = excluded.seq WHERE excluded.last_seen > host_seen.last_seen",
-		3, args)
+	return unsaid, tx.insertRows(ctx, "INSERT INTO host_seen (hostname, last_seen, seq, said_at)", upsert, 4, args)
 }
 
 // RecordCheckin records, in one transaction, a check-in the reconciler
@@ -236,7 +291,7 @@ func (s *db) RecordStatuses(ctx context.Context, ws []StatusWrite) ([]StatusResu
 	err := s.write(ctx, func(tx *txn) error {
 		res = make([]StatusResult, len(ws)) // the transaction may be retried
 		var changed []string
-		seen := map[string]time.Time{}
+		seen := map[string]Seen{}
 		for k := 0; k < len(order); {
 			j := k
 			for j < len(order) && ws[order[j]].Hostname == ws[order[k]].Hostname {
@@ -266,7 +321,8 @@ func (s *db) RecordStatuses(ctx context.Context, ws []StatusWrite) ([]StatusResu
 		if err != nil || len(seen) == 0 {
 			return err
 		}
-		return tx.writeSeen(ctx, slices.Sorted(maps.Keys(seen)), seen, sn)
+		_, err = tx.writeSeen(ctx, slices.Sorted(maps.Keys(seen)), seen, sn)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: record statuses: %w", err)
@@ -277,19 +333,21 @@ func (s *db) RecordStatuses(ctx context.Context, ws []StatusWrite) ([]StatusResu
 // recordHost applies the writes idx of one host, in order, for
 // RecordStatuses: it fills their results, writes the status when it
 // changed (without stamping it) and reports that, and notes in seen the
-// last-seen time to record. The status row is locked, and created, only
-// when a write carries a status or an activation.
-func (tx *txn) recordHost(ctx context.Context, ws []StatusWrite, idx []int, res []StatusResult, seen map[string]time.Time) (bool, error) {
+// check-in to record, with the digest of the status it carried. The status
+// row is locked, and created, only when a write carries a status or an
+// activation; a row from before migration 0015 gets its said digest then.
+func (tx *txn) recordHost(ctx context.Context, ws []StatusWrite, idx []int, res []StatusResult, seen map[string]Seen) (bool, error) {
 	name := ws[idx[0]].Hostname
 	var cur HostStatus
-	var stored, digest, body string
+	var stored, digest, body, storedSaid string
 	locked := false
 	for _, i := range idx {
 		w := ws[i]
+		said := w.Said
 		if w.Status != nil || w.Activation != nil {
 			if !locked {
 				var err error
-				if cur, stored, err = tx.lockStatus(ctx, name); err != nil {
+				if cur, stored, storedSaid, err = tx.lockStatus(ctx, name); err != nil {
 					return false, err
 				}
 				digest, locked = stored, true
@@ -298,6 +356,7 @@ func (tx *txn) recordHost(ctx context.Context, ws []StatusWrite, idx []int, res 
 			if w.Status != nil {
 				next = *w.Status
 				next.Activation = cur.Activation
+				said = StatusDigest(next)
 			}
 			if w.Activation != nil {
 				a := *w.Activation
@@ -312,17 +371,30 @@ func (tx *txn) recordHost(ctx context.Context, ws []StatusWrite, idx []int, res 
 			}
 		}
 		if !w.Seen.IsZero() && (res[i].Changed || w.Urgent) {
-			if w.Seen.After(seen[name]) {
-				seen[name] = w.Seen
+			// The latest check-in wins, and of two at one time the later
+			// that carried a status: its status is the row's after them.
+			switch prev, ok := seen[name]; {
+			case !ok || w.Seen.After(prev.At):
+				seen[name] = Seen{At: w.Seen, Said: said}
+			case w.Seen.Equal(prev.At) && said != "":
+				seen[name] = Seen{At: w.Seen, Said: said}
 			}
 			res[i].Written = true
 		}
 		res[i].Written = res[i].Written || res[i].Changed
 	}
-	if digest == stored {
+	if !locked {
 		return false, nil
 	}
-	_, err := tx.exec(ctx, "UPDATE host_status SET status = ?, digest = ?, version = version + 1 WHERE hostname = ?", body, digest, name)
+	if digest == stored {
+		if s := StatusDigest(cur); storedSaid != s {
+			_, err := tx.exec(ctx, "UPDATE host_status SET said = ? WHERE hostname = ?", s, name)
+			return false, err
+		}
+		return false, nil
+	}
+	_, err := tx.exec(ctx, "UPDATE host_status SET status = ?, digest = ?, said = ?, version = version + 1 WHERE hostname = ?",
+		body, digest, StatusDigest(cur), name)
 	return err == nil, err
 }
 
@@ -332,10 +404,11 @@ func (tx *txn) recordHost(ctx context.Context, ws []StatusWrite, idx []int, res 
 func (s *db) Host(ctx context.Context, hostname string) (HostRecord, error) {
 	rec := HostRecord{Hostname: hostname}
 	err := s.read(ctx, func(tx *txn) error {
-		var at int64
-		switch err := tx.queryRow(ctx, "SELECT last_seen FROM host_seen WHERE hostname = ?", hostname).Scan(&at); {
+		var at, saidAt int64
+		switch err := tx.queryRow(ctx, "SELECT last_seen, said_at FROM host_seen WHERE hostname = ?", hostname).Scan(&at, &saidAt); {
 		case err == nil:
-			rec.Seen, rec.Observed.LastSeen = true, fromMicros(at)
+			rec.Seen = true
+			seenTimes(&rec.Observed, at, saidAt)
 		case !errors.Is(err, errNoRows):
 			return err
 		}
@@ -346,7 +419,7 @@ func (s *db) Host(ctx context.Context, hostname string) (HostRecord, error) {
 			if err != nil {
 				return err
 			}
-			rec.Seen, rec.Observed = true, observed(st, rec.Observed.LastSeen)
+			rec.Seen, rec.Observed = true, observed(st, rec.Observed)
 		case !errors.Is(err, errNoRows):
 			return err
 		}
@@ -383,14 +456,15 @@ func (s *db) Hosts(ctx context.Context) ([]HostRecord, error) {
 	err := s.read(ctx, func(tx *txn) error {
 		err := eachRow(ctx, tx, func(rs row) error {
 			var name string
-			var at int64
-			if err := rs.Scan(&name, &at); err != nil {
+			var at, saidAt int64
+			if err := rs.Scan(&name, &at, &saidAt); err != nil {
 				return err
 			}
 			r := get(name)
-			r.Seen, r.Observed.LastSeen = true, fromMicros(at)
+			r.Seen = true
+			seenTimes(&r.Observed, at, saidAt)
 			return nil
-		}, "SELECT hostname, last_seen FROM host_seen")
+		}, "SELECT hostname, last_seen, said_at FROM host_seen")
 		if err != nil {
 			return err
 		}
@@ -404,7 +478,7 @@ func (s *db) Hosts(ctx context.Context) ([]HostRecord, error) {
 				return fmt.Errorf("host %s: %w", name, err)
 			}
 			r := get(name)
-			r.Seen, r.Observed = true, observed(st, r.Observed.LastSeen)
+			r.Seen, r.Observed = true, observed(st, r.Observed)
 			return nil
 		}, "SELECT hostname, status FROM host_status")
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -347,16 +346,18 @@ func (s *db) loadChannels(ctx context.Context, tx *txn, in *reconciler.Input) er
 // status. Statuses are decoded only when their digest changed since the
 // last tick.
 func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.ObservedHost, error) {
-	seen := map[string]int64{}
+	seen := map[string]reconciler.ObservedHost{}
 	err := eachRow(ctx, tx, func(rs row) error {
 		var name string
-		var at int64
-		if err := rs.Scan(&name, &at); err != nil {
+		var at, saidAt int64
+		if err := rs.Scan(&name, &at, &saidAt); err != nil {
 			return err
 		}
-		seen[name] = at
+		var o reconciler.ObservedHost
+		seenTimes(&o, at, saidAt)
+		seen[name] = o
 		return nil
-	}, "SELECT hostname, last_seen FROM host_seen")
+	}, "SELECT hostname, last_seen, said_at FROM host_seen")
 	if err != nil {
 		return nil, fmt.Errorf("store: load hosts: %w", err)
 	}
@@ -415,15 +416,11 @@ func (s *db) loadObserved(ctx context.Context, tx *txn) (map[string]reconciler.O
 
 	out := make(map[string]reconciler.ObservedHost, max(len(seen), len(statuses)))
 	for name, e := range statuses {
-		o := observed(e.st, time.Time{})
-		if at, ok := seen[name]; ok {
-			o.LastSeen = fromMicros(at)
-		}
-		out[name] = o
+		out[name] = observed(e.st, seen[name])
 	}
-	for name, at := range seen {
+	for name, o := range seen {
 		if _, ok := out[name]; !ok {
-			out[name] = reconciler.ObservedHost{LastSeen: fromMicros(at)}
+			out[name] = o
 		}
 	}
 	return out, nil

@@ -217,15 +217,16 @@ func hostRecords(ctx context.Context, tx *txn, l *liveness, names []string) ([]H
 		in := placeholders(len(chunk))
 		err := eachRow(ctx, tx, func(rs row) error {
 			var name string
-			var at int64
-			if err := rs.Scan(&name, &at); err != nil {
+			var at, saidAt int64
+			if err := rs.Scan(&name, &at, &saidAt); err != nil {
 				return err
 			}
 			if r := recs[name]; r != nil {
-				r.Seen, r.Observed.LastSeen = true, fromMicros(at)
+				r.Seen = true
+				seenTimes(&r.Observed, at, saidAt)
 			}
 			return nil
-		}, "SELECT hostname, last_seen FROM host_seen WHERE hostname IN ("+in+")", anys(chunk)...)
+		}, "SELECT hostname, last_seen, said_at FROM host_seen WHERE hostname IN ("+in+")", anys(chunk)...)
 		if err != nil {
 			return err
 		}
@@ -239,7 +240,7 @@ func hostRecords(ctx context.Context, tx *txn, l *liveness, names []string) ([]H
 				return fmt.Errorf("host %s: %w", name, err)
 			}
 			if r := recs[name]; r != nil {
-				r.Seen, r.Observed = true, observed(st, r.Observed.LastSeen)
+				r.Seen, r.Observed = true, observed(st, r.Observed)
 			}
 			return nil
 		}, "SELECT hostname, status FROM host_status WHERE hostname IN ("+in+")", anys(chunk)...)

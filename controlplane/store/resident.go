@@ -226,7 +226,7 @@ func (s *db) catchUp(ctx context.Context, tx *txn, r *resident, intents []reconc
 			if err != nil {
 				return false, false, fmt.Errorf("store: load changed statuses: host %s: %w", c.name, err)
 			}
-			r.obs[c.name] = observed(st, r.obs[c.name].LastSeen)
+			r.obs[c.name] = observed(st, r.obs[c.name])
 		}
 	}
 	// A last-seen time is written after the status it goes with: while
@@ -238,15 +238,15 @@ func (s *db) catchUp(ctx context.Context, tx *txn, r *resident, intents []reconc
 	if m.seen != r.marks.seen {
 		err := eachRow(ctx, tx, func(rs row) error {
 			var name string
-			var at int64
-			if err := rs.Scan(&name, &at); err != nil {
+			var at, saidAt int64
+			if err := rs.Scan(&name, &at, &saidAt); err != nil {
 				return err
 			}
 			o := r.obs[name]
-			o.LastSeen = fromMicros(at)
+			seenTimes(&o, at, saidAt)
 			r.obs[name] = o
 			return nil
-		}, "SELECT hostname, last_seen FROM host_seen WHERE seq > ? AND seq <= ?", r.marks.seen, m.seen)
+		}, "SELECT hostname, last_seen, said_at FROM host_seen WHERE seq > ? AND seq <= ?", r.marks.seen, m.seen)
 		if err != nil {
 			return false, false, fmt.Errorf("store: load last-seen times: %w", err)
 		}
@@ -530,12 +530,12 @@ func compareInputs(resident, cold *reconciler.Input, lv *liveness, late func(nam
 				return fmt.Sprintf("host %s: only the resident input has it: %+v", name, a), nil
 			}
 			if l.status {
-				seen := a.LastSeen
+				seen, said := a.LastSeen, a.StatusAt
 				a = b
-				a.LastSeen = seen
+				a.LastSeen, a.StatusAt = seen, said
 			}
 			if l.seen {
-				a.LastSeen = b.LastSeen
+				a.LastSeen, a.StatusAt = b.LastSeen, b.StatusAt
 			}
 			if !reflect.DeepEqual(a, b) {
 				return fmt.Sprintf("host %s: resident %+v, cold %+v", name, resident.Hosts[name], b), nil

@@ -12,7 +12,10 @@
 //     the reconciler's Input, lets the caller decide, applies the Output
 //     the way reconciler.Apply describes, and commits — or writes nothing.
 //  3. Observations are kept apart: a host's status is written only when it
-//     changes (RecordStatus), its last-seen time in batches (TouchHosts).
+//     changes (RecordStatus), its last-seen time in batches (TouchHosts),
+//     with when the stored status was last said: the last check-in that
+//     carried it (ObservedHost.StatusAt), which a write the store lost
+//     leaves behind the last-seen time.
 //  4. The allowed state names of hosts and rollouts are CHECK constraints
 //     in the schema, equal to reconciler.HostStates and RolloutStates.
 //  5. All times are the caller's (no clock is read here), stored as UTC
@@ -88,6 +91,24 @@ type Release struct {
 	Manifest *proto.RolloutManifest
 }
 
+// Seen is a check-in to record: when it came, and the digest of the
+// status it carried (StatusDigest; "" when unknown, as for a probe
+// report, which carries part of a status).
+type Seen struct {
+	At   time.Time
+	Said string
+}
+
+// SeenAt is a TouchHosts batch of check-ins at the given times that
+// carried no status digest: their times are recorded, and nothing as said.
+func SeenAt(times map[string]time.Time) map[string]Seen {
+	out := make(map[string]Seen, len(times))
+	for h, at := range times {
+		out[h] = Seen{At: at}
+	}
+	return out
+}
+
 // StatusWrite is one write of RecordStatuses.
 type StatusWrite struct {
 	Hostname string
@@ -100,8 +121,11 @@ type StatusWrite struct {
 	Activation *reconciler.Activation
 	// Seen, unless zero, is recorded as the host's last-seen time, as a
 	// change a tick must see, when the write changed the status or
-	// Urgent is set.
+	// Urgent is set; and as when the stored status was last said, when
+	// the status the check-in carried is the stored one: Status, or
+	// without it the one Said names (its StatusDigest).
 	Seen   time.Time
+	Said   string
 	Urgent bool
 }
 
@@ -298,11 +322,17 @@ type Store interface {
 
 	// RecordStatus stores a host's status when it differs from the stored
 	// one, and reports whether it did. A status without an activation keeps
-	// the stored activation.
+	// the stored activation. It records no check-in: nothing is said at a
+	// time (check-ins go through RecordCheckin, RecordStatuses and
+	// TouchHosts).
 	RecordStatus(ctx context.Context, hostname string, st HostStatus) (changed bool, err error)
-	// TouchHosts records last-seen times in one batch; a time older than the
-	// stored one is ignored.
-	TouchHosts(ctx context.Context, seen map[string]time.Time) error
+	// TouchHosts records check-ins in one batch: last-seen times (a time
+	// not after the stored one is ignored), and when the stored status was
+	// last said (a check-in whose Said is the stored status's digest). It
+	// returns the hosts whose check-in carried another status than the
+	// one stored: a write of it the store lost (or one in flight); the
+	// caller writes it again.
+	TouchHosts(ctx context.Context, seen map[string]Seen) (unsaid []string, err error)
 	// RecordCheckin records, in one transaction, a check-in the reconciler
 	// may have to see at once: the status, when st is set (written only if
 	// it changed, its activation ignored as RecordStatus does), and, when

@@ -34,7 +34,7 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 	for i := range 5 {
 		seen[fmt.Sprintf("host-%d", i)] = t0.Add(-time.Minute)
 	}
-	if err := s.TouchHosts(ctx, seen); err != nil {
+	if _, err := s.TouchHosts(ctx, store.SeenAt(seen)); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := s.AcquireLease(ctx, store.TickLease, "r1", time.Hour, t0)
@@ -69,7 +69,7 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 			t.Error(err)
 		}
 	}, func() {
-		if err := s.TouchHosts(ctx, later); err != nil {
+		if _, err := s.TouchHosts(ctx, store.SeenAt(later)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -101,7 +101,7 @@ func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 	s := f.s
 
 	t0 := time.Now().UTC().Truncate(time.Microsecond)
-	if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(-time.Minute), "host-2": t0.Add(-time.Minute)}); err != nil {
+	if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-1": t0.Add(-time.Minute), "host-2": t0.Add(-time.Minute)})); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := s.AcquireLease(ctx, store.TickLease, "r1", time.Hour, t0)
@@ -121,7 +121,7 @@ func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 		t.Fatal("the first tick of a lease did not load in full")
 	}
 	// Recorded before the comparison starts and not yet read by a tick.
-	if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(-30 * time.Second)}); err != nil {
+	if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-1": t0.Add(-30 * time.Second)})); err != nil {
 		t.Fatal(err)
 	}
 
@@ -130,7 +130,7 @@ func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 		err error
 	}
 	f.whileColdLoadWaits(t, func() { res.rep, res.err = s.VerifyKept(ctx) }, func() {
-		if err := s.TouchHosts(ctx, map[string]time.Time{"host-2": t0.Add(-time.Second), "host-3": t0.Add(-time.Second)}); err != nil {
+		if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-2": t0.Add(-time.Second), "host-3": t0.Add(-time.Second)})); err != nil {
 			t.Fatal(err)
 		}
 		ticked := make(chan store.TickReport, 1)
@@ -170,7 +170,7 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			ctx := t.Context()
 			s := open(t)
 			t0 := time.Now().UTC().Truncate(time.Microsecond)
-			if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0, "host-2": t0}); err != nil {
+			if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-1": t0, "host-2": t0})); err != nil {
 				t.Fatal(err)
 			}
 			lease, err := s.AcquireLease(ctx, store.TickLease, "r1", time.Hour, t0)
@@ -232,7 +232,7 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			if err := raw.ExecRaw(ctx, "UPDATE host_status SET status = replace(status, '-old-', '-new-'), digest = 'tampered' WHERE hostname = ?", "host-1"); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.TouchHosts(ctx, map[string]time.Time{"host-1": t0.Add(time.Second)}); err != nil {
+			if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-1": t0.Add(time.Second)})); err != nil {
 				t.Fatal(err)
 			}
 			vr, err = s.VerifyKept(ctx)

@@ -146,14 +146,14 @@ func testTouchHosts(t *testing.T, s store.Store) {
 	for i := range 2500 {
 		batch[fmt.Sprintf("h%04d", i)] = t0.Add(time.Duration(i) * time.Microsecond)
 	}
-	must(t, s.TouchHosts(ctx, batch))
-	must(t, s.TouchHosts(ctx, map[string]time.Time{
+	touch(t, s, ctx, batch)
+	touch(t, s, ctx, map[string]time.Time{
 		"h0000": t0.Add(-time.Hour),           // older: ignored
 		"h0001": t0.Add(time.Hour),            // newer
 		"h0002": t0.Add(2 * time.Microsecond), // equal
 		"new":   t0.Add(time.Minute).In(time.FixedZone("X", 7200)),
-	}))
-	must(t, s.TouchHosts(ctx, nil))
+	})
+	touch(t, s, ctx, nil)
 	want := map[string]time.Time{"h0000": t0, "h0001": t0.Add(time.Hour), "h0002": t0.Add(2 * time.Microsecond), "new": t0.Add(time.Minute)}
 	for name, at := range want {
 		h, err := s.Host(ctx, name)
@@ -166,7 +166,7 @@ func testTouchHosts(t *testing.T, s store.Store) {
 	if len(in.Hosts) != 2501 {
 		t.Fatalf("the tick observes %d hosts, want 2501", len(in.Hosts))
 	}
-	diff(t, "observation of a host that only checked in", in.Hosts["new"], rc.ObservedHost{LastSeen: t0.Add(time.Minute)})
+	diff(t, "observation of a host that only checked in", in.Hosts["new"], rc.ObservedHost{LastSeen: t0.Add(time.Minute), StatusAt: neverSaid})
 	hosts, err := s.Hosts(ctx)
 	must(t, err)
 	if len(hosts) != 2501 || hosts[0].Hostname != "h0000" || hosts[2500].Hostname != "new" {
@@ -355,4 +355,87 @@ func testRecordStatusesBatched(t *testing.T, s store.Store) {
 	if _, err := s.RecordStatuses(ctx, []store.StatusWrite{{Hostname: "ok"}, {}}); err == nil {
 		t.Error("a batch with an empty hostname was recorded")
 	}
+}
+
+// neverSaid is the StatusAt of a host no check-in of which carried its
+// stored status: the Unix epoch, before any verdict's moment.
+var neverSaid = time.Unix(0, 0).UTC()
+
+// testStatusSaid: what a host said (rfcs/0003 rule 8). A check-in that
+// wrote or carried the stored status records when it was said
+// (ObservedHost.StatusAt); one that carried another status — the store
+// lost the write of it — records only its time, and TouchHosts names the
+// host, so that the caller writes the status again; a probe report, which
+// carries part of a status, says none of it. A row from before migration
+// 0015 is taken as said until its status is compared again.
+func testStatusSaid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m := newSim(t, s)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	s1 := store.HostStatus{Current: fleetkit.Closure("web", "v1"), Booted: fleetkit.Closure("web", "v1"), Probes: rc.ProbeSummary{Total: 1}}
+	s2 := s1
+	s2.Current, s2.Booted = fleetkit.Closure("web", "v2"), fleetkit.Closure("web", "v2")
+	times := func(what string, lastSeen, said time.Time) {
+		t.Helper()
+		h, err := s.Host(ctx, "web")
+		must(t, err)
+		cold := m.peek().Hosts["web"]
+		for _, o := range []rc.ObservedHost{h.Observed, cold} {
+			if !o.LastSeen.Equal(lastSeen) || !o.StatusAt.Equal(said) {
+				t.Fatalf("%s: last seen %s, status said %s; want %s and %s", what, o.LastSeen, o.StatusAt, lastSeen, said)
+			}
+		}
+	}
+	touchSaid := func(what string, want []string, seen store.Seen) {
+		t.Helper()
+		unsaid, err := s.TouchHosts(ctx, map[string]store.Seen{"web": seen})
+		must(t, err)
+		if !slices.Equal(unsaid, want) {
+			t.Fatalf("%s: TouchHosts names %v as not said, want %v", what, unsaid, want)
+		}
+	}
+
+	_, _, err := s.RecordCheckin(ctx, "web", &s1, at(time.Second), false)
+	must(t, err)
+	times("a first check-in", at(time.Second), at(time.Second))
+	touchSaid("a check-in that carried the stored status", nil, store.Seen{At: at(2 * time.Second), Said: store.StatusDigest(s1)})
+	times("a check-in that carried the stored status", at(2*time.Second), at(2*time.Second))
+
+	// The host switched to v2 and said so, but the write is lost: its
+	// later check-ins, which echo their tag, carry v2's digest.
+	touchSaid("a check-in after a lost write", []string{"web"}, store.Seen{At: at(3 * time.Second), Said: store.StatusDigest(s2)})
+	times("a check-in after a lost write", at(3*time.Second), at(2*time.Second))
+	_, _, err = s.RecordProbes(ctx, "web", rc.ProbeSummary{Total: 1, Failed: []string{"http"}}, nil)
+	must(t, err)
+	touchSaid("a probe report", nil, store.Seen{At: at(4 * time.Second)})
+	times("a probe report", at(4*time.Second), at(2*time.Second))
+
+	// Written again, as the hub does with a check-in TouchHosts named.
+	res, err := s.RecordStatuses(ctx, []store.StatusWrite{{Hostname: "web", Status: &s2, Seen: at(3 * time.Second), Urgent: true}})
+	must(t, err)
+	if !res[0].Changed {
+		t.Fatal("the status written again did not change the stored one")
+	}
+	times("the status written again", at(4*time.Second), at(3*time.Second))
+	touchSaid("a later check-in", nil, store.Seen{At: at(5 * time.Second), Said: store.StatusDigest(s2)})
+	touchSaid("an earlier check-in", nil, store.Seen{At: at(time.Second), Said: store.StatusDigest(s2)})
+	times("a later check-in", at(5*time.Second), at(5*time.Second))
+
+	// A lost write of the status itself: the store holds v1 again, as a
+	// restore from a backup would.
+	body := `{"current":"` + s1.Current + `","booted":"` + s1.Booted + `","probes":{"total":1},"failedUnits":null,"compliance":null,"deferred":false,"quarantine":null}`
+	must(t, internals(t, s).ExecRaw(ctx, "UPDATE host_status SET status = ?, digest = 'restored', said = ? WHERE hostname = ?",
+		body, store.StatusDigest(s1), "web"))
+	touchSaid("a check-in after a restore", []string{"web"}, store.Seen{At: at(6 * time.Second), Said: store.StatusDigest(s2)})
+	times("a check-in after a restore", at(6*time.Second), at(5*time.Second))
+
+	// A row from before migration 0015 (no said digest) is taken as said,
+	// and gets its digest at the next comparison.
+	must(t, internals(t, s).ExecRaw(ctx, "UPDATE host_status SET said = '' WHERE hostname = ?", "web"))
+	touchSaid("a check-in on a row from before", nil, store.Seen{At: at(7 * time.Second), Said: store.StatusDigest(s2)})
+	times("a check-in on a row from before", at(7*time.Second), at(7*time.Second))
+	_, _, err = s.RecordCheckin(ctx, "web", &s1, at(8*time.Second), true)
+	must(t, err)
+	touchSaid("a check-in after the comparison", []string{"web"}, store.Seen{At: at(9 * time.Second), Said: store.StatusDigest(s2)})
+	times("a check-in after the comparison", at(9*time.Second), at(8*time.Second))
 }

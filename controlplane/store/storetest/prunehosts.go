@@ -31,8 +31,8 @@ func testPruneHosts(t *testing.T, s store.Store) {
 		_, err := s.RecordStatus(m.ctx, h, st)
 		must(t, err)
 	}
-	must(t, s.TouchHosts(m.ctx, map[string]time.Time{"gone-seen": old, "gone-recent": m.now, "gone-time-only": old,
-		edgeHosts[0]: old, stableHosts[0]: old}))
+	touch(t, s, m.ctx, map[string]time.Time{"gone-seen": old, "gone-recent": m.now, "gone-time-only": old,
+		edgeHosts[0]: old, stableHosts[0]: old})
 
 	// The fleet: every host but edgeHosts[0], which its live rollout
 	// still lists, and the gone ones.

@@ -197,7 +197,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 						_, _, err := s.RecordCheckin(m.ctx, h, nil, m.now, true)
 						must(t, err)
 					case 2:
-						must(t, s.TouchHosts(m.ctx, map[string]time.Time{h: m.now.Add(-time.Duration(rnd.IntN(600)) * time.Second)}))
+						touch(t, s, m.ctx, map[string]time.Time{h: m.now.Add(-time.Duration(rnd.IntN(600)) * time.Second)})
 					}
 				}
 				if len(batch) > 0 {

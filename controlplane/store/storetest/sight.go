@@ -130,7 +130,7 @@ func testTickClock(t *testing.T, s store.Store) {
 	race := func() {
 		// Just after the clock was read: a check-in on the old closure,
 		// then the confirm of the switch.
-		must(t, s.TouchHosts(m.ctx, map[string]time.Time{"e1": now.Add(500 * time.Microsecond)}))
+		touch(t, s, m.ctx, map[string]time.Time{"e1": now.Add(500 * time.Microsecond)})
 		must(t, s.RecordActivation(m.ctx, "e1", rc.Activation{RolloutID: id, Closure: target, Outcome: rc.OutcomeConfirmed,
 			At: now.Add(time.Millisecond)}))
 	}

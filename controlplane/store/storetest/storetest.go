@@ -53,6 +53,10 @@ type Internals interface {
 	SetHostStateRaw(ctx context.Context, rolloutID, hostname, state string) error
 	// CountRows counts the rows of a table.
 	CountRows(ctx context.Context, table string) (int64, error)
+	// ExecRaw runs a statement that must change one row, as no writer of
+	// the store would (the suite loses a write with it, as a crash of an
+	// asynchronous commit or a restore from a backup would).
+	ExecRaw(ctx context.Context, query string, args ...any) error
 }
 
 // Run runs the conformance suite. open returns a fresh, empty store and
@@ -78,6 +82,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RecordStatus", testRecordStatus},
 		{"RecordStatusesBatched", testRecordStatusesBatched},
 		{"TouchHosts", testTouchHosts},
+		{"StatusSaid", testStatusSaid},
 		{"Releases", testReleases},
 		{"StagedReleaseBodies", testStagedBodies},
 		{"ReleaseLog", testReleaseLog},
@@ -209,7 +214,7 @@ func (m *sim) checkIn(online bool, hosts ...string) {
 			seen[h] = m.now.Add(-time.Hour)
 		}
 	}
-	must(m.t, m.s.TouchHosts(m.ctx, seen))
+	m.checkInAt(seen)
 }
 
 // touch makes the online hosts check in now.
@@ -221,7 +226,21 @@ func (m *sim) touch() {
 			seen[h] = m.now
 		}
 	}
-	must(m.t, m.s.TouchHosts(m.ctx, seen))
+	m.checkInAt(seen)
+}
+
+// checkInAt records check-ins of hosts at the given times, each carrying the
+// status the host has (an agent echoing a trusted status tag: only its
+// time and the status's digest are written).
+func (m *sim) checkInAt(times map[string]time.Time) {
+	m.t.Helper()
+	seen := make(map[string]store.Seen, len(times))
+	for h, at := range times {
+		seen[h] = store.Seen{At: at, Said: store.StatusDigest(m.status[h])}
+	}
+	if _, err := m.s.TouchHosts(m.ctx, seen); err != nil {
+		m.t.Fatal(err)
+	}
 }
 
 func (m *sim) advance(d time.Duration) {
@@ -496,4 +515,13 @@ func (m *sim) open(rs ...rc.Rollout) {
 		}
 		return out, nil
 	})
+}
+
+// touch records check-ins at the given times that carried no status
+// digest (store.SeenAt).
+func touch(t testing.TB, s store.Store, ctx context.Context, times map[string]time.Time) {
+	t.Helper()
+	if _, err := s.TouchHosts(ctx, store.SeenAt(times)); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -360,7 +360,7 @@ func testTick10000(t *testing.T, s store.Store) {
 	for _, h := range names {
 		seen[h] = m.now
 	}
-	must(t, s.TouchHosts(m.ctx, seen))
+	touch(t, s, m.ctx, seen)
 	m.release(fb.Build(), fleetkit.Commit(1))
 	// The ticks are checked by what they wrote (the small scenarios
 	// compare whole states with reconciler.Apply).
