@@ -879,11 +879,25 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	}
 	read := int64(-1) // the hub's mark at the last read
 	first := true
+	// The session is looked at again, and a keep-alive sent, every
+	// streamCheck whatever wakes the stream: new events come with every
+	// git poll and tick, and must not put the check off.
+	check := s.cfg.Now().Add(streamCheck)
 	for r.Context().Err() == nil {
 		signal := s.hub.followSignal()
 		if !u.Dev && !s.cfg.Now().Before(u.Expires) { // no read needed
 			send("event: signed-out\ndata: {}\n\n")
 			return nil
+		}
+		if now := s.cfg.Now(); !now.Before(check) {
+			if e := s.stillSignedIn(r, u); e != nil {
+				send("event: signed-out\ndata: {}\n\n")
+				return nil
+			}
+			if !send(": still here\n\n") {
+				return nil
+			}
+			check = now.Add(streamCheck)
 		}
 		if mark := s.hub.eventMark(); mark != read || first {
 			read = mark
@@ -918,19 +932,10 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 				continue
 			}
 		}
-		t := s.cfg.Clock.NewTimer(20 * time.Second)
+		t := s.cfg.Clock.NewTimer(max(check.Sub(s.cfg.Now()), 0))
 		select {
 		case <-signal:
 		case <-t.C():
-			if e := s.stillSignedIn(r, u); e != nil {
-				t.Stop()
-				send("event: signed-out\ndata: {}\n\n")
-				return nil
-			}
-			if !send(": still here\n\n") {
-				t.Stop()
-				return nil
-			}
 		case <-r.Context().Done():
 		case <-s.stopping:
 			t.Stop()
@@ -940,6 +945,10 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	}
 	return nil
 }
+
+// streamCheck is how often an open dashboard stream looks at its session
+// again and sends a keep-alive (rfcs/0011 §Live updates).
+const streamCheck = 20 * time.Second
 
 // stillSignedIn looks at a stream's session again: signed out, expired,
 // or its operator dropped from the operators file.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -342,6 +343,78 @@ func TestWebEventStream(t *testing.T) {
 	res2.Body.Close()
 	if res2.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a bad Last-Event-ID: %d", res2.StatusCode)
+	}
+}
+
+// TestWebStreamKeepsItsClock: an open stream looks at its session again,
+// and sends a keep-alive, every 20 s of the control plane's clock, however
+// often new events wake it (rfcs/0011 §Live updates 3 and 5): ticks every
+// 5 s do not put the check off, so a stream signed out ends within 20 s.
+func TestWebStreamKeepsItsClock(t *testing.T) {
+	e := newEnv(t, "sqlite", smallSpec(), nil)
+	b := e.browser()
+	b.signIn(e.viewKey.priv, "victor")
+	token := csrfOf(t, b.page("/ui/", http.StatusOK))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/ui/events", nil)
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// wake moves the clock on 5 s and ticks (waking the stream), then
+	// collects what the stream sent.
+	wake := func() []string {
+		t.Helper()
+		e.clock.Advance(5 * time.Second)
+		e.tick()
+		var got []string
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return append(got, "<closed>")
+				}
+				got = append(got, l)
+			case <-time.After(200 * time.Millisecond):
+				return got
+			}
+		}
+	}
+	var keepAlives int
+	for range 9 { // 45 s of the clock, a wake-up every 5 s
+		for _, l := range wake() {
+			if l == ": still here" {
+				keepAlives++
+			}
+		}
+	}
+	if keepAlives != 2 {
+		t.Errorf("%d keep-alives in 45 s of wake-ups every 5 s, want 2 (every 20 s)", keepAlives)
+	}
+	res2 := b.do("POST", "/ui/logout", url.Values{"csrf": {token}}, nil)
+	if res2.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d %s", res2.StatusCode, b.last)
+	}
+	for i := 1; ; i++ {
+		if slices.Contains(wake(), "event: signed-out") {
+			if i > 4 {
+				t.Errorf("the stream signed out %d s after the sign-out, want within 20 s", 5*i)
+			}
+			break
+		}
+		if i == 8 {
+			t.Fatal("the stream still runs 40 s after its session was signed out")
+		}
 	}
 }
 
