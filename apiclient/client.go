@@ -759,7 +759,11 @@ func refusal(resp *http.Response, data []byte) error {
 func (c *Client) WebLogin(ctx context.Context, validSeconds int) (proto.WebLogin, json.RawMessage, error) {
 	var out proto.WebLogin
 	var raw json.RawMessage
-	if err := c.post(ctx, "/v1/web/logins", proto.WebLoginRequest{ValidSeconds: validSeconds}, &raw); err != nil {
+	var req proto.WebLoginRequest
+	if validSeconds != 0 {
+		req.ValidSeconds = &validSeconds
+	}
+	if err := c.post(ctx, "/v1/web/logins", req, &raw); err != nil {
 		return out, nil, err
 	}
 	return out, raw, json.Unmarshal(raw, &out)

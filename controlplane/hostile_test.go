@@ -319,6 +319,9 @@ func testHostileInput(t *testing.T, backend string) {
 		}, 400, codes.BadRequest},
 
 		// Operators.
+		{"sign-in link valid for 0 s", func() answer { return viewer.post("/v1/web/logins", []byte(`{"validSeconds":0}`)) }, 400, codes.BadRequest},
+		{"sign-in link valid for -1 s", func() answer { return viewer.post("/v1/web/logins", []byte(`{"validSeconds":-1}`)) }, 400, codes.BadRequest},
+		{"sign-in link valid for 3601 s", func() answer { return viewer.post("/v1/web/logins", []byte(`{"validSeconds":3601}`)) }, 400, codes.BadRequest},
 		{"viewer pauses", func() answer { return viewer.post("/v1/rollouts/"+rollout+"/pause", nil) }, 403, codes.Forbidden},
 		{"host pauses", func() answer { return canary.post("/v1/rollouts/"+rollout+"/pause", nil) }, 403, codes.Forbidden},
 		{"host lists rollouts", func() answer { return canary.do(http.MethodGet, "/v1/rollouts", nil, nil) }, 403, codes.Forbidden},

@@ -83,9 +83,9 @@ func (s *Server) webLogins(w http.ResponseWriter, r *http.Request, c client) *ap
 		return e
 	}
 	ttl := webLoginTTL
-	if req.ValidSeconds != 0 {
-		ttl = time.Duration(req.ValidSeconds) * time.Second
-		if ttl < 0 || ttl > webLoginMaxTTL {
+	if v := req.ValidSeconds; v != nil {
+		ttl = time.Duration(*v) * time.Second
+		if *v < 1 || ttl > webLoginMaxTTL {
 			return errorf(codes.BadRequest, "validSeconds must be between 1 and %d", int(webLoginMaxTTL.Seconds()))
 		}
 	}

@@ -225,10 +225,10 @@ const MaxCommentBytes = 500
 // WebLoginRequest is POST /v1/web/logins: an operator's CLI asks for a
 // one-time dashboard sign-in link (rfcs/0011). The body may be empty.
 type WebLoginRequest struct {
-	// ValidSeconds is how long the link may be opened (default 120, at
-	// most 3600). The session it becomes lasts the control plane's
-	// session lifetime.
-	ValidSeconds int `json:"validSeconds,omitempty"`
+	// ValidSeconds is how long the link may be opened, 1 to 3600 (absent:
+	// 120). The session it becomes lasts the control plane's session
+	// lifetime.
+	ValidSeconds *int `json:"validSeconds,omitempty"`
 }
 
 // WebLogin answers POST /v1/web/logins.
