@@ -160,6 +160,15 @@ func (t *tick) dispatchHosts(w *work) {
 				}
 				continue
 			}
+			if o.Said().Before(o.LastSeen) {
+				// What it runs is not known: a check-in since carried another
+				// status than the one held (a write the store lost). It is
+				// dispatched once that is written again, so that its previous
+				// closure, its rollback target, is what it runs (rule 8).
+				t.block(w, i, Reason{Gate: codes.Unheard, Code: codes.Unheard,
+					Message: "what it runs is not known: its last check-in carried a status the control plane does not hold (a write it lost), which its next check-in writes again"})
+				continue
+			}
 			if why := t.lateGate(w, i, failWave); why.Gate != "" {
 				t.block(w, i, why)
 				continue

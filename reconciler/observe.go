@@ -122,7 +122,7 @@ func (t *tick) observeOnce(w *work, i int) {
 		case said.After(end) && o.Current != h.Target:
 			t.setHost(w, i, EvConfirmTimeout, Reason{Code: codes.ConfirmTimeout,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
-		case said.After(end.Add(ConfirmGrace)):
+		case said.After(end.Add(t.in.Tunables.ConfirmGrace())):
 			// It still runs the target well after its window closed, which
 			// an agent without an accepted confirm does not (it rolls back
 			// when the window closes): the confirm was accepted, and the
@@ -133,7 +133,7 @@ func (t *tick) observeOnce(w *work, i int) {
 			// Heard since the window closed, but what it runs then is not
 			// known yet, or it runs the target and may still be rolling
 			// back: what it says next decides.
-			t.wake(end.Add(ConfirmGrace).Add(time.Nanosecond))
+			t.wake(end.Add(t.in.Tunables.ConfirmGrace()).Add(time.Nanosecond))
 		case t.heard(o):
 			// Not heard since the window closed, but not silent either: a
 			// missing confirm of a host not heard from since is a verdict
@@ -194,12 +194,6 @@ func (t *tick) observeOnce(w *work, i int) {
 		}
 	}
 }
-
-// ConfirmGrace is how long after its confirm window closed a host that
-// still runs its target is taken to have confirmed when no confirm is on
-// record (rule 7): an agent without an accepted confirm rolls back when
-// the window closes by its own clock, which may lag the control plane's.
-const ConfirmGrace = time.Minute
 
 func detail(msg, d string) string {
 	if d == "" {

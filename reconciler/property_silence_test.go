@@ -449,7 +449,7 @@ func checkLanding(_ *rapid.T, c tickCase) []string {
 			// A window that closed on a host not heard from since is judged
 			// once the host is offline; one on a host still on its target,
 			// after the grace (0003 rule 7); either at a tick.
-			bound := confirm + max(reconciler.ConfirmGrace, offline) + maxSimStep
+			bound := confirm + max(c.next.Tunables.ConfirmGrace(), offline) + maxSimStep
 			if o := c.next.Hosts[h.Hostname]; o.StatusAt.Before(o.LastSeen) {
 				continue // what the host said last was lost: it waits for it
 			}

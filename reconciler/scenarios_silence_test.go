@@ -620,4 +620,14 @@ var silenceScenarios = []goldenCase{
 		},
 		check: all(noTransitionTo(rc.HostFailed, rc.HostConverged), noRolloutTransition),
 	},
+	{
+		name: "rule08-host-whose-status-was-lost-is-not-dispatched",
+		desc: "rule 8: wave 1 starts; b's last check-in carried a status the store does not hold (its write was lost): what b runs, its rollback target, is not known, so b waits for its status to be written again; c is dispatched",
+		build: func(s *scenario) {
+			soakingA(s)
+			s.advance(5 * time.Minute)
+			s.observe("b", func(o *rc.ObservedHost) { o.StatusAt = o.LastSeen.Add(-time.Minute) })
+		},
+		check: all(wantIntents("c"), wantHold("b", codes.Unheard, codes.Unheard), wantEvent(rc.EventWavePromoted, "", "", "")),
+	},
 }

@@ -195,6 +195,14 @@ const MaxCheckinPeriod = time.Minute
 // ConfirmWindow is how long an activated host has to confirm.
 func (t Tunables) ConfirmWindow() time.Duration { return t.confirm() }
 
+// ConfirmGrace is how long after its confirm window closed a host that
+// still runs its target is taken to have confirmed when no confirm is on
+// record (rfcs/0003 rule 7): the confirm window, at most a minute. An
+// agent without an accepted confirm rolls back when the window closes by
+// its own clock, which may lag the control plane's, and its rollback
+// takes a while.
+func (t Tunables) ConfirmGrace() time.Duration { return min(t.confirm(), time.Minute) }
+
 func (t Tunables) visibilityPct() int {
 	if t.PartialVisibilityPct <= 0 {
 		return DefaultPartialVisibilityPct
