@@ -48,6 +48,10 @@ type hub struct {
 	// inFleet tells the hosts of the newest verified fleet (ok false
 	// while none is known); nil reads as no fleet known.
 	inFleet func() (in func(hostname string) bool, ok bool)
+	// rewound, when set, is called when the store's watermark went back:
+	// it lost writes it had acknowledged (an asynchronous commit lost in a
+	// crash, a failover, a restore from a backup).
+	rewound func()
 	// counts are the assignments by host state (the metric).
 	counts map[reconciler.HostState]int
 
@@ -576,6 +580,13 @@ func (h *hub) checkJournal(ctx context.Context) error {
 	h.mu.RLock()
 	prev := h.mark
 	h.mu.RUnlock()
+	if w.Changes < prev.Changes || w.Events < prev.Events {
+		h.log.Warn("the store went back in time: it lost writes it had acknowledged (a crash of an asynchronous commit, a failover, a restore)",
+			"changes", w.Changes, "before", prev.Changes, "events", w.Events, "eventsBefore", prev.Events)
+		if h.rewound != nil {
+			h.rewound()
+		}
+	}
 	if w.Changes != prev.Changes {
 		h.board.post(wakeTick)
 	}

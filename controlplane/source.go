@@ -100,6 +100,8 @@ type source struct {
 	// poll after one, off the next release's path.
 	stores, swept int
 	sweeping      atomic.Bool
+	// forgot: the next poll reads every ref again (forget).
+	forgot atomic.Bool
 }
 
 func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, clk clock.Clock, now func() time.Time, log *slog.Logger, m *metrics) *source {
@@ -177,6 +179,15 @@ func (s *source) kick() {
 	}
 }
 
+// forget makes the next poll, which it asks for, read every channel ref
+// again, also those it read already: the store lost writes it had
+// acknowledged, maybe the release of one (hub.rewound). A release the store
+// still holds is recognised as such (stored).
+func (s *source) forget() {
+	s.forgot.Store(true) // not s.mu: a poll may hold it for a while
+	s.kick()
+}
+
 // run polls every interval, and when kicked, until ctx ends.
 func (s *source) run(ctx context.Context, interval time.Duration) {
 	t := s.clock.NewTicker(interval)
@@ -228,6 +239,9 @@ func (s *source) poll(ctx context.Context) error {
 	polled := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.forgot.Swap(false) {
+		s.seen = map[string]plumbing.Hash{}
+	}
 	if s.remote {
 		err := s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", Force: true, Prune: true})
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {

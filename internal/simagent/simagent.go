@@ -41,12 +41,16 @@ const (
 
 // Host is one simulated host.
 type Host struct {
-	Name    string
-	Key     ed25519.PrivateKey
-	Client  *apiclient.Client
-	Roots   *trust.Roots // when set, manifests are verified like the agent does
-	Now     func() time.Time
-	Decide  func(t proto.Target) Action
+	Name   string
+	Key    ed25519.PrivateKey
+	Client *apiclient.Client
+	Roots  *trust.Roots // when set, manifests are verified like the agent does
+	Now    func() time.Time
+	Decide func(t proto.Target) Action
+	// Pause is how long Run waits between two check-ins (the agent waits a
+	// second after an answer that gave it nothing to do); zero: not at
+	// all.
+	Pause   time.Duration
 	mu      sync.Mutex
 	current string
 	booted  string
@@ -208,11 +212,15 @@ func (h *Host) verify(ctx context.Context, t *proto.Target) error {
 // answer (429), as the agent does.
 func (h *Host) Run(ctx context.Context, wait time.Duration) {
 	for ctx.Err() == nil {
-		if err := h.Step(ctx, wait); err != nil && !errors.Is(err, context.Canceled) {
-			pause := 200 * time.Millisecond
+		err := h.Step(ctx, wait)
+		pause := h.Pause
+		if err != nil && !errors.Is(err, context.Canceled) {
+			pause = max(pause, 200*time.Millisecond)
 			if d, limited := apiclient.RetryAfter(err); limited {
 				pause = max(pause, d)
 			}
+		}
+		if pause > 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(pause):
