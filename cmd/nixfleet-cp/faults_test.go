@@ -164,13 +164,7 @@ func runAgents(hosts map[string]*simagent.Host) (stop func()) {
 // allEvents is GET /v1/events, every event.
 func allEvents(t *testing.T, r *replica) []proto.Event {
 	t.Helper()
-	var out struct {
-		Events []proto.Event `json:"events"`
-	}
-	if err := r.Operator().Get(ctx, "/v1/events?limit=10000", &out); err != nil {
-		t.Fatalf("GET /v1/events on %s: %v", r.name, err)
-	}
-	return out.Events
+	return journal(t, r, "/v1/events?limit=10000")
 }
 
 // noHostFailed fails the test for every host a rollout's journal moved to

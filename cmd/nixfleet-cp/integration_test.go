@@ -87,11 +87,17 @@ func listRollouts(t *testing.T, r *replica) []reconciler.Rollout {
 // rolloutEvents is GET /v1/rollouts/{id}/events.
 func rolloutEvents(t *testing.T, r *replica, id string) []proto.Event {
 	t.Helper()
+	return journal(t, r, "/v1/rollouts/"+url.PathEscape(id)+"/events?limit=10000")
+}
+
+// journal reads the events an events endpoint answers.
+func journal(t *testing.T, r *replica, path string) []proto.Event {
+	t.Helper()
 	var out struct {
 		Events []proto.Event `json:"events"`
 	}
-	if err := r.Operator().Get(ctx, "/v1/rollouts/"+url.PathEscape(id)+"/events?limit=10000", &out); err != nil {
-		t.Fatalf("GET events of %s on %s: %v", id, r.name, err)
+	if err := r.Operator().Get(ctx, path, &out); err != nil {
+		t.Fatalf("GET %s on %s: %v", path, r.name, err)
 	}
 	return out.Events
 }
