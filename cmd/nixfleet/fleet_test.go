@@ -155,6 +155,21 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 		return nil, err
 	}
 
+	// v0 opens its rollouts before any host checked in: the channels are
+	// in partial visibility from the first tick (rfcs/0003 rule 6), and
+	// recover once the hosts are heard (for an offline threshold the frozen
+	// clock never reaches: status shows it).
+	if err := f.until("v0's rollouts open", func() (bool, error) {
+		for _, ch := range []string{"stable", "edge"} {
+			var out map[string]any
+			if f.viewer.Get(context.Background(), "/v1/rollouts/"+fleetRollout(ch, 1), &out) != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return nil, err
+	}
 	f.hosts = map[string]*simagent.Host{}
 	for _, h := range f.spec.Hosts {
 		c, err := f.client(h.Key, h.Name)
@@ -165,8 +180,7 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 		sh.Now = f.clock.Now
 		f.hosts[h.Name] = sh
 	}
-	// The hosts come online and catch up with v0: the rollouts converged
-	// without them (they were offline), and every host converges in them.
+	// The hosts come online and every host converges in v0's rollouts.
 	for _, ch := range []string{"stable", "edge"} {
 		if err := f.converge(fleetRollout(ch, 1)); err != nil {
 			return nil, err

@@ -213,7 +213,7 @@ func (tx *txn) writeSeen(ctx context.Context, names []string, seen map[string]Se
 		unsaid, err := collect(ctx, tx, []string(nil), scanString, `WITH v AS (
 				SELECT v.hostname, v.at,
 					CASE WHEN v.said <> '' AND s.said IN (v.said, '') THEN v.at ELSE 0 END AS said_at,
-					v.said <> '' AND s.said NOT IN (v.said, '') AS unsaid
+					v.said <> '' AND (s.said IS NULL OR s.said NOT IN (v.said, '')) AS unsaid
 				FROM unnest(?::text[], ?::bigint[], ?::text[]) AS v(hostname, at, said)
 				LEFT JOIN host_status s ON s.hostname = v.hostname
 			), up AS (
@@ -224,6 +224,8 @@ func (tx *txn) writeSeen(ctx context.Context, names []string, seen map[string]Se
 		return unsaid, err
 	}
 	stored := make(map[string]string, len(names))
+	// (A host with no stored status at all that carried one is named too:
+	// the store lost the status of a host it had not written since.)
 	err := inChunks(names, idChunk, func(chunk []string) error {
 		return eachRow(ctx, tx, func(r row) error {
 			var name, said string
@@ -242,8 +244,8 @@ func (tx *txn) writeSeen(ctx context.Context, names []string, seen map[string]Se
 	for _, n := range names {
 		w := seen[n]
 		at, saidAt := micros(w.At), int64(0)
-		if st, ok := stored[n]; ok && w.Said != "" {
-			if st == w.Said || st == "" {
+		if st, ok := stored[n]; w.Said != "" {
+			if ok && (st == w.Said || st == "") {
 				saidAt = at
 			} else {
 				unsaid = append(unsaid, n)

@@ -386,6 +386,13 @@ func testStatusSaid(t *testing.T, s store.Store) {
 			}
 		}
 	}
+	// A host with no stored status at all whose check-in carried one:
+	// the store lost the status of a host it had not written since.
+	unsaid, err := s.TouchHosts(ctx, map[string]store.Seen{"new": {At: at(0), Said: store.StatusDigest(s1)}})
+	must(t, err)
+	if !slices.Equal(unsaid, []string{"new"}) {
+		t.Fatalf("a check-in of a host with no status: TouchHosts names %v as not said, want [new]", unsaid)
+	}
 	touchSaid := func(what string, want []string, seen store.Seen) {
 		t.Helper()
 		unsaid, err := s.TouchHosts(ctx, map[string]store.Seen{"web": seen})
@@ -395,7 +402,7 @@ func testStatusSaid(t *testing.T, s store.Store) {
 		}
 	}
 
-	_, _, err := s.RecordCheckin(ctx, "web", &s1, at(time.Second), false)
+	_, _, err = s.RecordCheckin(ctx, "web", &s1, at(time.Second), false)
 	must(t, err)
 	times("a first check-in", at(time.Second), at(time.Second))
 	touchSaid("a check-in that carried the stored status", nil, store.Seen{At: at(2 * time.Second), Said: store.StatusDigest(s1)})

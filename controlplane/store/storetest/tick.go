@@ -356,11 +356,14 @@ func testTick10000(t *testing.T, s store.Store) {
 		fb.Host(names[i], "big", 0)
 	}
 	m := newSim(t, s)
-	seen := make(map[string]time.Time, n)
-	for _, h := range names {
-		seen[h] = m.now
+	// Each host checked in once, with the closure it runs: one batch.
+	checkins := make([]store.StatusWrite, n)
+	for i, h := range names {
+		st := store.HostStatus{Current: fleetkit.Closure(h, "v0"), Booted: fleetkit.Closure(h, "v0")}
+		checkins[i] = store.StatusWrite{Hostname: h, Status: &st, Seen: m.now}
 	}
-	touch(t, s, m.ctx, seen)
+	_, err := s.RecordStatuses(m.ctx, checkins)
+	must(t, err)
 	m.release(fb.Build(), fleetkit.Commit(1))
 	// The ticks are checked by what they wrote (the small scenarios
 	// compare whole states with reconciler.Apply).
