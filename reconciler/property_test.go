@@ -302,6 +302,18 @@ type fleetGenOpts struct {
 	// analysis: policies may have canary analyses (rule 16), which the
 	// simulated control plane measures.
 	analysis bool
+	// faults makes the faults a property is about more frequent than in
+	// the chaotic runs of the other properties.
+	faults simFaults
+}
+
+// simFaults are the chances, in percent per step between two ticks, of a
+// partition and of an outage of the control plane, and whether the store
+// always loses writes (else in half the runs); zero values are the
+// defaults (2% each).
+type simFaults struct {
+	partitionPct, outagePct int
+	lossy                   bool
 }
 
 // simZones are the time zones drawn windows use: with and without
@@ -859,6 +871,7 @@ type fleetSim struct {
 	opSeq       int
 	commits     map[string]bool
 	rng         *rand.Rand
+	faults      simFaults
 	// lossPct is how often (in percent) the store loses a status write, a
 	// confirm or a deferred report it acknowledged; 0 in half the runs.
 	lossPct int
@@ -873,14 +886,14 @@ var simMaxPeriod = reconciler.Tunables{}.OfflineThreshold() - reconciler.Tunable
 func newFleetSim(t *rapid.T, o fleetGenOpts, wellBehaved bool) *fleetSim {
 	m := genFleetModel(t, o)
 	s := &fleetSim{t: t, wellBehaved: wellBehaved, models: map[string]*fleetModel{}, agents: map[string]*simAgent{},
-		channels: m.channels, chain: m.chain, commits: map[string]bool{},
+		channels: m.channels, chain: m.chain, commits: map[string]bool{}, faults: o.faults,
 		rng: rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "instantSeed"), 0x5eed))}
 	s.in = reconciler.Input{Now: simEpoch, Hosts: map[string]reconciler.ObservedHost{}}
 	offline := 0
 	maxPeriod := 30 * time.Second // a well-behaved fleet's agents check in often
 	if !wellBehaved {
 		maxPeriod = simMaxPeriod
-		if rapid.Bool().Draw(t, "lossyStore") {
+		if o.faults.lossy || rapid.Bool().Draw(t, "lossyStore") {
 			s.lossPct = uniformIntGen(5, 30).Draw(t, "lossPct")
 		}
 		offline = uniformIntGen(0, 5).Draw(t, "offlineAtStart")
@@ -1011,21 +1024,28 @@ func (s *fleetSim) advance(out reconciler.Output) {
 	// away or turns unhealthy.
 	var down [2]time.Time // the control plane's outage, [from, to)
 	if !s.wellBehaved {
+		partition, outage := 2, 2
+		if s.faults.partitionPct > 0 {
+			partition = s.faults.partitionPct
+		}
+		if s.faults.outagePct > 0 {
+			outage = s.faults.outagePct
+		}
 		switch r := percentGen.Draw(t, "spontaneous"); {
-		case r >= 98:
+		case r >= 100-partition:
 			s.partition(prev, now)
-		case r >= 96:
+		case r >= 100-partition-outage:
 			from := s.instant(prev, now)
 			to := from.Add(time.Duration(uniformIntGen(3, 45).Draw(t, "outageMinutes")) * time.Minute)
 			down = [2]time.Time{from, to}
 			now = to.Add(s.jitter(time.Minute))
 			s.in.WatchingSince = to
-		case r >= 94:
+		case r >= 96-partition-outage:
 			a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "goesOffline")]]
 			if a.online {
 				a.online, a.backAt, a.cutAt = false, s.tick+1+rapid.IntRange(1, 20).Draw(t, "offlineTicks"), s.instant(prev, now)
 			}
-		case r >= 90:
+		case r >= 92-partition-outage:
 			a := s.agents[s.names[uniformIntGen(0, len(s.names)-1).Draw(t, "turnsUnhealthy")]]
 			a.sickUntil, a.sickUnits = s.tick+rapid.IntRange(1, 10).Draw(t, "sickTicks"), rapid.Bool().Draw(t, "sickUnits")
 		}

@@ -98,7 +98,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RolloutPages", testRolloutPages},
 		{"RolloutView", testRolloutView},
 		{"StateConstraints", testStateConstraints},
-		{"Tick10000Hosts", testTick10000},
+		{"TickManyHosts", testTickManyHosts},
 		{"Analysis", testAnalysis},
 		{"ResidentEqualsColdLoad", testResidentEqualsColdLoad},
 		{"DeferredHostRows", testDeferredHostRows},
