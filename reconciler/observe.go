@@ -143,8 +143,10 @@ func (t *tick) observeOnce(w *work, i int) {
 			// what the host says when it is heard again decides.
 			t.block(w, i, t.silenceHold(w.r.Channel, codes.ConfirmUnheard, "the confirm window closed without a word from the host"))
 		default:
+			// A verdict on its silence (rule 6): whether it confirmed and
+			// the store lost it, nobody can tell until it is heard again.
 			t.setHost(w, i, EvConfirmTimeout, Reason{Code: codes.ConfirmTimeout,
-				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})
+				Message: fmt.Sprintf("no confirmation within the %s confirm window, and %s", confirm, heardLast(o))})
 		}
 	case HostSoaking:
 		soak := w.soak(h.Wave)
@@ -193,6 +195,14 @@ func (t *tick) observeOnce(w *work, i int) {
 				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})
 		}
 	}
+}
+
+// heardLast says when the control plane last heard a host.
+func heardLast(o ObservedHost) string {
+	if o.LastSeen.IsZero() {
+		return "never heard"
+	}
+	return "not heard since " + stamp(o.LastSeen)
 }
 
 func detail(msg, d string) string {

@@ -585,7 +585,10 @@ func checkSaid(_ *rapid.T, c tickCase) []string {
 					e.Host, e.RolloutID, e.Reason.Message, h.Since.Format(time.RFC3339)))
 			}
 		case codes.ConfirmTimeout:
-			if at, fine := a.fine[[2]string{e.RolloutID, h.Target}]; fine && !at.Before(h.Since) {
+			// A host not heard since its window closed is judged on its
+			// silence, which invariant 4 governs (checkSilence).
+			silent := !c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(c.in.Tunables.ConfirmWindow()))
+			if at, fine := a.fine[[2]string{e.RolloutID, h.Target}]; fine && !at.Before(h.Since) && !silent {
 				problems = append(problems, fmt.Sprintf("host %s of %s failed confirm_timeout, but its agent confirmed (or staged) the activation at %s: the verdict rests on a record the store lost",
 					e.Host, e.RolloutID, at.Format(time.RFC3339Nano)))
 			}

@@ -828,6 +828,7 @@ type simAgent struct {
 	staged    string // target staged for the next boot
 	bootAt    int
 	queued    *reconciler.HostAction // received while cut off
+	queuedBy  time.Time              // its confirm deadline
 	// says is what the agent reports of itself now (Activation: the last
 	// outcome it reported; LastSeen and StatusAt unused).
 	says reconciler.ObservedHost
@@ -1129,20 +1130,23 @@ func (s *fleetSim) live(a *simAgent, prev, now time.Time, down [2]time.Time, act
 		if q := a.queued; q != nil {
 			a.queued = nil
 			if rapid.Bool().Draw(t, "actsOnReturn") {
-				s.react(a, *q, a.backSince)
+				s.react(a, *q, a.queuedBy, a.backSince)
 			}
 		}
 	}
 	if act != nil {
+		// The deadline the agent is given, as the control plane words it
+		// (to the second): it acts on no target past it.
+		by := prev.Add(s.in.Tunables.ConfirmWindow()).Truncate(time.Second)
 		at := prev.Add(time.Nanosecond + s.jitter(min(now.Sub(prev), a.period)))
 		if !reaches(at) && a.online && !down[0].IsZero() && now.After(down[1]) {
 			at = down[1].Add(s.jitter(min(now.Sub(down[1]), a.period))) // asked again once the control plane is back
 		}
 		if reaches(at) {
-			s.react(a, *act, at)
+			s.react(a, *act, by, at)
 		} else {
 			q := *act
-			a.queued = &q
+			a.queued, a.queuedBy = &q, by
 		}
 	}
 	// The last periodic check-in: in the period before the tick, before
@@ -1159,8 +1163,13 @@ func (s *fleetSim) live(a *simAgent, prev, now time.Time, down [2]time.Time, act
 
 // react is an agent that reaches the control plane acting on a dispatch
 // or a rollback at an instant: it reports what came of it, and checks in.
-func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction, at time.Time) {
+// Like the real agent, it leaves alone a target whose confirm deadline (by)
+// has passed: the control plane would refuse its confirm.
+func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction, by, at time.Time) {
 	t := s.t
+	if !at.Before(by) {
+		return
+	}
 	report := func(outcome string) {
 		a.says.Activation = &reconciler.Activation{RolloutID: hi.RolloutID, Closure: hi.Target, Outcome: outcome, At: at}
 		healthy := outcome == reconciler.OutcomeConfirmed || outcome == reconciler.OutcomeDeferred
@@ -1177,7 +1186,7 @@ func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction, at time.Time) {
 	}
 	offline := func() {
 		q := hi
-		a.online, a.backAt, a.queued, a.cutAt = false, s.tick+1+rapid.IntRange(1, 15).Draw(t, "offlineTicks"), &q, at
+		a.online, a.backAt, a.queued, a.queuedBy, a.cutAt = false, s.tick+1+rapid.IntRange(1, 15).Draw(t, "offlineTicks"), &q, by, at
 	}
 	switch {
 	case s.wellBehaved:
