@@ -250,13 +250,21 @@ func (e *env) hosts() map[string]*simagent.Host {
 	return out
 }
 
+// awaitRecheck is how often await checks its condition without a change.
+const awaitRecheck = 500 * time.Millisecond
+
 // await checks cond, and again each time the control plane ticks, sees
-// new events or polls git, until it holds. d bounds a test that hangs; the
-// test does not sleep.
+// new events or polls git, until it holds; and at least every
+// awaitRecheck, because a cond that steps hosts is itself what moves the
+// control plane next (an agent checks in again whether or not anything
+// changed), and on a busy machine that step can come after the last
+// change it would have waited for. d bounds a test that hangs.
 func (e *env) await(d time.Duration, what string, cond func() bool) {
 	e.t.Helper()
 	limit := time.NewTimer(d)
 	defer limit.Stop()
+	recheck := time.NewTicker(awaitRecheck)
+	defer recheck.Stop()
 	for {
 		changed := e.srv.Changed()
 		if cond() {
@@ -264,6 +272,7 @@ func (e *env) await(d time.Duration, what string, cond func() bool) {
 		}
 		select {
 		case <-changed:
+		case <-recheck.C:
 		case <-limit.C:
 			e.t.Fatalf("%s: not within %s", what, d)
 		}

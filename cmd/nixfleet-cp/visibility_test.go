@@ -169,11 +169,15 @@ func TestOutageLongerThanOfflineThreshold(t *testing.T) {
 				ro, ok := getRollout(cp, v1)
 				return ok && hostState(ro, "canary") == reconciler.HostConverged && switched("web-1")
 			})
+			// The snapshot to compare with is taken once the control plane
+			// has taken in all the hosts did: web-1 soaks, and web-2, if
+			// its last step switched it, is past its confirm too.
 			var before proto.Rollout
-			eventually(t, 10*time.Second, "web-1 soaks", func() bool {
+			eventually(t, 10*time.Second, "web-1 soaks, and web-2's switch is taken in", func() bool {
 				ro, ok := getRollout(cp, v1)
 				before = ro
-				return ok && hostState(ro, "web-1") == reconciler.HostSoaking
+				return ok && hostState(ro, "web-1") == reconciler.HostSoaking &&
+					(!switched("web-2") || hostState(ro, "web-2") != reconciler.HostActivating)
 			})
 			if before.State != string(reconciler.RolloutActive) || before.Wave != 1 || hostState(before, "db-1") != reconciler.HostPending {
 				t.Fatalf("before the kill %s is %s at wave %d, db-1 %s; want Active at wave 1, db-1 Pending", v1, before.State, before.Wave, hostState(before, "db-1"))
