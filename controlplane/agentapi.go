@@ -46,7 +46,6 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		Prefetched: req.Prefetched}
 	digest := store.StatusDigest(st)
 	prev := s.hub.lastSeen(req.Hostname)
-	online := !prev.IsZero() && now.Sub(prev) <= s.cfg.Tunables.OfflineThreshold()/2
 	// A trusted tag keeps its time: the answer's tag expires tagTTL after
 	// the last check-in that compared the status with the store.
 	stamp, trusted := tagTime(req.StatusTag, digest, now)
@@ -54,21 +53,16 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// compares it now, whatever its tag: the store lost a write.
 	trusted = trusted && !s.hub.takeRecheck(req.Hostname)
 	a, ok := s.hub.get(req.Hostname)
-	// A soak ends with the host's first check-in at or after its end
-	// (rfcs/0003 rule 8): that one must reach the reconciler now.
-	fresh := ok && a.Host.State == reconciler.HostSoaking && !now.Before(s.hub.soakEnd(a)) &&
-		!s.hub.soakSeen(req.Hostname, a.Host.Since)
-	// So does the first check-in of a host rolling back that runs its
-	// previous closure (rule 8): its status need not have changed (a host
-	// whose switch failed never left that closure), and without it the
-	// rollback would wait for a periodic tick.
-	fresh = fresh || ok && a.Host.State == reconciler.HostRollingBack && req.Current == a.Host.Previous &&
-		!s.hub.soakSeen(req.Hostname, a.Host.Since)
-	// A change, a host coming (back) online, or the check-in that ends a
-	// soak or a rollback is something the reconciler must see at once,
-	// with the time it was seen: one transaction writes the status (when
-	// it changed) and the time.
-	urgent := !online || fresh
+	// The check-in that ends a soak, or a rollback on the previous closure
+	// (whose status need not have changed: a host whose switch failed
+	// never left it), is written at once, once per phase; so is one from
+	// a late host (reconciler.CheckinUrgent). One transaction writes the
+	// status (when it changed) and the time.
+	var fresh bool
+	if ok {
+		fresh = reconciler.EndsWait(&a, s.hub.soakEnd(a), req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since)
+	}
+	urgent := s.cfg.Tunables.CheckinUrgent(prev, now, fresh)
 	if !trusted || urgent {
 		var cmp *store.HostStatus
 		if !trusted {

@@ -127,6 +127,39 @@ func (a Assignment) stopped() bool {
 	return a.RolloutState == RolloutHalted || a.RolloutState == RolloutCancelled
 }
 
+// Late reports whether a host last seen at lastSeen is late at now: it
+// has not checked in within LateAfter, or never did (rule 6). A late
+// host counts toward its channel's silent share; its next check-in is one
+// a tick needs at once (CheckinUrgent).
+func (t Tunables) Late(lastSeen, now time.Time) bool {
+	return lastSeen.IsZero() || now.Sub(lastSeen) > t.LateAfter()
+}
+
+// EndsWait reports whether a check-in at now from a host that runs
+// current ends what its record waits for (rule 8): the first check-in at
+// or after the end of its soak (soakEnd), or, rolling back, one that runs
+// its previous closure. a is nil for a host no rollout lists.
+func EndsWait(a *Assignment, soakEnd time.Time, current string, now time.Time) bool {
+	switch {
+	case a == nil:
+		return false
+	case a.Host.State == HostSoaking:
+		return !now.Before(soakEnd)
+	case a.Host.State == HostRollingBack:
+		return current == a.Host.Previous
+	}
+	return false
+}
+
+// CheckinUrgent reports whether a check-in must reach a tick at once,
+// with the time it was seen, rather than in the next batch of last-seen
+// times: the host was late (lastSeen is its previous check-in), or the
+// check-in ends what its record waits for (ends: EndsWait, the first time
+// the control plane sees it). A status that changed always does.
+func (t Tunables) CheckinUrgent(lastSeen, now time.Time, ends bool) bool {
+	return t.Late(lastSeen, now) || ends
+}
+
 // Heard reports whether a host last seen at lastSeen counts as heard at
 // now: it checked in within the offline threshold. A host never seen is
 // not heard.

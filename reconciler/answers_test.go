@@ -95,3 +95,82 @@ func TestHeard(t *testing.T) {
 		t.Fatal("heard disagrees with the offline threshold")
 	}
 }
+
+// TestCheckinUrgent: a check-in reaches a tick at once when its host was
+// late, when it is the first at or after its soak's end, or when a host
+// rolling back is seen on its previous closure; not otherwise.
+func TestCheckinUrgent(t *testing.T) {
+	t.Parallel()
+	tu := rc.Tunables{}
+	since := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	soakEnd := since.Add(10 * time.Minute)
+	soaking := assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSoaking})
+	rolling := assigned(rc.RolloutReverting, rc.RolloutHost{State: rc.HostRollingBack})
+	pending := assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending})
+	for _, c := range []struct {
+		name    string
+		a       *rc.Assignment
+		current string
+		now     time.Time
+		want    bool
+	}{
+		{"no rollout", nil, "/nix/store/old", soakEnd, false},
+		{"soaking, before its end", soaking, "/nix/store/new", soakEnd.Add(-time.Nanosecond), false},
+		{"soaking, at its end", soaking, "/nix/store/new", soakEnd, true},
+		{"soaking, after its end", soaking, "/nix/store/new", soakEnd.Add(time.Hour), true},
+		{"rolling back, still on the target", rolling, "/nix/store/new", soakEnd, false},
+		{"rolling back, on the previous closure", rolling, "/nix/store/old", since, true},
+		{"pending", pending, "/nix/store/old", soakEnd, false},
+	} {
+		if got := rc.EndsWait(c.a, soakEnd, c.current, c.now); got != c.want {
+			t.Errorf("%s: EndsWait %v, want %v", c.name, got, c.want)
+		}
+	}
+	now := since.Add(time.Hour)
+	for _, c := range []struct {
+		name     string
+		lastSeen time.Time
+		ends     bool
+		want     bool
+	}{
+		{"never seen", time.Time{}, false, true},
+		{"seen just now", now.Add(-time.Second), false, false},
+		{"seen at the late threshold", now.Add(-tu.LateAfter()), false, false},
+		{"seen before the late threshold", now.Add(-tu.LateAfter() - time.Nanosecond), false, true},
+		{"seen just now, ending its soak", now.Add(-time.Second), true, true},
+	} {
+		if got := tu.CheckinUrgent(c.lastSeen, now, c.ends); got != c.want {
+			t.Errorf("%s: CheckinUrgent %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDrives: the rollout where a host is in flight drives it; among
+// rollouts where it is not (or where it is in both), the newest by
+// opening time, then id.
+func TestDrives(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := func(id string, state rc.HostState) rc.Assignment {
+		return rc.Assignment{RolloutID: id, Host: rc.RolloutHost{Hostname: "web-01", State: state}}
+	}
+	for _, c := range []struct {
+		name    string
+		a       rc.Assignment
+		aOpened time.Time
+		b       rc.Assignment
+		bOpened time.Time
+		want    bool
+	}{
+		{"newer, both idle", rec("s@2", rc.HostPending), t0.Add(time.Minute), rec("s@1", rc.HostConverged), t0, true},
+		{"older, both idle", rec("s@1", rc.HostConverged), t0, rec("s@2", rc.HostPending), t0.Add(time.Minute), false},
+		{"older, in flight", rec("s@1", rc.HostSoaking), t0, rec("s@2", rc.HostPending), t0.Add(time.Minute), true},
+		{"newer, the other in flight", rec("s@2", rc.HostPending), t0.Add(time.Minute), rec("s@1", rc.HostRollingBack), t0, false},
+		{"same time, greater id", rec("s@b", rc.HostPending), t0, rec("s@a", rc.HostPending), t0, true},
+		{"itself", rec("s@a", rc.HostPending), t0, rec("s@a", rc.HostPending), t0, false},
+	} {
+		if got := rc.Drives(c.a, c.aOpened, c.b, c.bOpened); got != c.want {
+			t.Errorf("%s: Drives %v, want %v", c.name, got, c.want)
+		}
+	}
+}

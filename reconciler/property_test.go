@@ -112,6 +112,24 @@ func TestPropertyDeterministic(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkDeterminism) })
 }
 
+// TestPropertyLiveRolloutsSuffice: Reconcile decides the same from the
+// live rollouts (reconciler.LiveRollouts) as from every rollout, so that
+// the control plane may load only those (rfcs/0003 §Input).
+func TestPropertyLiveRolloutsSuffice(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkLiveSuffice) })
+}
+
+func checkLiveSuffice(_ *rapid.T, c tickCase) []string {
+	in := c.in
+	in.Rollouts = reconciler.LiveRollouts(c.in)
+	if got := reconciler.Reconcile(in); !sameOutputs(c.out, got) {
+		return []string{fmt.Sprintf("Reconcile on the %d live of %d rollouts differs (-all +live):\n%s",
+			len(in.Rollouts), len(c.in.Rollouts), cmp.Diff(c.out, got))}
+	}
+	return nil
+}
+
 // TestPropertyOutputIgnoresEdgeOrder: RFC 0003 promises the same output
 // whatever the order of the Input's slices. Beyond the shuffles of
 // invariant 4, this shuffles every rollout's frozen Edges, the Deferrals,

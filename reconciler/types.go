@@ -18,7 +18,8 @@ type Input struct {
 	Now time.Time `json:"now"`
 	// Channels: the latest verified release of every channel.
 	Channels []Channel `json:"channels"`
-	// Rollouts: every rollout that is not pruned, with its hosts.
+	// Rollouts: the live rollouts (Live), with their hosts; Reconcile
+	// decides the same from them as from every rollout.
 	Rollouts []Rollout `json:"rollouts"`
 	// Hosts: what the agents last reported, by hostname.
 	Hosts map[string]ObservedHost `json:"hosts"`

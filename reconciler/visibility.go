@@ -40,14 +40,10 @@ func (t *tick) heard(o ObservedHost) bool {
 // threshold (Tunables.LateAfter), or never did: it counts toward its
 // channel's silent share.
 func (t *tick) late(o ObservedHost) bool {
-	if o.LastSeen.IsZero() {
+	if t.in.Tunables.Late(o.LastSeen, t.now) {
 		return true
 	}
-	at := o.LastSeen.Add(t.in.Tunables.LateAfter())
-	if t.now.After(at) {
-		return true
-	}
-	t.wake(at.Add(time.Nanosecond)) // it is late then
+	t.wake(o.LastSeen.Add(t.in.Tunables.LateAfter() + time.Nanosecond)) // it is late then
 	return false
 }
 

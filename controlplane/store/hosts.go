@@ -521,9 +521,9 @@ func (s *db) Assignments(ctx context.Context) (map[string]reconciler.Assignment,
 }
 
 // assignments picks, for each host of the live rollouts (only hostname
-// when it is not empty), its record in the rollout that drives it: the one
-// where it is in flight, else the latest (by opening time, then id) that
-// lists it. These are the rollouts a tick loads (liveness.live).
+// when it is not empty), its record in the rollout that drives it
+// (reconciler.Drives). These are the rollouts a tick loads
+// (liveness.live).
 func assignments(ctx context.Context, tx *txn, hostname string) (map[string]reconciler.Assignment, error) {
 	l, err := loadLiveness(ctx, tx)
 	if err != nil {
@@ -554,15 +554,12 @@ func assignmentsOf(ctx context.Context, tx *txn, l *liveness, names []string) (m
 		if !ok {
 			return
 		}
-		cur, ok := out[h.Hostname]
-		if ok {
-			curFlying, flying := cur.Host.State.InFlight(), h.State.InFlight()
-			if curFlying && !flying || curFlying == flying && !hd.newer(heads[h.Hostname]) {
-				return
-			}
-		}
-		out[h.Hostname] = reconciler.Assignment{RolloutID: rid, Channel: hd.channel, RolloutState: hd.state,
+		a := reconciler.Assignment{RolloutID: rid, Channel: hd.channel, RolloutState: hd.state,
 			ManifestHash: hd.manifestHash, Host: h}
+		if cur, ok := out[h.Hostname]; ok && !reconciler.Drives(a, fromMicros(hd.opened), cur, fromMicros(heads[h.Hostname].opened)) {
+			return
+		}
+		out[h.Hostname] = a
 		heads[h.Hostname] = hd
 	}
 	sc := newHostScanner()

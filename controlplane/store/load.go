@@ -22,9 +22,9 @@ type head struct {
 	manifestHash string
 }
 
-// newer orders rollouts as the reconciler does: by opening time, then id.
+// newer orders rollouts as the reconciler does (reconciler.Newer).
 func (h head) newer(o head) bool {
-	return cmp.Or(cmp.Compare(h.opened, o.opened), strings.Compare(h.id, o.id)) > 0
+	return reconciler.Newer(fromMicros(h.opened), h.id, fromMicros(o.opened), o.id)
 }
 
 // liveness is what decides which rollouts a tick loads.
@@ -96,17 +96,12 @@ func stringSet(ctx context.Context, c conn, query string, args ...any) (map[stri
 	return set, nil
 }
 
-// live reports whether a tick must load a rollout: one that can still
-// move a host or take part in a decision. That is every rollout that is
-// not terminal; every Cancelled one (the reconciler lets its hosts finish
-// and counts its budgets); the latest of each channel (skipped hosts catch
-// up, a new ref compares with it, only it can be rolled back); any with a
-// host in flight (it holds budget slots and the host); and any an
-// unconsumed intent names (so the intent is judged, not found unknown).
-// The reconciler decides the same from these as from every rollout.
+// live reports whether a tick must load a rollout (reconciler.Live).
+// inFlight holds only the finished rollouts that are not their channel's
+// latest: the others are live whatever their hosts do.
 func (l *liveness) live(h head) bool {
-	return !h.state.Terminal() || h.state == reconciler.RolloutCancelled || l.latest[h.channel] == h.id ||
-		l.inFlight[h.id] || l.intended[h.id]
+	return reconciler.Live(h.state, reconciler.LiveFacts{Latest: l.latest[h.channel] == h.id,
+		HostInFlight: l.inFlight[h.id], Intended: l.intended[h.id]})
 }
 
 // liveHeads returns the live rollouts, oldest first.

@@ -428,23 +428,19 @@ func (r *resident) changedAssignments(ch changes, skip map[string]*reconciler.As
 	return assign
 }
 
-// assignment picks a host's record in the rollout that drives it, as
-// assignments does: the one where it is in flight, else the newest that
-// lists it (nil when none).
+// assignment picks a host's record in the rollout that drives it
+// (reconciler.Drives), as assignments does (nil when none).
 func (r *resident) assignment(host string) *reconciler.Assignment {
 	var best *reconciler.Assignment
-	var bestHead head
+	var bestOpened time.Time
 	for _, s := range r.byHost[host] {
 		ro := s.ro
-		h, hd := ro.Hosts[s.i], headOf(ro)
-		if best != nil {
-			curFlying, flying := best.Host.State.InFlight(), h.State.InFlight()
-			if curFlying && !flying || curFlying == flying && !hd.newer(bestHead) {
-				continue
-			}
+		a := reconciler.Assignment{RolloutID: ro.ID, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash, Host: ro.Hosts[s.i]}
+		// Compared as stored, to the microsecond, as a cold load does.
+		opened := utcMicro(ro.OpenedAt)
+		if best == nil || reconciler.Drives(a, opened, *best, bestOpened) {
+			best, bestOpened = &a, opened
 		}
-		best = &reconciler.Assignment{RolloutID: ro.ID, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash, Host: h}
-		bestHead = hd
 	}
 	return best
 }
