@@ -136,7 +136,7 @@ type groupList struct {
 // whose lists in the current rollouts and in the releases about to open
 // name it. A host still in flight in a rollout that is over counts against
 // the budgets of the releases now current: a budget a new release adds
-// holds it too (SPEC §4 invariant 1).
+// holds it too (rfcs/0013 rule 1).
 func (t *tick) groupsOf(w *work, i int) []*budgetGroup {
 	var out []*budgetGroup
 	for _, bi := range w.r.Hosts[i].Budgets {

@@ -10,7 +10,7 @@
 // the control plane loads an Input, calls Reconcile, and applies the Output
 // in one transaction (Apply shows how).
 //
-// Silence is not failure (SPEC §4 invariant 4, rfcs/0003 rule 6): a host
+// Silence is not failure (rfcs/0013 rule 4, rfcs/0003 rule 6): a host
 // the control plane cannot hear is judged only once it is offline, after
 // the control plane has watched for an offline threshold
 // (Input.WatchingSince), and while its channel is not in partial
@@ -18,7 +18,7 @@
 // partition is before the first of them is offline. A wave is promoted
 // only on evidence (rule 8), and a host's status is judged only as the
 // host said it (ObservedHost.StatusAt: a write the store lost is not what
-// the host said; SPEC §4 invariant 8).
+// the host said; rfcs/0013 rule 8).
 //
 // The rules are numbered in rfcs/0003-reconciler.md; the host and rollout
 // state machines (HostState.Next, RolloutState.Next, one transition table

@@ -116,7 +116,7 @@ func (t *tick) observeOnce(w *work, i int) {
 		case said.After(end) && o.Deferred && o.Current != h.Target:
 			// It says it has a target staged for its next boot, which its
 			// agent does after it reported it deferred: the store lost the
-			// report (rule 7, SPEC §4 invariant 8).
+			// report (rule 7, rfcs/0013 rule 8).
 			t.setHost(w, i, EvDeferredReported, Reason{Code: codes.Deferred,
 				Message: "the target is staged for the next boot (the host says so; its report is not on record)"})
 		case said.After(end) && o.Current != h.Target:
@@ -126,7 +126,7 @@ func (t *tick) observeOnce(w *work, i int) {
 			// It still runs the target well after its window closed, which
 			// an agent without an accepted confirm does not (it rolls back
 			// when the window closes): the confirm was accepted, and the
-			// store lost it (rule 7, SPEC §4 invariant 8).
+			// store lost it (rule 7, rfcs/0013 rule 8).
 			t.setHost(w, i, EvConfirm, Reason{Code: codes.ConfirmInferred,
 				Message: fmt.Sprintf("no confirmation on record, but the host still ran the target %s after its confirm window closed, which its agent does only after a confirm was accepted: the store lost the confirm", approx(said.Sub(end)))})
 		case o.LastSeen.After(end):

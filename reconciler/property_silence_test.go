@@ -1,7 +1,7 @@
 package reconciler_test
 
 // Property tests of what the control plane may conclude from what it can
-// see (SPEC §4 invariants 3–5, rfcs/0003 rules 6–9 and 11). The chaotic
+// see (rfcs/0013 rules 3–5, rfcs/0003 rules 6–9 and 11). The chaotic
 // runs of property_test.go drive them, with outages of the control plane
 // (its watch restarts, check-ins are lost meanwhile), partitions of a
 // drawn share of a channel's hosts, releases pushed mid-rollout (often
@@ -27,7 +27,7 @@ package reconciler_test
 //     its soak or confirm window allows (and, for a window, until the host
 //     is offline or past the grace), unless silence or a lost write holds
 //     it;
-//  12. silence is judged as a cohort (SPEC §4 invariant 4): no host is
+//  12. silence is judged as a cohort (rfcs/0013 rule 4): no host is
 //     skipped, failed or timed out for silence while the hosts of its
 //     channel that went silent no later than one check-in period after it
 //     (the offline threshold less the late threshold) are more than the
@@ -36,7 +36,7 @@ package reconciler_test
 //  13. a blind channel holds: no host of a channel is dispatched and no
 //     wave of it promoted while more than the limit of its hosts are late,
 //     also while the control plane warms up;
-//  14. verdicts rest on what the host said (SPEC §4 invariant 8): with a
+//  14. verdicts rest on what the host said (rfcs/0013 rule 8): with a
 //     store that loses writes it acknowledged, no host is failed unhealthy
 //     unless its agent was unhealthy or off its target at some instant of
 //     its soak, and no confirm window is a failure for an activation its

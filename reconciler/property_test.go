@@ -818,8 +818,8 @@ func (m *fleetModel) mutate(t *rapid.T) *fleetModel {
 
 // ---- the simulated fleet ----
 
-// Time in the simulation is continuous, as a control plane lives it (SPEC
-// §4: the invariants hold in real time, not tick by tick). Agents check in
+// Time in the simulation is continuous, as a control plane lives it
+// (rfcs/0013: the invariants hold in real time, not tick by tick). Agents check in
 // on periods of their own, so that their last check-ins before a tick lie
 // anywhere in the period before it; an agent acts on what a tick told it
 // at an instant of its own before the next tick; hosts go away, a
@@ -1551,8 +1551,8 @@ func simInFlight(s reconciler.HostState) bool {
 // countedRollouts: the rollouts whose budgets are matched and whose hosts
 // count: Active, Halted, Reverting, Cancelled, each channel's latest
 // rollout (by OpenedAt, then ID) when it is Converged, and every rollout,
-// whatever its state, with a host in flight (SPEC §4: in flight in any
-// rollout, terminal or not, until the host lands).
+// whatever its state, with a host in flight (rfcs/0013 rule 1: in flight
+// in any rollout, terminal or not, until the host lands).
 func countedRollouts(in reconciler.Input) []bool {
 	latest := map[string]int{}
 	for i, r := range in.Rollouts {

@@ -131,7 +131,7 @@ var silenceScenarios = []goldenCase{
 	},
 	{
 		name: "rule06-warm-up-holds-a-mostly-unheard-channel",
-		desc: "rule 6, SPEC §4 invariant 4: a minute after the control plane started only the canary has checked in; 2 of 3 hosts unheard is partial visibility, warm-up or not: nothing is dispatched, and the event says since when the control plane watches",
+		desc: "rule 6, rfcs/0013 rule 4: a minute after the control plane started only the canary has checked in; 2 of 3 hosts unheard is partial visibility, warm-up or not: nothing is dispatched, and the event says since when the control plane watches",
 		build: func(s *scenario) {
 			b := fleetkit.New(s.t).Channel("stable", 0, 0).Host("a", "stable", 0).Host("z", "stable", 0).Host("b", "stable", 1)
 			s.watching(t0).release(b.Build(), fleetkit.Commit(1)).tick()
@@ -594,7 +594,7 @@ var silenceScenarios = []goldenCase{
 	// ---- rules 7 and 8: verdicts rest on what the host said ----
 	{
 		name: "rule07-lost-confirm-inferred-from-the-host",
-		desc: "rule 7, SPEC §4 invariant 8: the canary switched and its confirm was accepted, but the store lost it; more than a minute after its confirm window closed the host still says it runs the target, which an agent without an accepted confirm does not: it soaks (confirm_inferred), no failure",
+		desc: "rule 7, rfcs/0013 rule 8: the canary switched and its confirm was accepted, but the store lost it; more than a minute after its confirm window closed the host still says it runs the target, which an agent without an accepted confirm does not: it soaks (confirm_inferred), no failure",
 		build: func(s *scenario) {
 			started(s)
 			target := s.hostIn(id1, "a").Target
@@ -609,7 +609,7 @@ var silenceScenarios = []goldenCase{
 	},
 	{
 		name: "rule08-health-judged-from-what-the-host-said",
-		desc: "rule 8, SPEC §4 invariant 8: a soaks; the store lost the status it sent after its confirm and holds one from before (it runs v0), while its later check-ins, which echoed their status tag, are recorded: what the host said last is not known, so nothing is judged",
+		desc: "rule 8, rfcs/0013 rule 8: a soaks; the store lost the status it sent after its confirm and holds one from before (it runs v0), while its later check-ins, which echoed their status tag, are recorded: what the host said last is not known, so nothing is judged",
 		build: func(s *scenario) {
 			soakingA(s)
 			said := s.hostIn(id1, "a").Since.Add(-30 * time.Second)

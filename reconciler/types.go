@@ -490,7 +490,7 @@ type Output struct {
 	// Hosts: host records that changed, complete.
 	Hosts []HostUpdate `json:"hosts"`
 	// Actions: the host moves the tick decided, dispatches and
-	// rollbacks, in the order decided (SPEC §5's "actions"). They are
+	// rollbacks, in the order decided (the actions). They are
 	// also in Hosts: agents learn them from their host records at
 	// check-in (AgentAnswer), so the control plane only counts these;
 	// a simulator that drives Reconcile directly acts on them.

@@ -154,7 +154,7 @@ func (t *tick) silence(name string) (silent, total int) {
 // threshold, its record kept with the time it ended. It judges while the
 // control plane warms up too: a channel most of whose hosts have not been
 // heard since the control plane started holds as it would one threshold
-// later (SPEC §4 invariant 4).
+// later (rfcs/0013 rule 4).
 func (t *tick) see() {
 	t.partial, t.recovering, t.visMsg = map[string]bool{}, map[string]time.Time{}, map[string]Reason{}
 	t.prevVis, t.verdicts = map[string]Visibility{}, map[string]verdict{}

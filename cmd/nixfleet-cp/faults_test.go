@@ -28,7 +28,7 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// The promises of SPEC §4 that must hold in real time, with real
+// The promises of rfcs/0013 that must hold in real time, with real
 // processes and real faults: a partition of most of a channel, writes the
 // store acknowledged and then lost, and a dashboard stream signed out
 // while events keep coming.
@@ -182,7 +182,7 @@ func noHostFailed(t *testing.T, evs []proto.Event) {
 	}
 }
 
-// TestPartitionOfMostOfAChannel (SPEC §4 invariant 4, rfcs/0003 rule 6):
+// TestPartitionOfMostOfAChannel (rfcs/0013 rule 4, rfcs/0003 rule 6):
 // 60 agents with a realistic long-poll; mid-soak, 60% of the channel —
 // two soaking canaries, the two canaries still pending, and 32 hosts of
 // the next wave — is cut off for 25 s, longer than the 10 s offline
@@ -411,7 +411,7 @@ func metric(t *testing.T, r *replica, name string) float64 {
 	return v
 }
 
-// TestLostWritesFailNoHost (SPEC §4 invariant 8): a write the store
+// TestLostWritesFailNoHost (rfcs/0013 rule 8): a write the store
 // acknowledged and then lost never fails a healthy host.
 //
 //  1. The control plane's PostgreSQL commits asynchronously
