@@ -11,6 +11,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -243,6 +244,19 @@ func (h *hub) soakEnd(a reconciler.Assignment) time.Time {
 		return a.Host.Since.Add(w[a.Host.Wave])
 	}
 	return a.Host.Since
+}
+
+// occupancy is budgets' occupancy now (reconciler.Occupancy): a host is in
+// flight when its assignment is, since a host's assignment is the rollout
+// where it is in flight if there is one. It reads memory, not the store:
+// a page costs the budgets' hosts, not the fleet.
+func (h *hub) occupancy(budgets []proto.RolloutBudget) []proto.BudgetUse {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return reconciler.Occupancy(budgets, func(host string) bool {
+		a, ok := h.assign[host]
+		return ok && a.Host.State.InFlight()
+	})
 }
 
 // get returns a host's assignment.

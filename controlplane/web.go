@@ -296,10 +296,6 @@ func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) 
 	if e != nil {
 		return e
 	}
-	inflight, e := s.inFlightHosts(r)
-	if e != nil {
-		return e
-	}
 	data := struct {
 		webPage
 		Status   proto.Status
@@ -310,7 +306,7 @@ func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) 
 		card := channelCard{ChannelStatus: cs}
 		if ro, ok := full[cs.Name]; ok && cs.Rollout != nil {
 			card.Waves = waveBars(ro, cs.Rollout)
-			card.Budgets = budgetUses(ro, inflight)
+			card.Budgets = s.hub.occupancy(ro.Budgets)
 			card.Actions = actionsFor(ro, true)
 		}
 		if cs.Pending {
@@ -443,37 +439,6 @@ func waveBars(ro reconciler.Rollout, sum *proto.Rollout) []waveBar {
 	return bars
 }
 
-// inFlightHosts is every host in flight in any rollout: what disruption
-// budgets count (rfcs/0003 rule 5).
-func (s *Server) inFlightHosts(r *http.Request) (map[string]bool, *apiError) {
-	as, err := s.st.Assignments(r.Context())
-	if err != nil {
-		return nil, s.internal("reading assignments", err)
-	}
-	out := map[string]bool{}
-	for host, a := range as {
-		if a.Host.State.InFlight() {
-			out[host] = true
-		}
-	}
-	return out, nil
-}
-
-// budgetUses is the occupancy of a rollout's budgets now.
-func budgetUses(ro reconciler.Rollout, inflight map[string]bool) []proto.BudgetUse {
-	var out []proto.BudgetUse
-	for _, b := range ro.Budgets {
-		use := proto.BudgetUse{Name: b.Label(), Limit: reconciler.BudgetLimit(b)}
-		for _, h := range b.Hosts {
-			if inflight[h] {
-				use.InFlight++
-			}
-		}
-		out = append(out, use)
-	}
-	return out
-}
-
 // actionsFor are the intents a rollout in its state would take now:
 // the dashboard offers only those (the tick decides anyway).
 func actionsFor(ro reconciler.Rollout, latest bool) []string {
@@ -532,15 +497,11 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 	if e != nil {
 		return e
 	}
-	inflight, e := s.inFlightHosts(r)
-	if e != nil {
-		return e
-	}
 	evs, err := s.st.Events(r.Context(), proto.EventQuery{RolloutID: ro.ID, Limit: journalTail, Newest: true})
 	if err != nil {
 		return s.internal("reading events", err)
 	}
-	data := rolloutPage{webPage: p, R: sum, Budgets: budgetUses(ro, inflight), Actions: actionsFor(ro, latest), Events: reversed(evs)}
+	data := rolloutPage{webPage: p, R: sum, Budgets: s.hub.occupancy(ro.Budgets), Actions: actionsFor(ro, latest), Events: reversed(evs)}
 	bars := waveBars(ro, &sum)
 	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
 	for _, b := range bars {

@@ -466,3 +466,36 @@ func TestWebInsecureDev(t *testing.T) {
 		t.Errorf("the dev rollback is not shown as accepted")
 	}
 }
+
+// TestWebBudgetOccupancy: the overview and the rollout page show each
+// budget's hosts in flight now, out of its limit: none while the fleet is
+// idle, the canary once it is dispatched, and none again once it
+// converged (reconciler.Occupancy over the hub's assignments).
+func TestWebBudgetOccupancy(t *testing.T) {
+	t.Parallel()
+	spec := smallSpec()
+	two := 2
+	stable := "stable"
+	spec.Budgets = []proto.DisruptionBudget{{Name: "web", Selector: proto.Selector{Channel: &stable}, MaxInFlight: &two}}
+	e := newEnv(t, "sqlite", spec, nil)
+	hosts := e.hosts()
+	e.onboard(hosts)
+	viewer := e.browser()
+	viewer.signIn(e.viewKey.priv, "victor")
+	chip := func(path, want string) {
+		t.Helper()
+		if page := viewer.page(path, http.StatusOK); !strings.Contains(page, `<span class="chip">web `+want+`</span>`) {
+			t.Errorf("%s does not show the budget at %s", path, want)
+		}
+	}
+	chip("/ui/", "0/2")
+	e.release("v1", 2)
+	id := rolloutID("stable", 2)
+	e.await(20*time.Second, "the canary is dispatched", func() bool {
+		var r proto.Rollout
+		return e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r) == nil &&
+			r.Counts[string(reconciler.HostActivating)] == 1
+	})
+	chip("/ui/", "1/2")
+	chip("/ui/rollouts/"+id, "1/2")
+}

@@ -174,3 +174,20 @@ func TestDrives(t *testing.T) {
 		}
 	}
 }
+
+// TestOccupancy: a budget's occupancy is its hosts in flight, out of the
+// smaller of its two limits.
+func TestOccupancy(t *testing.T) {
+	t.Parallel()
+	two, fifty := 2, 50
+	budgets := []proto.RolloutBudget{
+		{Name: "web", MaxInFlight: &two, Hosts: []string{"web-1", "web-2", "web-3"}},
+		{Name: "db", MaxInFlightPct: &fifty, Hosts: []string{"db-1", "db-2", "db-3", "db-4"}},
+	}
+	flying := map[string]bool{"web-1": true, "web-3": true, "db-2": true, "other": true}
+	got := rc.Occupancy(budgets, func(h string) bool { return flying[h] })
+	want := []rc.BudgetUse{{Name: budgets[0].Label(), InFlight: 2, Limit: 2}, {Name: budgets[1].Label(), InFlight: 1, Limit: 2}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("Occupancy = %+v, want %+v", got, want)
+	}
+}

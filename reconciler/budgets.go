@@ -36,6 +36,24 @@ func BudgetLimit(b proto.RolloutBudget) int {
 	return limit
 }
 
+// Occupancy is a rollout's budgets as an operator reads them now: for
+// each, its hosts in flight in any rollout (inFlight reports a host), out
+// of its limit (BudgetLimit). A tick counts the same hosts, grouped
+// across the rollouts that count (rule 5).
+func Occupancy(budgets []proto.RolloutBudget, inFlight func(host string) bool) []BudgetUse {
+	var out []BudgetUse
+	for _, b := range budgets {
+		use := BudgetUse{Name: b.Label(), Limit: BudgetLimit(b)}
+		for _, h := range b.Hosts {
+			if inFlight(h) {
+				use.InFlight++
+			}
+		}
+		out = append(out, use)
+	}
+	return out
+}
+
 func selectorKey(s proto.Selector) string {
 	b, _ := json.Marshal(s.Normalized())
 	return string(b)
