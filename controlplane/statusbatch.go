@@ -22,7 +22,7 @@ import (
 // No goroutine runs while nothing is queued: the first write queued
 // starts one, which writes batches until the queue is empty.
 type statusBatcher struct {
-	st      store.Store
+	st      store.HostStore
 	max     int           // writes in one batch at most
 	timeout time.Duration // how long one batch may take
 	sizes   prometheus.Histogram
@@ -42,7 +42,7 @@ type statusReq struct {
 
 // newStatusBatcher batches writes to st, up to 500 a transaction, each
 // batch's size observed in sizes.
-func newStatusBatcher(st store.Store, sizes prometheus.Histogram) *statusBatcher {
+func newStatusBatcher(st store.HostStore, sizes prometheus.Histogram) *statusBatcher {
 	return &statusBatcher{st: st, max: 500, timeout: 30 * time.Second, sizes: sizes}
 }
 

@@ -1,29 +1,42 @@
-// Package store is the control plane's persistence: one interface, two
-// backends (PostgreSQL through pgx for production and HA, embedded SQLite
-// for zero set-up), one schema with embedded numbered migrations, and one
-// conformance suite (package storetest) that both pass.
+// Package store is the control plane's persistence: two backends
+// (PostgreSQL through pgx for production and HA, embedded SQLite for zero
+// set-up) behind one interface split by noun (Store: ticks, releases,
+// hosts, intents, rollouts, journal, leases, dashboard sessions,
+// notification cursors), one schema with embedded numbered migrations, and
+// one conformance suite (package storetest) that both pass.
 //
 // Contract:
 //
 //  1. Open migrates the schema (each migration in its own transaction,
 //     recorded in schema_migrations) before returning.
-//  2. Every tick is one write transaction (Store.Tick): it holds the tick
-//     lock, checks the caller still holds the tick lease (fencing), loads
-//     the reconciler's Input, lets the caller decide, applies the Output
-//     the way reconciler.Apply describes, and commits — or writes nothing.
-//  3. Observations are kept apart: a host's status is written only when it
-//     changes (RecordStatus), its last-seen time in batches (TouchHosts),
-//     with when the stored status was last said: the last check-in that
-//     carried it (ObservedHost.StatusAt), which a write the store lost
-//     leaves behind the last-seen time.
-//  4. The allowed state names of hosts and rollouts are CHECK constraints
+//  2. A tick (TickStore.Tick) holds the tick lock, checks the caller
+//     still holds the tick lease (fencing), loads the reconciler's Input,
+//     lets the caller decide, applies the Output the way reconciler.Apply
+//     describes, and commits, or writes nothing. The Input is the live
+//     rollouts (reconciler.Live), not every rollout.
+//  3. The leader's store value keeps that Input between the ticks of one
+//     lease (resident.go): a tick reads only what changed since the
+//     previous one, and the kept Input must equal a cold load (VerifyKept
+//     compares them; a difference drops it and the next tick loads in
+//     full). Any failure, a new lease, or TickParams.Full makes the next
+//     tick load in full.
+//  4. A tick that opens a rollout commits the rollout and the hosts it
+//     moved, and writes the hosts still Pending in a second transaction
+//     after it reported (owed.go): until then readers other than the
+//     leader's ticks may see the rollout with only its moved hosts; a
+//     leader that stopped in between is made good by the next full load.
+//  5. Observations are kept apart: a host's status is written only when
+//     it changes (RecordStatus, RecordCheckin, RecordStatuses), its
+//     last-seen time in batches (TouchHosts), with when the stored status
+//     was last said: the last check-in that carried it
+//     (ObservedHost.StatusAt), which a write the store lost leaves behind
+//     the last-seen time. Canary analysis measurements are observations
+//     too, written once per run and seq (RecordMeasurement).
+//  6. The allowed state names of hosts and rollouts are CHECK constraints
 //     in the schema, equal to reconciler.HostStates and RolloutStates.
-//  5. All times are the caller's (no clock is read here), stored as UTC
+//  7. All times are the caller's (no clock is read here), stored as UTC
 //     microseconds.
-//  6. Canary analysis measurements are observations too: written once per
-//     run and seq (RecordMeasurement), loaded by the tick for the current
-//     wave of Active and Halted rollouts.
-//  7. The operator API's reads are bounded (pages.go): HostPage,
+//  8. The operator API's reads are bounded (pages.go): HostPage,
 //     RolloutPage and RolloutView read a page by key (hostname after a
 //     cursor; opening time and id before one) and what that page needs,
 //     never every host or every rollout's plan; RolloutHeader and
@@ -246,14 +259,29 @@ type IntentRecord struct {
 	Signed *proto.SignedIntent
 }
 
-// Store is the control plane's state. Implementations are safe for
-// concurrent use.
+// Store is the control plane's state: one interface per noun, and the
+// backend's name. Implementations are safe for concurrent use.
 type Store interface {
 	// Backend names the implementation: "postgres" or "sqlite".
 	Backend() string
 	// Close releases the connections.
 	Close()
 
+	TickStore
+	ReleaseStore
+	HostStore
+	IntentStore
+	RolloutStore
+	JournalStore
+	LeaseStore
+	WebStore
+	NotifyStore
+}
+
+// TickStore is the tick and what replicas learn of it: the one write
+// transaction of a tick, the comparison of the kept input with a cold load,
+// the watch, and the marks that tell replicas something changed.
+type TickStore interface {
 	// Tick runs one reconcile tick in one write transaction: it takes the
 	// tick lock, reads p.Clock (the tick's now), checks that p.Lease is the
 	// current, unexpired holder of TickLease at now (else ErrNotLeader),
@@ -278,7 +306,15 @@ type Store interface {
 	// Sight returns what the control plane could see at its last tick: its
 	// watch and the channels in partial visibility.
 	Sight(ctx context.Context) (Sight, error)
+	// Watermark returns the store's high-water marks: the newest event id,
+	// and a counter that grows with every write a tick must see (a status
+	// that changed, an activation, an intent, a release).
+	Watermark(ctx context.Context) (Watermark, error)
+}
 
+// ReleaseStore is verified releases, the release log and the manifests
+// rollouts serve.
+type ReleaseStore interface {
 	// PutRelease records a channel's verified release, replacing the
 	// current one, and logs it in the release log; the ref it replaced,
 	// if it had not opened a rollout, is superseded there, with a
@@ -319,7 +355,11 @@ type Store interface {
 	// manifest of the same plan, and updates the rollout's manifest hash
 	// (ErrNotFound).
 	ReplaceManifest(ctx context.Context, m Manifest) error
+}
 
+// HostStore is what hosts report (statuses, check-ins, activations, probes)
+// and each host's place in the rollout that drives it.
+type HostStore interface {
 	// RecordStatus stores a host's status when it differs from the stored
 	// one, and reports whether it did. A status without an activation keeps
 	// the stored activation. It records no check-in: nothing is said at a
@@ -346,6 +386,13 @@ type Store interface {
 	// writes of one host apply in the order given. It returns a result
 	// per write, or an error for all of them.
 	RecordStatuses(ctx context.Context, ws []StatusWrite) ([]StatusResult, error)
+	// RecordActivation stores the latest activation outcome a host
+	// reported (a confirm, a report), leaving the rest of its status alone.
+	RecordActivation(ctx context.Context, hostname string, a reconciler.Activation) error
+	// RecordProbes stores a host's health results reported apart from a
+	// check-in, leaving the rest of its status alone, and returns the
+	// status as stored and whether it changed.
+	RecordProbes(ctx context.Context, hostname string, probes reconciler.ProbeSummary, failedUnits []string) (HostStatus, bool, error)
 	// Host returns one host (ErrNotFound when it neither checked in nor is
 	// in any rollout).
 	Host(ctx context.Context, hostname string) (HostRecord, error)
@@ -360,7 +407,14 @@ type Store interface {
 	// LastSeen returns the last-seen times of the named hosts that have
 	// one.
 	LastSeen(ctx context.Context, names []string) (map[string]time.Time, error)
+	// PruneHosts forgets the hosts that left the fleet: the status and
+	// last-seen time of every host inFleet does not name, no live rollout
+	// lists, and not heard from at or after before. It returns them.
+	PruneHosts(ctx context.Context, inFleet func(hostname string) bool, before time.Time) ([]string, error)
+}
 
+// IntentStore is operator intents and their results.
+type IntentStore interface {
 	// AddIntent records an operator intent (ErrDuplicate for a known id).
 	AddIntent(ctx context.Context, in reconciler.Intent) error
 	// AddSignedIntent records an intent with the signed document it was
@@ -372,7 +426,11 @@ type Store interface {
 	Intents(ctx context.Context, rolloutID string) ([]IntentRecord, error)
 	// Intent returns an intent and its result (ErrNotFound).
 	Intent(ctx context.Context, id string) (IntentRecord, error)
+}
 
+// RolloutStore is rollouts, their plans and hosts, and their canary analysis
+// measurements.
+type RolloutStore interface {
 	// Rollouts returns every rollout without hosts, newest first.
 	Rollouts(ctx context.Context) ([]reconciler.Rollout, error)
 	// Rollout returns a rollout with its hosts (ErrNotFound).
@@ -397,14 +455,6 @@ type Store interface {
 	// LatestRollouts returns the id of each channel's latest rollout, by
 	// channel.
 	LatestRollouts(ctx context.Context) (map[string]string, error)
-
-	// RecordActivation stores the latest activation outcome a host
-	// reported (a confirm, a report), leaving the rest of its status alone.
-	RecordActivation(ctx context.Context, hostname string, a reconciler.Activation) error
-	// RecordProbes stores a host's health results reported apart from a
-	// check-in, leaving the rest of its status alone, and returns the
-	// status as stored and whether it changed.
-	RecordProbes(ctx context.Context, hostname string, probes reconciler.ProbeSummary, failedUnits []string) (HostStatus, bool, error)
 	// RecordMeasurement stores a canary analysis measurement (rfcs/0003
 	// rule 16) unless one of the same rollout, wave, analysis and seq is
 	// stored already, and reports whether it stored it.
@@ -412,14 +462,13 @@ type Store interface {
 	// Measurements returns the measurements of a rollout's wave, by
 	// analysis and seq.
 	Measurements(ctx context.Context, rolloutID string, wave int) ([]reconciler.Measurement, error)
-	// Watermark returns the store's high-water marks: the newest event id,
-	// and a counter that grows with every write a tick must see (a status
-	// that changed, an activation, an intent, a release).
-	Watermark(ctx context.Context) (Watermark, error)
+}
+
+// JournalStore is the journal, and retention of it and of finished rollouts.
+type JournalStore interface {
 	// AppendEvents writes events outside a tick (a release refused by
 	// verification), stamped at.
 	AppendEvents(ctx context.Context, at time.Time, events []reconciler.Event) error
-
 	// Events returns the journal entries q selects, as the operator API
 	// shows them (rfcs/0007 §Events), in id order: after q.AfterID, at
 	// most q.Limit (DefaultEventLimit when zero or negative, at most
@@ -432,14 +481,11 @@ type Store interface {
 	// events and rollouts went, and keeps the newest event id it deleted
 	// as Watermark.PrunedEvents.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)
-	// PruneHosts forgets the hosts that left the fleet: the status and
-	// last-seen time of every host inFleet does not name, no live rollout
-	// lists, and not heard from at or after before. It returns them.
-	PruneHosts(ctx context.Context, inFleet func(hostname string) bool, before time.Time) ([]string, error)
-	// PruneWebSessions deletes the dashboard sign-ins and sessions that
-	// expired before now, and returns how many went.
-	PruneWebSessions(ctx context.Context, now time.Time) (int64, error)
+}
 
+// LeaseStore is named leases with fencing epochs: the tick's leader
+// election.
+type LeaseStore interface {
 	// AcquireLease takes the named lease for holder until now+ttl if it is
 	// free, expired, or already the holder's (ErrLeaseHeld otherwise). A
 	// change of holder increases the epoch.
@@ -449,7 +495,10 @@ type Store interface {
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration, now time.Time) (Lease, error)
 	// ReleaseLease gives a held lease up at once.
 	ReleaseLease(ctx context.Context, l Lease) error
+}
 
+// WebStore is dashboard sign-ins and sessions (rfcs/0011).
+type WebStore interface {
 	// AddWebLogin records a dashboard sign-in (ErrDuplicate for a known
 	// TokenHash; an error when a field is empty or SessionTTL is shorter
 	// than a microsecond).
@@ -466,11 +515,15 @@ type Store interface {
 	// EndWebSession ends a session at once (sign out); ending an unknown
 	// one does nothing.
 	EndWebSession(ctx context.Context, hash string) error
+	// PruneWebSessions deletes the dashboard sign-ins and sessions that
+	// expired before now, and returns how many went.
+	PruneWebSessions(ctx context.Context, now time.Time) (int64, error)
+}
 
-	// Notification cursors (rfcs/0006 §Notifications): each webhook
-	// sink's place in the journal, the id of the last event it was sent
-	// or passed; the leader's notifier moves them.
-
+// NotifyStore is notification cursors (rfcs/0006 §Notifications): each
+// webhook sink's place in the journal, the id of the last event it was sent
+// or passed; the leader's notifier moves them.
+type NotifyStore interface {
 	// StartNotificationCursor returns a sink's cursor, setting it to at
 	// (stamped now) first when the sink has none.
 	StartNotificationCursor(ctx context.Context, sink string, at int64, now time.Time) (int64, error)
