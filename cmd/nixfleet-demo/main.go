@@ -18,7 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/internal/cliapp"
-	"github.com/nixfleet/nixfleet/internal/demo"
+	"github.com/nixfleet/nixfleet/cmd/nixfleet-demo/internal/demo"
 )
 
 func main() {

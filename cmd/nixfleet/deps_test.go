@@ -14,7 +14,7 @@ import (
 // bodies are in proto, its client in apiclient; the demo is nixfleet-demo.
 var serverDeps = []string{
 	"github.com/nixfleet/nixfleet/controlplane",
-	"github.com/nixfleet/nixfleet/internal/demo",
+	"github.com/nixfleet/nixfleet/cmd/nixfleet-demo/internal/demo",
 	"github.com/jackc/pgx",
 	"modernc.org/sqlite",
 	"github.com/go-git/go-git",
@@ -55,7 +55,7 @@ func TestNoServerDepsCheck(t *testing.T) {
 	t.Parallel()
 	bad := forbiddenDeps(t, "../nixfleet-demo")
 	for _, want := range []string{"github.com/nixfleet/nixfleet/controlplane", "github.com/nixfleet/nixfleet/controlplane/store",
-		"github.com/nixfleet/nixfleet/internal/demo", "modernc.org/sqlite", "github.com/jackc/pgx/v5", "github.com/go-git/go-git/v5"} {
+		"github.com/nixfleet/nixfleet/cmd/nixfleet-demo/internal/demo", "modernc.org/sqlite", "github.com/jackc/pgx/v5", "github.com/go-git/go-git/v5"} {
 		if !slices.Contains(bad, want) {
 			t.Errorf("the check misses %s in nixfleet-demo; it found %q", want, bad)
 		}
