@@ -135,15 +135,14 @@ func stateSince(r *Rollout) string {
 	return why + " at " + r.UpdatedAt.UTC().Format(time.RFC3339)
 }
 
-// newerOnChannel returns a rollout of the same channel opened after w, if
-// any: only a channel's latest rollout may be rolled back, so that two
-// rollouts never drive the channel's hosts at once.
+// newerOnChannel returns the channel's latest rollout when it is not w:
+// only a channel's latest rollout may be rolled back, so that two
+// rollouts never drive the channel's hosts at once, and the refusal names
+// the one that may. (Not the next newer one: that one may be finished and
+// not even in the input, which holds only the live rollouts.)
 func (t *tick) newerOnChannel(w *work) *work {
-	for _, o := range t.rollouts {
-		if o != w && o.r.Channel == w.r.Channel && (o.r.OpenedAt.After(w.r.OpenedAt) ||
-			(o.r.OpenedAt.Equal(w.r.OpenedAt) && o.r.ID > w.r.ID)) {
-			return o
-		}
+	if l := t.latestOf(w.r.Channel); l != w {
+		return l
 	}
 	return nil
 }
