@@ -60,7 +60,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// status (when it changed) and the time.
 	var fresh bool
 	if ok {
-		fresh = reconciler.EndsWait(&a, s.hub.soakEnd(a), req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since)
+		fresh = reconciler.EndsWait(&a, req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since)
 	}
 	urgent := s.cfg.Tunables.CheckinUrgent(prev, now, fresh)
 	if !trusted || urgent {

@@ -37,9 +37,8 @@ type hub struct {
 
 	mu       sync.RWMutex
 	assign   map[string]reconciler.Assignment
-	waveSoak map[string][]time.Duration // by rollout: each wave's soak
-	mark     store.Watermark            // the store's watermark at the last look
-	board    *board                     // wakeTick: agents or operators wrote something a tick must see
+	mark     store.Watermark // the store's watermark at the last look
+	board    *board          // wakeTick: agents or operators wrote something a tick must see
 	clock    clock.Clock
 	waiters  map[string][]*waiter
 	followCh chan struct{} // closed when new events or a local tick arrive, then replaced
@@ -74,7 +73,7 @@ const (
 
 func newHub(st store.Store, log *slog.Logger, m *metrics, clk clock.Clock, b *board) *hub {
 	return &hub{st: st, log: log, m: m, clock: clk, board: b, assign: map[string]reconciler.Assignment{},
-		waveSoak: map[string][]time.Duration{}, waiters: map[string][]*waiter{},
+		waiters:  map[string][]*waiter{},
 		followCh: make(chan struct{}), seen: map[string]checkin{}, recheck: map[string]bool{}, last: map[string]time.Time{},
 		soaks: map[string]time.Time{}}
 }
@@ -106,17 +105,16 @@ func (h *hub) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.replace(next, h.soaksFor(ctx, next))
+	h.replace(next)
 	return nil
 }
 
 // replace takes next as every host's assignment, and wakes the hosts whose
 // activation changed.
-func (h *hub) replace(next map[string]reconciler.Assignment, soaks map[string][]time.Duration) {
+func (h *hub) replace(next map[string]reconciler.Assignment) {
 	h.mu.Lock()
 	prev := h.assign
 	h.assign = next
-	h.waveSoak = soaks
 	var wake []*waiter
 	for host, ws := range h.waiters {
 		a, ok := next[host]
@@ -148,17 +146,10 @@ func (h *hub) setCounts(counts map[reconciler.HostState]int) {
 // host is in no live rollout any more), and wakes those hosts'
 // long-polls: work proportional to what the tick changed, not to the
 // fleet.
-func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string][]time.Duration) {
+func (h *hub) update(changed map[string]*reconciler.Assignment) {
 	h.mu.Lock()
 	if h.counts == nil {
 		h.counts = map[reconciler.HostState]int{}
-	}
-	// The soaks first: a host answered from its new assignment finds its
-	// rollout's.
-	if len(soaks) > 0 {
-		ws := maps.Clone(h.waveSoak)
-		maps.Copy(ws, soaks)
-		h.waveSoak = ws
 	}
 	// A tick that opens a rollout of 100,000 hosts changes them all: the
 	// lock is let go every updateChunk hosts, so that check-ins are not
@@ -202,49 +193,6 @@ func (h *hub) update(changed map[string]*reconciler.Assignment, soaks map[string
 // updateChunk is how many hosts' assignments update changes under one
 // hold of the lock.
 const updateChunk = 4096
-
-// soaksFor returns the soak of each wave of the rollouts that next
-// assigns, reading the rollouts it has not seen before (a rollout's waves
-// never change). A rollout it cannot read is left out, and read again at
-// the next refresh.
-func (h *hub) soaksFor(ctx context.Context, next map[string]reconciler.Assignment) map[string][]time.Duration {
-	h.mu.RLock()
-	known := h.waveSoak
-	h.mu.RUnlock()
-	out := map[string][]time.Duration{}
-	for _, a := range next {
-		if _, ok := out[a.RolloutID]; ok {
-			continue
-		}
-		if w, ok := known[a.RolloutID]; ok {
-			out[a.RolloutID] = w
-			continue
-		}
-		r, err := h.st.Rollout(ctx, a.RolloutID)
-		if err != nil {
-			h.log.Warn("reading a rollout's soaks", "rollout", a.RolloutID, "err", err)
-			continue
-		}
-		w := make([]time.Duration, len(r.Waves))
-		for i, wave := range r.Waves {
-			w[i] = time.Duration(wave.SoakMinutes) * time.Minute
-		}
-		out[a.RolloutID] = w
-	}
-	return out
-}
-
-// soakEnd returns when a soaking host's soak ends: the first check-in
-// from then on is one the reconciler needs at once. A soak it does not
-// know ends when it begins.
-func (h *hub) soakEnd(a reconciler.Assignment) time.Time {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if w := h.waveSoak[a.RolloutID]; a.Host.Wave >= 0 && a.Host.Wave < len(w) {
-		return a.Host.Since.Add(w[a.Host.Wave])
-	}
-	return a.Host.Since
-}
 
 // occupancy is budgets' occupancy now (reconciler.Occupancy): a host is in
 // flight when its assignment is, since a host's assignment is the rollout
@@ -394,7 +342,7 @@ func (h *hub) signal() {
 // (Full: every assignment, after a tick that loaded everything; none
 // collected: reload them) and wakes whoever waits for a tick.
 func (h *hub) ticked(ctx context.Context, d assignmentDelta) {
-	full, changed, soaks := d.Full, d.Assign, d.Soaks
+	full, changed := d.Full, d.Assign
 	switch {
 	case changed == nil:
 		if err := h.refresh(ctx); err != nil {
@@ -407,9 +355,9 @@ func (h *hub) ticked(ctx context.Context, d assignmentDelta) {
 				next[host] = *a
 			}
 		}
-		h.replace(next, soaks)
+		h.replace(next)
 	default:
-		h.update(changed, soaks)
+		h.update(changed)
 	}
 	if w, err := h.st.Watermark(ctx); err == nil {
 		// The journal's growth is this tick's (the signal below wakes its

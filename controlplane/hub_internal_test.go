@@ -54,7 +54,7 @@ func TestHubUpdateInChunks(t *testing.T) {
 			}
 		}
 	})
-	h.update(changed, map[string][]time.Duration{"stable@2": {0, time.Minute}})
+	h.update(changed)
 	close(stop)
 	readers.Wait()
 	for i := range n {
@@ -77,9 +77,6 @@ func TestHubUpdateInChunks(t *testing.T) {
 	defer h.mu.RUnlock()
 	if h.counts[reconciler.HostActivating] != (n+99)/100 || h.counts[reconciler.HostPending] != n-(n+99)/100 {
 		t.Errorf("counts %v", h.counts)
-	}
-	if w := h.waveSoak["stable@2"]; len(w) != 2 {
-		t.Errorf("wave soaks %v", w)
 	}
 }
 

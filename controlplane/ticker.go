@@ -437,7 +437,6 @@ type assignmentDeltas struct {
 	mu     sync.Mutex
 	full   bool
 	assign map[string]*reconciler.Assignment
-	soaks  map[string][]time.Duration
 }
 
 // add collects a tick's changes; a full load replaces what was collected.
@@ -445,10 +444,9 @@ func (d *assignmentDeltas) add(rep store.TickReport) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if rep.Full || d.assign == nil {
-		d.assign, d.soaks, d.full = map[string]*reconciler.Assignment{}, map[string][]time.Duration{}, rep.Full || d.full
+		d.assign, d.full = map[string]*reconciler.Assignment{}, rep.Full || d.full
 	}
 	maps.Copy(d.assign, rep.Assignments)
-	maps.Copy(d.soaks, rep.WaveSoaks)
 }
 
 // assignmentDelta is what assignmentDeltas collected: Assign nil when
@@ -456,14 +454,13 @@ func (d *assignmentDeltas) add(rep store.TickReport) {
 type assignmentDelta struct {
 	Full   bool
 	Assign map[string]*reconciler.Assignment
-	Soaks  map[string][]time.Duration
 }
 
 // take returns what was collected since the last take.
 func (d *assignmentDeltas) take() assignmentDelta {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := assignmentDelta{Full: d.full, Assign: d.assign, Soaks: d.soaks}
-	d.full, d.assign, d.soaks = false, nil, nil
+	out := assignmentDelta{Full: d.full, Assign: d.assign}
+	d.full, d.assign = false, nil
 	return out
 }

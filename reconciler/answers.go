@@ -23,7 +23,13 @@ type Assignment struct {
 	RolloutState RolloutState
 	ManifestHash string
 	Host         RolloutHost
+	// Soak is the soak of the host's wave (Rollout.WaveSoak).
+	Soak time.Duration
 }
+
+// SoakEnd is when the host's soak ends, while it is Soaking: its first
+// check-in from then on is one a tick needs (EndsWait).
+func (a Assignment) SoakEnd() time.Time { return a.Host.Since.Add(a.Soak) }
 
 // Token identifies an activation: the host's dispatch in a rollout at a
 // time. A confirm must echo it, so that an old confirm cannot be replayed
@@ -137,14 +143,14 @@ func (t Tunables) Late(lastSeen, now time.Time) bool {
 
 // EndsWait reports whether a check-in at now from a host that runs
 // current ends what its record waits for (rule 8): the first check-in at
-// or after the end of its soak (soakEnd), or, rolling back, one that runs
+// or after the end of its soak (SoakEnd), or, rolling back, one that runs
 // its previous closure. a is nil for a host no rollout lists.
-func EndsWait(a *Assignment, soakEnd time.Time, current string, now time.Time) bool {
+func EndsWait(a *Assignment, current string, now time.Time) bool {
 	switch {
 	case a == nil:
 		return false
 	case a.Host.State == HostSoaking:
-		return !now.Before(soakEnd)
+		return !now.Before(a.SoakEnd())
 	case a.Host.State == HostRollingBack:
 		return current == a.Host.Previous
 	}

@@ -105,6 +105,7 @@ func TestCheckinUrgent(t *testing.T) {
 	since := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	soakEnd := since.Add(10 * time.Minute)
 	soaking := assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostSoaking})
+	soaking.Soak = soakEnd.Sub(soaking.Host.Since)
 	rolling := assigned(rc.RolloutReverting, rc.RolloutHost{State: rc.HostRollingBack})
 	pending := assigned(rc.RolloutActive, rc.RolloutHost{State: rc.HostPending})
 	for _, c := range []struct {
@@ -122,7 +123,7 @@ func TestCheckinUrgent(t *testing.T) {
 		{"rolling back, on the previous closure", rolling, "/nix/store/old", since, true},
 		{"pending", pending, "/nix/store/old", soakEnd, false},
 	} {
-		if got := rc.EndsWait(c.a, soakEnd, c.current, c.now); got != c.want {
+		if got := rc.EndsWait(c.a, c.current, c.now); got != c.want {
 			t.Errorf("%s: EndsWait %v, want %v", c.name, got, c.want)
 		}
 	}

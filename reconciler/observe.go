@@ -268,12 +268,7 @@ func orNone(s string) string {
 	return s
 }
 
-func (w *work) soak(wave int) time.Duration {
-	if wave < 0 || wave >= len(w.r.Waves) {
-		return 0
-	}
-	return time.Duration(w.r.Waves[wave].SoakMinutes) * time.Minute
-}
+func (w *work) soak(wave int) time.Duration { return w.r.WaveSoak(wave) }
 
 // failures counts the hosts that failed the rollout: Failed (except a
 // rollback that timed out during a revert), and Reverted by their own

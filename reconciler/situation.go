@@ -88,7 +88,7 @@ func situate(p Place, now time.Time, tu Tunables) Situation {
 		s := Situation{Code: cmpCode(h.Reason.Code, codes.Confirmed), Moves: true,
 			Message: fmt.Sprintf("runs %s and soaks", h.Target)}
 		if h.Wave >= 0 && h.Wave < len(r.Waves) {
-			s.Until = h.Since.Add(time.Duration(r.Waves[h.Wave].SoakMinutes) * time.Minute)
+			s.Until = h.Since.Add(r.WaveSoak(h.Wave))
 			s.Message += fmt.Sprintf("; converges at %s if it stays healthy and checks in", stamp(s.Until))
 		}
 		return s

@@ -300,6 +300,16 @@ type Rollout struct {
 	Hosts []RolloutHost `json:"hosts"`
 }
 
+// WaveSoak is how long a host of the rollout's wave soaks (rule 8): the
+// wave's soakMinutes, zero for a wave the rollout does not have. A
+// soaking host's soak ends at its Since plus this.
+func (r *Rollout) WaveSoak(wave int) time.Duration {
+	if wave < 0 || wave >= len(r.Waves) {
+		return 0
+	}
+	return time.Duration(r.Waves[wave].SoakMinutes) * time.Minute
+}
+
 // WaveSpec is one wave of a rollout.
 type WaveSpec struct {
 	// Name is the policy's name for the wave; empty when it has none.

@@ -160,6 +160,33 @@ func (f frozen) into(r *reconciler.Rollout) {
 	r.Analyses = f.Analyses
 }
 
+// waveSoaksText is the wave_soaks column of a rollout: each wave's soak in
+// minutes, in wave order, comma separated (migration 0016).
+func waveSoaksText(ws []reconciler.WaveSpec) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = strconv.Itoa(w.SoakMinutes)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseWaveSoaks reads a wave_soaks column (waveSoaksText).
+func parseWaveSoaks(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		m, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("store: wave_soaks %q: %w", s, err)
+		}
+		out[i] = time.Duration(m) * time.Minute
+	}
+	return out, nil
+}
+
 // rolloutCols are the columns of a rollout header, in rolloutArgs order.
 const rolloutCols = "id, channel, ref, state, wave, wave_phase, opened_at, wave_started_at, updated_at, progress_at, reason, manifest_hash, failures_forgiven, frozen"
 

@@ -114,3 +114,12 @@ func SetPartedBlob(from, size int64) (restore func()) {
 	f, s := partedBlob.Swap(from), partSize.Swap(size)
 	return func() { partedBlob.Store(f); partSize.Store(s) }
 }
+
+// WaveSoaksRaw reads a rollout's wave_soaks column.
+func (s *db) WaveSoaksRaw(ctx context.Context, rolloutID string) (string, error) {
+	var out string
+	err := s.read(ctx, func(tx *txn) error {
+		return tx.queryRow(ctx, "SELECT wave_soaks FROM rollouts WHERE id = ?", rolloutID).Scan(&out)
+	})
+	return out, err
+}

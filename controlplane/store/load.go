@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -20,6 +21,15 @@ type head struct {
 	opened       int64
 	updated      int64
 	manifestHash string
+	soaks        []time.Duration // each wave's soak (wave_soaks)
+}
+
+// waveSoak is the soak of a wave (reconciler.Rollout.WaveSoak).
+func (h head) waveSoak(wave int) time.Duration {
+	if wave < 0 || wave >= len(h.soaks) {
+		return 0
+	}
+	return h.soaks[wave]
 }
 
 // newer orders rollouts as the reconciler does (reconciler.Newer).
@@ -40,9 +50,13 @@ func loadLiveness(ctx context.Context, c conn) (*liveness, error) {
 	var err error
 	l.heads, err = collect(ctx, c, l.heads, func(rs row) (head, error) {
 		var h head
-		err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash)
+		var soaks string
+		if err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash, &soaks); err != nil {
+			return h, err
+		}
+		h.soaks, err = parseWaveSoaks(soaks)
 		return h, err
-	}, "SELECT id, channel, state, opened_at, updated_at, manifest_hash FROM rollouts")
+	}, "SELECT id, channel, state, opened_at, updated_at, manifest_hash, wave_soaks FROM rollouts")
 	if err != nil {
 		return nil, fmt.Errorf("store: load rollouts: %w", err)
 	}

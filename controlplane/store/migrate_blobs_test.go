@@ -29,44 +29,13 @@ func TestMigrateReleaseBlobs(t *testing.T) {
 		backend string
 		prepare func(t *testing.T, scripts []string) string // returns the store URL
 	}{
-		{"sqlite", func(t *testing.T, scripts []string) string {
-			path := filepath.Join(t.TempDir(), "old.db")
-			db, err := sql.Open("sqlite", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			run := func(q string, args ...any) {
-				if _, err := db.Exec(q, args...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			run("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-			for i, s := range scripts[:before] {
-				run(s)
-				run("INSERT INTO schema_migrations (version, name) VALUES (?, 'old')", i+1)
-			}
+		{"sqlite", func(t *testing.T, _ []string) string {
+			url, run := oldDatabase(t, "sqlite", before)
 			run(fmt.Sprintf(insert, "?", "?", "?", "?"), bodies...)
-			return "sqlite://" + path
+			return url
 		}},
-		{"postgres", func(t *testing.T, scripts []string) string {
-			url := pgtest.URL(t)
-			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(ctx)
-			run := func(q string, args ...any) {
-				if _, err := conn.Exec(ctx, q, args...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			run("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-			for i, s := range scripts[:before] {
-				run(s)
-				run("INSERT INTO schema_migrations (version, name) VALUES ($1, 'old')", i+1)
-			}
+		{"postgres", func(t *testing.T, _ []string) string {
+			url, run := oldDatabase(t, "postgres", before)
 			run(fmt.Sprintf(insert, "$1", "$2", "$3", "$4"), bodies...)
 			return url
 		}},
@@ -112,4 +81,51 @@ func TestMigrateReleaseBlobs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oldDatabase makes a database of the backend as the first before
+// migrations left it, and returns its store URL and a function that runs
+// a statement on it (with the backend's placeholders).
+func oldDatabase(t *testing.T, backend string, before int) (string, func(q string, args ...any)) {
+	t.Helper()
+	scripts, err := store.MigrationScripts(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		url  string
+		exec func(q string, args ...any) error
+	)
+	switch backend {
+	case "sqlite":
+		path := filepath.Join(t.TempDir(), "old.db")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		url = "sqlite://" + path
+		exec = func(q string, args ...any) error { _, err := db.Exec(q, args...); return err }
+	default:
+		url = pgtest.URL(t)
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(ctx) })
+		exec = func(q string, args ...any) error { _, err := conn.Exec(ctx, q, args...); return err }
+	}
+	run := func(q string, args ...any) {
+		t.Helper()
+		if err := exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+	for i, s := range scripts[:before] {
+		run(s)
+		run(fmt.Sprintf("INSERT INTO schema_migrations (version, name) VALUES (%d, 'old')", i+1))
+	}
+	return url, run
 }

@@ -96,10 +96,8 @@ type TickReport struct {
 	// Assignments are the hosts whose assignment (reconciler.Assignment:
 	// their record in the rollout that drives them) the tick changed, with
 	// the new one (nil: the host is in no live rollout any more); with
-	// Full, every host's. WaveSoaks are the soaks of the waves of every
-	// rollout an assignment names.
+	// Full, every host's.
 	Assignments map[string]*reconciler.Assignment
-	WaveSoaks   map[string][]time.Duration
 	// Early: this report comes first, with the assignments of the hosts
 	// whose activation the tick may have started (those it updated, and
 	// those a rollout it opened dispatched to), and is not Full; a second
@@ -435,7 +433,9 @@ func (r *resident) assignment(host string) *reconciler.Assignment {
 	var bestOpened time.Time
 	for _, s := range r.byHost[host] {
 		ro := s.ro
-		a := reconciler.Assignment{RolloutID: ro.ID, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash, Host: ro.Hosts[s.i]}
+		h := ro.Hosts[s.i]
+		a := reconciler.Assignment{RolloutID: ro.ID, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash,
+			Host: h, Soak: ro.WaveSoak(h.Wave)}
 		// Compared as stored, to the microsecond, as a cold load does.
 		opened := utcMicro(ro.OpenedAt)
 		if best == nil || reconciler.Drives(a, opened, *best, bestOpened) {
@@ -467,29 +467,13 @@ func (r *resident) assignments() map[string]*reconciler.Assignment {
 	return out
 }
 
-// soaks are the waves' soaks of the rollouts the assignments name.
-func (r *resident) soaks(assign map[string]*reconciler.Assignment) map[string][]time.Duration {
-	out := map[string][]time.Duration{}
-	for _, a := range assign {
-		if a == nil {
-			continue
-		}
-		if _, ok := out[a.RolloutID]; ok {
-			continue
-		}
-		ro := r.live[a.RolloutID]
-		w := make([]time.Duration, len(ro.Waves))
-		for i, wave := range ro.Waves {
-			w[i] = time.Duration(wave.SoakMinutes) * time.Minute
-		}
-		out[a.RolloutID] = w
-	}
-	return out
-}
-
 func headOf(r *reconciler.Rollout) head {
+	soaks := make([]time.Duration, len(r.Waves))
+	for i := range r.Waves {
+		soaks[i] = r.WaveSoak(i)
+	}
 	return head{id: r.ID, channel: r.Channel, state: r.State, opened: micros(r.OpenedAt), updated: micros(r.UpdatedAt),
-		manifestHash: r.ManifestHash}
+		manifestHash: r.ManifestHash, soaks: soaks}
 }
 
 // compareInputs says where two Inputs differ, "" when they do not: the

@@ -186,7 +186,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if p.Report != nil && len(ch.urgent) > 0 && (rep.Full || len(ch.rollouts) > 0) {
 			// The hosts to wake first (TickReport.Early), then the rest.
 			early = next.changedAssignments(changes{urgent: ch.urgent}, nil)
-			first := TickReport{Changed: rep.Changed, More: rep.More, Early: true, Assignments: early, WaveSoaks: next.soaks(early)}
+			first := TickReport{Changed: rep.Changed, More: rep.More, Early: true, Assignments: early}
 			p.Report(first)
 		}
 		if rep.Full {
@@ -194,7 +194,6 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		} else {
 			rep.Assignments = next.changedAssignments(ch, early)
 		}
-		rep.WaveSoaks = next.soaks(rep.Assignments)
 	}
 	if p.Report != nil {
 		p.Report(rep)
@@ -423,7 +422,8 @@ func (tx *txn) applyRollouts(ctx context.Context, enc *encoder, known map[string
 // and a copy of the manifest its channel holds under the rollout's
 // manifest hash; that the channel holds none is an error.
 func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Rollout, args []any) error {
-	if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+") VALUES ("+placeholders(len(args))+")", args...); err != nil {
+	args = append(args[:len(args):len(args)], waveSoaksText(r.Waves))
+	if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+", wave_soaks) VALUES ("+placeholders(len(args))+")", args...); err != nil {
 		return err
 	}
 	// The hosts still Pending follow in a second transaction (owed.go).

@@ -188,10 +188,14 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 	stableHash := m.release(f, fleetkit.Commit(4), "stable")[0].ManifestHash
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
 	h := func(name string, st rc.HostState) rc.RolloutHost { return craftedHost(name, st, t0) }
+	// The first rollout's one wave soaks 10 minutes: an assignment
+	// carries its wave's soak.
+	soaking := crafted("edge", fleetkit.Commit(1), rc.RolloutConverged, at(0), at(0), edgeHash, h("e1", rc.HostSoaking), h("e2", rc.HostConverged))
+	soaking.Waves = []rc.WaveSpec{{SoakMinutes: 10}}
 	m.open(
 		// edge: an old converged rollout with a host still soaking (live),
 		// an old converged one (not live), the latest (live).
-		crafted("edge", fleetkit.Commit(1), rc.RolloutConverged, at(0), at(0), edgeHash, h("e1", rc.HostSoaking), h("e2", rc.HostConverged)),
+		soaking,
 		crafted("edge", fleetkit.Commit(2), rc.RolloutConverged, at(1), at(1), edgeHash, h("e1", rc.HostConverged), h("e3", rc.HostConverged)),
 		crafted("edge", fleetkit.Commit(3), rc.RolloutActive, at(2), at(2), edgeHash, h("e1", rc.HostPending), h("e2", rc.HostPending)),
 		// stable: a cancelled rollout (live), a failed one an intent names
@@ -228,8 +232,11 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 		// e3 and s4 are only in rollouts that are not live.
 	})
 	a := as["e2"]
-	if a.Channel != "edge" || a.RolloutState != rc.RolloutActive || a.ManifestHash != edgeHash {
+	if a.Channel != "edge" || a.RolloutState != rc.RolloutActive || a.ManifestHash != edgeHash || a.Soak != 0 {
 		t.Errorf("assignment of e2: %+v", a)
+	}
+	if a := as["e1"]; a.Soak != 10*time.Minute || !a.SoakEnd().Equal(t0.Add(10*time.Minute)) {
+		t.Errorf("assignment of e1 soaks %s until %s, want 10m0s until %s", a.Soak, a.SoakEnd(), t0.Add(10*time.Minute))
 	}
 
 	m.checkIn(true, "e2", "x1")
