@@ -17,8 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/nixfleet/nixfleet/internal/cliapp"
 	"github.com/nixfleet/nixfleet/cmd/nixfleet-demo/internal/demo"
+	"github.com/nixfleet/nixfleet/internal/cliapp"
 )
 
 func main() {
