@@ -47,7 +47,7 @@ const budget = 2
 //     the canary keeps v3 (in-flight hosts finish), nobody else gets it,
 //     and a resume of the cancelled rollout is refused.
 func TestEndToEnd(t *testing.T) {
-	network := nixtest.NewNet(t, "10.231.8.0/24")
+	network := nixtest.NewNet(t)
 	limit, channel := budget, "stable"
 	spec := fleetrepo.Spec{
 		Channels:        map[string][]int{"stable": {0, 0}},

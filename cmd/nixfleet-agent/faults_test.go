@@ -146,7 +146,7 @@ func rewrite[T any](t *testing.T, body []byte, change func(*T)) []byte {
 // What is asserted comes from the hosts' links, profiles, stores and
 // switch logs, and from the control plane's journal.
 func TestAgentFaults(t *testing.T) {
-	network := nixtest.NewNet(t, "10.231.7.0/24")
+	network := nixtest.NewNet(t)
 	stable := []string{"crash-before", "crash-after", "kernel", "liar-host", "liar-wave", "refused"}
 	var hosts []fleetrepo.Host
 	for _, n := range stable {

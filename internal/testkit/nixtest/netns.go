@@ -1,11 +1,15 @@
 package nixtest
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -36,19 +40,43 @@ type Net struct {
 // maxNetHosts is how many hosts a Net holds (.10 to .126).
 const maxNetHosts = 117
 
-// NewNet makes the network for subnet, which must be a /24 in a private
-// range (10/8, 172.16/12, 192.168/16); tests that run at the same time
-// must use different subnets. It fails the test when iproute2 or the
-// privileges are missing.
-func NewNet(t testing.TB, subnet string) *Net {
+// Subnets: a Net takes the first of 10.231.0.0/24 to 10.231.239.0/24
+// whose lock file it can lock, and holds the lock until the test ends. Tests of one run, and of two runs of the
+// suite side by side, thus never share a subnet, a namespace or a link
+// name; a run that was killed left its lock free, so the next Net on its
+// subnet removes what it left.
+const (
+	subnetLockDir = "/run/nixfleet-nixtest"
+	subnetSlots   = 240
+)
+
+// NewNet makes a network on a private /24 of its own (Subnet says which).
+// It fails the test when iproute2 or the privileges are missing, or when
+// every subnet is taken.
+func NewNet(t testing.TB) *Net {
+	t.Helper()
+	for i := range subnetSlots {
+		if n := newNetOn(t, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 231, byte(i), 0}), 24)); n != nil {
+			return n
+		}
+	}
+	t.Fatalf("nixtest: all %d subnets of 10.231.0.0/16 are taken (locks in %s)", subnetSlots, subnetLockDir)
+	return nil
+}
+
+// newNetOn makes the network on p if it can lock p, and returns nil when
+// another test holds it.
+func newNetOn(t testing.TB, p netip.Prefix) *Net {
 	t.Helper()
 	Require(t)
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatalf("nixtest: ip (Debian's iproute2) is required: %v", err)
 	}
-	p, err := netip.ParsePrefix(subnet)
-	if err != nil || !p.Addr().Is4() || p.Bits() != 24 || p.Masked() != p || !p.Addr().IsPrivate() {
-		t.Fatalf("nixtest: subnet %q: want a private IPv4 /24 such as 10.231.7.0/24", subnet)
+	if !p.Addr().Is4() || p.Bits() != 24 || p.Masked() != p || !p.Addr().IsPrivate() {
+		t.Fatalf("nixtest: subnet %s: want a private IPv4 /24 such as 10.231.7.0/24", p)
+	}
+	if !lockSubnet(t, p) {
+		return nil
 	}
 	a := p.Addr().As4()
 	n := &Net{subnet: p, tag: fmt.Sprintf("nf%02x%02x", a[1], a[2]), veth: map[*Host]string{}}
@@ -73,6 +101,39 @@ func NewNet(t testing.TB, subnet string) *Net {
 }
 
 func (n *Net) bridge() string { return n.tag + "b" }
+
+// Subnet is the network's /24.
+func (n *Net) Subnet() netip.Prefix { return n.subnet }
+
+// Host returns the address of the subnet whose last byte is b.
+func (n *Net) Host(b byte) string {
+	a := n.subnet.Addr().As4()
+	return netip.AddrFrom4([4]byte{a[0], a[1], a[2], b}).String()
+}
+
+// lockSubnet takes p's lock file without waiting, held (its descriptor
+// open) until the test ends; false when another process holds it. The
+// lock goes with the process that holds it, however it ends.
+func lockSubnet(t testing.TB, p netip.Prefix) bool {
+	t.Helper()
+	if err := os.MkdirAll(subnetLockDir, 0o755); err != nil {
+		t.Fatalf("nixtest: %v", err)
+	}
+	name := filepath.Join(subnetLockDir, strings.ReplaceAll(p.Addr().String(), ".", "-")+".lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("nixtest: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false
+		}
+		t.Fatalf("nixtest: locking %s: %v", name, err)
+	}
+	t.Cleanup(func() { f.Close() }) // after the teardown: cleanups run last-in first-out
+	return true
+}
 
 // Addr is host:port on the gateway, for a server the hosts must reach.
 func (n *Net) Addr(port int) string { return fmt.Sprintf("%s:%d", n.Gateway, port) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +17,18 @@ import (
 // namespaces, links and the guard are gone.
 func TestNet(t *testing.T) {
 	t.Parallel()
-	const subnet = "10.231.250.0/24"
-	var tag string
+	var tag, subnet string
 	t.Run("net", func(t *testing.T) {
-		n := NewNet(t, subnet)
-		tag = n.tag
+		n := NewNet(t)
+		tag, subnet = n.tag, n.Subnet().String()
 		if got := ipOut(t, "route", "show", "exact", subnet); !strings.HasPrefix(got, "unreachable "+subnet) {
 			t.Errorf("route of the subnet: %q, want unreachable", got)
 		}
-		if got := ipOut(t, "route", "get", "10.231.250.200"); !strings.Contains(got, "No route to host") {
+		// A second network at the same time gets another subnet.
+		if other := NewNet(t); other.Subnet() == n.Subnet() || other.tag == n.tag {
+			t.Errorf("two networks share subnet %s", n.Subnet())
+		}
+		if got := ipOut(t, "route", "get", n.Host(200)); !strings.Contains(got, "No route to host") {
 			t.Errorf("route to an unused address of the subnet: %q, want none", got)
 		}
 		l, err := net.Listen("tcp", n.Addr(0))
@@ -45,7 +49,7 @@ func TestNet(t *testing.T) {
 
 		a, b := NewHost(t, "a"), NewHost(t, "b")
 		addrA, addrB := n.Attach(t, a), n.Attach(t, b)
-		if addrA != "10.231.250.10" || addrB != "10.231.250.11" {
+		if addrA != n.Host(10) || addrB != n.Host(11) {
 			t.Errorf("addresses %s, %s", addrA, addrB)
 		}
 		if err := connect(a, n.Gateway, port); err != nil {
@@ -54,7 +58,7 @@ func TestNet(t *testing.T) {
 		if err := connect(a, "127.0.0.1", port); err == nil {
 			t.Errorf("a reached the test's loopback: namespaces are not separate")
 		}
-		if err := connect(b, "10.231.250.200", port); err == nil {
+		if err := connect(b, n.Host(200), port); err == nil {
 			t.Errorf("b reached an address nobody holds")
 		}
 		n.SetOnline(t, a, false)
@@ -69,6 +73,7 @@ func TestNet(t *testing.T) {
 	if tag == "" {
 		return
 	}
+
 	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +86,11 @@ func TestNet(t *testing.T) {
 		t.Errorf("links left behind: %s", out)
 	}
 	out, _ = exec.Command("ip", "route", "show").CombinedOutput()
-	if strings.Contains(string(out), "10.231.250.") {
+	half := strings.TrimSuffix(subnet, "/24") + "/25" // the bridge's route
+	if slices.ContainsFunc(strings.Split(string(out), "\n"), func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) > 1 && (f[1] == subnet || f[0] == subnet || f[0] == half)
+	}) {
 		t.Errorf("routes left behind: %s", out)
 	}
 }
