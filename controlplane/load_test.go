@@ -56,7 +56,7 @@ func burnCPU() (stop func()) {
 	return func() { done.Store(true); wg.Wait() }
 }
 
-// TestHealthyFleetUnderLoad: 200 simulated agents that always confirm and
+// TestHealthyFleetUnderLoad: 100 simulated agents that always confirm and
 // stay healthy roll out a release on a control plane that runs on the real
 // clock, ticks often, and shares a CPU kept busy. Confirms then land
 // between a tick's clock read and its reading of the input; before ticks
@@ -67,7 +67,11 @@ func burnCPU() (stop func()) {
 // rollout). Now no host fails and the rollout converges.
 func TestHealthyFleetUnderLoad(t *testing.T) {
 	t.Parallel()
-	const n = 200
+	// 100 hosts confirm often enough to land between a tick's clock read
+	// and its input (the bug took 4–39 of 1,000). The bounds below only
+	// stop a hang: on a machine also running another suite, each rollout
+	// takes minutes.
+	const n = 100
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
@@ -77,7 +81,7 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 				c.Debounce = 10 * time.Millisecond
 			})
 			hosts := e.hosts()
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 			defer cancel()
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -111,9 +115,9 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 						r.Counts[string(reconciler.HostConverged)] == n
 				}
 			}
-			e.await(2*time.Minute, "the hosts converge on the first release", converged(rolloutID("stable", 1)))
+			e.await(4*time.Minute, "the hosts converge on the first release", converged(rolloutID("stable", 1)))
 			e.release("v1", 2)
-			e.await(2*time.Minute, "the second release converges", converged(rolloutID("stable", 2)))
+			e.await(4*time.Minute, "the second release converges", converged(rolloutID("stable", 2)))
 			stop()
 
 			var evs struct {
