@@ -241,10 +241,49 @@ func (s *source) poll(ctx context.Context) error {
 	if s.forgot.Swap(false) {
 		s.seen = map[string]plumbing.Hash{}
 	}
+	todo, err := s.newRefs(ctx)
+	if err != nil {
+		return err
+	}
+	if len(todo) > 0 && s.reacting != nil {
+		defer s.reacting()()
+	}
+	// Verify every new ref, then store the verified releases in one
+	// transaction and tell the reconciler once: refs pushed together
+	// (staging and prod, say) open their rollouts in one tick, in
+	// channel-edge order, whatever the order of their names.
+	st := s.newStager(ctx)
+	defer st.wait()
+	batch, err := s.verifyRefs(ctx, todo, polled, st.stage)
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		// Nothing to store: no transaction (it would take the tick
+		// lock, and on every poll).
+		s.polled = true
+		return nil
+	}
+	if err := s.storeVerified(ctx, batch, st); err != nil {
+		return err
+	}
+	s.polled = true
+	return nil
+}
+
+// channelRef is a channel's ref as git holds it.
+type channelRef struct {
+	channel string
+	hash    plumbing.Hash
+}
+
+// newRefs fetches (a remote source) and returns the channel refs that
+// point elsewhere than when last seen, by channel name.
+func (s *source) newRefs(ctx context.Context) ([]channelRef, error) {
 	if s.remote {
 		err := s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", Force: true, Prune: true})
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-			return fmt.Errorf("fetching %s: %w", s.spec, err)
+			return nil, fmt.Errorf("fetching %s: %w", s.spec, err)
 		}
 	}
 	// go-git reads the list of packs once; a push kept as a pack, or a git
@@ -255,13 +294,9 @@ func (s *source) poll(ctx context.Context) error {
 	}
 	refs, err := s.repo.References()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	type ref struct {
-		channel string
-		hash    plumbing.Hash
-	}
-	var todo []ref
+	var todo []channelRef
 	err = refs.ForEach(func(r *plumbing.Reference) error {
 		name := r.Name().String()
 		if !strings.HasPrefix(name, channelRefPrefix) || r.Type() != plumbing.HashReference {
@@ -269,48 +304,32 @@ func (s *source) poll(ctx context.Context) error {
 		}
 		ch := strings.TrimPrefix(name, channelRefPrefix)
 		if s.seen[ch] != r.Hash() {
-			todo = append(todo, ref{ch, r.Hash()})
+			todo = append(todo, channelRef{ch, r.Hash()})
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	slices.SortFunc(todo, func(a, b ref) int { return strings.Compare(a.channel, b.channel) })
-	if len(todo) > 0 && s.reacting != nil {
-		defer s.reacting()()
-	}
-	// Verify every new ref, then store the verified releases in one
-	// transaction and tell the reconciler once: refs pushed together
-	// (staging and prod, say) open their rollouts in one tick, in
-	// channel-edge order, whatever the order of their names.
-	type verified struct {
-		ref
-		rel   store.Release
-		fleet *proto.FleetResolved
-		took  time.Duration // reading and verifying it
-		wait  time.Duration // from the poll's start until it was read
-	}
+	slices.SortFunc(todo, func(a, b channelRef) int { return strings.Compare(a.channel, b.channel) })
+	return todo, nil
+}
+
+// verified is a release that passed verification, waiting to be stored.
+type verified struct {
+	channelRef
+	rel   store.Release
+	fleet *proto.FleetResolved
+	took  time.Duration // reading and verifying it
+	wait  time.Duration // from the poll's start until it was read
+}
+
+// verifyRefs reads and verifies each ref. A release refused is recorded
+// as refused (and its ref seen) and left out; an error that is no verdict
+// on a release (git, the store) is returned, and the next poll reads the
+// refs again.
+func (s *source) verifyRefs(ctx context.Context, todo []channelRef, polled time.Time, stage func(bodies ...[]byte)) ([]verified, error) {
 	var batch []verified
-	// Each release's bodies go to the store while it is verified
-	// (stage), one staging at a time and in the order they were read (the
-	// store serializes stagings: one waiting there would hold a
-	// connection); storing the verified releases waits for them, and
-	// then only names them. stage is called from this goroutine only.
-	var staging sync.WaitGroup
-	var last chan struct{} // closed when the latest staging ended
-	stage := func(bodies ...[]byte) {
-		before, done := last, make(chan struct{})
-		last = done
-		staging.Go(func() {
-			defer close(done)
-			if before != nil {
-				<-before
-			}
-			s.stage(ctx, bodies)
-		})
-	}
-	defer staging.Wait()
 	for _, r := range todo {
 		began := time.Now()
 		rel, fleet, err := s.verify(r.channel, r.hash, stage)
@@ -326,40 +345,54 @@ func (s *source) poll(ctx context.Context) error {
 			s.seen[r.channel] = r.hash
 			continue
 		case err != nil:
-			return err // not a verdict on the release: retry on the next poll
+			return nil, err // not a verdict on the release: retry on the next poll
 		}
 		batch = append(batch, verified{r, rel, fleet, time.Since(began), began.Sub(polled)})
 	}
+	return batch, nil
+}
+
+// stager sends each release's bodies to the store while it is verified
+// (source.stage), one staging at a time and in the order they were read
+// (the store serializes stagings: one waiting there would hold a
+// connection); storing the verified releases waits for them, and then
+// only names them. stage is called from the polling goroutine only.
+type stager struct {
+	ctx  context.Context
+	src  *source
+	wg   sync.WaitGroup
+	last chan struct{} // closed when the latest staging ended
+}
+
+func (s *source) newStager(ctx context.Context) *stager { return &stager{ctx: ctx, src: s} }
+
+func (st *stager) stage(bodies ...[]byte) {
+	before, done := st.last, make(chan struct{})
+	st.last = done
+	st.wg.Go(func() {
+		defer close(done)
+		if before != nil {
+			<-before
+		}
+		st.src.stage(st.ctx, bodies)
+	})
+}
+
+// wait returns when every staging has ended.
+func (st *stager) wait() { st.wg.Wait() }
+
+// storeVerified stores the verified releases in one transaction, tells
+// the tick at once when one is new, then finishes each (stored): its host
+// keys, parsed meanwhile, and its fate in the release log. A release not
+// finished is not marked seen: the next poll reads it again.
+func (s *source) storeVerified(ctx context.Context, batch []verified, st *stager) error {
 	rels := make([]store.Release, len(batch))
 	for i, v := range batch {
 		rels[i] = v.rel
 	}
-	// The host keys of each fleet are parsed while the store writes.
-	keys := map[string]chan hostKeys{}
-	for _, v := range batch {
-		if _, ok := keys[v.rel.FleetHash]; !ok && s.ids != nil {
-			ch := make(chan hostKeys, 1)
-			keys[v.rel.FleetHash] = ch
-			go func(f *proto.FleetResolved) { ch <- parseHostKeys(f, s.ids.current()) }(v.fleet)
-		}
-	}
-	parsed := map[string]hostKeys{}
-	keysOf := func(hash string) hostKeys {
-		k, ok := parsed[hash]
-		if !ok {
-			k = <-keys[hash]
-			parsed[hash] = k
-		}
-		return k
-	}
-	if len(batch) == 0 {
-		// Nothing to store: no transaction (it would take the tick
-		// lock, and on every poll).
-		s.polled = true
-		return nil
-	}
+	keysOf := s.parseKeys(batch)
 	began := time.Now()
-	staging.Wait()
+	st.wait()
 	t := timing{stageWait: time.Since(began)}
 	began = time.Now()
 	errs, err := s.st.PutReleases(ctx, rels)
@@ -396,11 +429,30 @@ func (s *source) poll(ctx context.Context) error {
 			delete(s.failures, v.channel)
 		}
 	}
-	if len(failed) > 0 {
-		return errors.Join(failed...)
+	return errors.Join(failed...)
+}
+
+// parseKeys starts parsing the host keys of each fleet of the batch, so
+// that they are parsed while the store writes; the function it returns
+// waits for a fleet's (by its hash).
+func (s *source) parseKeys(batch []verified) func(fleetHash string) hostKeys {
+	keys := map[string]chan hostKeys{}
+	for _, v := range batch {
+		if _, ok := keys[v.rel.FleetHash]; !ok && s.ids != nil {
+			ch := make(chan hostKeys, 1)
+			keys[v.rel.FleetHash] = ch
+			go func(f *proto.FleetResolved) { ch <- parseHostKeys(f, s.ids.current()) }(v.fleet)
+		}
 	}
-	s.polled = true
-	return nil
+	parsed := map[string]hostKeys{}
+	return func(hash string) hostKeys {
+		k, ok := parsed[hash]
+		if !ok {
+			k = <-keys[hash]
+			parsed[hash] = k
+		}
+		return k
+	}
 }
 
 // verifyError is a release that failed verification, with its code.
