@@ -184,3 +184,32 @@ func TestHubForgetsWhatLeftTheFleet(t *testing.T) {
 		t.Errorf("the hub still keeps the forgotten web-1 (seen %v, last %v)", seen, last)
 	}
 }
+
+// TestEndRetry: the check-in that ends a host's wait is written at once,
+// and again after endRetry while the same wait lasts (a tick may not have
+// been able to end it), not in between; a new wait starts afresh.
+func TestEndRetry(t *testing.T) {
+	h := newHub(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(), clock.Real{}, newBoard())
+	since := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := since.Add(time.Minute)
+	if h.soakSeen("web-1", since, now) {
+		t.Fatal("a wait nobody ended is seen")
+	}
+	h.noteSoak("web-1", since, now)
+	for _, c := range []struct {
+		since, now time.Time
+		want       bool
+	}{
+		{since, now, true},
+		{since, now.Add(endRetry - time.Nanosecond), true},
+		{since, now.Add(endRetry), false},
+		{since.Add(time.Second), now, false}, // another wait
+	} {
+		if got := h.soakSeen("web-1", c.since, c.now); got != c.want {
+			t.Errorf("soakSeen(since %s, now %s) = %v, want %v", c.since.Format(time.TimeOnly), c.now.Format(time.StampMicro), got, c.want)
+		}
+	}
+	if h.soakSeen("web-2", since, now) {
+		t.Error("another host's wait is seen")
+	}
+}
