@@ -75,11 +75,10 @@ type Config struct {
 	// ("dev" when empty).
 	Version string
 
-	// Clock is the replica's one seam with time: it reads the time and
-	// makes the tickers and timers (clock.Real when nil). Tests use a
-	// clock.Fake, or clock.NowFrom to hold the time read while the loops
-	// wait in real time.
+	// Clock makes the replica's tickers and timers (clock.Real when nil),
+	// and Now reads the time (Clock.Now when nil): tests drive both.
 	Clock clock.Clock
+	Now   func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -103,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.Now == nil {
+		c.Now = c.Clock.Now
 	}
 }
 

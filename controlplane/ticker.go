@@ -106,7 +106,7 @@ func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
 
 // lead keeps or takes the lease.
 func (t *ticker) lead(ctx context.Context) {
-	now := t.cfg.Clock.Now()
+	now := t.cfg.Now()
 	l, ok := t.isLeader()
 	if ok {
 		nl, err := t.st.RenewLease(ctx, l, t.cfg.LeaseTTL, now)
@@ -171,7 +171,7 @@ func (t *ticker) run(ctx context.Context) {
 			stop(quietT)
 			quietT, quietC, quietArmed = nil, nil, at
 			if !at.IsZero() {
-				quietT = t.cfg.Clock.NewTimer(max(at.Sub(t.cfg.Clock.Now()), 0))
+				quietT = t.cfg.Clock.NewTimer(max(at.Sub(t.cfg.Now()), 0))
 				quietC = quietT.C()
 			}
 		}
@@ -263,7 +263,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		return
 	}
 	start := time.Now()
-	now := t.cfg.Clock.Now()
+	now := t.cfg.Now()
 	t.mu.Lock()
 	skip := t.quiet
 	if t.lastDecide.IsZero() || now.Sub(t.lastDecide) >= maxQuiet {
@@ -277,7 +277,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
 	decided := false
-	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Clock.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
+	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
 		SkipBefore: skip, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.
@@ -372,7 +372,7 @@ func (t *ticker) releaseBegins() (end func()) {
 	if t.verifyCancel != nil {
 		t.verifyCancel()
 		t.verifyCancel = nil
-		t.lastVerify = t.cfg.Clock.Now().Add(verifyRetry - verifyEvery)
+		t.lastVerify = t.cfg.Now().Add(verifyRetry - verifyEvery)
 	}
 	return sync.OnceFunc(func() {
 		t.mu.Lock()

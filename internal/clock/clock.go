@@ -32,19 +32,6 @@ type Timer interface {
 	Stop() bool
 }
 
-// NowFrom is c with its time read from now instead: the tickers and
-// timers are c's. A test that holds the time the product reads (to the
-// microsecond, or jumps it by days) while the product's loops wait in
-// real time uses NowFrom(Real{}, fake.Now).
-func NowFrom(c Clock, now func() time.Time) Clock { return nowFrom{c, now} }
-
-type nowFrom struct {
-	Clock
-	now func() time.Time
-}
-
-func (n nowFrom) Now() time.Time { return n.now() }
-
 // Real is the system clock.
 type Real struct{}
 

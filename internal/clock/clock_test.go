@@ -132,22 +132,3 @@ func TestReal(t *testing.T) {
 		t.Fatal("zero time")
 	}
 }
-
-// TestNowFrom: NowFrom reads the time it is given, and keeps the clock's
-// tickers and timers.
-func TestNowFrom(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	fake := NewFake(start)
-	held := start.Add(-24 * time.Hour)
-	c := NowFrom(fake, func() time.Time { return held })
-	if !c.Now().Equal(held) {
-		t.Fatalf("Now %s, want %s", c.Now(), held)
-	}
-	timer := c.NewTimer(time.Minute)
-	fake.Advance(time.Minute)
-	select {
-	case <-timer.C():
-	default:
-		t.Fatal("the timer did not fire when the underlying clock passed it")
-	}
-}
