@@ -27,14 +27,14 @@ func TestMigrateReleaseBlobs(t *testing.T) {
 	bodies := []any{[]byte("fleet-bytes"), []byte("fs"), []byte("manifest-bytes"), []byte("ms")}
 	for _, tc := range []struct {
 		backend string
-		prepare func(t *testing.T, scripts []string) string // returns the store URL
+		prepare func(t *testing.T) string // returns the store URL
 	}{
-		{"sqlite", func(t *testing.T, _ []string) string {
+		{"sqlite", func(t *testing.T) string {
 			url, run := oldDatabase(t, "sqlite", before)
 			run(fmt.Sprintf(insert, "?", "?", "?", "?"), bodies...)
 			return url
 		}},
-		{"postgres", func(t *testing.T, _ []string) string {
+		{"postgres", func(t *testing.T) string {
 			url, run := oldDatabase(t, "postgres", before)
 			run(fmt.Sprintf(insert, "$1", "$2", "$3", "$4"), bodies...)
 			return url
@@ -42,11 +42,7 @@ func TestMigrateReleaseBlobs(t *testing.T) {
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
 			ctx := t.Context()
-			scripts, err := store.MigrationScripts(tc.backend)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := store.Open(ctx, tc.prepare(t, scripts))
+			s, err := store.Open(ctx, tc.prepare(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -467,13 +467,11 @@ func (r *resident) assignments() map[string]*reconciler.Assignment {
 	return out
 }
 
+// headOf is what liveness needs of a kept rollout (its waves' soaks are
+// read from the rollout itself: resident.assignment).
 func headOf(r *reconciler.Rollout) head {
-	soaks := make([]time.Duration, len(r.Waves))
-	for i := range r.Waves {
-		soaks[i] = r.WaveSoak(i)
-	}
 	return head{id: r.ID, channel: r.Channel, state: r.State, opened: micros(r.OpenedAt), updated: micros(r.UpdatedAt),
-		manifestHash: r.ManifestHash, soaks: soaks}
+		manifestHash: r.ManifestHash}
 }
 
 // compareInputs says where two Inputs differ, "" when they do not: the
