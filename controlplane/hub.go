@@ -555,9 +555,9 @@ func (h *hub) checkJournal(ctx context.Context) error {
 	h.mu.RLock()
 	prev := h.mark
 	h.mu.RUnlock()
-	if w.Changes < prev.Changes || w.Events < prev.Events {
+	if w.Changes < prev.Changes || w.Events < prev.Events || w.Seen < prev.Seen {
 		h.log.Warn("the store went back in time: it lost writes it had acknowledged (a crash of an asynchronous commit, a failover, a restore)",
-			"changes", w.Changes, "before", prev.Changes, "events", w.Events, "eventsBefore", prev.Events)
+			"changes", w.Changes, "before", prev.Changes, "events", w.Events, "eventsBefore", prev.Events, "seen", w.Seen, "seenBefore", prev.Seen)
 		if h.rewound != nil {
 			h.rewound()
 		}

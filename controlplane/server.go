@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.hub = newHub(st, log, m, cfg.Clock, s.board)
 	s.hub.leading = func() bool { _, ok := s.ticker.isLeader(); return ok }
 	s.hub.inFleet = s.ids.inFleet
-	s.hub.rewound = s.src.forget
+	s.hub.rewound = func() { s.src.forget(); s.ticker.rewound() }
 	if err := s.newNotifier(); err != nil {
 		st.Close()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -49,6 +50,9 @@ type ticker struct {
 	// that decided, when it decided, and when a tick last compared the
 	// kept input with a cold load (or loaded one).
 	quiet, wake, lastDecide, lastVerify time.Time
+	// lostWrites: the hub saw the store go back in time since the last
+	// committed tick (rewound); the next one starts a new watch.
+	lostWrites bool
 	// verifying: a comparison with a cold load runs (verifyKept);
 	// verifies waits for it when the loop stops.
 	verifying bool
@@ -61,10 +65,23 @@ type ticker struct {
 	verifyCancel context.CancelFunc
 	// deltas are the assignments committed ticks changed, for the hub.
 	deltas assignmentDeltas
+	// kept is the input this replica keeps between the ticks of its
+	// lease, and the host rows it still owes (package kept).
+	kept kept.Keeper
 }
 
 func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics, b *board) *ticker {
 	return &ticker{st: st, cfg: cfg, replica: replica, log: log, m: m, kickCh: make(chan struct{}, 1), board: b}
+}
+
+// rewound says the store went back in time (hub.rewound): it lost writes
+// it had acknowledged, last-seen times among them, so the next tick starts
+// a new watch (store.TickParams.Rewound), and comes soon.
+func (t *ticker) rewound() {
+	t.mu.Lock()
+	t.lostWrites = true
+	t.mu.Unlock()
+	t.kick()
 }
 
 // kick asks for a tick soon.
@@ -272,13 +289,14 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		skip = t.lastDecide.Add(maxQuiet)
 	}
 	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying
+	rewound := t.lostWrites
 	t.mu.Unlock()
 	var watching time.Time
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
 	decided := false
-	out, err := t.st.Tick(ctx, store.TickParams{Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
-		SkipBefore: skip, Report: func(r store.TickReport) {
+	out, err := t.st.Tick(ctx, store.TickParams{Kept: &t.kept, Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
+		Rewound: rewound, SkipBefore: skip, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.
 			if committed == 0 {
@@ -309,6 +327,9 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		return
 	}
 	t.mu.Lock()
+	if rewound {
+		t.lostWrites = false
+	}
 	if t.releasing > 0 {
 		verify = false // a release is being verified: not now
 	}
@@ -387,7 +408,7 @@ func (t *ticker) releaseBegins() (end func()) {
 // gives way to a release (releaseBegins).
 func (t *ticker) verifyKept(ctx, vctx context.Context) {
 	start := time.Now()
-	rep, err := t.st.VerifyKept(vctx)
+	rep, err := t.st.VerifyKept(vctx, &t.kept)
 	t.mu.Lock()
 	t.verifying = false
 	if t.verifyCancel != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -184,7 +185,7 @@ type stallingVerify struct {
 	started chan struct{}
 }
 
-func (s stallingVerify) VerifyKept(ctx context.Context) (store.VerifyReport, error) {
+func (s stallingVerify) VerifyKept(ctx context.Context, _ *kept.Keeper) (store.VerifyReport, error) {
 	s.started <- struct{}{}
 	<-ctx.Done()
 	return store.VerifyReport{}, ctx.Err()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -66,10 +67,7 @@ func (tx *txn) insertRows(ctx context.Context, head, tail string, cols int, args
 const sqliteChunkParams = 1000
 
 // hostRow is one rollout host to write.
-type hostRow struct {
-	rolloutID string
-	host      *reconciler.RolloutHost
-}
+type hostRow = kept.Row
 
 // insertHosts writes the hosts of a new rollout.
 func (tx *txn) insertHosts(ctx context.Context, enc *encoder, rows []hostRow) error {
@@ -131,7 +129,7 @@ func (tx *txn) updateHosts(ctx context.Context, enc *encoder, rows []hostRow) er
 func hostTable(enc *encoder, rows []hostRow) ([][]any, error) {
 	values := make([][]any, len(rows))
 	for i, r := range rows {
-		v, err := enc.hostValues(r.rolloutID, r.host)
+		v, err := enc.hostValues(r.RolloutID, r.Host)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/controlplane/store/storetest"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
@@ -101,7 +102,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 	b.Run("load", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) { return rc.Output{}, errLoadOnly })
+			_, err := s.Tick(ctx, store.TickParams{Kept: keeperOf(s), Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(rc.Input) (rc.Output, error) { return rc.Output{}, errLoadOnly })
 			if !errors.Is(err, errLoadOnly) {
 				b.Fatal(err)
 			}
@@ -111,7 +112,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 	b.Run("decide", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
+			out, err := s.Tick(ctx, idleParams(s, lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -123,7 +124,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 	})
 	b.Run("idle", func(b *testing.B) {
 		b.ReportAllocs()
-		p := idleParams(lease, now)
+		p := idleParams(s, lease, now)
 		p.SkipBefore = quiet
 		if quiet.IsZero() {
 			p.SkipBefore = now.Add(time.Hour)
@@ -142,13 +143,13 @@ func benchTick(b *testing.B, s store.Store, n int) {
 		// VerifyKept, and an idle tick started beside it: how long the
 		// comparison holds the ticks up (tick_ms, at most the copy of
 		// the kept input).
-		p := idleParams(lease, now)
+		p := idleParams(s, lease, now)
 		p.SkipBefore = now.Add(time.Hour)
 		var beside time.Duration
 		for b.Loop() {
 			done := make(chan error, 1)
 			go func() {
-				rep, err := s.VerifyKept(ctx)
+				rep, err := s.VerifyKept(ctx, keeperOf(s))
 				if err == nil && (rep.Diverged || rep.Skipped != "") {
 					err = fmt.Errorf("diverged %v (%s), skipped %q", rep.Diverged, rep.Divergence, rep.Skipped)
 				}
@@ -169,7 +170,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 		// The same comparison in a tick's transaction (TickParams.Verify),
 		// as the control plane made it before VerifyKept: the tick lock
 		// is held for all of it.
-		p := idleParams(lease, now)
+		p := idleParams(s, lease, now)
 		p.Verify = true
 		for b.Loop() {
 			var rep store.TickReport
@@ -200,7 +201,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 			}
 			record(b, s, moved)
 			b.StartTimer()
-			if _, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
+			if _, err := s.Tick(ctx, idleParams(s, lease, now), func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -211,7 +212,7 @@ func benchTick(b *testing.B, s store.Store, n int) {
 		flip := 0
 		for b.Loop() {
 			flip++
-			_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) {
+			_, err := s.Tick(ctx, store.TickParams{Kept: keeperOf(s), Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) {
 				var out rc.Output
 				why := rc.Reason{Gate: "bench", Code: "bench", Message: fmt.Sprint("round ", flip)}
 				for _, r := range in.Rollouts {
@@ -249,7 +250,7 @@ func benchOpen(b *testing.B, s store.Store, lease store.Lease, n int, now time.T
 	for b.Loop() {
 		b.StopTimer()
 		round++
-		_, err := s.Tick(ctx, idleParams(lease, now), func(in rc.Input) (rc.Output, error) {
+		_, err := s.Tick(ctx, idleParams(s, lease, now), func(in rc.Input) (rc.Output, error) {
 			var out rc.Output
 			for _, r := range in.Rollouts {
 				if r.State.Terminal() || r.State == rc.RolloutHalted {
@@ -289,7 +290,7 @@ func benchOpen(b *testing.B, s store.Store, lease store.Lease, n int, now time.T
 		put += time.Since(began)
 		b.StartTimer()
 		began = time.Now()
-		p := idleParams(lease, now)
+		p := idleParams(s, lease, now)
 		p.Report = func(store.TickReport) { committed += time.Since(began) }
 		out, err := s.Tick(ctx, p, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
 		if err != nil {
@@ -345,7 +346,7 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) (store.Lease,
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
+	out, err := s.Tick(ctx, store.TickParams{Kept: keeperOf(s), Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func setupBench(b *testing.B, s store.Store, n int, now time.Time) (store.Lease,
 	}
 	record(b, s, confirmed)
 	// Settle: the confirmations move hosts to Soaking.
-	if _, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
+	if _, err := s.Tick(ctx, store.TickParams{Kept: keeperOf(s), Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}, func(in rc.Input) (rc.Output, error) { return rc.Reconcile(in), nil }); err != nil {
 		b.Fatal(err)
 	}
 	return lease, statuses
@@ -394,10 +395,20 @@ func record(b *testing.B, s store.Store, statuses map[string]store.HostStatus) {
 	}
 }
 
+// keepers hold what each benchmark's store value's ticks keep, as the
+// control plane's ticker does (one kept.Keeper per replica).
+var keepers sync.Map
+
+// keeperOf is the keeper of the ticks on s.
+func keeperOf(s store.Store) *kept.Keeper {
+	k, _ := keepers.LoadOrStore(s, &kept.Keeper{})
+	return k.(*kept.Keeper)
+}
+
 // idleParams are the parameters of an idle tick, as the control plane's
 // ticker gives them.
-func idleParams(lease store.Lease, now time.Time) store.TickParams {
-	return store.TickParams{Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}
+func idleParams(s store.Store, lease store.Lease, now time.Time) store.TickParams {
+	return store.TickParams{Kept: keeperOf(s), Lease: lease, Clock: store.At(now), Tunables: rc.Tunables{}}
 }
 
 // BenchmarkStageRelease measures keeping a release of one channel of

@@ -183,8 +183,8 @@ func (s *db) Rollout(ctx context.Context, id string) (reconciler.Rollout, error)
 func (s *db) Watermark(ctx context.Context) (Watermark, error) {
 	var w Watermark
 	err := s.read(ctx, func(tx *txn) error {
-		return tx.queryRow(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), changes, pruned_events FROM watermark WHERE id = 1").
-			Scan(&w.Events, &w.Changes, &w.PrunedEvents)
+		return tx.queryRow(ctx, "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), changes, seen, pruned_events FROM watermark WHERE id = 1").
+			Scan(&w.Events, &w.Changes, &w.Seen, &w.PrunedEvents)
 	})
 	if err != nil {
 		return Watermark{}, fmt.Errorf("store: watermark: %w", err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -116,6 +117,27 @@ func stringSet(ctx context.Context, c conn, query string, args ...any) (map[stri
 func (l *liveness) live(h head) bool {
 	return reconciler.Live(h.state, reconciler.LiveFacts{Latest: l.latest[h.channel] == h.id,
 		HostInFlight: l.inFlight[h.id], Intended: l.intended[h.id]})
+}
+
+// onlyIntended reports whether only an unconsumed intent keeps a rollout
+// live (kept.Compare).
+func (l *liveness) onlyIntended(id string) bool {
+	if !l.intended[id] {
+		return false
+	}
+	without := *l
+	without.intended = nil
+	i := slices.IndexFunc(l.heads, func(h head) bool { return h.id == id })
+	return i >= 0 && !without.live(l.heads[i])
+}
+
+// keptHeads are the heads as the kept input holds them.
+func (l *liveness) keptHeads() []kept.Head {
+	out := make([]kept.Head, len(l.heads))
+	for i, h := range l.heads {
+		out[i] = kept.Head{ID: h.id, Channel: h.channel, State: h.state, Opened: fromMicros(h.opened)}
+	}
+	return out
 }
 
 // liveHeads returns the live rollouts, oldest first.

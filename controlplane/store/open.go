@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -82,15 +81,9 @@ type db struct {
 	// url is what Open was given.
 	url string
 	// cache holds decoded artifacts, statuses and frozen rollout parts
-	// between ticks.
+	// between ticks: what a hash or an unchanged row names, decoded once.
+	// What a tick keeps of its input is its caller's (TickParams.Kept).
 	cache *cache
-	// res is the input kept between the ticks of a lease (resident.go);
-	// resMu serializes ticks on this store value.
-	resMu sync.Mutex
-	res   *resident
-	// owed are rows a committed tick of this store could not write
-	// (owed.go); resMu guards them.
-	owed *owedRows
 	// pages keeps the summaries of rollouts that no longer change
 	// (pages.go).
 	pages pageCache

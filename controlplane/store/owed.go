@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -18,21 +19,13 @@ import (
 // removes the mark (rfcs/0006 §Tick loop 6).
 //
 // Nothing decides from the missing rows: the leader's kept input has
-// them. When the second transaction fails, the leader writes them at the
+// them, and its Keeper the rows (kept.Owed). When the second transaction fails, the leader writes them at the
 // start of its next tick, before it loads anything. When the leader
 // stopped in between, the next one to load in full writes what a mark
 // says is missing first, from the rollout's manifest, as the open made
 // them (reconciler.PendingHost). Readers other than the leader's ticks
 // (the API's pages and counts) may meanwhile see the rollout with only
 // its moved hosts, for as long as the second transaction takes.
-
-// owedRows are host rows a committed tick left to write.
-type owedRows struct {
-	holder string
-	epoch  int64
-	rows   []hostRow
-	ids    []string // their rollouts (marked)
-}
 
 // deferHosts marks a new rollout as owing rows, which the tick's
 // transaction collects (txn.owed).
@@ -55,11 +48,11 @@ func (tx *txn) claimOwed(rows []hostRow) (insert, update []hostRow) {
 	type key struct{ rollout, host string }
 	at := make(map[key]int, len(tx.owed))
 	for i, r := range tx.owed {
-		at[key{r.rolloutID, r.host.Hostname}] = i
+		at[key{r.RolloutID, r.Host.Hostname}] = i
 	}
 	claimed := make([]bool, len(tx.owed))
 	for _, r := range rows {
-		if i, ok := at[key{r.rolloutID, r.host.Hostname}]; ok {
+		if i, ok := at[key{r.RolloutID, r.Host.Hostname}]; ok {
 			claimed[i] = true
 			insert = append(insert, r)
 			continue
@@ -104,9 +97,9 @@ func (tx *txn) writeOwed(ctx context.Context, rows []hostRow, ids []string, agai
 }
 
 // flushOwed is the second transaction of a tick that deferred rows: it
-// writes them while p's lease still holds. On failure they stay owed,
-// for the lease's next tick.
-func (s *db) flushOwed(ctx context.Context, p TickParams, o *owedRows) {
+// writes them while p's lease still holds. On failure they stay owed in
+// k, for the lease's next tick.
+func (s *db) flushOwed(ctx context.Context, p TickParams, k *kept.Keeper, o *kept.Owed) {
 	err := s.writeTick(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
 			return err
@@ -114,26 +107,26 @@ func (s *db) flushOwed(ctx context.Context, p TickParams, o *owedRows) {
 		if err := checkLease(ctx, tx, p.Lease, utcMicro(p.Clock())); err != nil {
 			return err
 		}
-		return tx.writeOwed(ctx, o.rows, o.ids, false)
+		return tx.writeOwed(ctx, o.Rows, o.IDs, false)
 	})
 	if err != nil {
-		s.owed = o
+		k.Owed = o
 	}
 }
 
 // settleOwed runs at the start of a tick, in its transaction, before it
-// loads: rows the lease's last tick could not write are written now
-// (wrote: clear s.owed once this transaction commits); a tick that loads
-// in full (full) first writes whatever a mark says is missing, and
+// loads: rows the lease's last tick could not write (k.Owed) are written
+// now (wrote: clear k.Owed once this transaction commits); a tick that
+// loads in full (full) first writes whatever a mark says is missing, and
 // reports whether it wrote any (repaired).
-func (s *db) settleOwed(ctx context.Context, tx *txn, l Lease, full bool) (wrote, repaired bool, err error) {
-	if o := s.owed; o != nil {
-		if o.holder != l.Holder || o.epoch != l.Epoch {
+func settleOwed(ctx context.Context, s *db, tx *txn, k *kept.Keeper, l Lease, full bool) (wrote, repaired bool, err error) {
+	if o := k.Owed; o != nil {
+		if o.Lease != keptLease(l) {
 			// Another leader's ticks may have come between: the marks
 			// say what is missing.
-			s.owed, full = nil, true
+			k.Owed, full = nil, true
 		} else {
-			if err := tx.writeOwed(ctx, o.rows, o.ids, true); err != nil {
+			if err := tx.writeOwed(ctx, o.Rows, o.IDs, true); err != nil {
 				return false, false, fmt.Errorf("store: owed rows: %w", err)
 			}
 			wrote = true
@@ -183,7 +176,7 @@ func (s *db) missingRows(ctx context.Context, tx *txn, id string) ([]hostRow, er
 	for _, hw := range m.HostSet {
 		if !have[hw.Hostname] {
 			h := reconciler.PendingHost(hw, r.Budgets, r.OpenedAt)
-			rows = append(rows, hostRow{id, &h})
+			rows = append(rows, hostRow{RolloutID: id, Host: &h})
 		}
 	}
 	return rows, nil

@@ -14,17 +14,21 @@
 //     lets the caller decide, applies the Output the way reconciler.Apply
 //     describes, and commits, or writes nothing. The Input is the live
 //     rollouts (reconciler.Live), not every rollout.
-//  3. The leader's store value keeps that Input between the ticks of one
-//     lease (resident.go): a tick reads only what changed since the
-//     previous one, and the kept Input must equal a cold load (VerifyKept
-//     compares them; a difference drops it and the next tick loads in
-//     full). Any failure, a new lease, or TickParams.Full makes the next
-//     tick load in full.
+//  3. The store keeps no state of its own beyond caches of what a hash
+//     or an unchanged row names. The leader keeps the Input between the
+//     ticks of one lease (package kept) and hands it to each tick
+//     (TickParams.Kept): a tick reads only what changed since the
+//     previous one (catchup.go), and the kept Input must equal a cold load
+//     (VerifyKept compares them; a difference drops it and the next tick
+//     loads in full). Any failure, a new lease, or TickParams.Full makes
+//     the next tick load in full.
 //  4. A tick that opens a rollout commits the rollout and the hosts it
 //     moved, and writes the hosts still Pending in a second transaction
 //     after it reported (owed.go): until then readers other than the
-//     leader's ticks may see the rollout with only its moved hosts; a
-//     leader that stopped in between is made good by the next full load.
+//     leader's ticks may see the rollout with only its moved hosts, and
+//     rows that second transaction could not write are owed in the
+//     Keeper; a leader that stopped in between is made good by the next
+//     full load.
 //  5. Observations are kept apart: a host's status is written only when
 //     it changes (RecordStatus, RecordCheckin, RecordStatuses), its
 //     last-seen time in batches (TouchHosts), with when the stored status
@@ -48,6 +52,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -211,6 +216,8 @@ type Watermark struct {
 	Events int64
 	// Changes grows with every write a tick must see.
 	Changes int64
+	// Seen grows with every batch of last-seen times written.
+	Seen int64
 	// PrunedEvents is the newest event id Prune has deleted (0 when none):
 	// a reader whose place in the journal is below it missed events.
 	PrunedEvents int64
@@ -298,11 +305,11 @@ type TickStore interface {
 	// the store unchanged. The Output returned carries the watch_started
 	// event first when there was one.
 	Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
-	// VerifyKept compares the input kept between ticks with a cold load
-	// from one snapshot, holding up this store's ticks only while it
-	// copies the kept input, and drops the kept input when they differ
-	// (the next tick loads in full).
-	VerifyKept(ctx context.Context) (VerifyReport, error)
+	// VerifyKept compares the input k keeps between ticks with a cold
+	// load from one snapshot, holding up k's ticks only while it copies
+	// the kept input, and drops the kept input when they differ (the next
+	// tick loads in full).
+	VerifyKept(ctx context.Context, k *kept.Keeper) (VerifyReport, error)
 	// Sight returns what the control plane could see at its last tick: its
 	// watch and the channels in partial visibility.
 	Sight(ctx context.Context) (Sight, error)

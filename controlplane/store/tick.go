@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -25,9 +26,19 @@ type TickParams struct {
 	// restart, a lost database, a store restored from a backup) starts a
 	// new one. Zero means half the offline threshold.
 	MaxGap time.Duration
+	// Kept is what the caller keeps between its ticks (package kept): the
+	// input of its lease's previous tick and the host rows it still owes.
+	// The tick holds its lock throughout. Nil: the tick loads in full,
+	// and keeps nothing.
+	Kept *kept.Keeper
 	// Full makes the tick load its input in full, a cold load, whatever
-	// the store kept (resident.go).
+	// Kept holds.
 	Full bool
+	// Rewound: the caller saw the store go back in time since its last
+	// tick (it lost writes it had acknowledged). The tick starts a new
+	// watch (step 4), as it does when it finds the store's counters below
+	// the highest ones a tick on p.Kept read (kept.Keeper.High).
+	Rewound bool
 	// Verify makes the tick compare the input it kept with a cold load in
 	// the same transaction, and use the cold load (TickReport.Diverged).
 	Verify bool
@@ -73,15 +84,18 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     when the tick loads in full, those of every rollout still marked
 //     as owing rows (owed.go);
 //  4. keep the watch: the previous committed tick must be at most MaxGap
-//     old, else a new watch starts now and a watch_started event says so
+//     old, and the store must not have lost writes since the caller's
+//     last tick (p.Rewound, or its counters below kept.Keeper.High: the
+//     last-seen times it lost would make healthy hosts look silent), else
+//     a new watch starts now and a watch_started event says so
 //     (Input.WatchingSince);
 //  5. load the Input: tunables, every channel's release (artifacts
 //     decoded once per hash and cached), the live rollouts with their
 //     hosts (see liveness.live), every observed host, the unconsumed
 //     intents, the deferrals, the channels in partial visibility and the
-//     measurements of running waves — from the input the store kept
-//     after this lease's previous tick, brought up to date with what
-//     changed since (resident.go), or in full;
+//     measurements of running waves — from the input p.Kept holds from
+//     this lease's previous tick, brought up to date with what changed
+//     since (catchup.go), or in full;
 //  6. call decide, unless nothing a tick must see changed since the
 //     previous tick and now is before p.SkipBefore (the previous Output's
 //     QuietUntil): the tick is then skipped, and writes only the watch;
@@ -96,23 +110,27 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     follow in a second transaction, under the same lease (owed.go).
 //
 // An error from decide, or from applying, rolls everything back (the
-// watch too); after an error of the store's the store keeps no input,
-// and the next tick loads in full. decide runs inside the transaction: it must not call the
+// watch too); after an error of the store's p.Kept holds no input, and
+// the next tick loads in full. decide runs inside the transaction: it must not call the
 // store (on SQLite it would wait for the writer it holds), and must not
 // modify what the Input points to (decoded artifacts and frozen rollout
 // parts are shared with later ticks).
 func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
-	s.resMu.Lock()
-	defer s.resMu.Unlock()
+	k := p.Kept
+	if k == nil {
+		k = &kept.Keeper{}
+	}
+	k.Lock()
+	defer k.Unlock()
 	var (
 		out       reconciler.Output
 		in        reconciler.Input
 		rep       TickReport
-		next      *resident
+		next      *kept.Input
 		decideErr bool
-		settled   bool      // the rows s.owed held were written
-		owed      []hostRow // rows this tick defers
-		deferred  *owedRows // and with their lease
+		settled   bool       // the rows k.Owed held were written
+		deferred  *kept.Owed // rows this tick defers, with their lease
+		high      kept.Marks // the store's counters when the tick began (kept.Keeper.High)
 	)
 	err := s.writeTick(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
@@ -122,24 +140,29 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if err := checkLease(ctx, tx, p.Lease, now); err != nil {
 			return err
 		}
-		wrote, repaired, err := s.settleOwed(ctx, tx, p.Lease, !s.keeps(p))
+		wrote, repaired, err := settleOwed(ctx, s, tx, k, p.Lease, !keeps(k, p))
 		if err != nil {
 			return err
 		}
 		settled = wrote
 		if repaired {
-			s.res = nil
+			k.Input = nil
 		}
 		in = reconciler.Input{Now: now, Tunables: p.Tunables}
 		gap := p.MaxGap
 		if gap <= 0 {
 			gap = p.Tunables.OfflineThreshold() / 2
 		}
-		started, err := keepWatch(ctx, tx, &in, gap)
+		marks, err := readMarks(ctx, tx)
 		if err != nil {
 			return err
 		}
-		r, err := s.loadKept(ctx, tx, &in, p, &rep)
+		started, err := keepWatch(ctx, tx, &in, gap, p.Rewound || marks.Below(k.High))
+		if err != nil {
+			return err
+		}
+		high = marks
+		r, err := s.loadKept(ctx, tx, k.Input, &in, p, &rep)
 		if err != nil {
 			return err
 		}
@@ -159,9 +182,9 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if err := s.apply(ctx, tx, &in, &o, now); err != nil {
 			return fmt.Errorf("store: tick: apply: %w", err)
 		}
-		out, owed = o, tx.owed
-		if len(owed) > 0 {
-			deferred = &owedRows{holder: p.Lease.Holder, epoch: p.Lease.Epoch, rows: owed, ids: tx.owedIDs}
+		out = o
+		if len(tx.owed) > 0 {
+			deferred = &kept.Owed{Lease: keptLease(p.Lease), Rows: tx.owed, IDs: tx.owedIDs}
 		}
 		return nil
 	})
@@ -170,54 +193,56 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		// full. One decide refused wrote nothing the kept input does not
 		// know of (it holds only what was committed), and stays.
 		if decideErr {
-			s.res = next
+			k.Input = next
 		} else {
-			s.res = nil
+			k.Input = nil
 		}
 		return reconciler.Output{}, err
 	}
-	s.res = next
+	k.Input = next
+	k.High = high
 	if settled {
-		s.owed = nil
+		k.Owed = nil
 	}
 	if !rep.Skipped {
-		ch := next.apply(&in, &out)
+		ch := next.Apply(&in, &out)
 		var early map[string]*reconciler.Assignment
-		if p.Report != nil && len(ch.urgent) > 0 && (rep.Full || len(ch.rollouts) > 0) {
+		if p.Report != nil && len(ch.Urgent) > 0 && (rep.Full || len(ch.Rollouts) > 0) {
 			// The hosts to wake first (TickReport.Early), then the rest.
-			early = next.changedAssignments(changes{urgent: ch.urgent}, nil)
+			early = next.ChangedAssignments(kept.Changes{Urgent: ch.Urgent}, nil)
 			first := TickReport{Changed: rep.Changed, More: rep.More, Early: true, Assignments: early}
 			p.Report(first)
 		}
 		if rep.Full {
-			rep.Assignments = next.assignments()
+			rep.Assignments = next.Assignments()
 		} else {
-			rep.Assignments = next.changedAssignments(ch, early)
+			rep.Assignments = next.ChangedAssignments(ch, early)
 		}
 	}
 	if p.Report != nil {
 		p.Report(rep)
 	}
 	if deferred != nil {
-		s.flushOwed(ctx, p, deferred)
+		s.flushOwed(ctx, p, k, deferred)
 	}
 	return out, nil
 }
 
-// keeps reports whether the store keeps an input p's tick can start from
+// keeps reports whether k holds an input p's tick can start from
 // (loadKept): one of the same lease, and p does not ask for a full load.
-func (s *db) keeps(p TickParams) bool {
-	r := s.res
-	return r != nil && r.holder == p.Lease.Holder && r.lease == p.Lease.Epoch && !p.Full
+func keeps(k *kept.Keeper, p TickParams) bool {
+	return k.Input != nil && k.Input.Lease == keptLease(p.Lease) && !p.Full
 }
 
-// loadKept loads the tick's input (step 5): from the input the store kept
-// after the previous tick, brought up to date (resident.go), or in full
-// when it kept none for this lease, cannot follow, or p asks for it. It
+// keptLease is the holder and epoch of a lease.
+func keptLease(l Lease) kept.Lease { return kept.Lease{Holder: l.Holder, Epoch: l.Epoch} }
+
+// loadKept loads the tick's input (step 5): from r, the input kept after
+// the previous tick, brought up to date (catchup.go), or in full when
+// none is kept for this lease, it cannot follow, or p asks for it. It
 // returns the input to keep after the tick.
-func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p TickParams, rep *TickReport) (*resident, error) {
-	r := s.res
-	if r != nil && (r.holder != p.Lease.Holder || r.lease != p.Lease.Epoch || p.Full) {
+func (s *db) loadKept(ctx context.Context, tx *txn, r *kept.Input, in *reconciler.Input, p TickParams, rep *TickReport) (*kept.Input, error) {
+	if r != nil && (r.Lease != keptLease(p.Lease) || p.Full) {
 		r = nil
 	}
 	if r != nil {
@@ -242,7 +267,7 @@ func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p Tick
 		case err != nil:
 			return nil, err
 		default:
-			r.input(in)
+			r.Fill(in)
 			in.Intents, rep.Changed, rep.More = intents, changed, more
 			if in.Measurements, err = loadMeasured(ctx, tx, in.Rollouts); err != nil {
 				return nil, err
@@ -262,8 +287,8 @@ func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p Tick
 		return nil, err
 	}
 	if r != nil {
-		d, err := compareInputs(in, &cold, lv, func(names []string) (map[string]lateRows, error) {
-			return lateHosts(ctx, tx, names, r.marks)
+		d, err := kept.Compare(in, &cold, lv.onlyIntended, func(names []string) (map[string]kept.Late, error) {
+			return lateHosts(ctx, tx, names, r.Marks)
 		})
 		switch {
 		case err != nil:
@@ -275,14 +300,15 @@ func (s *db) loadKept(ctx context.Context, tx *txn, in *reconciler.Input, p Tick
 	}
 	*in = cold
 	rep.Full, rep.Changed = true, true
-	return newResident(p.Lease, m, lv, in), nil
+	return kept.New(keptLease(p.Lease), m, lv.keptHeads(), in), nil
 }
 
 // keepWatch reads the watch, starts a new one when the previous committed
 // tick is more than gap before now (or after it: a clock that went back,
-// a store restored from elsewhere), sets in.WatchingSince, and records this
-// tick as the latest. A new watch comes with the event that reports it.
-func keepWatch(ctx context.Context, tx *txn, in *reconciler.Input, gap time.Duration) (*reconciler.Event, error) {
+// a store restored from elsewhere) or the store lost writes (rewound),
+// sets in.WatchingSince, and records this tick as the latest. A new watch
+// comes with the event that reports it.
+func keepWatch(ctx context.Context, tx *txn, in *reconciler.Input, gap time.Duration, rewound bool) (*reconciler.Event, error) {
 	now := micros(in.Now)
 	var since, alive int64
 	err := tx.queryRow(ctx, "SELECT since, alive_at FROM watch WHERE id = 1").Scan(&since, &alive)
@@ -293,9 +319,13 @@ func keepWatch(ctx context.Context, tx *txn, in *reconciler.Input, gap time.Dura
 		return nil, fmt.Errorf("store: watch: %w", err)
 	}
 	var started *reconciler.Event
-	if alive < 0 || now-alive > gap.Microseconds() || alive-now > time.Minute.Microseconds() {
+	if alive < 0 || now-alive > gap.Microseconds() || alive-now > time.Minute.Microseconds() || rewound {
 		why := "the control plane starts watching its hosts"
-		if alive >= 0 {
+		switch {
+		case alive >= 0 && rewound:
+			why = "the control plane's watch over its hosts restarts: the store lost writes it had acknowledged " +
+				"(a crash of an asynchronous commit, a failover, a restore), last-seen times among them"
+		case alive >= 0:
 			why = fmt.Sprintf("the control plane's watch over its hosts restarts: its last tick was at %s (a restart, a lost database or a restored store)",
 				fromMicros(alive).Format(time.RFC3339))
 		}
@@ -429,7 +459,7 @@ func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Roll
 	// The hosts still Pending follow in a second transaction (owed.go).
 	var now, later []hostRow
 	for j := range r.Hosts {
-		row := hostRow{r.ID, &r.Hosts[j]}
+		row := hostRow{RolloutID: r.ID, Host: &r.Hosts[j]}
 		if r.Hosts[j].State == reconciler.HostPending {
 			later = append(later, row)
 		} else {
@@ -495,7 +525,7 @@ func (tx *txn) applyHosts(ctx context.Context, enc *encoder, known map[string][]
 	for i := range updates {
 		u := &updates[i]
 		if j, ok := last[key{u.RolloutID, u.Host.Hostname}]; ok && j == i {
-			rows = append(rows, hostRow{u.RolloutID, &u.Host})
+			rows = append(rows, hostRow{RolloutID: u.RolloutID, Host: &u.Host})
 		}
 	}
 	insert, update := tx.claimOwed(rows)

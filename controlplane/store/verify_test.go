@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
 	rc "github.com/nixfleet/nixfleet/reconciler"
@@ -41,11 +42,12 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	k := &kept.Keeper{}
 	tick := func(ctx context.Context, verify bool) (store.TickReport, rc.Input) {
 		t.Helper()
 		var rep store.TickReport
 		var in rc.Input
-		_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: verify,
+		_, err := s.Tick(ctx, store.TickParams{Kept: k, Lease: lease, Clock: store.At(t0), Verify: verify,
 			Report: func(r store.TickReport) { rep = r }},
 			func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
 		if err != nil {
@@ -62,7 +64,7 @@ func TestPostgresVerifyWhileHostsCheckIn(t *testing.T) {
 	later := map[string]time.Time{"host-1": t0.Add(-time.Second), "host-new": t0.Add(-time.Second)}
 	var rep store.TickReport
 	f.whileColdLoadWaits(t, func() {
-		_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: true,
+		_, err := s.Tick(ctx, store.TickParams{Kept: k, Lease: lease, Clock: store.At(t0), Verify: true,
 			Report: func(r store.TickReport) { rep = r }},
 			func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil })
 		if err != nil {
@@ -108,9 +110,10 @@ func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	k := &kept.Keeper{}
 	tick := func(ctx context.Context) store.TickReport {
 		var rep store.TickReport
-		_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Report: func(r store.TickReport) { rep = r }},
+		_, err := s.Tick(ctx, store.TickParams{Kept: k, Lease: lease, Clock: store.At(t0), Report: func(r store.TickReport) { rep = r }},
 			func(i rc.Input) (rc.Output, error) { return rc.Reconcile(i), nil })
 		if err != nil {
 			t.Error(err)
@@ -129,7 +132,7 @@ func TestPostgresVerifyKeptBesideTicks(t *testing.T) {
 		rep store.VerifyReport
 		err error
 	}
-	f.whileColdLoadWaits(t, func() { res.rep, res.err = s.VerifyKept(ctx) }, func() {
+	f.whileColdLoadWaits(t, func() { res.rep, res.err = s.VerifyKept(ctx, k) }, func() {
 		if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-2": t0.Add(-time.Second), "host-3": t0.Add(-time.Second)})); err != nil {
 			t.Fatal(err)
 		}
@@ -177,10 +180,11 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			k := &kept.Keeper{}
 			tick := func() (store.TickReport, rc.Input) {
 				var rep store.TickReport
 				var in rc.Input
-				_, err := s.Tick(ctx, store.TickParams{Lease: lease, Clock: store.At(t0), Verify: true,
+				_, err := s.Tick(ctx, store.TickParams{Kept: k, Lease: lease, Clock: store.At(t0), Verify: true,
 					Report: func(r store.TickReport) { rep = r }},
 					func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
 				if err != nil {
@@ -195,7 +199,7 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			if err := raw.ExecRaw(ctx, "UPDATE host_seen SET last_seen = ? WHERE hostname = ?", t0.UnixMicro()+1, "host-2"); err != nil {
 				t.Fatal(err)
 			}
-			vr, err := s.VerifyKept(ctx)
+			vr, err := s.VerifyKept(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +239,7 @@ func TestUnstampedChangeIsADivergence(t *testing.T) {
 			if _, err := s.TouchHosts(ctx, store.SeenAt(map[string]time.Time{"host-1": t0.Add(time.Second)})); err != nil {
 				t.Fatal(err)
 			}
-			vr, err = s.VerifyKept(ctx)
+			vr, err = s.VerifyKept(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -22,53 +22,53 @@ type VerifyReport struct {
 	Divergence string
 }
 
-// VerifyKept compares the input the store keeps between ticks with a cold
-// load, as TickParams.Verify does, but without holding the tick lock
+// VerifyKept compares the input k keeps between ticks with a cold load,
+// as TickParams.Verify does, but without holding the tick lock
 // while it loads (rfcs/0006 §Tick loop 3): at 100,000 hosts a cold load
 // takes seconds, and a release or a status change must not wait for it.
 //
 //  1. It opens a read transaction (PostgreSQL: REPEATABLE READ; SQLite: a
-//     read transaction), then, between two ticks (holding what serializes
-//     them on this store), reads the watermark there, which fixes the
+//     read transaction), then, between two ticks (holding k's lock, which
+//     serializes them), reads the watermark there, which fixes the
 //     snapshot, and copies the kept input. Nothing a tick writes can
 //     commit between the two: ticks run one at a time, and this replica
 //     holds the lease.
 //  2. It lets ticks run again, and loads everything from the snapshot,
 //     with caches of its own (the ticks' stay as they are).
-//  3. It compares as a verifying tick does (compareInputs), without the
+//  3. It compares as a verifying tick does (kept.Compare), without the
 //     channels, which every tick reads in full.
 //
-// It compares nothing when the store keeps no input, when rows a tick
+// It compares nothing when k holds no input, when rows a tick
 // deferred are still owed, when the lease changed, when the watermark's
 // epoch moved (the next tick loads in full), or on an in-memory SQLite
 // database (one connection: the load would hold the ticks up). On a
 // difference, the kept input is dropped, so the next tick loads in full.
-func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
+func (s *db) VerifyKept(ctx context.Context, k *kept.Keeper) (VerifyReport, error) {
 	var rep VerifyReport
 	if s.dialect != dialectPostgres && s.reader == s.writer {
 		rep.Skipped = "an in-memory database has one connection"
 		return rep, nil
 	}
-	var r *resident
+	var r *kept.Input
 	locked := false
 	unlock := func() {
 		if locked {
 			locked = false
-			s.resMu.Unlock()
+			k.Unlock()
 		}
 	}
 	defer unlock()
 	err := s.read(ctx, func(tx *txn) error {
 		// The connection and the transaction are taken before the ticks
 		// are held up; the snapshot is fixed by the first statement.
-		s.resMu.Lock()
+		k.Lock()
 		locked = true
-		r = s.res
+		r = k.Input
 		switch {
 		case r == nil:
 			rep.Skipped = "no input kept"
 			return nil
-		case s.owed != nil:
+		case k.Owed != nil:
 			rep.Skipped = "a tick still owes host rows"
 			return nil
 		}
@@ -82,14 +82,14 @@ func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 			return fmt.Errorf("store: tick lease: %w", err)
 		}
 		switch {
-		case holder != r.holder || epoch != r.lease:
+		case (kept.Lease{Holder: holder, Epoch: epoch}) != r.Lease:
 			rep.Skipped = "the tick lease changed hands"
 			return nil
-		case m.epoch != r.marks.epoch || m.changes < r.marks.changes || m.seen < r.marks.seen:
+		case !follows(r.Marks, m):
 			rep.Skipped = "the next tick loads in full"
 			return nil
 		}
-		kept, marks := r.copyInput(), r.marks
+		copied, marks := r.Copy(), r.Marks
 		shadow := s.shadow()
 		unlock()
 
@@ -99,7 +99,7 @@ func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 			return err
 		}
 		cold.Channels = nil
-		d, err := compareInputs(&kept, &cold, lv, func(names []string) (map[string]lateRows, error) {
+		d, err := kept.Compare(&copied, &cold, lv.onlyIntended, func(names []string) (map[string]kept.Late, error) {
 			return lateHosts(ctx, tx, names, marks)
 		})
 		if err != nil {
@@ -113,27 +113,13 @@ func (s *db) VerifyKept(ctx context.Context) (VerifyReport, error) {
 		return VerifyReport{}, fmt.Errorf("store: verify the kept input: %w", err)
 	}
 	if rep.Diverged {
-		s.resMu.Lock()
+		k.Lock()
 		locked = true
-		if s.res == r {
-			s.res = nil
+		if k.Input == r {
+			k.Input = nil
 		}
 	}
 	return rep, nil
-}
-
-// copyInput is the kept input as a tick would see it, copied so that the
-// ticks that follow may change the kept one: the observed hosts, and each
-// live rollout with its host list (a tick replaces a rollout's header
-// whole, and its hosts' records in place).
-func (r *resident) copyInput() reconciler.Input {
-	var in reconciler.Input
-	r.input(&in)
-	in.Hosts = maps.Clone(in.Hosts)
-	for i := range in.Rollouts {
-		in.Rollouts[i].Hosts = slices.Clone(in.Rollouts[i].Hosts)
-	}
-	return in
 }
 
 // shadow is a store value on the same database whose caches start as

@@ -41,7 +41,7 @@ func testDeferredHostRows(t *testing.T, s store.Store) {
 		defer cancel()
 		var in rc.Input
 		var reports []store.TickReport
-		out, err := s.Tick(ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
+		out, err := s.Tick(ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
 			Report: func(r store.TickReport) {
 				if len(reports) == 0 {
 					atReport = m.rollout(id)
@@ -114,7 +114,7 @@ func testDeferredHostRows(t *testing.T, s store.Store) {
 	m.lease = l
 	var rep store.TickReport
 	var in rc.Input
-	_, err = s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Verify: true,
+	_, err = s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Verify: true,
 		Report: func(r store.TickReport) { rep = r }},
 		func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
 	must(t, err)

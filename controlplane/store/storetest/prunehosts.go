@@ -55,7 +55,7 @@ func testPruneHosts(t *testing.T, s store.Store) {
 	}
 	var rep store.TickReport
 	var in rc.Input
-	_, err = s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Report: func(r store.TickReport) { rep = r }},
+	_, err = s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Report: func(r store.TickReport) { rep = r }},
 		func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
 	must(t, err)
 	if !rep.Full {

@@ -18,7 +18,7 @@ import (
 func (m *sim) tickAt(now time.Time, gap time.Duration, decide func(rc.Input) (rc.Output, error)) (rc.Input, rc.Output) {
 	m.t.Helper()
 	var in rc.Input
-	out, err := m.s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(now), Tunables: m.tun, MaxGap: gap},
+	out, err := m.s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(now), Tunables: m.tun, MaxGap: gap},
 		func(i rc.Input) (rc.Output, error) {
 			in = i
 			return decide(i)
@@ -37,8 +37,9 @@ func watchStarts(out rc.Output) bool {
 
 // testWatch: the store keeps the control plane's watch over its hosts
 // (rfcs/0006 §Tick loop 3): the first tick starts it, ticks at most MaxGap
-// apart keep it, a longer gap or a clock that went back restarts it (with
-// a watch_started event each time), a tick that writes nothing does not
+// apart keep it, a longer gap, a clock that went back or a store that lost
+// writes restarts it (with a watch_started event each time), a tick that
+// writes nothing does not
 // touch it, and Sight reports it with the channels in partial visibility,
 // which a tick's Output replaces.
 func testWatch(t *testing.T, s store.Store) {
@@ -63,7 +64,7 @@ func testWatch(t *testing.T, s store.Store) {
 		t.Fatalf("a tick MaxGap later: watching since %s, events %+v; want the watch kept", in.WatchingSince, out.Events)
 	}
 	// A tick whose decide fails writes nothing, the watch neither.
-	_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(t0.Add(10 * gap)), MaxGap: gap},
+	_, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(t0.Add(10 * gap)), MaxGap: gap},
 		func(rc.Input) (rc.Output, error) { return rc.Output{}, errPeek })
 	wantErr(t, err, errPeek, "a failing tick")
 	if sg := sight(); !sg.LastTick.Equal(t0.Add(gap)) || !sg.WatchingSince.Equal(t0) {
@@ -88,6 +89,28 @@ func testWatch(t *testing.T, s store.Store) {
 	if in, _ = m.tickAt(back.Add(gap), 0, nothing); !in.WatchingSince.Equal(back) {
 		t.Fatalf("MaxGap 0 (half the offline threshold): watching since %s after a minute; want %s", in.WatchingSince, back)
 	}
+
+	// Lost writes: a store whose counters are below those the replica's
+	// last committed tick read lost writes it had acknowledged (its
+	// last-seen times may be too old), and so does one the caller says
+	// went back (TickParams.Rewound): a new watch, once.
+	lost := back.Add(gap + time.Second)
+	m.kept.High.Seen++
+	if in, out = m.tickAt(lost, gap, nothing); !in.WatchingSince.Equal(lost) || !watchStarts(out) ||
+		!strings.Contains(out.Events[0].Reason.Message, "lost writes") {
+		t.Fatalf("counters below the last tick's: watching since %s, events %+v; want a new watch saying the store lost writes", in.WatchingSince, out.Events)
+	}
+	if in, out = m.tickAt(lost.Add(time.Second), gap, nothing); !in.WatchingSince.Equal(lost) || len(out.Events) != 0 {
+		t.Fatalf("the tick after: watching since %s, events %+v; want the new watch kept", in.WatchingSince, out.Events)
+	}
+	rewound := lost.Add(2 * time.Second)
+	_, err = s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(rewound), MaxGap: gap, Rewound: true},
+		func(i rc.Input) (rc.Output, error) { in = i; return rc.Output{}, nil })
+	must(t, err)
+	if !in.WatchingSince.Equal(rewound) {
+		t.Fatalf("TickParams.Rewound: watching since %s, want %s", in.WatchingSince, rewound)
+	}
+	back = rewound
 
 	// Visibility: the Output's set replaces the stored one.
 	vis := []rc.Visibility{{Channel: "edge", Since: back, Silent: 3, Total: 5},
@@ -150,7 +173,7 @@ func testTickClock(t *testing.T, s store.Store) {
 	// and the state check, which compares observations too; the model is
 	// kept by hand.
 	var in rc.Input
-	out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: clock, Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
+	out, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: clock, Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
 		in = i
 		return rc.Reconcile(i), nil
 	})

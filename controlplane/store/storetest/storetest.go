@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
@@ -100,7 +101,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StateConstraints", testStateConstraints},
 		{"TickManyHosts", testTickManyHosts},
 		{"Analysis", testAnalysis},
-		{"ResidentEqualsColdLoad", testResidentEqualsColdLoad},
+		{"KeptEqualsColdLoad", testKeptEqualsColdLoad},
 		{"DeferredHostRows", testDeferredHostRows},
 		{"PruneHosts", testPruneHosts},
 	}
@@ -161,6 +162,7 @@ type sim struct {
 	s       store.Store
 	ctx     context.Context
 	lease   store.Lease
+	kept    *kept.Keeper // what the replica keeps between its ticks
 	now     time.Time
 	tun     rc.Tunables
 	online  map[string]bool
@@ -172,7 +174,7 @@ type sim struct {
 }
 
 func newSim(t *testing.T, s store.Store) *sim {
-	m := &sim{t: t, s: s, ctx: t.Context(), now: t0, online: map[string]bool{}, failing: map[string]bool{},
+	m := &sim{t: t, s: s, ctx: t.Context(), kept: &kept.Keeper{}, now: t0, online: map[string]bool{}, failing: map[string]bool{},
 		status: map[string]store.HostStatus{}}
 	l, err := s.AcquireLease(m.ctx, store.TickLease, "replica-a", 1000*time.Hour, t0)
 	must(t, err)
@@ -263,7 +265,7 @@ var errPeek = errors.New("storetest: peek only")
 func (m *sim) peek() rc.Input {
 	m.t.Helper()
 	var in rc.Input
-	_, err := m.s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
+	_, err := m.s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
 		in = i
 		return rc.Output{}, errPeek
 	})
@@ -282,7 +284,7 @@ func (m *sim) tickWith(decide func(rc.Input) (rc.Output, error)) (rc.Input, rc.O
 func (m *sim) tickClock(clock func() time.Time, decide func(rc.Input) (rc.Output, error)) (rc.Input, rc.Output) {
 	m.t.Helper()
 	var in rc.Input
-	out, err := m.s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: clock, Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
+	out, err := m.s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: clock, Tunables: m.tun}, func(i rc.Input) (rc.Output, error) {
 		in = i
 		return decide(i)
 	})

@@ -132,7 +132,7 @@ func testTickDecideError(t *testing.T, s store.Store) {
 	m.now = m.now.Add(time.Minute)
 	before := m.snapshot(id)
 	boom := errors.New("boom")
-	out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
+	out, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
 		return rc.Reconcile(in), boom
 	})
 	wantErr(t, err, boom, "Tick with a failing decide")
@@ -154,7 +154,7 @@ func testTickApplyError(t *testing.T, s store.Store) {
 
 	bad := func(mutate func(in rc.Input, out *rc.Output)) {
 		t.Helper()
-		_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
+		_, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
 			out := rc.Reconcile(in)
 			r := in.Rollouts[0]
 			r.Hosts = nil
@@ -240,7 +240,7 @@ func testTickFencing(t *testing.T, s store.Store) {
 	if takeover.Epoch <= m.lease.Epoch {
 		t.Fatalf("takeover epoch %d, want > %d", takeover.Epoch, m.lease.Epoch)
 	}
-	_, err = s.Tick(ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.lease.Expires.Add(-time.Minute)), Tunables: rc.Tunables{}}, never)
+	_, err = s.Tick(ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.lease.Expires.Add(-time.Minute)), Tunables: rc.Tunables{}}, never)
 	wantErr(t, err, store.ErrNotLeader, "Tick with the lease taken over")
 	m.lease, m.now = takeover, m.lease.Expires
 	m.checkIn(true, edgeHosts...)
@@ -277,7 +277,7 @@ func testTicksSerialize(t *testing.T, s store.Store) {
 		return rc.Output{}, fmt.Errorf("rollout %s not loaded", id)
 	}
 	tick := func() error {
-		_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, increment)
+		_, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, increment)
 		return err
 	}
 
@@ -289,7 +289,7 @@ func testTicksSerialize(t *testing.T, s store.Store) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		_, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
+		_, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, func(in rc.Input) (rc.Output, error) {
 			close(inFirst)
 			<-letFirstGo
 			return increment(in)
@@ -372,7 +372,7 @@ func testTickManyHosts(t *testing.T, s store.Store) {
 	// compare whole states with reconciler.Apply).
 	tick := func(decide func(rc.Input) (rc.Output, error)) rc.Output {
 		t.Helper()
-		out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, decide)
+		out, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun}, decide)
 		must(t, err)
 		return out
 	}

@@ -11,29 +11,30 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
-// testResidentEqualsColdLoad is the property of the input a store keeps
-// between a lease's ticks (rfcs/0006 §Tick loop 3): after randomized
-// sequences of check-ins (statuses, urgent and batched last-seen times),
-// confirms and failed activations, operator intents (of live, finished
-// and unknown rollouts), releases, manifests replaced, prunes, hosts
-// forgotten (PruneHosts), leader changes, runs of ticks that read only
-// a few changed statuses each (TickParams.MaxStatuses) and ticks whose
-// deferred host rows could not be written after they committed (owed.go
-// in package store), every verifying
-// tick's kept input equals a cold load read in the same transaction
-// (TickParams.Verify), so the tick decides what a control plane that just
-// started would; and the output of a tick made from the kept input is the
-// output Reconcile gives on a cold load of the same store by another
-// replica. Each sequence is seeded (the seed is logged;
-// NIXFLEET_RESIDENT_SEED replays one).
-func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
+// testKeptEqualsColdLoad is the property of the kept input (package
+// kept), which each replica keeps between the ticks of its lease (rfcs/0006
+// §Tick loop 3). Randomized sequences of check-ins (statuses, urgent and
+// batched last-seen times), confirms and failed activations, operator
+// intents (of live, finished and unknown rollouts), releases, manifests
+// replaced, prunes, hosts forgotten (PruneHosts), leader changes between
+// two replicas with a Keeper each, runs of ticks that read only a few
+// changed statuses each (TickParams.MaxStatuses), and ticks whose deferred
+// host rows could not be written after they committed (kept.Owed). After
+// each: every verifying tick's kept input equals a cold load read in the
+// same transaction (TickParams.Verify); the kept view of assignments, and
+// those the ticks reported, equal a cold read of the store; and a tick
+// made from the kept input decides what Reconcile decides on a cold load
+// of the same store by another replica. Each sequence is seeded (the seed
+// is logged; NIXFLEET_KEPT_SEED replays one).
+func testKeptEqualsColdLoad(t *testing.T, s store.Store) {
 	seeds := []uint64{1, 2, 3}
-	if v := os.Getenv("NIXFLEET_RESIDENT_SEED"); v != "" {
+	if v := os.Getenv("NIXFLEET_KEPT_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		must(t, err)
 		seeds = []uint64{n}
@@ -47,6 +48,9 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	m.release(fb.Build(), fleetkit.Commit(1))
 	version := 1
 	holders := []string{"replica-a", "replica-b"}
+	// Each replica keeps its own input: one that leads again holds what
+	// it kept under its previous lease.
+	keepers := []*kept.Keeper{m.kept, {}}
 	holder := 0
 	ticks, verified, full, skipped, partial, forgotten, lostOpens := 0, 0, 0, 0, 0, 0, 0
 	keptVerified := 0 // VerifyKept compared something
@@ -77,7 +81,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 				for range 200 {
 					var rep store.TickReport
 					var in rc.Input
-					out, err := s.Tick(m.ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
+					out, err := s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun,
 						MaxStatuses: 1 + rnd.IntN(2), Report: func(r store.TickReport) { rep = r; hub.take(r) }},
 						func(i rc.Input) (rc.Output, error) { in = i; return rc.Reconcile(i), nil })
 					must(t, err)
@@ -102,7 +106,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 			case what < 30: // a tick, checked against a cold load
 				// First beside the ticks (VerifyKept), with what was
 				// recorded since the last tick not yet read.
-				vr, err := s.VerifyKept(m.ctx)
+				vr, err := s.VerifyKept(m.ctx, m.kept)
 				must(t, err)
 				if vr.Diverged {
 					t.Fatalf("seed %d step %d: the kept input differs from a cold load of one snapshot: %s", seed, step, vr.Divergence)
@@ -118,7 +122,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 				// the next tick, of this leader or another, does.
 				ctx, cancel := context.WithCancel(m.ctx)
 				lost := rnd.IntN(2) == 0
-				out, err := s.Tick(ctx, store.TickParams{Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Verify: true,
+				out, err := s.Tick(ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(m.now), Tunables: m.tun, Verify: true,
 					SkipBefore: quiet, Report: func(r store.TickReport) {
 						rep = r
 						hub.take(r)
@@ -238,7 +242,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 					l, err = s.AcquireLease(m.ctx, store.TickLease, holders[holder], time.Hour, m.now)
 					must(t, err)
 				}
-				m.lease = l
+				m.lease, m.kept = l, keepers[holder]
 			case what < 82: // retention
 				_, _, err := s.Prune(m.ctx, m.now.Add(-10*time.Minute))
 				must(t, err)
@@ -262,7 +266,7 @@ func testResidentEqualsColdLoad(t *testing.T, s store.Store) {
 	if keptVerified == 0 {
 		t.Errorf("VerifyKept never compared anything")
 	}
-	if lostOpens == 0 && os.Getenv("NIXFLEET_RESIDENT_SEED") == "" {
+	if lostOpens == 0 && os.Getenv("NIXFLEET_KEPT_SEED") == "" {
 		t.Errorf("no tick that opened a rollout lost its deferred host rows")
 	}
 	if partial == 0 {
@@ -324,6 +328,18 @@ func (h *reported) check(t *testing.T, m *sim, seed uint64, step int) {
 	}
 	want, err := m.s.Assignments(m.ctx)
 	must(t, err)
+	// The kept view: what the leader serves check-ins from is a cold read.
+	if k := m.kept.Input; k != nil {
+		view := k.Assignments()
+		for host, w := range want {
+			if g := view[host]; g == nil || !sameAssignment(*g, w) {
+				t.Fatalf("seed %d step %d: %s: the kept input's assignment %+v, the store holds %+v", seed, step, host, g, w)
+			}
+		}
+		if len(view) != len(want) {
+			t.Fatalf("seed %d step %d: the kept input assigns %d hosts, the store %d", seed, step, len(view), len(want))
+		}
+	}
 	for host, w := range want {
 		g, ok := h.assign[host]
 		if !ok {
