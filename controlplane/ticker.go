@@ -50,6 +50,9 @@ type ticker struct {
 	// that decided, when it decided, and when a tick last compared the
 	// kept input with a cold load (or loaded one).
 	quiet, wake, lastDecide, lastVerify time.Time
+	// retryAt: the last tick failed; the deadline it leaves (wakeAt) is
+	// not before this.
+	retryAt time.Time
 	// lostWrites: the hub saw the store go back in time since the last
 	// committed tick (rewound); the next one starts a new watch.
 	lostWrites bool
@@ -257,6 +260,8 @@ func (t *ticker) maxGap() time.Duration {
 
 // Quiet ticks (rfcs/0006 §Tick loop 4).
 const (
+	// tickRetry is how soon a deadline is tried again after a tick failed.
+	tickRetry = time.Second
 	// maxQuiet bounds how long ticks are skipped as quiet: at least this
 	// often the reconciler decides, whatever the last tick said.
 	maxQuiet = 5 * time.Minute
@@ -324,9 +329,13 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		if ctx.Err() == nil {
 			t.log.Error("tick", "err", err)
 		}
+		t.mu.Lock()
+		t.retryAt = now.Add(tickRetry)
+		t.mu.Unlock()
 		return
 	}
 	t.mu.Lock()
+	t.retryAt = time.Time{}
 	if rewound {
 		t.lostWrites = false
 	}
@@ -446,10 +455,16 @@ func (t *ticker) wakeAt() time.Time {
 		return time.Time{}
 	}
 	end := t.lastDecide.Add(maxQuiet)
-	if t.wake.IsZero() || t.wake.After(end) {
-		return end
+	wake := t.wake
+	if wake.IsZero() || wake.After(end) {
+		wake = end
 	}
-	return t.wake
+	// A deadline passed while the store fails is tried again a while
+	// later, not at once: a store that is down is not asked in a loop.
+	if wake.Before(t.retryAt) {
+		wake = t.retryAt
+	}
+	return wake
 }
 
 // assignmentDeltas collects the assignments the committed ticks changed

@@ -3,9 +3,11 @@ package controlplane
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,4 +246,53 @@ func TestVerifyKeptGivesWayToReleases(t *testing.T) {
 	<-st.started
 	cancel()
 	tk.verifies.Wait()
+}
+
+// failingTick is a store whose ticks fail while fail is set.
+type failingTick struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (s *failingTick) Tick(ctx context.Context, p store.TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
+	if s.fail.Load() {
+		return reconciler.Output{}, errors.New("the store is down")
+	}
+	return s.Store.Tick(ctx, p, decide)
+}
+
+// TestFailedTickRetriesLater: a deadline the last tick named that passes
+// while the store fails is tried again tickRetry later, not at once: a
+// store that is down is not asked in a loop (it was, hundreds of times a
+// second, while PostgreSQL restarted).
+func TestFailedTickRetriesLater(t *testing.T) {
+	ctx := t.Context()
+	st := &failingTick{Store: sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))}
+	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
+	cfg.setDefaults()
+	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), newMetrics(), newBoard())
+	tk.lead(ctx)
+	tk.tick(ctx)
+	due := fake.Now()
+	tk.mu.Lock()
+	tk.wake = due // a deadline due now
+	tk.mu.Unlock()
+	if at := tk.wakeAt(); !at.Equal(due) {
+		t.Fatalf("wake at %s, want the deadline %s", at, due)
+	}
+	st.fail.Store(true)
+	tk.tick(ctx)
+	if at := tk.wakeAt(); at.Before(due.Add(tickRetry)) {
+		t.Fatalf("after a failed tick: wake at %s, want not before %s", at, due.Add(tickRetry))
+	}
+	st.fail.Store(false)
+	fake.Advance(tickRetry)
+	tk.tick(ctx)
+	tk.mu.Lock()
+	retry := tk.retryAt
+	tk.mu.Unlock()
+	if !retry.IsZero() {
+		t.Fatalf("a tick that committed left retryAt %s", retry)
+	}
 }
