@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/store"
@@ -42,9 +43,10 @@ type hub struct {
 	clock    clock.Clock
 	waiters  map[string][]*waiter
 	followCh chan struct{} // closed when new events or a local tick arrive, then replaced
-	// leading reports whether this replica leads the tick: the leader's
-	// assignments come from its ticks, not from reloads.
-	leading func() bool
+	// leading: this replica leads the tick (a subscription to the
+	// ticker's leadership); the leader's assignments come from its ticks,
+	// not from reloads.
+	leading atomic.Bool
 	// inFleet tells the hosts of the newest verified fleet (ok false
 	// while none is known); nil reads as no fleet known.
 	inFleet func() (in func(hostname string) bool, ok bool)
@@ -565,7 +567,7 @@ func (h *hub) checkJournal(ctx context.Context) error {
 	if w.Changes != prev.Changes {
 		h.board.post(wakeTick)
 	}
-	if w.Events != prev.Events && (h.leading == nil || !h.leading()) {
+	if w.Events != prev.Events && !h.leading.Load() {
 		if err := h.refresh(ctx); err != nil {
 			return err
 		}

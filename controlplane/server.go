@@ -116,9 +116,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, cfg.Now, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule
+	s.ticker.leader.subscribe(func(_ store.Lease, leading bool) {
+		if !leading {
+			s.analyze.schedule(nil) // what it measured is the next leader's
+		}
+	})
 	s.src.reacting = s.ticker.releaseBegins
 	s.hub = newHub(st, log, m, cfg.Clock, s.board)
-	s.hub.leading = func() bool { _, ok := s.ticker.isLeader(); return ok }
+	s.ticker.leader.subscribe(func(_ store.Lease, leading bool) { s.hub.leading.Store(leading) })
 	s.hub.inFleet = s.ids.inFleet
 	s.hub.rewound = func() { s.src.forget(); s.ticker.rewound() }
 	if err := s.newNotifier(); err != nil {

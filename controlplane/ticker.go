@@ -37,12 +37,12 @@ type ticker struct {
 	m       *metrics
 	kickCh  chan struct{}
 	board   *board // wakeTicked after a committed tick
-	// measure gets each committed tick's canary measurements due, and
-	// nil when this replica stops leading (the analyzer's schedule).
+	// measure gets each committed tick's canary measurements due (the
+	// analyzer's schedule).
 	measure func([]reconciler.MeasureRequest)
-	mu      sync.Mutex
-	lease   store.Lease
-	leader  bool
+	// leader is whether this replica holds the tick lease; lead sets it.
+	leader leadership
+	mu     sync.Mutex
 	// beforeRelease, when set, runs before a leader shutting down gives
 	// its lease up (the notifier finishing its POSTs in flight).
 	beforeRelease func()
@@ -74,7 +74,17 @@ type ticker struct {
 }
 
 func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m *metrics, b *board) *ticker {
-	return &ticker{st: st, cfg: cfg, replica: replica, log: log, m: m, kickCh: make(chan struct{}, 1), board: b}
+	t := &ticker{st: st, cfg: cfg, replica: replica, log: log, m: m, kickCh: make(chan struct{}, 1), board: b}
+	t.leader.subscribe(func(l store.Lease, leading bool) {
+		if leading {
+			t.m.leader.Set(1)
+			t.log.Info("leading the tick", "replica", t.replica, "epoch", l.Epoch)
+			t.kick()
+		} else {
+			t.m.leader.Set(0)
+		}
+	})
+	return t
 }
 
 // rewound says the store went back in time (hub.rewound): it lost writes
@@ -95,33 +105,17 @@ func (t *ticker) kick() {
 	}
 }
 
-func (t *ticker) isLeader() (store.Lease, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lease, t.leader
-}
+func (t *ticker) isLeader() (store.Lease, bool) { return t.leader.current() }
 
 func (t *ticker) setLeader(l store.Lease, ok bool) { t.setLeaderWhy(l, ok, "lost the tick lease") }
 
+// setLeaderWhy records the lease held, or that none is, saying why when it
+// was held.
 func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
-	t.mu.Lock()
-	was := t.leader
-	t.lease, t.leader = l, ok
-	t.mu.Unlock()
-	if ok {
-		t.m.leader.Set(1)
-	} else {
-		t.m.leader.Set(0)
-	}
-	if ok && !was {
-		t.log.Info("leading the tick", "replica", t.replica, "epoch", l.Epoch)
-		t.kick()
-	} else if !ok && was {
+	if _, was := t.leader.current(); was && !ok {
 		t.log.Warn(why, "replica", t.replica)
-		if t.measure != nil {
-			t.measure(nil)
-		}
 	}
+	t.leader.set(l, ok)
 }
 
 // lead keeps or takes the lease.
