@@ -7,7 +7,7 @@ import (
 )
 
 // leadership is whether this replica holds the tick lease (rfcs/0006
-// §Leases). The ticker's lease loop sets it; anyone may read it; those
+// §Tick loop 1). The ticker's lease loop sets it; anyone may read it; those
 // whose work starts or stops with it subscribe instead of asking.
 type leadership struct {
 	mu      sync.Mutex
