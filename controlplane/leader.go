@@ -10,6 +10,10 @@ import (
 // §Tick loop 1). The ticker's lease loop sets it; anyone may read it; those
 // whose work starts or stops with it subscribe instead of asking.
 type leadership struct {
+	// setMu orders the changes and their notices: the subscribers hear
+	// them in the order they happened (the lease loop and a refused tick
+	// both set it).
+	setMu   sync.Mutex
 	mu      sync.Mutex
 	lease   store.Lease
 	leading bool
@@ -24,8 +28,9 @@ func (l *leadership) current() (store.Lease, bool) {
 }
 
 // subscribe has fn told of every change between leading and not, in the
-// order of subscription, on the goroutine that set it, after the change
-// is visible to current. fn must not block.
+// order of subscription and of the changes, on the goroutine that set
+// it, after the change is visible to current. fn must not block, nor set
+// the leadership.
 func (l *leadership) subscribe(fn func(lease store.Lease, leading bool)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -38,6 +43,8 @@ func (l *leadership) set(lease store.Lease, leading bool) {
 	if !leading {
 		lease = store.Lease{}
 	}
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
 	l.mu.Lock()
 	changed := leading != l.leading
 	l.lease, l.leading = lease, leading

@@ -53,9 +53,13 @@ type ticker struct {
 	// retryAt: the last tick failed; the deadline it leaves (wakeAt) is
 	// not before this.
 	retryAt time.Time
-	// lostWrites: the hub saw the store go back in time since the last
-	// committed tick (rewound); the next one starts a new watch.
-	lostWrites bool
+	// rewinds counts the times the hub saw the store go back in time
+	// (rewound), the last at rewoundAt; rewindsDone is the count the last
+	// committed tick had seen. A tick that sees more starts a new watch,
+	// unless the last was longer ago than maxGap (a follower's, say, that
+	// leads much later).
+	rewinds, rewindsDone int
+	rewoundAt            time.Time
 	// verifying: a comparison with a cold load runs (verifyKept);
 	// verifies waits for it when the loop stops.
 	verifying bool
@@ -92,7 +96,8 @@ func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m 
 // a new watch (store.TickParams.Rewound), and comes soon.
 func (t *ticker) rewound() {
 	t.mu.Lock()
-	t.lostWrites = true
+	t.rewinds++
+	t.rewoundAt = t.cfg.Now()
 	t.mu.Unlock()
 	t.kick()
 }
@@ -288,7 +293,8 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		skip = t.lastDecide.Add(maxQuiet)
 	}
 	verify := !t.lastVerify.IsZero() && now.Sub(t.lastVerify) >= verifyEvery && !t.verifying
-	rewound := t.lostWrites
+	rewinds := t.rewinds
+	rewound := rewinds > t.rewindsDone && now.Sub(t.rewoundAt) <= t.maxGap()
 	t.mu.Unlock()
 	var watching time.Time
 	var rep store.TickReport
@@ -330,9 +336,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	}
 	t.mu.Lock()
 	t.retryAt = time.Time{}
-	if rewound {
-		t.lostWrites = false
-	}
+	t.rewindsDone = max(t.rewindsDone, rewinds)
 	if t.releasing > 0 {
 		verify = false // a release is being verified: not now
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,5 +295,39 @@ func TestFailedTickRetriesLater(t *testing.T) {
 	tk.mu.Unlock()
 	if !retry.IsZero() {
 		t.Fatalf("a tick that committed left retryAt %s", retry)
+	}
+}
+
+// rewoundTicks is a store that records each tick's TickParams.Rewound.
+type rewoundTicks struct {
+	store.Store
+	seen []bool
+}
+
+func (s *rewoundTicks) Tick(ctx context.Context, p store.TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
+	s.seen = append(s.seen, p.Rewound)
+	return s.Store.Tick(ctx, p, decide)
+}
+
+// TestRewoundStartsOneWatch: a store the hub saw go back in time has the
+// next committed tick start a new watch (TickParams.Rewound), once; one
+// seen longer than maxGap before the tick (by a follower that leads much
+// later) does not.
+func TestRewoundStartsOneWatch(t *testing.T) {
+	ctx := t.Context()
+	st := &rewoundTicks{Store: sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))}
+	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
+	cfg.setDefaults()
+	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), newMetrics(), newBoard())
+	tk.rewound() // as a follower
+	fake.Advance(tk.maxGap() + time.Second)
+	tk.lead(ctx)
+	tk.tick(ctx)
+	tk.rewound()
+	tk.tick(ctx)
+	tk.tick(ctx)
+	if want := []bool{false, true, false}; !slices.Equal(st.seen, want) {
+		t.Fatalf("Rewound of the ticks: %v, want %v", st.seen, want)
 	}
 }

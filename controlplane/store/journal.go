@@ -189,6 +189,8 @@ func (s *db) Watermark(ctx context.Context) (Watermark, error) {
 	if err != nil {
 		return Watermark{}, fmt.Errorf("store: watermark: %w", err)
 	}
+	// Pruning every event must not read as a journal gone back.
+	w.Events = max(w.Events, w.PrunedEvents)
 	return w, nil
 }
 

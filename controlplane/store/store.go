@@ -212,7 +212,7 @@ type Sight struct {
 
 // Watermark tells replicas that something changed without reading it.
 type Watermark struct {
-	// Events is the newest event id (0 when none).
+	// Events is the newest event id written, pruned or not (0 when none).
 	Events int64
 	// Changes grows with every write a tick must see.
 	Changes int64

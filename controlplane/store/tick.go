@@ -200,7 +200,9 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		return reconciler.Output{}, err
 	}
 	k.Input = next
-	k.High = high
+	// What the tick read may be newer than its first marks (READ
+	// COMMITTED lets the load see later commits): the highest of both.
+	k.High = high.Max(next.Marks)
 	if settled {
 		k.Owed = nil
 	}

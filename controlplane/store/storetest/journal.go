@@ -280,4 +280,14 @@ func testPrune(t *testing.T, s store.Store) {
 	}
 	m.resync()
 	m.tickWith(func(rc.Input) (rc.Output, error) { return rc.Output{}, nil })
+
+	// A journal pruned whole does not read as one gone back: its
+	// watermark's newest event stays where it was.
+	before, err := s.Watermark(ctx)
+	must(t, err)
+	_, _, err = s.Prune(ctx, t0.Add(1000*time.Hour))
+	must(t, err)
+	if after, err := s.Watermark(ctx); err != nil || after.Events < before.Events {
+		t.Errorf("pruning every event moved the watermark's newest event from %d to %d (%v)", before.Events, after.Events, err)
+	}
 }
