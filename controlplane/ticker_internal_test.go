@@ -249,17 +249,30 @@ func TestVerifyKeptGivesWayToReleases(t *testing.T) {
 	tk.verifies.Wait()
 }
 
-// failingTick is a store whose ticks fail while fail is set.
-type failingTick struct {
+// spyTicks is a store whose ticks fail while fail is set, and that
+// records each tick's TickParams.Rewound.
+type spyTicks struct {
 	store.Store
-	fail atomic.Bool
+	fail    atomic.Bool
+	rewound []bool
 }
 
-func (s *failingTick) Tick(ctx context.Context, p store.TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
+func (s *spyTicks) Tick(ctx context.Context, p store.TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
+	s.rewound = append(s.rewound, p.Rewound)
 	if s.fail.Load() {
 		return reconciler.Output{}, errors.New("the store is down")
 	}
 	return s.Store.Tick(ctx, p, decide)
+}
+
+// spiedTicker is a ticker on a fake clock over a spyTicks on SQLite.
+func spiedTicker(t *testing.T) (*ticker, *spyTicks, *clock.Fake) {
+	st := &spyTicks{Store: sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))}
+	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
+	cfg.setDefaults()
+	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), newMetrics(), newBoard())
+	return tk, st, fake
 }
 
 // TestFailedTickRetriesLater: a deadline the last tick named that passes
@@ -268,11 +281,7 @@ func (s *failingTick) Tick(ctx context.Context, p store.TickParams, decide func(
 // second, while PostgreSQL restarted).
 func TestFailedTickRetriesLater(t *testing.T) {
 	ctx := t.Context()
-	st := &failingTick{Store: sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))}
-	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
-	cfg.setDefaults()
-	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), newMetrics(), newBoard())
+	tk, st, fake := spiedTicker(t)
 	tk.lead(ctx)
 	tk.tick(ctx)
 	due := fake.Now()
@@ -298,28 +307,13 @@ func TestFailedTickRetriesLater(t *testing.T) {
 	}
 }
 
-// rewoundTicks is a store that records each tick's TickParams.Rewound.
-type rewoundTicks struct {
-	store.Store
-	seen []bool
-}
-
-func (s *rewoundTicks) Tick(ctx context.Context, p store.TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
-	s.seen = append(s.seen, p.Rewound)
-	return s.Store.Tick(ctx, p, decide)
-}
-
 // TestRewoundStartsOneWatch: a store the hub saw go back in time has the
 // next committed tick start a new watch (TickParams.Rewound), once; one
 // seen longer than maxGap before the tick (by a follower that leads much
 // later) does not.
 func TestRewoundStartsOneWatch(t *testing.T) {
 	ctx := t.Context()
-	st := &rewoundTicks{Store: sqliteStore(t, filepath.Join(t.TempDir(), "cp.db"))}
-	fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: time.Hour}
-	cfg.setDefaults()
-	tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), newMetrics(), newBoard())
+	tk, st, fake := spiedTicker(t)
 	tk.rewound() // as a follower
 	fake.Advance(tk.maxGap() + time.Second)
 	tk.lead(ctx)
@@ -327,7 +321,7 @@ func TestRewoundStartsOneWatch(t *testing.T) {
 	tk.rewound()
 	tk.tick(ctx)
 	tk.tick(ctx)
-	if want := []bool{false, true, false}; !slices.Equal(st.seen, want) {
-		t.Fatalf("Rewound of the ticks: %v, want %v", st.seen, want)
+	if want := []bool{false, true, false}; !slices.Equal(st.rewound, want) {
+		t.Fatalf("Rewound of the ticks: %v, want %v", st.rewound, want)
 	}
 }
