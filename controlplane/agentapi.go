@@ -60,7 +60,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// status (when it changed) and the time.
 	var fresh bool
 	if ok {
-		fresh = reconciler.EndsWait(&a, req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since, now)
+		fresh = reconciler.EndsWait(&a, req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since, s.cfg.Clock.Now())
 	}
 	urgent := s.cfg.Tunables.CheckinUrgent(prev, now, fresh)
 	if !trusted || urgent {
@@ -74,7 +74,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		}
 		if res.Written {
 			if fresh {
-				s.hub.noteSoak(req.Hostname, a.Host.Since, now)
+				s.hub.noteSoak(req.Hostname, a.Host.Since, s.cfg.Clock.Now())
 			}
 			s.board.post(wakeTick)
 		}

@@ -389,11 +389,13 @@ type ended struct{ since, at time.Time }
 // at once again, while the host's assignment still shows the wait: the
 // tick that read the first may not have been able to end it (what the
 // host said was not yet on record), and nothing else would make a tick
-// before the periodic one.
+// before the periodic one. It is measured on the replica's clock
+// (Config.Clock), as its timers are, not in the product's time, which
+// tests hold still.
 const endRetry = time.Second
 
 // soakSeen reports whether this replica has written, less than endRetry
-// before now, the check-in that ends the host's soak that began at since
+// before now (its clock's), the check-in that ends the host's soak that began at since
 // (or, for a host rolling back since then, one back on its previous
 // closure).
 func (h *hub) soakSeen(host string, since, now time.Time) bool {
