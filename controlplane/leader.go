@@ -38,15 +38,16 @@ func (l *leadership) subscribe(fn func(lease store.Lease, leading bool)) {
 }
 
 // set records the lease held (a renewal moves its expiry) or that none is
-// (leading false), and tells the subscribers when leading changed.
-func (l *leadership) set(lease store.Lease, leading bool) {
+// (leading false), and tells the subscribers when leading changed, which
+// it reports.
+func (l *leadership) set(lease store.Lease, leading bool) (changed bool) {
 	if !leading {
 		lease = store.Lease{}
 	}
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
 	l.mu.Lock()
-	changed := leading != l.leading
+	changed = leading != l.leading
 	l.lease, l.leading = lease, leading
 	subs := l.subs
 	l.mu.Unlock()
@@ -55,4 +56,5 @@ func (l *leadership) set(lease store.Lease, leading bool) {
 			fn(lease, leading)
 		}
 	}
+	return changed
 }

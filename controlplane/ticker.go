@@ -117,10 +117,9 @@ func (t *ticker) setLeader(l store.Lease, ok bool) { t.setLeaderWhy(l, ok, "lost
 // setLeaderWhy records the lease held, or that none is, saying why when it
 // was held.
 func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
-	if _, was := t.leader.current(); was && !ok {
+	if t.leader.set(l, ok) && !ok {
 		t.log.Warn(why, "replica", t.replica)
 	}
-	t.leader.set(l, ok)
 }
 
 // lead keeps or takes the lease.

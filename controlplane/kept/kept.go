@@ -34,9 +34,10 @@ type Keeper struct {
 	Input *Input
 	// Owed are rows a committed tick left to write; nil when none.
 	Owed *Owed
-	// High are the highest counters the last committed tick on this
-	// Keeper read, whatever its lease (they only grow): a store found
-	// below them lost writes it had acknowledged.
+	// High are the counters the last committed tick on this Keeper read
+	// (once, first; it reads no row stamped above them), whatever its
+	// lease: counters only grow, so a store found below them lost writes
+	// it had acknowledged.
 	High Marks
 }
 
@@ -55,11 +56,6 @@ type Marks struct{ Changes, Seen, Epoch int64 }
 // grow, so a store at m lost writes made when it was at o.
 func (m Marks) Below(o Marks) bool {
 	return m.Changes < o.Changes || m.Seen < o.Seen || m.Epoch < o.Epoch
-}
-
-// Max is the highest of m and o, counter by counter.
-func (m Marks) Max(o Marks) Marks {
-	return Marks{Changes: max(m.Changes, o.Changes), Seen: max(m.Seen, o.Seen), Epoch: max(m.Epoch, o.Epoch)}
 }
 
 // Row is a host's record in a rollout, as the store writes it.

@@ -85,18 +85,14 @@ type TickReport struct {
 // errReload: the kept input cannot follow; load everything.
 var errReload = errors.New("store: the kept input must be loaded again")
 
-// catchUp reads what changed since the kept input's marks: statuses,
-// last-seen times, and the rollouts the unconsumed intents name that it
-// does not hold. It reports whether anything a tick must see changed, and
+// catchUp reads what changed between the kept input's marks and m, the
+// counters the tick read first: statuses, last-seen times, and the
+// rollouts the unconsumed intents name that it does not hold. It reports whether anything a tick must see changed, and
 // whether more statuses changed than it read (errReload when the input
 // cannot follow). At most limit statuses are read (0: every one), in the
 // order of their stamps and never part of one stamp's: the rest are the
 // next tick's, as if they were written after this one.
-func (s *db) catchUp(ctx context.Context, tx *txn, r *kept.Input, intents []reconciler.Intent, limit int) (changed, more bool, err error) {
-	m, err := readMarks(ctx, tx)
-	if err != nil {
-		return false, false, err
-	}
+func (s *db) catchUp(ctx context.Context, tx *txn, r *kept.Input, m kept.Marks, intents []reconciler.Intent, limit int) (changed, more bool, err error) {
 	if !follows(r.Marks, m) {
 		return false, false, errReload
 	}

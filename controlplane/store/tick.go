@@ -130,7 +130,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		decideErr bool
 		settled   bool       // the rows k.Owed held were written
 		deferred  *kept.Owed // rows this tick defers, with their lease
-		high      kept.Marks // the store's counters when the tick began (kept.Keeper.High)
+		high      kept.Marks // the store's counters the tick read (kept.Keeper.High)
 	)
 	err := s.writeTick(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
@@ -153,6 +153,8 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if gap <= 0 {
 			gap = p.Tunables.OfflineThreshold() / 2
 		}
+		// The counters are read once: the watch, the catch-up and a cold
+		// load's marks all go by them.
 		marks, err := readMarks(ctx, tx)
 		if err != nil {
 			return err
@@ -162,7 +164,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 			return err
 		}
 		high = marks
-		r, err := s.loadKept(ctx, tx, k.Input, &in, p, &rep)
+		r, err := s.loadKept(ctx, tx, k.Input, marks, &in, p, &rep)
 		if err != nil {
 			return err
 		}
@@ -200,9 +202,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		return reconciler.Output{}, err
 	}
 	k.Input = next
-	// What the tick read may be newer than its first marks (READ
-	// COMMITTED lets the load see later commits): the highest of both.
-	k.High = high.Max(next.Marks)
+	k.High = high
 	if settled {
 		k.Owed = nil
 	}
@@ -241,9 +241,10 @@ func keptLease(l Lease) kept.Lease { return kept.Lease{Holder: l.Holder, Epoch: 
 
 // loadKept loads the tick's input (step 5): from r, the input kept after
 // the previous tick, brought up to date (catchup.go), or in full when
-// none is kept for this lease, it cannot follow, or p asks for it. It
-// returns the input to keep after the tick.
-func (s *db) loadKept(ctx context.Context, tx *txn, r *kept.Input, in *reconciler.Input, p TickParams, rep *TickReport) (*kept.Input, error) {
+// none is kept for this lease, it cannot follow, or p asks for it; m are
+// the counters the tick read, which the input it returns is current with.
+// It returns the input to keep after the tick.
+func (s *db) loadKept(ctx context.Context, tx *txn, r *kept.Input, m kept.Marks, in *reconciler.Input, p TickParams, rep *TickReport) (*kept.Input, error) {
 	if r != nil && (r.Lease != keptLease(p.Lease) || p.Full) {
 		r = nil
 	}
@@ -262,7 +263,7 @@ func (s *db) loadKept(ctx context.Context, tx *txn, r *kept.Input, in *reconcile
 		case limit == 0:
 			limit = DefaultMaxStatuses
 		}
-		changed, more, err := s.catchUp(ctx, tx, r, intents, limit)
+		changed, more, err := s.catchUp(ctx, tx, r, m, intents, limit)
 		switch {
 		case errors.Is(err, errReload):
 			r = nil
@@ -278,10 +279,6 @@ func (s *db) loadKept(ctx context.Context, tx *txn, r *kept.Input, in *reconcile
 	}
 	if r != nil && !p.Verify {
 		return r, nil
-	}
-	m, err := readMarks(ctx, tx)
-	if err != nil {
-		return nil, err
 	}
 	cold := reconciler.Input{Now: in.Now, Tunables: in.Tunables, WatchingSince: in.WatchingSince}
 	lv, err := s.loadInput(ctx, tx, &cold)

@@ -103,9 +103,6 @@ func testWatch(t *testing.T, s store.Store) {
 	if in, out = m.tickAt(lost.Add(time.Second), gap, nothing); !in.WatchingSince.Equal(lost) || len(out.Events) != 0 {
 		t.Fatalf("the tick after: watching since %s, events %+v; want the new watch kept", in.WatchingSince, out.Events)
 	}
-	if m.kept.High.Below(m.kept.Input.Marks) {
-		t.Fatalf("Keeper.High %+v is below the marks the kept input read, %+v", m.kept.High, m.kept.Input.Marks)
-	}
 	rewound := lost.Add(2 * time.Second)
 	_, err = s.Tick(m.ctx, store.TickParams{Kept: m.kept, Lease: m.lease, Clock: store.At(rewound), MaxGap: gap, Rewound: true},
 		func(i rc.Input) (rc.Output, error) { in = i; return rc.Output{}, nil })
