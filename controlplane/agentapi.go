@@ -40,7 +40,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	if req.Wait < 0 || req.Wait > maxFollowWait {
 		return errorf(codes.BadRequest, "wait must be between 0 and %d seconds", maxFollowWait)
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	st := store.HostStatus{Current: req.Current, Booted: req.Booted, BootID: req.BootID, Probes: req.Probes,
 		FailedUnits: req.FailedUnits, Compliance: req.Compliance, Deferred: req.Deferred, Quarantine: req.Quarantine,
 		Prefetched: req.Prefetched}
@@ -60,7 +60,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	// status (when it changed) and the time.
 	var fresh bool
 	if ok {
-		fresh = reconciler.EndsWait(&a, req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since, s.cfg.Clock.Now())
+		fresh = reconciler.EndsWait(&a, req.Current, now) && !s.hub.soakSeen(req.Hostname, a.Host.Since)
 	}
 	urgent := s.cfg.Tunables.CheckinUrgent(prev, now, fresh)
 	if !trusted || urgent {
@@ -74,7 +74,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		}
 		if res.Written {
 			if fresh {
-				s.hub.noteSoak(req.Hostname, a.Host.Since, s.cfg.Clock.Now())
+				s.hub.noteSoak(req.Hostname, a.Host.Since)
 			}
 			s.board.post(wakeTick)
 		}
@@ -88,7 +88,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 	s.m.checkin.Observe(time.Since(start).Seconds())
 	finish := func(resp proto.CheckinResponse, prefetch *proto.PrefetchTarget) proto.CheckinResponse {
 		resp.Prefetch = prefetch
-		resp.ServerTime = s.cfg.Now().UTC().Format(time.RFC3339)
+		resp.ServerTime = s.cfg.Clock.Now().UTC().Format(time.RFC3339)
 		resp.StatusTag = makeTag(digest, stamp)
 		return resp
 	}
@@ -201,7 +201,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 		return s.internal("reading a host", err)
 	}
 	a := rec.Assignment
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	gone := func(format string, args ...any) *apiError {
 		return errorf(codes.ConfirmRejected, format, args...)
 	}
@@ -278,7 +278,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	if req.Code != "" {
 		detail = req.Code + ": " + detail
 	}
-	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: s.cfg.Now(),
+	act := reconciler.Activation{RolloutID: req.RolloutID, Closure: req.Closure, Outcome: outcome, At: s.cfg.Clock.Now(),
 		Code: req.Code, Detail: detail}
 	if _, err := s.statuses.record(r.Context(), store.StatusWrite{Hostname: req.Hostname, Activation: &act}); err != nil {
 		return s.internal("recording a report", err)
@@ -295,7 +295,7 @@ func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.R
 	if req.Probes == nil {
 		return errorf(codes.BadRequest, "a probe_results report needs probes")
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	st, changed, err := s.st.RecordProbes(r.Context(), req.Hostname, *req.Probes, req.FailedUnits)
 	if err != nil {
 		return s.internal("recording probe results", err)

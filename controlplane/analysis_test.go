@@ -10,6 +10,7 @@ import (
 	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
@@ -51,7 +52,7 @@ func newAnalysisFixture(t *testing.T, backend, onFailure string) *analysisFixtur
 	srv := promtest.Start(t, []string{exp.Target()})
 	srv.WaitScraped(`app_error_ratio{host="web-3"}`)
 	e := newEnv(t, backend, spec, func(c *controlplane.Config) {
-		c.Now = time.Now
+		c.Clock = clock.Real{}
 		c.Prometheus.URL = srv.URL()
 	})
 	roots, err := trust.ParseRoots(e.repo.TrustJSON())

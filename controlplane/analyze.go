@@ -34,7 +34,6 @@ type analyzer struct {
 	st    store.Store
 	prom  *prom.Client
 	clock clock.Clock
-	now   func() time.Time
 	board *board
 	log   *slog.Logger
 
@@ -48,9 +47,9 @@ type analyzer struct {
 	wg       sync.WaitGroup
 }
 
-func newAnalyzer(st store.Store, p *prom.Client, clk clock.Clock, now func() time.Time, b *board, log *slog.Logger,
+func newAnalyzer(st store.Store, p *prom.Client, clk clock.Clock, b *board, log *slog.Logger,
 	reg *prometheus.Registry) *analyzer {
-	a := &analyzer{st: st, prom: p, clock: clk, now: now, board: b, log: log,
+	a := &analyzer{st: st, prom: p, clock: clk, board: b, log: log,
 		inFlight: map[reconciler.MeasureRequest]bool{}, changed: make(chan struct{}, 1)}
 	a.queries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_analysis_queries_total",
@@ -92,7 +91,7 @@ func (a *analyzer) run(ctx context.Context) {
 		var wake <-chan time.Time
 		var timer clock.Timer
 		if !next.IsZero() {
-			timer = a.clock.NewTimer(max(next.Sub(a.now()), 0))
+			timer = a.clock.NewTimer(max(next.Sub(a.clock.Now()), 0))
 			wake = timer.C()
 		}
 		select {
@@ -112,7 +111,7 @@ func (a *analyzer) run(ctx context.Context) {
 // ready marks the measurements due now as under way and returns them,
 // with the time the next one falls due (zero when none waits).
 func (a *analyzer) ready() (next time.Time, ready []reconciler.MeasureRequest) {
-	now := a.now()
+	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.due {
@@ -158,7 +157,7 @@ func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
 		return
 	}
 	m.Query = reconciler.AnalysisQuery(&ro, r.Wave, spec)
-	m.At = a.now().UTC()
+	m.At = a.clock.Now().UTC()
 	start := time.Now()
 	samples, err := a.prom.Query(ctx, m.Query, m.At)
 	if ctx.Err() != nil {

@@ -49,6 +49,7 @@ import (
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -658,7 +659,7 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 		// flush writes them; status tags age), a tick every 30 s,
 		// a trigger ticks at once or at the end of a 100 ms window
 		// (leading-edge debounce), git polled every 5 s.
-		c.Now = time.Now
+		c.Clock = clock.Real{}
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0
 		if o.offline > 0 {
 			// The confirm window too: while onboarding, a host learns of

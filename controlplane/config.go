@@ -75,10 +75,11 @@ type Config struct {
 	// ("dev" when empty).
 	Version string
 
-	// Clock makes the replica's tickers and timers (clock.Real when nil),
-	// and Now reads the time (Clock.Now when nil): tests drive both.
+	// Clock is the replica's one seam to time (clock.Real when nil): the
+	// time every rule reads, and the tickers and timers of its loops. How
+	// long its own work took (metrics, logs) is measured on the monotonic
+	// clock instead.
 	Clock clock.Clock
-	Now   func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -102,9 +103,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
-	}
-	if c.Now == nil {
-		c.Now = c.Clock.Now
 	}
 }
 

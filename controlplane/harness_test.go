@@ -94,7 +94,7 @@ func newEnv(t testing.TB, backend string, spec fleetrepo.Spec, tune func(*contro
 		Listen: "127.0.0.1:0", DB: dbURL(t, backend), Repo: repo.Dir, StateDir: filepath.Join(dir, "state"),
 		TrustFile: trustFile, OperatorsFile: opsFile, TLSCert: e.cert.CertFile, TLSKey: e.cert.KeyFile,
 		WebhookSecret: "hook-secret", TickInterval: time.Hour, PollInterval: time.Hour, Debounce: 20 * time.Millisecond,
-		LeaseTTL: 24 * time.Hour, Now: e.clock.Now, ReplicaID: "r1", // the frozen clock jumps: no lease expires in between
+		LeaseTTL: 24 * time.Hour, Clock: e.clock, ReplicaID: "r1", // the frozen clock jumps: no lease expires in between
 	}
 	if tune != nil {
 		tune(&e.cfg)

@@ -65,7 +65,7 @@ type hub struct {
 	seen    map[string]checkin   // not yet written
 	recheck map[string]bool      // hosts whose next check-in compares its status
 	last    map[string]time.Time // the last check-in this replica saw
-	soaks   map[string]ended     // the soak (by its start) whose ending check-in this replica wrote, and when
+	soaks   map[string]*ended    // the soak (by its start) whose ending check-in this replica wrote, for endRetry
 }
 
 const (
@@ -77,7 +77,7 @@ func newHub(st store.Store, log *slog.Logger, m *metrics, clk clock.Clock, b *bo
 	return &hub{st: st, log: log, m: m, clock: clk, board: b, assign: map[string]reconciler.Assignment{},
 		waiters:  map[string][]*waiter{},
 		followCh: make(chan struct{}), seen: map[string]checkin{}, recheck: map[string]bool{}, last: map[string]time.Time{},
-		soaks: map[string]ended{}}
+		soaks: map[string]*ended{}}
 }
 
 // activationKey identifies what a host's agent must act on: the target of
@@ -381,36 +381,43 @@ func (h *hub) lastSeen(host string) time.Time {
 }
 
 // ended is the check-in that ended a host's wait this replica wrote at
-// once: the state's start (since), and when it was written.
-type ended struct{ since, at time.Time }
+// once, remembered by the state's start (since) until endRetry has
+// passed.
+type ended struct{ since time.Time }
 
 // endRetry is how long after writing the check-in that ends a host's
 // wait (reconciler.EndsWait) this replica writes the next such check-in
 // at once again, while the host's assignment still shows the wait: the
 // tick that read the first may not have been able to end it (what the
 // host said was not yet on record), and nothing else would make a tick
-// before the periodic one. It is measured on the replica's clock
-// (Config.Clock), as its timers are, not in the product's time, which
-// tests hold still.
+// before the periodic one. A timer of the replica's clock measures it.
 const endRetry = time.Second
 
 // soakSeen reports whether this replica has written, less than endRetry
-// before now (its clock's), the check-in that ends the host's soak that began at since
-// (or, for a host rolling back since then, one back on its previous
-// closure).
-func (h *hub) soakSeen(host string, since, now time.Time) bool {
+// ago, the check-in that ends the host's soak that began at since (or,
+// for a host rolling back since then, one back on its previous closure).
+func (h *hub) soakSeen(host string, since time.Time) bool {
 	h.seenMu.Lock()
 	defer h.seenMu.Unlock()
 	e, ok := h.soaks[host]
-	return ok && e.since.Equal(since) && now.Sub(e.at) < endRetry
+	return ok && e.since.Equal(since)
 }
 
 // noteSoak notes that the check-in that ends the soak that began at since
-// (or one back on the previous closure of a rollback) was written at now.
-func (h *hub) noteSoak(host string, since, now time.Time) {
+// (or one back on the previous closure of a rollback) was written now; it
+// is forgotten endRetry later, unless a newer one replaced it.
+func (h *hub) noteSoak(host string, since time.Time) {
+	e := &ended{since}
 	h.seenMu.Lock()
-	defer h.seenMu.Unlock()
-	h.soaks[host] = ended{since, now}
+	h.soaks[host] = e
+	h.seenMu.Unlock()
+	h.clock.AfterFunc(endRetry, func() {
+		h.seenMu.Lock()
+		defer h.seenMu.Unlock()
+		if h.soaks[host] == e {
+			delete(h.soaks, host)
+		}
+	})
 }
 
 // checkin is a check-in noted for the next batch: when it came, and the

@@ -189,27 +189,40 @@ func TestHubForgetsWhatLeftTheFleet(t *testing.T) {
 // and again after endRetry while the same wait lasts (a tick may not have
 // been able to end it), not in between; a new wait starts afresh.
 func TestEndRetry(t *testing.T) {
-	h := newHub(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(), clock.Real{}, newBoard())
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 1, 0, 0, time.UTC))
+	h := newHub(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(), clk, newBoard())
 	since := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	now := since.Add(time.Minute)
-	if h.soakSeen("web-1", since, now) {
+	if h.soakSeen("web-1", since) {
 		t.Fatal("a wait nobody ended is seen")
 	}
-	h.noteSoak("web-1", since, now)
-	for _, c := range []struct {
-		since, now time.Time
-		want       bool
-	}{
-		{since, now, true},
-		{since, now.Add(endRetry - time.Nanosecond), true},
-		{since, now.Add(endRetry), false},
-		{since.Add(time.Second), now, false}, // another wait
-	} {
-		if got := h.soakSeen("web-1", c.since, c.now); got != c.want {
-			t.Errorf("soakSeen(since %s, now %s) = %v, want %v", c.since.Format(time.TimeOnly), c.now.Format(time.StampMicro), got, c.want)
-		}
+	h.noteSoak("web-1", since)
+	if !h.soakSeen("web-1", since) {
+		t.Error("the wait just ended is not seen")
 	}
-	if h.soakSeen("web-2", since, now) {
+	if h.soakSeen("web-1", since.Add(time.Second)) {
+		t.Error("another wait is seen")
+	}
+	if h.soakSeen("web-2", since) {
 		t.Error("another host's wait is seen")
+	}
+	clk.Advance(endRetry - time.Nanosecond)
+	if !h.soakSeen("web-1", since) {
+		t.Error("the wait is forgotten before endRetry")
+	}
+	clk.Advance(time.Nanosecond) // the forgetting runs on its own goroutine
+	for i := 0; h.soakSeen("web-1", since); i++ {
+		if i == 1000 {
+			t.Fatal("the wait is still seen endRetry after it ended")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A newer end replaces the older: the older's timer does not forget it.
+	h.noteSoak("web-1", since)
+	clk.Advance(endRetry / 2)
+	h.noteSoak("web-1", since.Add(time.Second))
+	clk.Advance(endRetry / 2)
+	time.Sleep(10 * time.Millisecond)
+	if !h.soakSeen("web-1", since.Add(time.Second)) {
+		t.Error("the older end's timer forgot the newer")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/proto"
@@ -75,7 +76,7 @@ func TestHealthyFleetUnderLoad(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, backend, loadSpec(n), func(c *controlplane.Config) {
-				c.Now = time.Now
+				c.Clock = clock.Real{}
 				c.TickInterval = 250 * time.Millisecond
 				c.Debounce = 10 * time.Millisecond
 			})

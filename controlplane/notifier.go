@@ -34,7 +34,7 @@ func (s *Server) newNotifier() error {
 		version = "dev"
 	}
 	n, err := notify.New(notify.Options{Sinks: s.cfg.Notifications, Store: s.st, Leader: s.sending,
-		Signal: s.hub.followSignal, Clock: s.cfg.Clock, Now: s.cfg.Now, Log: s.log, Metrics: s.m.notify,
+		Signal: s.hub.followSignal, Clock: s.cfg.Clock, Log: s.log, Metrics: s.m.notify,
 		UserAgent: "nixfleet-cp/" + version})
 	if err != nil {
 		return err
@@ -54,7 +54,7 @@ func (s *Server) newNotifier() error {
 // lease's epoch.
 func (s *Server) sending() (int64, bool) {
 	l, ok := s.ticker.isLeader()
-	if !ok || !s.cfg.Now().Before(l.Expires) {
+	if !ok || !s.cfg.Clock.Now().Before(l.Expires) {
 		return 0, false
 	}
 	return l.Epoch, true
@@ -67,7 +67,7 @@ func (s *Server) pruneNotificationCursors(ctx context.Context) {
 	for i, sink := range s.cfg.Notifications {
 		keep[i] = sink.Name
 	}
-	n, err := s.st.DeleteNotificationCursors(ctx, keep, s.cfg.Now().Add(-forgetCursorsAfter))
+	n, err := s.st.DeleteNotificationCursors(ctx, keep, s.cfg.Clock.Now().Add(-forgetCursorsAfter))
 	switch {
 	case err != nil:
 		s.log.Error("pruning notification cursors", "err", err)

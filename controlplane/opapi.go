@@ -28,7 +28,7 @@ import (
 func (s *Server) summarize(ctx context.Context, r reconciler.Rollout, withHosts, latest bool) (proto.Rollout, error) {
 	out := wireRollout(r, withHosts)
 	out.Next = reconciler.NextStep(r)
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.totals(&out, r, latest, groupHosts(r.Hosts), now)
 	if !withHosts || r.Hosts == nil {
 		return out, nil
@@ -382,7 +382,7 @@ func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, f filing) (s
 		_, _ = rand.Read(idb[:])
 		f.id = hex.EncodeToString(idb[:])
 	}
-	in := reconciler.Intent{ID: f.id, RolloutID: ro.ID, Kind: kind, Actor: f.actor, At: s.cfg.Now(), Comment: comment, Wave: wave}
+	in := reconciler.Intent{ID: f.id, RolloutID: ro.ID, Kind: kind, Actor: f.actor, At: s.cfg.Clock.Now(), Comment: comment, Wave: wave}
 	err := s.st.AddSignedIntent(r.Context(), in, f.signed)
 	if errors.Is(err, store.ErrDuplicate) {
 		return false, ans, errorf(codes.ReplayedIntent, "intent %s was filed already: a signed intent is filed once", f.id)
@@ -572,7 +572,7 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, s.hostView(rec, hd, s.cfg.Now()))
+	writeJSON(w, http.StatusOK, s.hostView(rec, hd, s.cfg.Clock.Now()))
 	return nil
 }
 
@@ -629,7 +629,7 @@ func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconcile
 	st = proto.Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []proto.ChannelStatus{}}
 	if !sight.WatchingSince.IsZero() {
 		from := sight.WatchingSince.Add(s.cfg.Tunables.OfflineThreshold())
-		st.Watch = &proto.Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Now().Before(from), LastTick: sight.LastTick}
+		st.Watch = &proto.Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Clock.Now().Before(from), LastTick: sight.LastTick}
 	}
 	partial := map[string]*proto.Visibility{}
 	for _, v := range sight.Visibility {

@@ -79,7 +79,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	if e != nil {
 		return e
 	}
-	ro, isLatest, now := v.Rollout, latest[v.Rollout.Channel] == v.Rollout.ID, s.cfg.Now()
+	ro, isLatest, now := v.Rollout, latest[v.Rollout.Channel] == v.Rollout.ID, s.cfg.Clock.Now()
 	out := wireRollout(ro, true)
 	out.Next, out.HostsNext = reconciler.NextStep(ro), v.Next
 	s.totals(&out, ro, isLatest, v.Groups, now)
@@ -114,7 +114,7 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *ap
 	if e != nil {
 		return e
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	out := proto.HostList{Hosts: make([]proto.HostView, 0, len(page.Hosts)), Next: page.Next}
 	for _, rec := range page.Hosts {
 		out.Hosts = append(out.Hosts, s.hostView(rec, hd, now))

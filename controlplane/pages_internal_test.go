@@ -137,7 +137,7 @@ func TestFollowReadsOnlyNewEvents(t *testing.T) {
 	}
 	st.add(ev(1), ev(2))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &Server{st: st, cfg: Config{Clock: clk, Now: clk.Now}, log: log, stopping: make(chan struct{})}
+	s := &Server{st: st, cfg: Config{Clock: clk}, log: log, stopping: make(chan struct{})}
 	s.hub = newHub(st, log, newMetrics(), clk, newBoard())
 
 	req := httptest.NewRequest(http.MethodGet, "/v1/rollouts/stable@1/events?follow=1", nil)
@@ -233,7 +233,7 @@ func TestRolloutCursor(t *testing.T) {
 // computed from its hosts' groups, are what judging every host gives.
 func TestTotalsJudgeGroupsAsHosts(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	s := &Server{cfg: Config{Now: func() time.Time { return now }}}
+	s := &Server{cfg: Config{Clock: clock.NewFake(now)}}
 	gate := func(g string) reconciler.Reason { return reconciler.Reason{Gate: g, Code: g, Message: "held by " + g} }
 	var hosts []reconciler.RolloutHost
 	for i, b := range []reconciler.Reason{{}, gate(codes.Budget), gate(codes.HostEdge), gate(codes.Approval), gate(codes.Freeze),

@@ -38,7 +38,7 @@ import (
 // Slots are per replica and in memory: behind a load balancer spreading
 // agents over n replicas, up to n × the limit fetch at once, and a
 // restarted replica forgets its slots (the hosts that held them fetch on,
-// and give nothing back). The time is the server's clock (Config.Now).
+// and give nothing back). The time is the server's clock (Config.Clock).
 
 // DefaultPrefetchConcurrency is the default of nixfleet-cp's
 // --prefetch-concurrency: fifty fetches at once keep a binary cache that

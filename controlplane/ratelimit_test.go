@@ -20,6 +20,7 @@ import (
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
 	"github.com/nixfleet/nixfleet/proto"
@@ -220,7 +221,7 @@ func TestFloodKeepsOthersServed(t *testing.T) {
 	rl := controlplane.RateLimit{PerHost: 5, HostBurst: 20,
 		PerAddress: controlplane.DefaultRatePerAddress, AddressBurst: controlplane.DefaultRateAddressBurst}
 	e := newEnv(t, "sqlite", rateSpec(others), func(c *controlplane.Config) {
-		c.Now = time.Now
+		c.Clock = clock.Real{}
 		c.RateLimit = rl
 	})
 	ctx := context.Background()

@@ -109,12 +109,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica,
 		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret(), stopping: make(chan struct{})}
 	s.limits = newRateLimits(cfg, m, log.Warn)
-	s.prefetch = newPrefetchSlots(cfg.PrefetchConcurrency, cfg.Now, m.reg)
+	s.prefetch = newPrefetchSlots(cfg.PrefetchConcurrency, cfg.Clock.Now, m.reg)
 	s.statuses = newStatusBatcher(st, m.statusBatch)
-	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, cfg.Now, log, m)
+	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, log, m)
 	s.src.ids, s.src.board = s.ids, s.board
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
-	s.analyze = newAnalyzer(st, pc, cfg.Clock, cfg.Now, s.board, log, m.reg)
+	s.analyze = newAnalyzer(st, pc, cfg.Clock, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule
 	s.ticker.leader.subscribe(func(_ store.Lease, leading bool) {
 		if !leading {
@@ -276,7 +276,7 @@ func (s *Server) prune(ctx context.Context) {
 			if _, leader := s.ticker.isLeader(); !leader {
 				continue
 			}
-			if n, err := s.st.PruneWebSessions(ctx, s.cfg.Now()); err != nil {
+			if n, err := s.st.PruneWebSessions(ctx, s.cfg.Clock.Now()); err != nil {
 				s.log.Error("pruning dashboard sessions", "err", err)
 			} else if n > 0 {
 				s.log.Info("pruned dashboard sessions", "rows", n)
@@ -285,7 +285,7 @@ func (s *Server) prune(ctx context.Context) {
 			if s.cfg.EventRetention < 0 {
 				continue
 			}
-			ev, ro, err := s.st.Prune(ctx, s.cfg.Now().Add(-s.cfg.EventRetention))
+			ev, ro, err := s.st.Prune(ctx, s.cfg.Clock.Now().Add(-s.cfg.EventRetention))
 			if err != nil {
 				s.log.Error("pruning", "err", err)
 				continue
@@ -305,7 +305,7 @@ func (s *Server) pruneHosts(ctx context.Context) {
 		return // no fleet verified yet: no host is known to have left it
 	}
 	gone, err := s.hub.forgetPruned(func() ([]string, error) {
-		return s.st.PruneHosts(ctx, inFleet, s.cfg.Now().Add(-s.cfg.EventRetention))
+		return s.st.PruneHosts(ctx, inFleet, s.cfg.Clock.Now().Add(-s.cfg.EventRetention))
 	})
 	if err != nil {
 		s.log.Error("pruning hosts that left the fleet", "err", err)

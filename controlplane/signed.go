@@ -50,9 +50,9 @@ func (s *Server) checkSigned(c client, kind, rolloutID string, req *proto.Intent
 	case req.Wave != nil && (d.Wave == nil || *d.Wave != *req.Wave):
 		return "", mismatch("wave")
 	}
-	if !intent.Fresh(d, s.cfg.Now()) {
+	if !intent.Fresh(d, s.cfg.Clock.Now()) {
 		return "", errorf(codes.StaleIntent, "the intent was signed at %s, more than %s from the control plane's clock (%s); check the clocks, and sign it again",
-			d.IssuedAt.UTC().Format("2006-01-02T15:04:05Z"), proto.MaxIntentSkew, s.cfg.Now().UTC().Format("2006-01-02T15:04:05Z"))
+			d.IssuedAt.UTC().Format("2006-01-02T15:04:05Z"), proto.MaxIntentSkew, s.cfg.Clock.Now().UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	req.Comment, req.Wave = d.Comment, d.Wave
 	return d.Nonce, nil

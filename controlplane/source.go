@@ -79,7 +79,6 @@ type source struct {
 	stateDir string
 	roots    *trust.Roots
 	st       store.Store
-	now      func() time.Time
 	log      *slog.Logger
 	m        *metrics
 	ids      *identities // takes the host keys of each verified fleet; nil in tests that need none
@@ -104,8 +103,8 @@ type source struct {
 	forgot atomic.Bool
 }
 
-func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, clk clock.Clock, now func() time.Time, log *slog.Logger, m *metrics) *source {
-	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, clock: clk, now: now, log: log, m: m,
+func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, clk clock.Clock, log *slog.Logger, m *metrics) *source {
+	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, clock: clk, log: log, m: m,
 		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]proto.SourceFailure{}}
 }
 
@@ -549,7 +548,7 @@ func samePlan(a, b []byte) bool {
 // that far (a replay), else nil. An error is the release log's: the
 // refusal is not recorded, and the caller must not mark the ref seen.
 func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, rel *store.Release, ve *verifyError) error {
-	now := s.now()
+	now := s.clock.Now()
 	refused := store.RefusedRelease{Channel: channel, Commit: hash.String(), Code: ve.code, Message: ve.err.Error(), At: now}
 	if rel != nil {
 		refused.Ref, refused.SignedAt = rel.Ref, rel.SignedAt
@@ -575,7 +574,7 @@ func (s *source) fail(ctx context.Context, channel string, hash plumbing.Hash, r
 // is not marked seen, and the next poll reads it again.
 func (s *source) unavailable(channel string, hash plumbing.Hash, err error) {
 	s.failures[channel] = proto.SourceFailure{Commit: hash.String(), Code: codes.StoreUnavailable,
-		Message: fmt.Sprintf("the store failed; the ref is read again on the next poll: %v", err), At: s.now()}
+		Message: fmt.Sprintf("the store failed; the ref is read again on the next poll: %v", err), At: s.clock.Now()}
 	s.log.Error("keeping a verified release", "channel", channel, "commit", hash.String(), "code", codes.StoreUnavailable, "err", err)
 }
 
@@ -595,7 +594,7 @@ type timing struct{ poll, verify, stageWait, put time.Duration }
 // writes what is missing, and says whether the store is up.
 func (s *source) stage(ctx context.Context, bodies [][]byte) {
 	began := time.Now()
-	n, err := s.st.StageReleaseBodies(ctx, s.now(), bodies...)
+	n, err := s.st.StageReleaseBodies(ctx, s.clock.Now(), bodies...)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("staging a release's bodies; storing it writes them", "err", err)
@@ -609,7 +608,7 @@ func (s *source) stage(ctx context.Context, bodies [][]byte) {
 // stage is not nil, the bodies read are handed to it before they are
 // verified (they go to the store meanwhile).
 func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ...[]byte)) (store.Release, *proto.FleetResolved, error) {
-	now := s.now()
+	now := s.clock.Now()
 	commit, err := s.commitAt(hash)
 	if err != nil {
 		return store.Release{}, nil, err

@@ -88,7 +88,7 @@ func releasedSource(tb testing.TB, dir string, spec fleetrepo.Spec, st store.Sto
 	if err != nil {
 		tb.Fatal(err)
 	}
-	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
 	if err := src.open(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestRemoteMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	src := newSource("file://"+repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+	src := newSource("file://"+repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
 	if err := src.open(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 	newSrc := func() *source {
 		t.Helper()
-		src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.Real{}, func() time.Time { return now.Add(time.Hour) },
+		src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clock.NewFake(now.Add(time.Hour)),
 			slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
 		if err := src.open(ctx); err != nil {
 			t.Fatal(err)

@@ -97,7 +97,7 @@ func newTicker(st store.Store, cfg *Config, replica string, log *slog.Logger, m 
 func (t *ticker) rewound() {
 	t.mu.Lock()
 	t.rewinds++
-	t.rewoundAt = t.cfg.Now()
+	t.rewoundAt = t.cfg.Clock.Now()
 	t.mu.Unlock()
 	t.kick()
 }
@@ -124,7 +124,7 @@ func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
 
 // lead keeps or takes the lease.
 func (t *ticker) lead(ctx context.Context) {
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	l, ok := t.isLeader()
 	if ok {
 		nl, err := t.st.RenewLease(ctx, l, t.cfg.LeaseTTL, now)
@@ -189,7 +189,7 @@ func (t *ticker) run(ctx context.Context) {
 			stop(quietT)
 			quietT, quietC, quietArmed = nil, nil, at
 			if !at.IsZero() {
-				quietT = t.cfg.Clock.NewTimer(max(at.Sub(t.cfg.Now()), 0))
+				quietT = t.cfg.Clock.NewTimer(max(at.Sub(t.cfg.Clock.Now()), 0))
 				quietC = quietT.C()
 			}
 		}
@@ -222,7 +222,7 @@ func (t *ticker) run(ctx context.Context) {
 			if delayed != nil {
 				continue // a tick is due at the end of the window already
 			}
-			if wait := lastStart.Add(t.cfg.Debounce).Sub(t.cfg.Clock.Now()); !lastStart.IsZero() && wait > 0 {
+			if wait := t.cfg.Debounce - t.cfg.Clock.Since(lastStart); !lastStart.IsZero() && wait > 0 {
 				delayed = t.cfg.Clock.NewTimer(wait)
 				delayedC = delayed.C()
 				continue
@@ -283,7 +283,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		return
 	}
 	start := time.Now()
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	skip := t.quiet
 	if t.lastDecide.IsZero() || now.Sub(t.lastDecide) >= maxQuiet {
@@ -299,7 +299,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
 	decided := false
-	out, err := t.st.Tick(ctx, store.TickParams{Kept: &t.kept, Lease: l, Clock: t.cfg.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
+	out, err := t.st.Tick(ctx, store.TickParams{Kept: &t.kept, Lease: l, Clock: t.cfg.Clock.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
 		Rewound: rewound, SkipBefore: skip, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.
@@ -399,7 +399,7 @@ func (t *ticker) releaseBegins() (end func()) {
 	if t.verifyCancel != nil {
 		t.verifyCancel()
 		t.verifyCancel = nil
-		t.lastVerify = t.cfg.Now().Add(verifyRetry - verifyEvery)
+		t.lastVerify = t.cfg.Clock.Now().Add(verifyRetry - verifyEvery)
 	}
 	return sync.OnceFunc(func() {
 		t.mu.Lock()

@@ -238,7 +238,7 @@ func (s *Server) page(r *http.Request, u webUser, title, nav, stream string) (we
 	if err != nil {
 		return webPage{}, s.internal("reading the journal's watermark", err)
 	}
-	return webPage{Title: title, User: u, Nav: nav, Live: true, Stream: stream, After: wm.Events, Now: s.cfg.Now()}, nil
+	return webPage{Title: title, User: u, Nav: nav, Live: true, Stream: stream, After: wm.Events, Now: s.cfg.Clock.Now()}, nil
 }
 
 // render executes a page into a buffer first, so that a template error is
@@ -843,14 +843,14 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	// The session is looked at again, and a keep-alive sent, every
 	// streamCheck whatever wakes the stream: new events come with every
 	// git poll and tick, and must not put the check off.
-	check := s.cfg.Now().Add(streamCheck)
+	check := s.cfg.Clock.Now().Add(streamCheck)
 	for r.Context().Err() == nil {
 		signal := s.hub.followSignal()
-		if !u.Dev && !s.cfg.Now().Before(u.Expires) { // no read needed
+		if !u.Dev && !s.cfg.Clock.Now().Before(u.Expires) { // no read needed
 			send("event: signed-out\ndata: {}\n\n")
 			return nil
 		}
-		if now := s.cfg.Now(); !now.Before(check) {
+		if now := s.cfg.Clock.Now(); !now.Before(check) {
 			if e := s.stillSignedIn(r, u); e != nil {
 				send("event: signed-out\ndata: {}\n\n")
 				return nil
@@ -893,7 +893,7 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 				continue
 			}
 		}
-		t := s.cfg.Clock.NewTimer(max(check.Sub(s.cfg.Now()), 0))
+		t := s.cfg.Clock.NewTimer(max(check.Sub(s.cfg.Clock.Now()), 0))
 		select {
 		case <-signal:
 		case <-t.C():
@@ -917,7 +917,7 @@ func (s *Server) stillSignedIn(r *http.Request, u webUser) *apiError {
 	if u.Dev {
 		return nil
 	}
-	if !s.cfg.Now().Before(u.Expires) {
+	if !s.cfg.Clock.Now().Before(u.Expires) {
 		return errorf(codes.SignInRequired, "the session expired")
 	}
 	_, e := s.webIdentify(r)

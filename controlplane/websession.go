@@ -89,7 +89,7 @@ func (s *Server) webLogins(w http.ResponseWriter, r *http.Request, c client) *ap
 			return errorf(codes.BadRequest, "validSeconds must be between 1 and %d", int(webLoginMaxTTL.Seconds()))
 		}
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	if c.dev {
 		writeJSON(w, http.StatusOK, proto.WebLogin{Path: "/ui/", Operator: c.actor(), Role: RoleApprover, Expires: now.Add(ttl).UTC()})
 		return nil
@@ -124,7 +124,7 @@ func (s *Server) webRedeem(w http.ResponseWriter, r *http.Request) *apiError {
 		return errorf(codes.LoginLinkInvalid, "this sign-in link has no valid token; run `nixfleet ui` for a new one")
 	}
 	secret := newSecret()
-	sess, err := s.st.RedeemWebLogin(r.Context(), hashHex(token), hashHex(secret), s.cfg.Now())
+	sess, err := s.st.RedeemWebLogin(r.Context(), hashHex(token), hashHex(secret), s.cfg.Clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(codes.LoginLinkInvalid, "this sign-in link is unknown, expired or already used; run `nixfleet ui` for a new one")
 	}
@@ -159,7 +159,7 @@ func (s *Server) webIdentify(r *http.Request) (webUser, *apiError) {
 		return webUser{}, errorf(codes.SignInRequired, "not signed in: run `nixfleet ui` to open the dashboard signed in")
 	}
 	hash := hashHex(ck.Value)
-	sess, err := s.st.WebSession(r.Context(), hash, s.cfg.Now())
+	sess, err := s.st.WebSession(r.Context(), hash, s.cfg.Clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return webUser{}, errorf(codes.SignInRequired, "the dashboard session ended or expired: run `nixfleet ui` to sign in again")
 	}

@@ -126,7 +126,7 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 		// Ticks come from check-ins, intents and the webhook; the clock
 		// stands still, so no lease expires and no confirm window closes.
 		TickInterval: time.Hour, PollInterval: time.Hour, Debounce: 20 * time.Millisecond,
-		LeaseTTL: 24 * time.Hour, Now: f.clock.Now, ReplicaID: "r1",
+		LeaseTTL: 24 * time.Hour, Clock: f.clock, ReplicaID: "r1",
 	}
 	scheme := "https://"
 	if insecure {

@@ -56,10 +56,9 @@ type Options struct {
 	// Poll is how often a sink looks at the journal without a signal
 	// (default 5s).
 	Poll time.Duration
-	// Clock makes the backoff timers and the poll ticker (clock.Real when
-	// nil); Now stamps the cursors (Clock.Now when nil).
+	// Clock makes the backoff timers and the poll ticker and stamps the
+	// cursors (clock.Real when nil).
 	Clock clock.Clock
-	Now   func() time.Time
 	Log   *slog.Logger
 	// Metrics are kept when set.
 	Metrics *Metrics
@@ -95,9 +94,6 @@ func New(o Options) (*Notifier, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
-	}
-	if o.Now == nil {
-		o.Now = o.Clock.Now
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -202,7 +198,7 @@ func (l *sinkLoop) step(ctx context.Context) bool {
 	}
 	l.newest = wm.Events
 	if l.epoch != epoch {
-		cur, err := o.Store.StartNotificationCursor(ctx, l.s.Name, wm.Events, o.Now())
+		cur, err := o.Store.StartNotificationCursor(ctx, l.s.Name, wm.Events, o.Clock.Now())
 		if err != nil {
 			l.storeError(ctx, "reading the notification cursor", err)
 			return false
@@ -256,7 +252,7 @@ func (l *sinkLoop) deliver(ctx context.Context, epoch int64, c Category, e proto
 		if ep, ok := o.Leader(); !ok || ep != epoch {
 			return false
 		}
-		out := post(ctx, l.hc, l.s, o.UserAgent, e.ID, body, o.Now())
+		out := post(ctx, l.hc, l.s, o.UserAgent, e.ID, body, o.Clock.Now())
 		if out.err == nil {
 			l.delivered(e, c)
 			return true
@@ -273,7 +269,7 @@ func (l *sinkLoop) deliver(ctx context.Context, epoch int64, c Category, e proto
 }
 
 func (l *sinkLoop) delivered(e proto.Event, c Category) {
-	now := l.n.o.Now()
+	now := l.n.o.Clock.Now()
 	if m := l.n.o.Metrics; m != nil {
 		if m.Sent != nil {
 			m.Sent.WithLabelValues(l.s.Name).Inc()
@@ -295,7 +291,7 @@ func (l *sinkLoop) delivered(e proto.Event, c Category) {
 // before the next: the first failure of an event is logged, then one line
 // a minute while it keeps failing.
 func (l *sinkLoop) failed(e proto.Event, out outcome) time.Duration {
-	now := l.n.o.Now()
+	now := l.n.o.Clock.Now()
 	l.attempts++
 	if l.attempts == 1 {
 		l.failingSince = now
@@ -328,7 +324,7 @@ func (l *sinkLoop) advance(ctx context.Context, to int64) bool {
 	o := l.n.o
 	for attempt := 1; to > l.cursor; attempt++ {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-		err := o.Store.AdvanceNotificationCursor(wctx, l.s.Name, l.cursor, to, o.Now())
+		err := o.Store.AdvanceNotificationCursor(wctx, l.s.Name, l.cursor, to, o.Clock.Now())
 		cancel()
 		switch {
 		case err == nil:
@@ -399,7 +395,7 @@ func (l *sinkLoop) storeError(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	now := l.n.o.Now()
+	now := l.n.o.Clock.Now()
 	if now.Sub(l.storeLogged) < logEvery {
 		l.log.Debug(what, "err", err)
 		return

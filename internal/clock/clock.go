@@ -12,6 +12,8 @@ import (
 // Clock reads the time and makes tickers and timers.
 type Clock interface {
 	Now() time.Time
+	// Since is Now().Sub(t).
+	Since(t time.Time) time.Duration
 	NewTicker(d time.Duration) Ticker
 	NewTimer(d time.Duration) Timer
 	// AfterFunc runs f on its own goroutine once d has passed, unless
@@ -37,6 +39,9 @@ type Real struct{}
 
 // Now is time.Now.
 func (Real) Now() time.Time { return time.Now() }
+
+// Since is time.Since.
+func (Real) Since(t time.Time) time.Duration { return time.Since(t) }
 
 // NewTicker is time.NewTicker.
 func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
@@ -86,6 +91,9 @@ func (f *Fake) Now() time.Time {
 	defer f.mu.Unlock()
 	return f.now
 }
+
+// Since is the fake time passed since t.
+func (f *Fake) Since(t time.Time) time.Duration { return f.Now().Sub(t) }
 
 // NewTicker makes a ticker that fires every d of fake time.
 func (f *Fake) NewTicker(d time.Duration) Ticker {

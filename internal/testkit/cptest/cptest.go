@@ -19,17 +19,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 )
 
-// Clock is a test clock for a control plane and its simulated hosts. It
-// moves only when told to, plus a millisecond at every reading, so that no
-// two readings are equal: a check-in after a tick is later than the tick,
-// as with a real clock. It is safe for concurrent use.
+// Clock is a test clock for a control plane and its simulated hosts. Its
+// readings move only when told to, plus a millisecond at every reading, so
+// that no two readings are equal: a check-in after a tick is later than
+// the tick, as with a real clock. Its tickers and timers are real ones:
+// the control plane's loops keep turning while the fleet's time is held.
+// It is safe for concurrent use.
 type Clock struct {
-	mu  sync.Mutex
-	now time.Time
+	clock.Real // tickers and timers
+	mu         sync.Mutex
+	now        time.Time
 }
 
 // NewClock returns a clock that reads start (plus a millisecond) first.
@@ -42,6 +46,9 @@ func (c *Clock) Now() time.Time {
 	c.now = c.now.Add(time.Millisecond)
 	return c.now
 }
+
+// Since is Now().Sub(t).
+func (c *Clock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // Advance moves the clock on by d.
 func (c *Clock) Advance(d time.Duration) {
