@@ -37,10 +37,12 @@ var (
 func TestPurity(t *testing.T) {
 	t.Parallel()
 	protoAllowed := map[string]bool{"encoding/json": true, "errors": true, "fmt": true, "reflect": true, "slices": true, "strconv": true, "time": true,
-		"strings": true, "sync": true, "bytes": true, "github.com/nixfleet/nixfleet/internal/jsonscan": true}
+		"strings": true, "sync": true, "bytes": true, "unicode": true, "unicode/utf8": true, "github.com/nixfleet/nixfleet/internal/jsonscan": true}
 	scanAllowed := map[string]bool{"bytes": true, "errors": true, "fmt": true, "math": true,
 		"slices": true, "strconv": true, "unicode/utf16": true, "unicode/utf8": true}
-	codesAllowed := map[string]bool{"slices": true, "strings": true}
+	// codes formats the message of its Error, as the reconciler formats
+	// its reasons.
+	codesAllowed := map[string]bool{"fmt": true, "slices": true, "strings": true}
 	// schedule reads the time zone database (the system's, else the one
 	// embedded in the binary) and nothing else: windows depend on the
 	// rules of their zones, as they should, and never on the clock.
