@@ -28,7 +28,7 @@ const SignatureHeader = "X-Nixfleet-Signature"
 // written in the next batch.
 // Last-seen times are noted after the status is written, never before: a
 // tick must not see a host as seen now with the status it had before.
-func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	start := time.Now()
 	var req proto.CheckinRequest
 	if _, e := readJSON(w, r, maxAgentBody, &req); e != nil {
@@ -38,7 +38,7 @@ func (s *Server) checkin(w http.ResponseWriter, r *http.Request, c client) *apiE
 		return e
 	}
 	if req.Wait < 0 || req.Wait > maxFollowWait {
-		return errorf(codes.BadRequest, "wait must be between 0 and %d seconds", maxFollowWait)
+		return codes.Errorf(codes.BadRequest, "wait must be between 0 and %d seconds", maxFollowWait)
 	}
 	now := s.cfg.Clock.Now()
 	st := store.HostStatus{Current: req.Current, Booted: req.Booted, BootID: req.BootID, Probes: req.Probes,
@@ -188,7 +188,7 @@ func (s *Server) answer(a reconciler.Assignment, ok bool) proto.CheckinResponse 
 // host's current activation (rollout, closure and token), inside the
 // confirm window; a retry of an accepted confirm is accepted again. Any
 // other is refused with 410 and changes nothing: the agent rolls back.
-func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	var req proto.ConfirmRequest
 	if _, e := readJSON(w, r, maxSmallBody, &req); e != nil {
 		return e
@@ -202,8 +202,8 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *apiE
 	}
 	a := rec.Assignment
 	now := s.cfg.Clock.Now()
-	gone := func(format string, args ...any) *apiError {
-		return errorf(codes.ConfirmRejected, format, args...)
+	gone := func(format string, args ...any) *codes.Error {
+		return codes.Errorf(codes.ConfirmRejected, format, args...)
 	}
 	switch {
 	case a == nil:
@@ -248,7 +248,7 @@ var reportOutcomes = map[string]string{
 
 // report is POST /v1/agent/report: an activation outcome, signed by the
 // host key.
-func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	var req proto.ReportRequest
 	body, e := readJSON(w, r, maxSmallBody, &req)
 	if e != nil {
@@ -261,7 +261,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 		key, ok := s.ids.hostKey(req.Hostname)
 		sig, err := base64.StdEncoding.DecodeString(r.Header.Get(SignatureHeader))
 		if !ok || err != nil || !ed25519.Verify(key, body, sig) {
-			return errorf(codes.BadSignature, "the report is not signed by %s's host key (header %s)", req.Hostname, SignatureHeader)
+			return codes.Errorf(codes.BadSignature, "the report is not signed by %s's host key (header %s)", req.Hostname, SignatureHeader)
 		}
 	}
 	if req.Kind == proto.ReportProbeResults {
@@ -269,10 +269,10 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 	}
 	outcome, ok := reportOutcomes[req.Kind]
 	if !ok {
-		return errorf(codes.BadRequest, "unknown report kind %q", req.Kind)
+		return codes.Errorf(codes.BadRequest, "unknown report kind %q", req.Kind)
 	}
 	if req.RolloutID == "" || req.Closure == "" {
-		return errorf(codes.BadRequest, "a report needs rolloutId and closure")
+		return codes.Errorf(codes.BadRequest, "a report needs rolloutId and closure")
 	}
 	detail := req.Detail
 	if req.Code != "" {
@@ -291,9 +291,9 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *apiEr
 // probeReport records health results that changed between check-ins,
 // and answers the tag of the status now held. RecordProbes reads the
 // stored status under the row lock, so the tag is stamped now.
-func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.ReportRequest) *apiError {
+func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.ReportRequest) *codes.Error {
 	if req.Probes == nil {
-		return errorf(codes.BadRequest, "a probe_results report needs probes")
+		return codes.Errorf(codes.BadRequest, "a probe_results report needs probes")
 	}
 	now := s.cfg.Clock.Now()
 	st, changed, err := s.st.RecordProbes(r.Context(), req.Hostname, *req.Probes, req.FailedUnits)
@@ -316,17 +316,17 @@ func (s *Server) probeReport(w http.ResponseWriter, r *http.Request, req proto.R
 // manifestFile is GET /v1/rollouts/{id}/manifest and …/manifest.sig: the
 // bytes exactly as signed, for hosts and operators.
 func (s *Server) manifestFile(sig bool) handler {
-	return func(w http.ResponseWriter, r *http.Request, c client) *apiError {
+	return func(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 		if c.host == "" && c.operator == nil && !c.dev {
-			return errorf(codes.Forbidden, "manifests are for hosts and operators")
+			return codes.Errorf(codes.Forbidden, "manifests are for hosts and operators")
 		}
 		id := r.PathValue("id")
-		if !nameable(id) {
-			return errorf(codes.NotFound, "no rollout %q", id)
+		if !proto.Nameable(id) {
+			return codes.Errorf(codes.NotFound, "no rollout %q", id)
 		}
 		m, err := s.st.Manifest(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
-			return errorf(codes.NotFound, "no rollout %q", id)
+			return codes.Errorf(codes.NotFound, "no rollout %q", id)
 		}
 		if err != nil {
 			return s.internal("reading a manifest", err)
@@ -344,10 +344,10 @@ func (s *Server) manifestFile(sig bool) handler {
 
 // internal logs an unexpected error and answers 500 (503 when the
 // request's context ended).
-func (s *Server) internal(what string, err error) *apiError {
+func (s *Server) internal(what string, err error) *codes.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return errorf(codes.Unavailable, "%s: %v", what, err)
+		return codes.Errorf(codes.Unavailable, "%s: %v", what, err)
 	}
 	s.log.Error(what, "err", err)
-	return errorf(codes.Internal, "%s failed; see the control plane's log", what)
+	return codes.Errorf(codes.Internal, "%s failed; see the control plane's log", what)
 }

@@ -11,13 +11,13 @@ import (
 // listIntents is GET /v1/intents[?rollout=ID]: every intent (or a
 // rollout's), oldest first, with its result and the signed document it
 // came with, for `nixfleet audit` (rfcs/0007 §Signed intents).
-func (s *Server) listIntents(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) listIntents(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
 	id := r.URL.Query().Get("rollout")
-	if !nameable(id) {
-		return errorf(codes.BadRequest, "rollout %q has a control character or is not UTF-8", id)
+	if !proto.Nameable(id) {
+		return codes.Errorf(codes.BadRequest, "rollout %q has a control character or is not UTF-8", id)
 	}
 	recs, err := s.st.Intents(r.Context(), id)
 	if err != nil {

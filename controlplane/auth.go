@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/dashboard"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
@@ -37,23 +38,18 @@ func roleActs(role string) bool { return role == RoleOperator || role == RoleApp
 // freeze.
 func roleApproves(role string) bool { return role == RoleApprover }
 
-// approverIntent reports whether an intent kind is for approvers only.
-func approverIntent(kind string) bool {
-	return kind == reconciler.IntentApprove || kind == reconciler.IntentBreakFreeze
-}
-
 // mayFile checks that an operator of a role may file an intent of a kind
 // (a kind that is no intent counts as one of an operator's, to be refused
 // by checkIntentKind after). dev (--insecure-dev, where nobody is
 // authenticated) may file every kind.
-func mayFile(name, role string, dev bool, kind string) *apiError {
+func mayFile(name, role string, dev bool, kind string) *codes.Error {
 	switch {
 	case dev:
 		return nil
-	case approverIntent(kind) && !roleApproves(role):
-		return errorf(codes.Forbidden, "operator %s has role %s; %s needs role approver", name, role, kind)
+	case reconciler.ForApprovers(kind) && !roleApproves(role):
+		return codes.Errorf(codes.Forbidden, "operator %s has role %s; %s needs role approver", name, role, kind)
 	case !roleActs(role):
-		return errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator or approver", name, role)
+		return codes.Errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator or approver", name, role)
 	}
 	return nil
 }
@@ -296,16 +292,16 @@ func (c client) actor() string {
 }
 
 // identify returns the client of a request from its TLS client certificate.
-func (id *identities) identify(r *http.Request, dev bool) (client, *apiError) {
+func (id *identities) identify(r *http.Request, dev bool) (client, *codes.Error) {
 	if dev {
 		return client{dev: true}, nil
 	}
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return client{}, errorf(codes.Unauthenticated, "a client certificate is required")
+		return client{}, codes.Errorf(codes.Unauthenticated, "a client certificate is required")
 	}
 	pub, ok := r.TLS.PeerCertificates[0].PublicKey.(ed25519.PublicKey)
 	if !ok {
-		return client{}, errorf(codes.UnknownClient, "the client certificate's key is not ed25519")
+		return client{}, codes.Errorf(codes.UnknownClient, "the client certificate's key is not ed25519")
 	}
 	id.mu.RLock()
 	defer id.mu.RUnlock()
@@ -315,29 +311,29 @@ func (id *identities) identify(r *http.Request, dev bool) (client, *apiError) {
 	if op, ok := id.operators[string(pub)]; ok {
 		return client{operator: &op, key: pub}, nil
 	}
-	return client{}, errorf(codes.UnknownClient, "the client certificate's key belongs to no host of the signed fleet and no operator")
+	return client{}, codes.Errorf(codes.UnknownClient, "the client certificate's key belongs to no host of the signed fleet and no operator")
 }
 
 // asHost checks that a client may act as the named host: its key must be
 // that host's CI-signed key.
-func (id *identities) asHost(c client, hostname string) *apiError {
+func (id *identities) asHost(c client, hostname string) *codes.Error {
 	if hostname == "" {
-		return errorf(codes.BadRequest, "hostname is required")
+		return codes.Errorf(codes.BadRequest, "hostname is required")
 	}
 	if c.dev {
 		return nil
 	}
 	if c.host == "" {
-		return errorf(codes.Forbidden, "agent endpoints are for hosts")
+		return codes.Errorf(codes.Forbidden, "agent endpoints are for hosts")
 	}
 	if c.host != hostname {
 		id.mu.RLock()
 		_, known := id.hostKeys[hostname]
 		id.mu.RUnlock()
 		if known {
-			return errorf(codes.HostMismatch, "the client certificate is %s's key, not %s's", c.host, hostname)
+			return codes.Errorf(codes.HostMismatch, "the client certificate is %s's key, not %s's", c.host, hostname)
 		}
-		return errorf(codes.UnknownHost, "%q is not a host of the signed fleet", hostname)
+		return codes.Errorf(codes.UnknownHost, "%q is not a host of the signed fleet", hostname)
 	}
 	return nil
 }
@@ -349,7 +345,7 @@ func (id *identities) operatorKeyHash(name string) string {
 	defer id.mu.RUnlock()
 	for k, op := range id.operators {
 		if op.Name == name {
-			return hashHex(k)
+			return dashboard.HashHex(k)
 		}
 	}
 	return ""
@@ -362,7 +358,7 @@ func (id *identities) operatorByName(name, keyHash string) (Operator, bool) {
 	defer id.mu.RUnlock()
 	for k, op := range id.operators {
 		if op.Name == name {
-			return op, keyHash != "" && hashHex(k) == keyHash
+			return op, keyHash != "" && dashboard.HashHex(k) == keyHash
 		}
 	}
 	return Operator{}, false
@@ -379,14 +375,14 @@ func (id *identities) hostKey(hostname string) (ed25519.PublicKey, bool) {
 // may checks an operator's role: viewers read, operators and approvers
 // also act (which intents each may file, mayFile says). Hosts may read a
 // rollout's manifest only.
-func may(c client, act bool) *apiError {
+func may(c client, act bool) *codes.Error {
 	switch {
 	case c.dev:
 		return nil
 	case c.operator == nil:
-		return errorf(codes.Forbidden, "operator endpoints need an operator certificate")
+		return codes.Errorf(codes.Forbidden, "operator endpoints need an operator certificate")
 	case act && !roleActs(c.operator.Role):
-		return errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator or approver", c.operator.Name, c.operator.Role)
+		return codes.Errorf(codes.Forbidden, "operator %s has role %s; acting on rollouts needs role operator or approver", c.operator.Name, c.operator.Role)
 	}
 	return nil
 }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -145,5 +148,38 @@ func BenchmarkParseHostKeys(b *testing.B) {
 				parseHostKeys(c.f, c.prev)
 			}
 		})
+	}
+}
+
+// TestMayFile: viewers file nothing; operators pause, resume, cancel and
+// roll back; approvers do that too, and approve and break freezes;
+// --insecure-dev files everything.
+func TestMayFile(t *testing.T) {
+	kinds := []string{reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback,
+		reconciler.IntentApprove, reconciler.IntentBreakFreeze}
+	may := map[string]map[string]bool{
+		RoleViewer:   {},
+		RoleOperator: {reconciler.IntentPause: true, reconciler.IntentResume: true, reconciler.IntentCancel: true, reconciler.IntentRollback: true},
+		RoleApprover: {reconciler.IntentPause: true, reconciler.IntentResume: true, reconciler.IntentCancel: true, reconciler.IntentRollback: true,
+			reconciler.IntentApprove: true, reconciler.IntentBreakFreeze: true},
+	}
+	for role, allowed := range may {
+		for _, kind := range kinds {
+			e := mayFile("x", role, false, kind)
+			if allowed[kind] != (e == nil) {
+				t.Errorf("role %s, %s: %v, want allowed %v", role, kind, e, allowed[kind])
+			}
+			if e != nil && (e.Code != codes.Forbidden || !strings.Contains(e.Message, "has role "+role)) {
+				t.Errorf("role %s, %s: %v", role, kind, e)
+			}
+			if e := mayFile("", "", true, kind); e != nil {
+				t.Errorf("--insecure-dev, %s: %v", kind, e)
+			}
+		}
+	}
+	for role, want := range map[string][2]bool{RoleViewer: {false, false}, RoleOperator: {true, false}, RoleApprover: {true, true}} {
+		if got := [2]bool{roleActs(role), roleApproves(role)}; got != want {
+			t.Errorf("role %s: acts and approves %v, want %v", role, got, want)
+		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
@@ -37,7 +35,7 @@ func (s *Server) summarize(ctx context.Context, r reconciler.Rollout, withHosts,
 }
 
 // latestIDs returns the id of each channel's latest rollout.
-func (s *Server) latestIDs(r *http.Request) (map[string]string, *apiError) {
+func (s *Server) latestIDs(r *http.Request) (map[string]string, *codes.Error) {
 	out, err := s.st.LatestRollouts(r.Context())
 	if err != nil {
 		return nil, s.internal("listing rollouts", err)
@@ -48,7 +46,7 @@ func (s *Server) latestIDs(r *http.Request) (map[string]string, *apiError) {
 // rolloutView is a rollout with its hosts, each with its situation, as
 // the dashboard's rollout page shows it, and whether it is its channel's
 // latest.
-func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Rollout, bool, *apiError) {
+func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Rollout, bool, *codes.Error) {
 	latestIDs, e := s.latestIDs(r)
 	if e != nil {
 		return proto.Rollout{}, false, e
@@ -62,24 +60,24 @@ func (s *Server) rolloutView(r *http.Request, ro reconciler.Rollout) (proto.Roll
 }
 
 // rollout reads the rollout the path names, with its hosts.
-func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *apiError) {
+func (s *Server) rollout(r *http.Request) (reconciler.Rollout, *codes.Error) {
 	return s.readRollout(r, s.st.Rollout)
 }
 
 // rolloutHead reads the header of the rollout the path names: enough to
 // know that it exists, its channel and its state.
-func (s *Server) rolloutHead(r *http.Request) (reconciler.Rollout, *apiError) {
+func (s *Server) rolloutHead(r *http.Request) (reconciler.Rollout, *codes.Error) {
 	return s.readRollout(r, s.st.RolloutHeader)
 }
 
-func (s *Server) readRollout(r *http.Request, read func(context.Context, string) (reconciler.Rollout, error)) (reconciler.Rollout, *apiError) {
+func (s *Server) readRollout(r *http.Request, read func(context.Context, string) (reconciler.Rollout, error)) (reconciler.Rollout, *codes.Error) {
 	id := r.PathValue("id")
-	if !nameable(id) {
-		return reconciler.Rollout{}, errorf(codes.NotFound, "no rollout %q", id)
+	if !proto.Nameable(id) {
+		return reconciler.Rollout{}, codes.Errorf(codes.NotFound, "no rollout %q", id)
 	}
 	ro, err := read(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return ro, errorf(codes.NotFound, "no rollout %q", id)
+		return ro, codes.Errorf(codes.NotFound, "no rollout %q", id)
 	}
 	if err != nil {
 		return ro, s.internal("reading a rollout", err)
@@ -93,12 +91,12 @@ func (s *Server) readRollout(r *http.Request, read func(context.Context, string)
 // also be that of a ref the release log holds that has not opened (or
 // never will): its events are served, and a stream of them ends as a
 // terminal rollout's does.
-func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
 	ro, e := s.rolloutHead(r)
-	if e != nil && e.code == codes.NotFound {
+	if e != nil && e.Code == codes.NotFound {
 		// A ref that never opened (superseded, waiting, refused as a
 		// replay) has events under its rollout id too: serve them, with a
 		// stream that ends as a terminal rollout's does.
@@ -116,7 +114,7 @@ func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client)
 	q.RolloutID = ro.ID
 	until := r.URL.Query().Get("until")
 	if until != "" && until != "terminal" {
-		return errorf(codes.BadRequest, "until must be terminal or absent")
+		return codes.Errorf(codes.BadRequest, "until must be terminal or absent")
 	}
 	return s.serveEvents(w, r, q, func() bool {
 		// The header says it all: a follower reads no host.
@@ -135,7 +133,7 @@ func (s *Server) rolloutEvents(w http.ResponseWriter, r *http.Request, c client)
 // the whole journal, including what belongs to no rollout (a release
 // refused by verification). With follow, it streams until the client goes
 // away.
-func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
@@ -147,47 +145,30 @@ func (s *Server) fleetEvents(w http.ResponseWriter, r *http.Request, c client) *
 	return s.serveEvents(w, r, q, func() bool { return false })
 }
 
-// nameable reports whether s can be a rollout id, host or channel name at
-// all. Every name comes from a validated fleet (rfcs/0001): valid UTF-8
-// without control characters. Other text names nothing, so the store is
-// not asked (PostgreSQL refuses NUL and invalid UTF-8 in text, which
-// would be a 500).
-func nameable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return false
-		}
-	}
-	return true
-}
-
 // eventQuery reads the query parameters both event endpoints share.
-func eventQuery(r *http.Request) (proto.EventQuery, *apiError) {
+func eventQuery(r *http.Request) (proto.EventQuery, *codes.Error) {
 	q := proto.EventQuery{Host: r.URL.Query().Get("host")}
 	for _, k := range []string{"host", "rollout", "channel"} {
-		if v := r.URL.Query().Get(k); !nameable(v) {
-			return q, errorf(codes.BadRequest, "%s %q has a control character or is not UTF-8", k, v)
+		if v := r.URL.Query().Get(k); !proto.Nameable(v) {
+			return q, codes.Errorf(codes.BadRequest, "%s %q has a control character or is not UTF-8", k, v)
 		}
 	}
 	if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return q, errorf(codes.BadRequest, "after must be an event id")
+			return q, codes.Errorf(codes.BadRequest, "after must be an event id")
 		}
 		q.AfterID = n
 	}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
-			return q, errorf(codes.BadRequest, "limit must be between 1 and 10000")
+			return q, codes.Errorf(codes.BadRequest, "limit must be between 1 and 10000")
 		}
 		q.Limit = n
 	}
 	if v := r.URL.Query().Get("follow"); v != "" && v != "1" {
-		return q, errorf(codes.BadRequest, "follow must be 1 or absent")
+		return q, codes.Errorf(codes.BadRequest, "follow must be 1 or absent")
 	}
 	return q, nil
 }
@@ -199,7 +180,7 @@ func eventQuery(r *http.Request) (proto.EventQuery, *apiError) {
 // journal only when the hub has seen events past its last read (the
 // hub's event mark), or to make sure of the end: a quiet stream costs
 // over() once a second, and no read of the journal.
-func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.EventQuery, over func() bool) *apiError {
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, q proto.EventQuery, over func() bool) *codes.Error {
 	if r.URL.Query().Get("follow") != "1" {
 		evs, err := s.st.Events(r.Context(), q)
 		if err != nil {
@@ -283,9 +264,9 @@ func eventBatch(q proto.EventQuery) int {
 // order: the caller's role may act at all, the action, the role may file
 // it, the body, the rollout. (A viewer's approve or break-freeze is refused
 // by the third check, whose message names the role it needs.)
-func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	kind := r.PathValue("action")
-	if e := may(c, !approverIntent(kind)); e != nil {
+	if e := may(c, !reconciler.ForApprovers(kind)); e != nil {
 		return e
 	}
 	if e := checkIntentKind(kind); e != nil {
@@ -333,13 +314,13 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c client) *apiError
 // pending, waiting or deferred (a freeze defers an opening, rfcs/0003 rule
 // 14), which the tick may open through the freeze. Its Rollout has the id
 // and channel only.
-func (s *Server) intentRollout(r *http.Request, kind string) (reconciler.Rollout, *apiError) {
+func (s *Server) intentRollout(r *http.Request, kind string) (reconciler.Rollout, *codes.Error) {
 	ro, e := s.rolloutHead(r)
-	if e == nil || e.code != codes.NotFound || kind != reconciler.IntentBreakFreeze {
+	if e == nil || e.Code != codes.NotFound || kind != reconciler.IntentBreakFreeze {
 		return ro, e
 	}
 	id := r.PathValue("id")
-	if !nameable(id) {
+	if !proto.Nameable(id) {
 		return ro, e
 	}
 	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{RolloutID: id})
@@ -375,7 +356,7 @@ type intentAnswer struct {
 // fileIntent records an operator intent on a rollout (wave: the wave an
 // approve approves, else nil) and waits up to intentWait for the tick that
 // decides it. sent is false when the client went away before an answer.
-func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, f filing) (sent bool, ans intentAnswer, e *apiError) {
+func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, f filing) (sent bool, ans intentAnswer, e *codes.Error) {
 	kind, comment, wave := f.kind, f.comment, f.wave
 	if f.id == "" {
 		var idb [12]byte
@@ -385,7 +366,7 @@ func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, f filing) (s
 	in := reconciler.Intent{ID: f.id, RolloutID: ro.ID, Kind: kind, Actor: f.actor, At: s.cfg.Clock.Now(), Comment: comment, Wave: wave}
 	err := s.st.AddSignedIntent(r.Context(), in, f.signed)
 	if errors.Is(err, store.ErrDuplicate) {
-		return false, ans, errorf(codes.ReplayedIntent, "intent %s was filed already: a signed intent is filed once", f.id)
+		return false, ans, codes.Errorf(codes.ReplayedIntent, "intent %s was filed already: a signed intent is filed once", f.id)
 	}
 	if err != nil {
 		return false, ans, s.internal("recording an intent", err)
@@ -425,13 +406,13 @@ func (s *Server) fileIntent(r *http.Request, ro reconciler.Rollout, f filing) (s
 }
 
 // checkIntentKind refuses an action that is no operator intent.
-func checkIntentKind(kind string) *apiError {
+func checkIntentKind(kind string) *codes.Error {
 	switch kind {
 	case reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback,
 		reconciler.IntentApprove, reconciler.IntentBreakFreeze:
 		return nil
 	}
-	return errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback, approve, break-freeze)", kind)
+	return codes.Errorf(codes.NotFound, "no action %q (pause, resume, cancel, rollback, approve, break-freeze)", kind)
 }
 
 // maxWave bounds the wave an approve names: what the stores keep (a
@@ -443,20 +424,20 @@ const maxWave = 1<<31 - 1
 // its wave (0 or more; no other kind names one); approve and break-freeze
 // need a comment that is not blank, as a record of why the gate was
 // passed; every comment is within checkComment's bounds.
-func checkIntentBody(kind string, wave *int, comment string) *apiError {
+func checkIntentBody(kind string, wave *int, comment string) *codes.Error {
 	switch {
 	case kind == reconciler.IntentApprove && wave == nil:
-		return errorf(codes.BadRequest, "approve needs the wave it approves: {\"wave\": N} (the first wave is 0)")
+		return codes.Errorf(codes.BadRequest, "approve needs the wave it approves: {\"wave\": N} (the first wave is 0)")
 	case kind == reconciler.IntentApprove && (*wave < 0 || *wave > maxWave):
-		return errorf(codes.BadRequest, "wave %d is out of range: waves count from 0", *wave)
+		return codes.Errorf(codes.BadRequest, "wave %d is out of range: waves count from 0", *wave)
 	case kind != reconciler.IntentApprove && wave != nil:
-		return errorf(codes.BadRequest, "%s names no wave; only approve does", kind)
+		return codes.Errorf(codes.BadRequest, "%s names no wave; only approve does", kind)
 	}
 	if e := checkComment(comment); e != nil {
 		return e
 	}
-	if approverIntent(kind) && strings.TrimSpace(comment) == "" {
-		return errorf(codes.BadRequest, "%s needs a comment saying why: it goes into the journal with your name", kind)
+	if reconciler.ForApprovers(kind) && strings.TrimSpace(comment) == "" {
+		return codes.Errorf(codes.BadRequest, "%s needs a comment saying why: it goes into the journal with your name", kind)
 	}
 	return nil
 }
@@ -467,25 +448,25 @@ const intentWait = 5 * time.Second
 // checkComment refuses an intent's comment that the journal should not
 // hold: over proto.MaxCommentBytes, not UTF-8, or with a control
 // character (a newline too: the comment ends up in one-line reasons).
-func checkComment(c string) *apiError {
+func checkComment(c string) *codes.Error {
 	switch {
 	case len(c) > proto.MaxCommentBytes:
-		return errorf(codes.BadRequest, "the comment is %d bytes, over the %d-byte limit", len(c), proto.MaxCommentBytes)
-	case !nameable(c):
-		return errorf(codes.BadRequest, "the comment has a control character (a newline, a tab, …) or is not UTF-8")
+		return codes.Errorf(codes.BadRequest, "the comment is %d bytes, over the %d-byte limit", len(c), proto.MaxCommentBytes)
+	case !proto.Nameable(c):
+		return codes.Errorf(codes.BadRequest, "the comment has a control character (a newline, a tab, …) or is not UTF-8")
 	}
 	return nil
 }
 
 // listReleases is GET /v1/releases[?channel=C]: every channel ref the
 // control plane saw and its fate, newest first (rfcs/0007 §Releases).
-func (s *Server) listReleases(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) listReleases(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
 	ch := r.URL.Query().Get("channel")
-	if !nameable(ch) {
-		return errorf(codes.BadRequest, "channel %q has a control character or is not UTF-8", ch)
+	if !proto.Nameable(ch) {
+		return codes.Errorf(codes.BadRequest, "channel %q has a control character or is not UTF-8", ch)
 	}
 	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{Channel: ch})
 	if err != nil {
@@ -504,7 +485,7 @@ type rolloutHeads struct {
 
 // heads reads the rollouts of ids (the assignments of the hosts to
 // show), without their hosts, and each channel's latest rollout.
-func (s *Server) heads(r *http.Request, ids []string) (rolloutHeads, *apiError) {
+func (s *Server) heads(r *http.Request, ids []string) (rolloutHeads, *codes.Error) {
 	latest, e := s.latestIDs(r)
 	if e != nil {
 		return rolloutHeads{}, e
@@ -560,7 +541,7 @@ func (s *Server) hostView(rec store.HostRecord, hd rolloutHeads, now time.Time) 
 }
 
 // getHost is GET /v1/hosts/{name}.
-func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
@@ -578,13 +559,13 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *apiE
 
 // hostRecord reads the named host (404 when it neither checked in nor is
 // in a rollout).
-func (s *Server) hostRecord(r *http.Request, name string) (store.HostRecord, *apiError) {
-	if !nameable(name) {
-		return store.HostRecord{}, errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+func (s *Server) hostRecord(r *http.Request, name string) (store.HostRecord, *codes.Error) {
+	if !proto.Nameable(name) {
+		return store.HostRecord{}, codes.Errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
 	}
 	rec, err := s.st.Host(r.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+		return rec, codes.Errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
 	}
 	if err != nil {
 		return rec, s.internal("reading a host", err)
@@ -594,7 +575,7 @@ func (s *Server) hostRecord(r *http.Request, name string) (store.HostRecord, *ap
 
 // status is GET /v1/status: every channel, its release and its latest
 // rollout.
-func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
@@ -609,7 +590,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *apiEr
 // statusView is every channel, its release and its latest rollout, as
 // GET /v1/status and the dashboard's overview show them, and the latest
 // rollouts it read, with their hosts, by channel.
-func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconciler.Rollout, *apiError) {
+func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconciler.Rollout, *codes.Error) {
 	var st proto.Status
 	fulls := map[string]reconciler.Rollout{}
 	rels, err := s.st.Releases(r.Context())

@@ -24,7 +24,7 @@ import (
 
 // listRollouts is GET /v1/rollouts[?limit=N&before=CURSOR&channel=C&state=S]:
 // a page of rollout summaries, newest first, with next when more follow.
-func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
@@ -52,17 +52,17 @@ func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, c client) 
 // getRollout is GET /v1/rollouts/{id}[?hostsLimit=N&hostsAfter=NAME]: the
 // rollout with its whole frozen plan and a page of its hosts, each with
 // its situation; counts, waiting and the soak's end over all its hosts.
-func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
 	id := r.PathValue("id")
-	if !nameable(id) {
-		return errorf(codes.NotFound, "no rollout %q", id)
+	if !proto.Nameable(id) {
+		return codes.Errorf(codes.NotFound, "no rollout %q", id)
 	}
 	after := r.URL.Query().Get("hostsAfter")
-	if !nameable(after) {
-		return errorf(codes.BadRequest, "hostsAfter %q has a control character or is not UTF-8", after)
+	if !proto.Nameable(after) {
+		return codes.Errorf(codes.BadRequest, "hostsAfter %q has a control character or is not UTF-8", after)
 	}
 	limit, e := limitParam(r, "hostsLimit", store.MaxRolloutHostLimit)
 	if e != nil {
@@ -70,7 +70,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 	}
 	v, err := s.st.RolloutView(r.Context(), id, after, limit)
 	if errors.Is(err, store.ErrNotFound) {
-		return errorf(codes.NotFound, "no rollout %q", id)
+		return codes.Errorf(codes.NotFound, "no rollout %q", id)
 	}
 	if err != nil {
 		return s.internal("reading a rollout", err)
@@ -92,7 +92,7 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *a
 
 // listHosts is GET /v1/hosts[?limit=N&after=NAME&channel=C&state=S&rollout=ID]:
 // a page of host views, by name, with next when more may follow.
-func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
 	}
@@ -124,55 +124,55 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *ap
 }
 
 // hostQuery reads GET /v1/hosts' query parameters.
-func hostQuery(r *http.Request) (store.HostQuery, *apiError) {
+func hostQuery(r *http.Request) (store.HostQuery, *codes.Error) {
 	v := r.URL.Query()
 	q := store.HostQuery{After: v.Get("after"), Channel: v.Get("channel"), RolloutID: v.Get("rollout"),
 		State: reconciler.HostState(v.Get("state"))}
 	for _, k := range []string{"after", "channel", "rollout"} {
-		if !nameable(v.Get(k)) {
-			return q, errorf(codes.BadRequest, "%s %q has a control character or is not UTF-8", k, v.Get(k))
+		if !proto.Nameable(v.Get(k)) {
+			return q, codes.Errorf(codes.BadRequest, "%s %q has a control character or is not UTF-8", k, v.Get(k))
 		}
 	}
 	if q.State != "" && !slices.Contains(reconciler.HostStates, q.State) {
-		return q, errorf(codes.BadRequest, "state %q is not one of %v", q.State, reconciler.HostStates)
+		return q, codes.Errorf(codes.BadRequest, "state %q is not one of %v", q.State, reconciler.HostStates)
 	}
-	var e *apiError
+	var e *codes.Error
 	q.Limit, e = limitParam(r, "limit", store.MaxHostLimit)
 	return q, e
 }
 
 // rolloutQuery reads GET /v1/rollouts' query parameters.
-func rolloutQuery(r *http.Request) (store.RolloutQuery, *apiError) {
+func rolloutQuery(r *http.Request) (store.RolloutQuery, *codes.Error) {
 	v := r.URL.Query()
 	q := store.RolloutQuery{Channel: v.Get("channel"), State: reconciler.RolloutState(v.Get("state"))}
-	if !nameable(q.Channel) {
-		return q, errorf(codes.BadRequest, "channel %q has a control character or is not UTF-8", q.Channel)
+	if !proto.Nameable(q.Channel) {
+		return q, codes.Errorf(codes.BadRequest, "channel %q has a control character or is not UTF-8", q.Channel)
 	}
 	if q.State != "" && !slices.Contains(reconciler.RolloutStates, q.State) {
-		return q, errorf(codes.BadRequest, "state %q is not one of %v", q.State, reconciler.RolloutStates)
+		return q, codes.Errorf(codes.BadRequest, "state %q is not one of %v", q.State, reconciler.RolloutStates)
 	}
 	if b := v.Get("before"); b != "" {
 		cur, ok := decodeRolloutCursor(b)
 		if !ok {
-			return q, errorf(codes.BadRequest, "before must be the next of a page of GET /v1/rollouts")
+			return q, codes.Errorf(codes.BadRequest, "before must be the next of a page of GET /v1/rollouts")
 		}
 		q.Before = &cur
 	}
-	var e *apiError
+	var e *codes.Error
 	q.Limit, e = limitParam(r, "limit", store.MaxRolloutLimit)
 	return q, e
 }
 
 // limitParam reads a page size: absent is 0 (the store's default), else
 // a whole number from 1 to most.
-func limitParam(r *http.Request, name string, most int) (int, *apiError) {
+func limitParam(r *http.Request, name string, most int) (int, *codes.Error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > most {
-		return 0, errorf(codes.BadRequest, "%s must be between 1 and %d", name, most)
+		return 0, codes.Errorf(codes.BadRequest, "%s must be between 1 and %d", name, most)
 	}
 	return n, nil
 }
@@ -193,7 +193,7 @@ func decodeRolloutCursor(s string) (store.RolloutCursor, bool) {
 		return store.RolloutCursor{}, false
 	}
 	parts := strings.SplitN(string(b), ":", 3)
-	if len(parts) != 3 || parts[0] != cursorVersion || parts[2] == "" || !nameable(parts[2]) {
+	if len(parts) != 3 || parts[0] != cursorVersion || parts[2] == "" || !proto.Nameable(parts[2]) {
 		return store.RolloutCursor{}, false
 	}
 	us, err := strconv.ParseInt(parts[1], 10, 64)

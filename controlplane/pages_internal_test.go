@@ -147,7 +147,7 @@ func TestFollowReadsOnlyNewEvents(t *testing.T) {
 	req = req.WithContext(ctx)
 	w := &streamWriter{h: http.Header{}}
 	made := clk.Made()
-	done := make(chan *apiError, 1)
+	done := make(chan *codes.Error, 1)
 	go func() { done <- s.rolloutEvents(w, req, client{dev: true}) }()
 	<-made // asleep after the first read
 

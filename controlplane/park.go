@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // Parked long-polls (rfcs/0006 §Check-ins at scale 5). An agent spends
@@ -38,7 +40,7 @@ import (
 // errParked is what the check-in handler returns for a long-poll it
 // parked: nothing is written, and the request is counted when answered.
 // It is never written: it has no code.
-var errParked = new(apiError)
+var errParked = new(codes.Error)
 
 // parkWriteTimeout bounds writing a parked long-poll's answer.
 const parkWriteTimeout = 10 * time.Second

@@ -235,7 +235,7 @@ func newRateLimits(cfg Config, m *metrics, warn func(string, ...any)) *rateLimit
 // admit takes a token for a request from its client's bucket (c, when
 // identified) or its address's. An empty bucket is 429 rate_limited, with
 // Retry-After set on w.
-func (l *rateLimits) admit(w http.ResponseWriter, r *http.Request, c client) *apiError {
+func (l *rateLimits) admit(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if l == nil {
 		return nil
 	}
@@ -256,7 +256,7 @@ func (l *rateLimits) admit(w http.ResponseWriter, r *http.Request, c client) *ap
 	if warn && l.warn != nil {
 		l.warn("rate limiting a client", "kind", kind, "client", who, "retryAfterSeconds", secs)
 	}
-	return errorf(codes.RateLimited, "too many requests from %s %s; retry after %d s", kind, who, secs)
+	return codes.Errorf(codes.RateLimited, "too many requests from %s %s; retry after %d s", kind, who, secs)
 }
 
 // retryAfterSeconds is a wait in whole seconds, rounded up, at least 1.

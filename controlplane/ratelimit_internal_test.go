@@ -250,10 +250,10 @@ func TestAdmit(t *testing.T) {
 		r.RemoteAddr = remote
 		w := httptest.NewRecorder()
 		if e := l.admit(w, r, cl); e != nil {
-			if e.status != http.StatusTooManyRequests || e.code != codes.RateLimited {
-				t.Fatalf("refusal %d %s", e.status, e.code)
+			if e.Status() != http.StatusTooManyRequests || e.Code != codes.RateLimited {
+				t.Fatalf("refusal %d %s", e.Status(), e.Code)
 			}
-			return e.status, w.Header().Get("Retry-After")
+			return e.Status(), w.Header().Get("Retry-After")
 		}
 		return http.StatusOK, w.Header().Get("Retry-After")
 	}

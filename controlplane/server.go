@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/dashboard"
 	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/controlplane/store"
@@ -54,11 +56,9 @@ type Server struct {
 	// (statusbatch.go).
 	statuses *statusBatcher
 
-	devCSRF string // --insecure-dev's dashboard CSRF token, random per process
 	// stopping closes when the HTTP server shuts down: streams end at
 	// once instead of holding the shutdown for its whole grace period.
 	stopping chan struct{}
-	streams  webStreams // open dashboard streams, per user
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{cfg: cfg, st: st, roots: roots, ids: newIdentities(ops), m: m, log: log, replica: replica,
-		board: newBoard(), ready: make(chan struct{}), devCSRF: newSecret(), stopping: make(chan struct{})}
+		board: newBoard(), ready: make(chan struct{}), stopping: make(chan struct{})}
 	s.limits = newRateLimits(cfg, m, log.Warn)
 	s.prefetch = newPrefetchSlots(cfg.PrefetchConcurrency, cfg.Clock.Now, m.reg)
 	s.statuses = newStatusBatcher(st, m.statusBatch)
@@ -318,7 +318,7 @@ func (s *Server) pruneHosts(ctx context.Context) {
 
 // handler is an API handler: it gets the authenticated client and returns
 // an error for the client, or writes the response itself.
-type handler func(w http.ResponseWriter, r *http.Request, c client) *apiError
+type handler func(w http.ResponseWriter, r *http.Request, c client) *codes.Error
 
 // routes builds the API (rfcs/0007-protocol.md).
 func (s *Server) routes() {
@@ -349,7 +349,18 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", s.readyz, probe))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})) // a probe: not limited
 	s.mux.Handle("/", s.wrap("other", s.notFound, anonymous))
-	s.webRoutes()
+	dash := dashboard.New(dashboard.Config{Engine: dashboardEngine{s}, Store: s.st, Clock: s.cfg.Clock, Log: s.log,
+		InsecureDev: s.cfg.InsecureDev, Stopping: s.stopping})
+	dash.Routes(func(pattern string, h http.Handler) { s.mux.Handle(pattern, s.counted(pattern, h)) })
+}
+
+// counted counts a handler's answers by route and status.
+func (s *Server) counted(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		s.m.httpRequests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+	})
 }
 
 // access is how wrap lets a request in.
@@ -376,7 +387,7 @@ func (s *Server) wrap(route string, h handler, acc access) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		var c client
-		var e *apiError
+		var e *codes.Error
 		if acc != probe {
 			c, e = s.ids.identify(r, s.cfg.InsecureDev)
 			if le := s.limits.admit(rec, r, c); le != nil {
@@ -420,7 +431,7 @@ func (r *statusRecorder) Flush() {
 }
 
 // notFound answers paths and methods the API does not have, in JSON.
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ client) *apiError {
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ client) *codes.Error {
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		if m == r.Method {
 			continue
@@ -428,18 +439,18 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ client) *api
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
-			return errorf(codes.MethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
+			return codes.Errorf(codes.MethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
 		}
 	}
-	return errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	return codes.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 }
 
 // webhook is POST /v1/hooks/git: a forge tells us a ref moved. The body's
 // HMAC-SHA256 with the shared secret must be in X-Nixfleet-Signature or
 // X-Hub-Signature-256, as "sha256=<hex>".
-func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *apiError {
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *codes.Error {
 	if s.cfg.WebhookSecret == "" {
-		return errorf(codes.WebhookDisabled, "the git webhook is not configured")
+		return codes.Errorf(codes.WebhookDisabled, "the git webhook is not configured")
 	}
 	body, e := readBody(w, r, maxHookBody)
 	if e != nil {
@@ -455,8 +466,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *apiE
 	if !hmac.Equal([]byte(strings.TrimSpace(got)), []byte(want)) {
 		// The one code answered with two statuses: a report's bad
 		// signature is 403 (the registry's), a webhook's is 401.
-		e := errorf(codes.BadSignature, "the webhook signature does not match the shared secret")
-		e.status = http.StatusUnauthorized
+		e := codes.Errorf(codes.BadSignature, "the webhook signature does not match the shared secret")
+		e.HTTP = http.StatusUnauthorized
 		return e
 	}
 	s.src.kick()
@@ -465,7 +476,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ client) *apiE
 }
 
 // healthz says the process is up, and loudly when it runs insecure.
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ client) *apiError {
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ client) *codes.Error {
 	_, leader := s.ticker.isLeader()
 	body := map[string]any{"status": "ok", "replica": s.replica, "leader": leader, "insecureDev": s.cfg.InsecureDev}
 	if s.cfg.InsecureDev {
@@ -476,12 +487,12 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ client) *apiE
 }
 
 // readyz says the replica can serve: the store answers and git was polled.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ client) *apiError {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ client) *codes.Error {
 	if _, err := s.st.Watermark(r.Context()); err != nil {
-		return errorf(codes.Unavailable, "the store does not answer: %v", err)
+		return codes.Errorf(codes.Unavailable, "the store does not answer: %v", err)
 	}
 	if polled, _ := s.src.status(); !polled {
-		return errorf(codes.Unavailable, "the fleet repository has not been read yet")
+		return codes.Errorf(codes.Unavailable, "the fleet repository has not been read yet")
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil

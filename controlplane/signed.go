@@ -21,24 +21,24 @@ import (
 // rolloutID, takes its comment and wave into req, and returns the id to
 // file it under (its nonce). Under --insecure-dev nobody is
 // authenticated, so nothing is signed: the id is random.
-func (s *Server) checkSigned(c client, kind, rolloutID string, req *proto.IntentRequest) (string, *apiError) {
+func (s *Server) checkSigned(c client, kind, rolloutID string, req *proto.IntentRequest) (string, *codes.Error) {
 	if c.dev && req.Signed == nil {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		return hex.EncodeToString(b[:]), nil
 	}
 	if req.Signed == nil {
-		return "", errorf(codes.UnsignedIntent, "an intent must be signed with the operator's key (nixfleet signs them; an older nixfleet does not)")
+		return "", codes.Errorf(codes.UnsignedIntent, "an intent must be signed with the operator's key (nixfleet signs them; an older nixfleet does not)")
 	}
 	d, err := intent.Verify(c.key, *req.Signed)
 	switch {
 	case errors.Is(err, intent.ErrSignature):
-		return "", errorf(codes.BadIntentSignature, "the intent's signature does not verify with your key: %v", err)
+		return "", codes.Errorf(codes.BadIntentSignature, "the intent's signature does not verify with your key: %v", err)
 	case err != nil:
-		return "", errorf(codes.BadRequest, "the signed intent: %v", err)
+		return "", codes.Errorf(codes.BadRequest, "the signed intent: %v", err)
 	}
-	mismatch := func(what string) *apiError {
-		return errorf(codes.IntentMismatch, "the signed intent's %s is not the request's", what)
+	mismatch := func(what string) *codes.Error {
+		return codes.Errorf(codes.IntentMismatch, "the signed intent's %s is not the request's", what)
 	}
 	switch {
 	case d.Kind != kind:
@@ -51,7 +51,7 @@ func (s *Server) checkSigned(c client, kind, rolloutID string, req *proto.Intent
 		return "", mismatch("wave")
 	}
 	if !intent.Fresh(d, s.cfg.Clock.Now()) {
-		return "", errorf(codes.StaleIntent, "the intent was signed at %s, more than %s from the control plane's clock (%s); check the clocks, and sign it again",
+		return "", codes.Errorf(codes.StaleIntent, "the intent was signed at %s, more than %s from the control plane's clock (%s); check the clocks, and sign it again",
 			d.IssuedAt.UTC().Format("2006-01-02T15:04:05Z"), proto.MaxIntentSkew, s.cfg.Clock.Now().UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	req.Comment, req.Wave = d.Comment, d.Wave

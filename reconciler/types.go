@@ -444,6 +444,11 @@ const (
 	IntentBreakFreeze = "break-freeze"
 )
 
+// ForApprovers reports whether an intent kind is an approver's: approving
+// a wave and breaking a freeze pass a gate of change control, and must be
+// signed with the approver's key (rfcs/0007 §Signed intents).
+func ForApprovers(kind string) bool { return kind == IntentApprove || kind == IntentBreakFreeze }
+
 // Intent is an operator's request about a rollout.
 type Intent struct {
 	ID        string    `json:"id"`

@@ -1,4 +1,4 @@
-package controlplane
+package dashboard
 
 import (
 	"bytes"
@@ -12,42 +12,6 @@ import (
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
-
-// TestMayFile: viewers file nothing; operators pause, resume, cancel and
-// roll back; approvers do that too, and approve and break freezes;
-// --insecure-dev files everything.
-func TestMayFile(t *testing.T) {
-	kinds := []string{reconciler.IntentPause, reconciler.IntentResume, reconciler.IntentCancel, reconciler.IntentRollback,
-		reconciler.IntentApprove, reconciler.IntentBreakFreeze}
-	may := map[string]map[string]bool{
-		RoleViewer:   {},
-		RoleOperator: {reconciler.IntentPause: true, reconciler.IntentResume: true, reconciler.IntentCancel: true, reconciler.IntentRollback: true},
-		RoleApprover: {reconciler.IntentPause: true, reconciler.IntentResume: true, reconciler.IntentCancel: true, reconciler.IntentRollback: true,
-			reconciler.IntentApprove: true, reconciler.IntentBreakFreeze: true},
-	}
-	for role, allowed := range may {
-		for _, kind := range kinds {
-			e := mayFile("x", role, false, kind)
-			if allowed[kind] != (e == nil) {
-				t.Errorf("role %s, %s: %v, want allowed %v", role, kind, e, allowed[kind])
-			}
-			if e != nil && (e.code != codes.Forbidden || !strings.Contains(e.msg, "has role "+role)) {
-				t.Errorf("role %s, %s: %v", role, kind, e)
-			}
-			if e := mayFile("", "", true, kind); e != nil {
-				t.Errorf("--insecure-dev, %s: %v", kind, e)
-			}
-		}
-	}
-	u := webUser{Role: RoleApprover}
-	if !u.CanAct() || !u.CanApprove() {
-		t.Errorf("an approver: CanAct %v, CanApprove %v", u.CanAct(), u.CanApprove())
-	}
-	u.Role = RoleOperator
-	if !u.CanAct() || u.CanApprove() {
-		t.Errorf("an operator: CanAct %v, CanApprove %v", u.CanAct(), u.CanApprove())
-	}
-}
 
 // TestRolloutPageChangeControl: the rollout page shows a wave's approvals
 // so far to everyone, and to approvers who have not approved a wave whose
@@ -79,9 +43,9 @@ func TestRolloutPageChangeControl(t *testing.T) {
 	over := gated
 	over.State = reconciler.RolloutCancelled
 
-	page := func(ro reconciler.Rollout, u webUser) (rolloutPage, string) {
+	page := func(ro reconciler.Rollout, u User) (rolloutPage, string) {
 		t.Helper()
-		sum := wireRollout(ro, true)
+		sum := summary(ro)
 		p := rolloutPage{webPage: webPage{Title: "Rollout", User: u, Now: now}, R: sum, Actions: actionsFor(ro, true)}
 		p.Approvals, p.BreakFreeze = changeControl(ro, waveBars(ro, &sum))
 		var buf bytes.Buffer
@@ -90,10 +54,10 @@ func TestRolloutPageChangeControl(t *testing.T) {
 		}
 		return p, buf.String()
 	}
-	carol := webUser{Name: "carol", Role: RoleApprover, CSRF: "token"}
-	dave := webUser{Name: "dave", Role: RoleApprover, CSRF: "token"}
-	alice := webUser{Name: "alice", Role: RoleOperator, CSRF: "token"}
-	victor := webUser{Name: "victor", Role: RoleViewer, CSRF: "token"}
+	carol := User{Name: "carol", Role: "approver", Acts: true, Approves: true, CSRF: "token"}
+	dave := User{Name: "dave", Role: "approver", Acts: true, Approves: true, CSRF: "token"}
+	alice := User{Name: "alice", Role: "operator", Acts: true, CSRF: "token"}
+	victor := User{Name: "victor", Role: "viewer", CSRF: "token"}
 	const (
 		approve     = "nixfleet rollout approve "
 		breakFreeze = "nixfleet rollout break-freeze "
@@ -119,7 +83,7 @@ func TestRolloutPageChangeControl(t *testing.T) {
 	if strings.Contains(html, "break-freeze") || strings.Contains(html, "Break the freeze") {
 		t.Errorf("no freeze holds the rollout, yet carol is shown how to break it")
 	}
-	for name, u := range map[string]webUser{"dave, who approved it,": dave, "alice, an operator,": alice, "victor, a viewer,": victor} {
+	for name, u := range map[string]User{"dave, who approved it,": dave, "alice, an operator,": alice, "victor, a viewer,": victor} {
 		p, html := page(gated, u)
 		if len(p.Offers()) != 0 || strings.Contains(html, "Approve wave") || strings.Contains(html, approve) || strings.Contains(html, "/approve") {
 			t.Errorf("%s is shown how to approve", name)
@@ -140,7 +104,7 @@ func TestRolloutPageChangeControl(t *testing.T) {
 		!strings.Contains(html, breakFreeze+"stable@def --comment") || strings.Contains(html, "/break-freeze") {
 		t.Errorf("a frozen rollout does not show carol how to break the freeze, or has a form for it:\n%s", html)
 	}
-	for name, u := range map[string]webUser{"alice, an operator,": alice, "victor, a viewer,": victor} {
+	for name, u := range map[string]User{"alice, an operator,": alice, "victor, a viewer,": victor} {
 		if p, html := page(frozen, u); p.OffersBreakFreeze() || strings.Contains(html, "Break the freeze") || strings.Contains(html, "break-freeze") {
 			t.Errorf("%s is shown how to break the freeze", name)
 		}
@@ -163,4 +127,19 @@ func TestRolloutPageChangeControl(t *testing.T) {
 	if !strings.Contains(buf.String(), "approve of wave 1 by carol: filed") {
 		t.Errorf("the intent notice:\n%s", buf.String())
 	}
+}
+
+// summary is as much of the API's view of a rollout as the page reads
+// of it here.
+func summary(ro reconciler.Rollout) proto.Rollout {
+	out := proto.Rollout{ID: ro.ID, Channel: ro.Channel, State: string(ro.State), Wave: ro.Wave,
+		Approvals: ro.Approvals, FreezeBreak: ro.FreezeBreak}
+	for _, w := range ro.Waves {
+		out.Waves = append(out.Waves, proto.RolloutWave(w))
+	}
+	for _, h := range ro.Hosts {
+		out.Hosts = append(out.Hosts, proto.RolloutHost{Hostname: h.Hostname, Wave: h.Wave, State: string(h.State),
+			Blocked: proto.DecisionReason{Code: h.Blocked.Code, Message: h.Blocked.Message}})
+	}
+	return out
 }

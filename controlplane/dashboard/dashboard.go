@@ -1,7 +1,19 @@
-package controlplane
+// Package dashboard is the control plane's web dashboard (rfcs/0011):
+// HTML pages under /ui/ on the API's own listener, made with html/template
+// from the same views as the operator API, kept live by a stream of the
+// journal (/ui/events, Server-Sent Events), with forms that file the same
+// intents as the CLI.
+//
+// It holds no state of the fleet. What it shows it asks the engine for
+// (Engine: the API's views, which read the hub's kept assignments, never
+// a fleet-sized read per page) and reads the journal, the release log and
+// the sign-in sessions from the store (Store). What it changes it files as
+// an intent, through the engine, as the API does.
+package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -10,6 +22,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,14 +35,132 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// The dashboard (rfcs/0011): HTML pages under /ui/ on the API's own
-// listener, made with html/template from the same views as the operator
-// API, kept live by a stream of the journal (/ui/events, Server-Sent
-// Events), with forms that file the same intents as the CLI.
+// Engine is what the dashboard asks the control plane. Its errors are
+// *codes.Error (an error of another type is answered as internal).
+type Engine interface {
+	// Admit rate-limits a request by its address, before anything else
+	// is read; an error refuses it (having set Retry-After).
+	Admit(w http.ResponseWriter, r *http.Request) error
+	// Operator is the user of a session of operator name signed in with
+	// the key of hash keyHash: false when the operators file no longer
+	// holds that operator with that key.
+	Operator(name, keyHash string) (User, bool)
+	// MayFile refuses an intent of kind that the user's role may not
+	// file.
+	MayFile(u User, kind string) error
+
+	// Status is GET /v1/status, with each channel's latest rollout and
+	// its hosts.
+	Status(r *http.Request) (proto.Status, map[string]reconciler.Rollout, error)
+	// Rollout is the rollout the path's {id} names, with its hosts, as
+	// the API's view of it, and whether it is its channel's latest.
+	Rollout(r *http.Request) (reconciler.Rollout, proto.Rollout, bool, error)
+	// Host is the API's view of a host.
+	Host(r *http.Request, name string, now time.Time) (proto.HostView, error)
+	// Intent is a filed intent and its result (store.ErrNotFound when
+	// none), with the rollout it is about.
+	Intent(ctx context.Context, id string) (proto.IntentResponse, string, error)
+	// IntentKind refuses an action that is no intent.
+	IntentKind(kind string) error
+	// File files an intent on the rollout the path's {id} names, as the
+	// API does, and waits a little for the tick that decides it; sent is
+	// false when the browser went away first.
+	File(r *http.Request, f Filing) (rolloutID, intentID string, sent bool, err error)
+
+	// Occupancy is how much of each budget the fleet uses now.
+	Occupancy(budgets []proto.RolloutBudget) []proto.BudgetUse
+	// FollowSignal is closed when the journal may have new events;
+	// EventMark is a count that moves when it has.
+	FollowSignal() <-chan struct{}
+	EventMark() int64
+}
+
+// Filing is an intent a form files.
+type Filing struct {
+	Kind, Actor, Comment string
+	Wave                 *int // approve's
+}
+
+// Store is what the dashboard reads from the store itself.
+type Store interface {
+	Watermark(ctx context.Context) (store.Watermark, error)
+	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
+	ReleaseLog(ctx context.Context, q store.ReleaseQuery) ([]proto.Release, error)
+	RedeemWebLogin(ctx context.Context, tokenHash, sessionHash string, now time.Time) (store.WebSession, error)
+	WebSession(ctx context.Context, hash string, now time.Time) (store.WebSession, error)
+	EndWebSession(ctx context.Context, hash string) error
+}
+
+// Config is a dashboard's parts.
+type Config struct {
+	Engine Engine
+	Store  Store
+	Clock  clock.Clock
+	Log    *slog.Logger
+	// InsecureDev serves everybody as an approver, under loopback names
+	// only (--insecure-dev).
+	InsecureDev bool
+	// Stopping closes when the server shuts down: streams end.
+	Stopping <-chan struct{}
+}
+
+// Dashboard serves the pages.
+type Dashboard struct {
+	engine      Engine
+	st          Store
+	clock       clock.Clock
+	log         *slog.Logger
+	insecureDev bool
+	stopping    <-chan struct{}
+	devCSRF     string     // --insecure-dev's CSRF token, random per process
+	streams     webStreams // open streams, per user
+}
+
+// New makes a dashboard.
+func New(c Config) *Dashboard {
+	return &Dashboard{engine: c.Engine, st: c.Store, clock: c.Clock, log: c.Log, insecureDev: c.InsecureDev,
+		stopping: c.Stopping, devCSRF: NewSecret()}
+}
+
+// maxForm bounds a form's body, as the API bounds an intent's.
+const maxForm = 16 << 10
+
+// coded is d.internal(what, err), nil for a nil err.
+func (d *Dashboard) coded(what string, err error) *codes.Error {
+	if err == nil {
+		return nil
+	}
+	return d.internal(what, err)
+}
+
+// internal is an error of the engine or the store as the dashboard
+// answers it: a coded error as it is, a cancelled request as
+// unavailable, anything else logged and answered as internal.
+func (d *Dashboard) internal(what string, err error) *codes.Error {
+	var ce *codes.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return codes.Errorf(codes.Unavailable, "%s: %v", what, err)
+	}
+	d.log.Error(what, "err", err)
+	return codes.Errorf(codes.Internal, "%s failed; see the control plane's log", what)
+}
+
+// writeError answers an error as JSON, as the API does.
+func writeError(w http.ResponseWriter, e *codes.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status())
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(proto.Error{Code: string(e.Code), Message: e.Message})
+}
 
 //go:embed web
 var webFS embed.FS
@@ -97,40 +228,40 @@ const (
 
 // webHandler is a dashboard handler: it gets the signed-in user (zero
 // for webOpen routes).
-type webHandler func(w http.ResponseWriter, r *http.Request, u webUser) *apiError
+type webHandler func(w http.ResponseWriter, r *http.Request, u User) *codes.Error
 
-// webRoutes adds the dashboard to the mux.
-func (s *Server) webRoutes() {
+// Routes gives each of the dashboard's routes to handle: its pattern
+// (also its name in metrics) and its handler.
+func (d *Dashboard) Routes(handle func(pattern string, h http.Handler)) {
 	routes := []struct {
 		pattern string
 		h       webHandler
 		acc     webAccess
 	}{
-		{"GET /ui/{$}", s.webOverview, webRead},
-		{"GET /ui/rollouts/{id}", s.webRollout, webRead},
-		{"GET /ui/hosts/{name}", s.webHost, webRead},
-		{"GET /ui/releases", s.webReleases, webRead},
-		{"GET /ui/events", s.webEvents, webRead},
-		{"POST /ui/rollouts/{id}/{action}", s.webIntent, webAct},
-		{"POST /ui/logout", s.webLogout, webPost},
-		{"GET /ui/login", func(w http.ResponseWriter, r *http.Request, _ webUser) *apiError { return s.webRedeem(w, r) }, webOpen},
-		{"GET /ui/signed-out", s.webSignedOut, webOpen},
-		{"GET /ui/static/{file}", s.webStatic, webOpen},
-		{"/ui/", s.webNotFound, webOpen},
+		{"GET /ui/{$}", d.webOverview, webRead},
+		{"GET /ui/rollouts/{id}", d.webRollout, webRead},
+		{"GET /ui/hosts/{name}", d.webHost, webRead},
+		{"GET /ui/releases", d.webReleases, webRead},
+		{"GET /ui/events", d.webEvents, webRead},
+		{"POST /ui/rollouts/{id}/{action}", d.webIntent, webAct},
+		{"POST /ui/logout", d.webLogout, webPost},
+		{"GET /ui/login", func(w http.ResponseWriter, r *http.Request, _ User) *codes.Error { return d.webRedeem(w, r) }, webOpen},
+		{"GET /ui/signed-out", d.webSignedOut, webOpen},
+		{"GET /ui/static/{file}", d.webStatic, webOpen},
+		{"/ui/", d.webNotFound, webOpen},
 	}
 	for _, rt := range routes {
-		s.mux.Handle(rt.pattern, s.webWrap(rt.pattern, rt.h, rt.acc))
+		handle(rt.pattern, d.wrap(rt.h, rt.acc))
 	}
-	s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 }
 
-// webWrap sets the dashboard's security headers, identifies the user,
-// rate-limits (by operator, else by address), checks the role and the
-// CSRF token of state-changing requests, runs the handler, renders its
-// error as a page, and counts the request.
-func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+// wrap sets the dashboard's security headers, rate-limits by address,
+// identifies the user, checks the role and the CSRF token of
+// state-changing requests, runs the handler, and renders its error as a
+// page.
+func (d *Dashboard) wrap(h webHandler, acc webAccess) http.Handler {
+	return http.HandlerFunc(func(rec http.ResponseWriter, r *http.Request) {
 		hd := rec.Header()
 		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
@@ -139,41 +270,40 @@ func (s *Server) webWrap(route string, h webHandler, acc webAccess) http.Handler
 		// "Origin: null" on form posts, which checkCSRF refuses.
 		hd.Set("Referrer-Policy", "same-origin")
 		var (
-			u webUser
-			e *apiError
+			u User
+			e *codes.Error
 		)
 		// Limited by address before anything is read: a flood of made-up
 		// cookies costs no session lookups.
-		e = s.limits.admit(rec, r, client{})
-		if e == nil && s.cfg.InsecureDev && !loopbackHost(r.Host) {
+		e = d.coded("admitting a request", d.engine.Admit(rec, r))
+		if e == nil && d.insecureDev && !loopbackHost(r.Host) {
 			// --insecure-dev authenticates nobody: a page of another site
 			// whose name resolves to 127.0.0.1 (DNS rebinding) would pass
 			// the same-origin checks, so only loopback names are served.
-			e = errorf(codes.Forbidden, "--insecure-dev serves the dashboard under loopback names only (localhost, 127.0.0.1, [::1]), not %q", r.Host)
+			e = codes.Errorf(codes.Forbidden, "--insecure-dev serves the dashboard under loopback names only (localhost, 127.0.0.1, [::1]), not %q", r.Host)
 		}
 		if e == nil && acc != webOpen {
-			u, e = s.webIdentify(r)
+			u, e = d.identify(r)
 		}
 		if e == nil && (acc == webPost || acc == webAct) {
 			if r.Body != nil {
-				r.Body = http.MaxBytesReader(rec, r.Body, maxSmallBody)
+				r.Body = http.MaxBytesReader(rec, r.Body, maxForm)
 			}
 			var tooBig *http.MaxBytesError
 			if err := r.ParseForm(); errors.As(err, &tooBig) {
-				e = errorf(codes.BodyTooLarge, "the form exceeds %d bytes", maxSmallBody)
+				e = codes.Errorf(codes.BodyTooLarge, "the form exceeds %d bytes", maxForm)
 			} else if err != nil {
-				e = errorf(codes.BadRequest, "the form cannot be read: %v", err)
+				e = codes.Errorf(codes.BadRequest, "the form cannot be read: %v", err)
 			} else if e = checkCSRF(r, u); e == nil && acc == webAct {
-				e = mayFile(u.Name, u.Role, u.Dev, r.PathValue("action"))
+				e = d.coded("checking a role", d.engine.MayFile(u, r.PathValue("action")))
 			}
 		}
 		if e == nil {
 			e = h(rec, r, u)
 		}
 		if e != nil {
-			s.webError(rec, r, u, e)
+			d.webError(rec, r, u, e)
 		}
-		s.m.httpRequests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 	})
 }
 
@@ -193,17 +323,17 @@ func loopbackHost(host string) bool {
 
 // webError answers an error: a page for people, JSON for the event
 // stream and for scripts that ask for it.
-func (s *Server) webError(w http.ResponseWriter, r *http.Request, u webUser, e *apiError) {
+func (d *Dashboard) webError(w http.ResponseWriter, r *http.Request, u User, e *codes.Error) {
 	if r.URL.Path == "/ui/events" || strings.Contains(r.Header.Get("Accept"), "application/json") {
 		writeError(w, e)
 		return
 	}
-	data := errorPage{webPage: webPage{Title: http.StatusText(e.status), User: u}, Code: string(e.code), Message: e.msg, Status: e.status}
+	data := errorPage{webPage: webPage{Title: http.StatusText(e.Status()), User: u}, Code: string(e.Code), Message: e.Message, Status: e.Status()}
 	// A session cookie is SameSite=Strict: a link followed from another
 	// site (a chat, an alert) arrives without it. The page reloads itself
 	// once, from this site, when the cookie is then sent.
-	data.Retry = e.code == codes.SignInRequired && r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site"
-	s.render(w, e.status, "error", &data)
+	data.Retry = e.Code == codes.SignInRequired && r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site"
+	d.render(w, e.Status(), "error", &data)
 }
 
 // errorPage is an error, or the signed-out page: the code (none for the
@@ -219,7 +349,7 @@ type errorPage struct {
 // webPage is what every page shows around its content.
 type webPage struct {
 	Title string
-	User  webUser
+	User  User
 	// Nav is the navigation entry of the page: "fleet" or "releases".
 	Nav string
 	// Live pages follow /ui/events with the query Stream ("": every
@@ -233,20 +363,20 @@ type webPage struct {
 
 // page starts a live page: the newest event id is read before anything
 // the page shows, so that its stream misses nothing.
-func (s *Server) page(r *http.Request, u webUser, title, nav, stream string) (webPage, *apiError) {
-	wm, err := s.st.Watermark(r.Context())
+func (d *Dashboard) page(r *http.Request, u User, title, nav, stream string) (webPage, *codes.Error) {
+	wm, err := d.st.Watermark(r.Context())
 	if err != nil {
-		return webPage{}, s.internal("reading the journal's watermark", err)
+		return webPage{}, d.internal("reading the journal's watermark", err)
 	}
-	return webPage{Title: title, User: u, Nav: nav, Live: true, Stream: stream, After: wm.Events, Now: s.cfg.Clock.Now()}, nil
+	return webPage{Title: title, User: u, Nav: nav, Live: true, Stream: stream, After: wm.Events, Now: d.clock.Now()}, nil
 }
 
 // render executes a page into a buffer first, so that a template error is
 // a clean 500, not half a page.
-func (s *Server) render(w http.ResponseWriter, status int, page string, data any) {
+func (d *Dashboard) render(w http.ResponseWriter, status int, page string, data any) {
 	var buf bytes.Buffer
 	if err := webTemplates[page].Execute(&buf, data); err != nil {
-		s.log.Error("rendering a dashboard page", "page", page, "err", err)
+		d.log.Error("rendering a dashboard page", "page", page, "err", err)
 		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
 		return
 	}
@@ -257,16 +387,16 @@ func (s *Server) render(w http.ResponseWriter, status int, page string, data any
 }
 
 // webStatic serves the embedded CSS and JS.
-func (s *Server) webStatic(w http.ResponseWriter, r *http.Request, _ webUser) *apiError {
+func (d *Dashboard) webStatic(w http.ResponseWriter, r *http.Request, _ User) *codes.Error {
 	name := r.PathValue("file")
 	b, err := fs.ReadFile(webAssets, name)
 	if err != nil || strings.Contains(name, "/") {
-		return errorf(codes.NotFound, "no dashboard file %q", name)
+		return codes.Errorf(codes.NotFound, "no dashboard file %q", name)
 	}
 	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 	ct, ok := types[path.Ext(name)]
 	if !ok {
-		return errorf(codes.NotFound, "no dashboard file %q", name)
+		return codes.Errorf(codes.NotFound, "no dashboard file %q", name)
 	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "public, max-age=86400")
@@ -274,27 +404,27 @@ func (s *Server) webStatic(w http.ResponseWriter, r *http.Request, _ webUser) *a
 	return nil
 }
 
-func (s *Server) webNotFound(w http.ResponseWriter, r *http.Request, _ webUser) *apiError {
-	return errorf(codes.NotFound, "the dashboard has no page %s", r.URL.Path)
+func (d *Dashboard) webNotFound(w http.ResponseWriter, r *http.Request, _ User) *codes.Error {
+	return codes.Errorf(codes.NotFound, "the dashboard has no page %s", r.URL.Path)
 }
 
 // webSignedOut is the page after signing out.
-func (s *Server) webSignedOut(w http.ResponseWriter, _ *http.Request, _ webUser) *apiError {
+func (d *Dashboard) webSignedOut(w http.ResponseWriter, _ *http.Request, _ User) *codes.Error {
 	data := errorPage{webPage: webPage{Title: "Signed out"}, Message: "You are signed out. Run `nixfleet ui` to sign in again.", Status: http.StatusOK}
-	s.render(w, http.StatusOK, "error", &data)
+	d.render(w, http.StatusOK, "error", &data)
 	return nil
 }
 
 // webOverview is GET /ui/: every channel, its latest rollout with its
 // waves, budgets and what holds it.
-func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
-	p, e := s.page(r, u, "Fleet", "fleet", "")
+func (d *Dashboard) webOverview(w http.ResponseWriter, r *http.Request, u User) *codes.Error {
+	p, e := d.page(r, u, "Fleet", "fleet", "")
 	if e != nil {
 		return e
 	}
-	st, full, e := s.statusView(r)
-	if e != nil {
-		return e
+	st, full, err := d.engine.Status(r)
+	if err != nil {
+		return d.internal("reading the status", err)
 	}
 	data := struct {
 		webPage
@@ -306,33 +436,33 @@ func (s *Server) webOverview(w http.ResponseWriter, r *http.Request, u webUser) 
 		card := channelCard{ChannelStatus: cs}
 		if ro, ok := full[cs.Name]; ok && cs.Rollout != nil {
 			card.Waves = waveBars(ro, cs.Rollout)
-			card.Budgets = s.hub.occupancy(ro.Budgets)
+			card.Budgets = d.engine.Occupancy(ro.Budgets)
 			card.Actions = actionsFor(ro, true)
 		}
 		if cs.Pending {
-			if card.Frozen, e = s.frozenRef(r, cs); e != nil {
+			if card.Frozen, e = d.frozenRef(r, cs); e != nil {
 				return e
 			}
 		}
 		data.Channels = append(data.Channels, card)
 	}
 	// A break-freeze of a ref that did not open comes back here.
-	if id := r.URL.Query().Get("intent"); id != "" && nameable(id) {
-		if rec, err := s.st.Intent(r.Context(), id); err == nil {
-			data.Intent = &proto.IntentResponse{Intent: proto.Intent(rec.Intent), Result: wireIntentResult(rec.Result)}
+	if id := r.URL.Query().Get("intent"); id != "" && proto.Nameable(id) {
+		if resp, _, err := d.engine.Intent(r.Context(), id); err == nil {
+			data.Intent = &resp
 		}
 	}
-	s.render(w, http.StatusOK, "overview", &data)
+	d.render(w, http.StatusOK, "overview", &data)
 	return nil
 }
 
 // frozenRef returns a channel's ref that a freeze keeps from opening, as
 // the release log holds it (deferred, reason freeze: rfcs/0003 rule 14);
 // nil when there is none.
-func (s *Server) frozenRef(r *http.Request, cs proto.ChannelStatus) (*proto.Release, *apiError) {
-	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{Channel: cs.Name})
+func (d *Dashboard) frozenRef(r *http.Request, cs proto.ChannelStatus) (*proto.Release, *codes.Error) {
+	rels, err := d.st.ReleaseLog(r.Context(), store.ReleaseQuery{Channel: cs.Name})
 	if err != nil {
-		return nil, s.internal("reading the release log", err)
+		return nil, d.internal("reading the release log", err)
 	}
 	for _, rel := range rels {
 		if rel.Ref == cs.Ref && rel.RolloutID != "" && rel.Fate == proto.FateDeferred && rel.Reason.Code == codes.Freeze {
@@ -483,25 +613,21 @@ type stateCount struct {
 }
 
 // webRollout is GET /ui/rollouts/{id}.
-func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+func (d *Dashboard) webRollout(w http.ResponseWriter, r *http.Request, u User) *codes.Error {
 	id := r.PathValue("id")
-	p, e := s.page(r, u, "Rollout "+id, "fleet", url.Values{"rollout": {id}}.Encode())
+	p, e := d.page(r, u, "Rollout "+id, "fleet", url.Values{"rollout": {id}}.Encode())
 	if e != nil {
 		return e
 	}
-	ro, e := s.rollout(r)
-	if e != nil {
-		return e
-	}
-	sum, latest, e := s.rolloutView(r, ro)
-	if e != nil {
-		return e
-	}
-	evs, err := s.st.Events(r.Context(), proto.EventQuery{RolloutID: ro.ID, Limit: journalTail, Newest: true})
+	ro, sum, latest, err := d.engine.Rollout(r)
 	if err != nil {
-		return s.internal("reading events", err)
+		return d.internal("reading a rollout", err)
 	}
-	data := rolloutPage{webPage: p, R: sum, Budgets: s.hub.occupancy(ro.Budgets), Actions: actionsFor(ro, latest), Events: reversed(evs)}
+	evs, err := d.st.Events(r.Context(), proto.EventQuery{RolloutID: ro.ID, Limit: journalTail, Newest: true})
+	if err != nil {
+		return d.internal("reading events", err)
+	}
+	data := rolloutPage{webPage: p, R: sum, Budgets: d.engine.Occupancy(ro.Budgets), Actions: actionsFor(ro, latest), Events: reversed(evs)}
 	bars := waveBars(ro, &sum)
 	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
 	for _, b := range bars {
@@ -543,12 +669,12 @@ func (s *Server) webRollout(w http.ResponseWriter, r *http.Request, u webUser) *
 			data.Waves[i].Codes = ordered(sits[i], nil)
 		}
 	}
-	if id := r.URL.Query().Get("intent"); id != "" && nameable(id) {
-		if rec, err := s.st.Intent(r.Context(), id); err == nil && rec.Intent.RolloutID == ro.ID {
-			data.Intent = &proto.IntentResponse{Intent: proto.Intent(rec.Intent), Result: wireIntentResult(rec.Result)}
+	if id := r.URL.Query().Get("intent"); id != "" && proto.Nameable(id) {
+		if resp, about, err := d.engine.Intent(r.Context(), id); err == nil && about == ro.ID {
+			data.Intent = &resp
 		}
 	}
-	s.render(w, http.StatusOK, "rollout", &data)
+	d.render(w, http.StatusOK, "rollout", &data)
 	return nil
 }
 
@@ -561,7 +687,7 @@ type rolloutPage struct {
 	// Actions are the intents of actionsFor; Approvals the waves with an
 	// approval gate; BreakFreeze is set when a freeze holds hosts of the
 	// rollout and no approver broke it yet. The buttons each needs are
-	// shown by role (webUser.CanAct, CanApprove).
+	// shown by role (User.CanAct, CanApprove).
 	Actions     []string
 	Approvals   []waveApproval
 	BreakFreeze bool
@@ -700,48 +826,44 @@ func reversed(evs []proto.Event) []proto.Event {
 
 // webHost is GET /ui/hosts/{name}: its situation, what it runs, its target
 // and its history across rollouts.
-func (s *Server) webHost(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+func (d *Dashboard) webHost(w http.ResponseWriter, r *http.Request, u User) *codes.Error {
 	name := r.PathValue("name")
-	p, e := s.page(r, u, "Host "+name, "fleet", url.Values{"host": {name}}.Encode())
+	p, e := d.page(r, u, "Host "+name, "fleet", url.Values{"host": {name}}.Encode())
 	if e != nil {
 		return e
 	}
-	rec, e := s.hostRecord(r, name)
-	if e != nil {
-		return e
-	}
-	hd, e := s.heads(r, assignedTo(rec))
-	if e != nil {
-		return e
-	}
-	evs, err := s.st.Events(r.Context(), proto.EventQuery{Host: name, Limit: 100, Newest: true})
+	hv, err := d.engine.Host(r, name, p.Now)
 	if err != nil {
-		return s.internal("reading events", err)
+		return d.internal("reading a host", err)
+	}
+	evs, err := d.st.Events(r.Context(), proto.EventQuery{Host: name, Limit: 100, Newest: true})
+	if err != nil {
+		return d.internal("reading events", err)
 	}
 	data := struct {
 		webPage
 		H      proto.HostView
 		Events []proto.Event
-	}{webPage: p, H: s.hostView(rec, hd, p.Now), Events: reversed(evs)}
-	s.render(w, http.StatusOK, "host", &data)
+	}{webPage: p, H: hv, Events: reversed(evs)}
+	d.render(w, http.StatusOK, "host", &data)
 	return nil
 }
 
 // webReleases is GET /ui/releases: every ref seen and its fate.
-func (s *Server) webReleases(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
-	p, e := s.page(r, u, "Releases", "releases", "")
+func (d *Dashboard) webReleases(w http.ResponseWriter, r *http.Request, u User) *codes.Error {
+	p, e := d.page(r, u, "Releases", "releases", "")
 	if e != nil {
 		return e
 	}
-	rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{})
+	rels, err := d.st.ReleaseLog(r.Context(), store.ReleaseQuery{})
 	if err != nil {
-		return s.internal("reading the release log", err)
+		return d.internal("reading the release log", err)
 	}
 	data := struct {
 		webPage
 		Releases []proto.Release
 	}{webPage: p, Releases: rels}
-	s.render(w, http.StatusOK, "releases", &data)
+	d.render(w, http.StatusOK, "releases", &data)
 	return nil
 }
 
@@ -750,41 +872,34 @@ func (s *Server) webReleases(w http.ResponseWriter, r *http.Request, u webUser) 
 // requires (and, for approve, the wave in its hidden field), and the
 // browser goes back to the rollout page, which shows the result; to the
 // overview for a break-freeze of a ref that has not opened.
-func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+func (d *Dashboard) webIntent(w http.ResponseWriter, r *http.Request, u User) *codes.Error {
 	kind := r.PathValue("action") // the role may file it (webAct)
-	if e := checkIntentKind(kind); e != nil {
+	if e := d.coded("checking an action", d.engine.IntentKind(kind)); e != nil {
 		return e
 	}
-	if approverIntent(kind) {
+	if reconciler.ForApprovers(kind) {
 		// The audit requires approvals and freeze breaks to be signed
 		// with the approver's key (rfcs/0007 §Signed intents), which a
 		// browser does not hold.
-		return errorf(codes.UnsignedIntent, "%s must be signed with your key: run nixfleet rollout %s", kind, kind)
+		return codes.Errorf(codes.UnsignedIntent, "%s must be signed with your key: run nixfleet rollout %s", kind, kind)
 	}
 	comment := strings.TrimSpace(r.PostFormValue("comment"))
 	if comment == "" {
-		return errorf(codes.BadRequest, "say why in the comment: it goes into the journal with your name")
+		return codes.Errorf(codes.BadRequest, "say why in the comment: it goes into the journal with your name")
 	}
 	var wave *int
 	if vs, ok := r.PostForm["wave"]; ok {
 		n, err := strconv.Atoi(vs[0])
 		if err != nil || len(vs) != 1 {
-			return errorf(codes.BadRequest, "wave must be one wave's index, a whole number")
+			return codes.Errorf(codes.BadRequest, "wave must be one wave's index, a whole number")
 		}
 		wave = &n
 	}
-	if e := checkIntentBody(kind, wave, comment); e != nil {
-		return e
+	rollout, intent, sent, err := d.engine.File(r, Filing{Kind: kind, Actor: u.Name, Comment: comment, Wave: wave})
+	if err != nil || !sent {
+		return d.coded("filing an intent", err)
 	}
-	ro, e := s.rolloutHead(r)
-	if e != nil {
-		return e
-	}
-	sent, ans, e := s.fileIntent(r, ro, filing{kind: kind, actor: u.Name, comment: comment, wave: wave})
-	if e != nil || !sent {
-		return e
-	}
-	http.Redirect(w, r, "/ui/rollouts/"+urlPath(ro.ID)+"?intent="+ans.resp.Intent.ID, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/rollouts/"+urlPath(rollout)+"?intent="+intent, http.StatusSeeOther)
 	return nil
 }
 
@@ -797,11 +912,11 @@ func (s *Server) webIntent(w http.ResponseWriter, r *http.Request, u webUser) *a
 // again then, so that a stream ends within 20 s of a sign-out or expiry.
 // A backlog of more than one read (a page asleep for hours) is skipped:
 // the page is told to resync, which reloads it anyway.
-func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *apiError {
+func (d *Dashboard) webEvents(w http.ResponseWriter, r *http.Request, u User) *codes.Error {
 	q := proto.EventQuery{RolloutID: r.URL.Query().Get("rollout"), Host: r.URL.Query().Get("host"), Limit: 500}
 	for _, v := range []string{q.RolloutID, q.Host} {
-		if !nameable(v) {
-			return errorf(codes.BadRequest, "rollout and host must be UTF-8 without control characters")
+		if !proto.Nameable(v) {
+			return codes.Errorf(codes.BadRequest, "rollout and host must be UTF-8 without control characters")
 		}
 	}
 	after := r.Header.Get("Last-Event-ID")
@@ -811,19 +926,19 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	if after != "" {
 		n, err := strconv.ParseInt(after, 10, 64)
 		if err != nil || n < 0 {
-			return errorf(codes.BadRequest, "after and Last-Event-ID must be an event id")
+			return codes.Errorf(codes.BadRequest, "after and Last-Event-ID must be an event id")
 		}
 		q.AfterID = n
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		return errorf(codes.Internal, "the connection cannot stream")
+		return codes.Errorf(codes.Internal, "the connection cannot stream")
 	}
-	if !s.streams.open(u.Name) {
+	if !d.streams.open(u.Name) {
 		w.Header().Set("Retry-After", "10")
-		return errorf(codes.RateLimited, "%s has %d dashboard streams open on this replica already; close a tab", u.Name, maxWebStreams)
+		return codes.Errorf(codes.RateLimited, "%s has %d dashboard streams open on this replica already; close a tab", u.Name, maxWebStreams)
 	}
-	defer s.streams.done(u.Name)
+	defer d.streams.done(u.Name)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -843,15 +958,15 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 	// The session is looked at again, and a keep-alive sent, every
 	// streamCheck whatever wakes the stream: new events come with every
 	// git poll and tick, and must not put the check off.
-	check := s.cfg.Clock.Now().Add(streamCheck)
+	check := d.clock.Now().Add(streamCheck)
 	for r.Context().Err() == nil {
-		signal := s.hub.followSignal()
-		if !u.Dev && !s.cfg.Clock.Now().Before(u.Expires) { // no read needed
+		signal := d.engine.FollowSignal()
+		if !u.Dev && !d.clock.Now().Before(u.Expires) { // no read needed
 			send("event: signed-out\ndata: {}\n\n")
 			return nil
 		}
-		if now := s.cfg.Clock.Now(); !now.Before(check) {
-			if e := s.stillSignedIn(r, u); e != nil {
+		if now := d.clock.Now(); !now.Before(check) {
+			if e := d.stillSignedIn(r, u); e != nil {
 				send("event: signed-out\ndata: {}\n\n")
 				return nil
 			}
@@ -860,15 +975,15 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 			}
 			check = now.Add(streamCheck)
 		}
-		if mark := s.hub.eventMark(); mark != read || first {
+		if mark := d.engine.EventMark(); mark != read || first {
 			read = mark
-			evs, err := s.st.Events(r.Context(), q)
+			evs, err := d.st.Events(r.Context(), q)
 			if err != nil {
 				return nil // the status line is sent; the browser reconnects
 			}
 			if first && len(evs) == q.Limit {
 				// Too far behind to be worth replaying: start from now.
-				wm, err := s.st.Watermark(r.Context())
+				wm, err := d.st.Watermark(r.Context())
 				if err != nil {
 					return nil
 				}
@@ -893,12 +1008,12 @@ func (s *Server) webEvents(w http.ResponseWriter, r *http.Request, u webUser) *a
 				continue
 			}
 		}
-		t := s.cfg.Clock.NewTimer(max(check.Sub(s.cfg.Clock.Now()), 0))
+		t := d.clock.NewTimer(max(check.Sub(d.clock.Now()), 0))
 		select {
 		case <-signal:
 		case <-t.C():
 		case <-r.Context().Done():
-		case <-s.stopping:
+		case <-d.stopping:
 			t.Stop()
 			return nil
 		}
@@ -913,14 +1028,14 @@ const streamCheck = 20 * time.Second
 
 // stillSignedIn looks at a stream's session again: signed out, expired,
 // or its operator dropped from the operators file.
-func (s *Server) stillSignedIn(r *http.Request, u webUser) *apiError {
+func (d *Dashboard) stillSignedIn(r *http.Request, u User) *codes.Error {
 	if u.Dev {
 		return nil
 	}
-	if !s.cfg.Clock.Now().Before(u.Expires) {
-		return errorf(codes.SignInRequired, "the session expired")
+	if !d.clock.Now().Before(u.Expires) {
+		return codes.Errorf(codes.SignInRequired, "the session expired")
 	}
-	_, e := s.webIdentify(r)
+	_, e := d.identify(r)
 	return e
 }
 
