@@ -589,10 +589,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, c client) *codes
 
 // statusView is every channel, its release and its latest rollout, as
 // GET /v1/status and the dashboard's overview show them, and the latest
-// rollouts it read, with their hosts, by channel.
+// rollouts it read, without their hosts, by channel.
 func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconciler.Rollout, *codes.Error) {
 	var st proto.Status
-	fulls := map[string]reconciler.Rollout{}
+	heads := map[string]reconciler.Rollout{}
+	now := s.cfg.Clock.Now()
 	rels, err := s.st.Releases(r.Context())
 	if err != nil {
 		return st, nil, s.internal("reading releases", err)
@@ -610,7 +611,7 @@ func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconcile
 	st = proto.Status{Replica: s.replica, Leader: leader, InsecureDev: s.cfg.InsecureDev, Channels: []proto.ChannelStatus{}}
 	if !sight.WatchingSince.IsZero() {
 		from := sight.WatchingSince.Add(s.cfg.Tunables.OfflineThreshold())
-		st.Watch = &proto.Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: s.cfg.Clock.Now().Before(from), LastTick: sight.LastTick}
+		st.Watch = &proto.Watch{Since: sight.WatchingSince, JudgesSilenceFrom: from, WarmingUp: now.Before(from), LastTick: sight.LastTick}
 	}
 	partial := map[string]*proto.Visibility{}
 	for _, v := range sight.Visibility {
@@ -621,16 +622,17 @@ func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconcile
 		cs := proto.ChannelStatus{Name: rel.Channel, Ref: rel.Ref, SourceCommit: rel.SourceCommit, SignedAt: rel.SignedAt,
 			Visibility: partial[rel.Channel]}
 		if id, ok := latest[rel.Channel]; ok {
-			full, err := s.st.Rollout(r.Context(), id)
+			// Its hosts counted in the store, not read: an overview costs
+			// the same whether the rollout has ten hosts or 100,000.
+			v, err := s.st.RolloutView(r.Context(), id, "", -1)
 			if err != nil && !errors.Is(err, store.ErrNotFound) { // pruned since: none
 				return st, nil, s.internal("reading a rollout", err)
 			}
 			if err == nil {
-				sum, err := s.summarize(r.Context(), full, false, true)
-				if err != nil {
-					return st, nil, s.internal("reading hosts", err)
-				}
-				cs.Rollout, fulls[rel.Channel] = &sum, full
+				sum := wireRollout(v.Rollout, false)
+				sum.Next = reconciler.NextStep(v.Rollout)
+				s.totals(&sum, v.Rollout, true, v.Groups, now)
+				cs.Rollout, heads[rel.Channel] = &sum, v.Rollout
 			}
 		}
 		cs.Pending = cs.Rollout == nil || cs.Rollout.Ref != rel.Ref
@@ -639,5 +641,5 @@ func (s *Server) statusView(r *http.Request) (proto.Status, map[string]reconcile
 		}
 		st.Channels = append(st.Channels, cs)
 	}
-	return st, fulls, nil
+	return st, heads, nil
 }

@@ -369,3 +369,23 @@ func BenchmarkRolloutList(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStatus is GET /v1/status, what the dashboard's overview reads:
+// every channel with its latest rollout, its hosts counted.
+func BenchmarkStatus(b *testing.B) {
+	hosts, past, on := pagesSizes(b)
+	for _, backend := range on {
+		b.Run(backend, func(b *testing.B) {
+			pe := newPagesEnv(b, backend, hosts, past)
+			var raw json.RawMessage
+			for b.Loop() {
+				raw = pe.get(b, "/v1/status")
+			}
+			var st proto.Status
+			if err := json.Unmarshal(raw, &st); err != nil || len(st.Channels) == 0 {
+				b.Fatalf("status: %v %s", err, raw)
+			}
+			b.ReportMetric(float64(len(raw)), "bytes")
+		})
+	}
+}

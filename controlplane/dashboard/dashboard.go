@@ -541,29 +541,30 @@ func (b waveBar) Summary() string {
 	return strings.Join(parts, ", ")
 }
 
-// waveBars counts a rollout's hosts wave by wave.
+// waveBars are a rollout's waves, their hosts counted as the view counts
+// them (proto.Rollout.WaveCounts): no host is read.
 func waveBars(ro reconciler.Rollout, sum *proto.Rollout) []waveBar {
 	bars := make([]waveBar, len(sum.Waves))
 	for i, wv := range sum.Waves {
-		bars[i] = waveBar{Index: i, Name: wv.Name, SoakMinutes: wv.SoakMinutes, Current: i == ro.Wave && !ro.State.Terminal()}
-	}
-	for _, h := range ro.Hosts {
-		if h.Wave < 0 || h.Wave >= len(bars) {
+		b := &bars[i]
+		*b = waveBar{Index: i, Name: wv.Name, SoakMinutes: wv.SoakMinutes, Current: i == ro.Wave && !ro.State.Terminal()}
+		if i >= len(sum.WaveCounts) {
 			continue
 		}
-		b := &bars[h.Wave]
-		b.Total++
-		switch {
-		case h.State == reconciler.HostConverged:
-			b.Converged++
-		case h.State.InFlight():
-			b.InFlight++
-		case h.State == reconciler.HostFailed:
-			b.Failed++
-		case h.State == reconciler.HostPending:
-			b.Remaining++
-		default:
-			b.Other++
+		for state, n := range sum.WaveCounts[i] {
+			b.Total += n
+			switch st := reconciler.HostState(state); {
+			case st == reconciler.HostConverged:
+				b.Converged += n
+			case st.InFlight():
+				b.InFlight += n
+			case st == reconciler.HostFailed:
+				b.Failed += n
+			case st == reconciler.HostPending:
+				b.Remaining += n
+			default:
+				b.Other += n
+			}
 		}
 	}
 	return bars

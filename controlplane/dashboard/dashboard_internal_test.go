@@ -136,8 +136,10 @@ func summary(ro reconciler.Rollout) proto.Rollout {
 		Approvals: ro.Approvals, FreezeBreak: ro.FreezeBreak}
 	for _, w := range ro.Waves {
 		out.Waves = append(out.Waves, proto.RolloutWave(w))
+		out.WaveCounts = append(out.WaveCounts, map[string]int{})
 	}
 	for _, h := range ro.Hosts {
+		out.WaveCounts[h.Wave][string(h.State)]++
 		out.Hosts = append(out.Hosts, proto.RolloutHost{Hostname: h.Hostname, Wave: h.Wave, State: string(h.State),
 			Blocked: proto.DecisionReason{Code: h.Blocked.Code, Message: h.Blocked.Message}})
 	}
