@@ -277,11 +277,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	run(t, ctx, "confirming pause", chromedp.SendKeys(chromedp.CSS("#comment-pause"), "canary looks slow"+kb.Enter))
 	waitFor(t, ctx, "the page shows the pause", `/pause by alice: accepted/.test(document.body.textContent)`, nil)
 	// The page renders the rollout again after the intent: the summary is
-	// read once it is back and says the rollout halted.
-	waitFor(t, ctx, "the summary shows the halt", `/Halted/.test((document.querySelector('#summary') || {}).textContent || '')`, nil)
+	// read once it is back and says the rollout is paused, in amber, not
+	// red as a health halt (rfcs/0005: Paused is how Halted by a pause
+	// reads).
+	waitFor(t, ctx, "the summary shows the pause", `/Paused/.test((document.querySelector('#summary') || {}).textContent || '')`, nil)
 	summary := text(t, ctx, "#summary")
-	if !strings.Contains(summary, "Halted") || !strings.Contains(summary, "Next:") || !strings.Contains(summary, "canary looks slow") {
+	if !strings.Contains(summary, "Paused") || strings.Contains(summary, "Halted") || !strings.Contains(summary, "Next:") || !strings.Contains(summary, "canary looks slow") {
 		t.Errorf("after pause the summary says:\n%s", summary)
+	}
+	if badge := eval[string](t, ctx, `document.querySelector('#summary .badge').className`); !strings.Contains(badge, "st-wait") {
+		t.Errorf("the paused rollout's badge has class %q, want st-wait (amber)", badge)
 	}
 	screenshot(t, ctx, "rollout-halted")
 	evs, _, err := e.client(e.viewKey.priv, "victor").RolloutEvents(context.Background(), id, proto.EventQuery{})

@@ -54,7 +54,7 @@ func (t *tick) intents() {
 			// before it (rfcs/0007 §Intents).
 			res.Accepted = true
 			res.Reason = Reason{Code: codes.AlreadyInState, Actor: in.Actor,
-				Message: fmt.Sprintf("rollout %s is already %s (%s); nothing to do", w.r.ID, w.r.State, stateSince(&w.r))}
+				Message: fmt.Sprintf("rollout %s is already %s (%s); nothing to do", w.r.ID, ShownState(string(w.r.State), w.r.Reason.Code), stateSince(&w.r))}
 		default:
 			if _, err := w.r.State.Next(ev); err != nil {
 				res.Reason = Reason{Code: codes.IllegalTransition, Actor: in.Actor,

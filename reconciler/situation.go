@@ -206,6 +206,10 @@ func reverting(r Rollout, h RolloutHost) (Situation, bool) {
 // pendingStopped is the situation of a host a rollout will not dispatch
 // any more.
 func pendingStopped(r Rollout, what string) Situation {
+	if ShownState(string(r.State), r.Reason.Code) == Paused {
+		return Situation{Code: codes.RolloutStopped, Next: haltedNext(r),
+			Message: fmt.Sprintf("not dispatched while rollout %s is paused (%s); a resume goes on", r.ID, r.Reason.Message)}
+	}
 	s := Situation{Code: codes.RolloutStopped, Message: fmt.Sprintf("%s: rollout %s is %s", what, r.ID, r.State)}
 	if r.Reason.Message != "" {
 		s.Message += " (" + r.Reason.Message + ")"

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // ErrIllegalTransition is wrapped by Next when a state machine has no move
@@ -151,6 +153,21 @@ const (
 // RolloutStates lists every rollout state, in diagram order.
 var RolloutStates = []RolloutState{RolloutOpening, RolloutActive, RolloutConverged, RolloutHalted,
 	RolloutReverting, RolloutReverted, RolloutFailed, RolloutCancelled, RolloutSuperseded}
+
+// Paused is how people read Halted when an operator paused the rollout
+// (its reason is operator_pause): nothing is wrong, it waits for a
+// resume. The state machine and the API keep Halted, with the reason that
+// tells the two apart (rfcs/0005 §Rollout states).
+const Paused = "Paused"
+
+// ShownState is a rollout state as people read it: Paused for a rollout
+// an operator paused, else the state's own name.
+func ShownState(state, reasonCode string) string {
+	if state == string(RolloutHalted) && reasonCode == codes.OperatorPause {
+		return Paused
+	}
+	return state
+}
 
 // Terminal reports whether the rollout is over: it blocks neither its
 // channel nor the channels it gates.

@@ -34,7 +34,7 @@ func runReleases(c *cli.Context, o *operator, _ []string) error {
 	t := newTable("SEEN", "CHANNEL", "ROLLOUT", "COMMIT", "FATE", "BY", "REASON")
 	t.paint[4] = o.st.state
 	for _, r := range rels {
-		t.add(when(r.SeenAt), r.Channel, dash(r.RolloutID), dash(shortCommit(r.Commit)), r.Fate, dash(r.By),
+		t.add(when(r.SeenAt), r.Channel, dash(shortID(r.RolloutID)), dash(shortCommit(r.Commit)), r.Fate, dash(shortRef(r.By)),
 			reasonLine(r.Reason.Code, r.Reason.Message))
 	}
 	t.write(c.App.Writer)
@@ -44,6 +44,15 @@ func runReleases(c *cli.Context, o *operator, _ []string) error {
 // shortCommit is a git commit's first 12 hex digits, as the control
 // plane's messages name commits.
 func shortCommit(h string) string { return h[:min(len(h), 12)] }
+
+// shortRef is what a release's BY names, short: a rollout (shortID) or a
+// commit (shortCommit).
+func shortRef(by string) string {
+	if strings.Contains(by, "@") {
+		return shortID(by)
+	}
+	return shortCommit(by)
+}
 
 func eventsCommand() *cli.Command {
 	return opCommand(&cli.Command{
@@ -71,7 +80,7 @@ func runEvents(c *cli.Context, o *operator, _ []string) error {
 	if err != nil || c.Bool("json") {
 		return err
 	}
-	l := layoutFor(eventHosts(all)).withAbout()
+	l := layoutFor(eventHosts(all), o.st.width).withAbout()
 	printEvents(c.App.Writer, all, l.header(), func(ev proto.Event) string { return l.line(o.st, ev) })
 	return nil
 }
@@ -82,7 +91,7 @@ func runEvents(c *cli.Context, o *operator, _ []string) error {
 func followFeed(c *cli.Context, o *operator, q proto.EventQuery) error {
 	ctx, w, asJSON := c.Context, c.App.Writer, c.Bool("json")
 	// Hosts yet to come are not known: the host column takes its widest.
-	l := layoutFor([]string{strings.Repeat("x", maxHostWidth)}).withAbout()
+	l := layoutFor([]string{strings.Repeat("x", maxHostWidth)}, o.st.width).withAbout()
 	if !asJSON {
 		fmt.Fprintln(w, l.header())
 	}

@@ -48,6 +48,13 @@ func opCommand(cmd *cli.Command, argNames []string, run func(c *cli.Context, o *
 		if err != nil {
 			return err
 		}
+		for i, name := range argNames {
+			if name == "ID" {
+				if args[i], err = o.fullRolloutID(c, args[i]); err != nil {
+					return err
+				}
+			}
+		}
 		return run(c, o, args)
 	}
 	return cmd
@@ -101,13 +108,10 @@ func runStatus(c *cli.Context, o *operator, _ []string) error {
 }
 
 func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *proto.Rollout) {
-	commit := ch.SourceCommit
-	if len(commit) > 12 {
-		commit = commit[:12]
-	}
 	// The git commit is what `git log` of the channel ref shows; the CI
-	// commit is the one the release was built from (meta.ciCommit).
-	fmt.Fprintf(w, "\nchannel %s  commit %s  ci %s  signed %s\n", ch.Name, dash(commit), dash(ch.Ref), when(ch.SignedAt))
+	// commit is the one the release was built from (meta.ciCommit). Both
+	// are cut to 12 hex digits, as the control plane's messages cut them.
+	fmt.Fprintf(w, "\nchannel %s  commit %s  ci %s  signed %s\n", ch.Name, dash(shortCommit(ch.SourceCommit)), dash(shortCommit(ch.Ref)), when(ch.SignedAt))
 	f := &fields{}
 	r := ch.Rollout
 	if full != nil {
@@ -116,11 +120,11 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 	if r == nil {
 		f.add("rollout", "none yet")
 	} else {
-		f.add("rollout", fmt.Sprintf("%s  %s  %s", r.ID, st.state(r.State), waveText(*r)))
+		f.add("rollout", fmt.Sprintf("%s  %s  %s", shortID(r.ID), st.state(shownState(*r)), waveText(*r)))
 		switch reconciler.RolloutState(r.State) {
 		case reconciler.RolloutActive, reconciler.RolloutOpening, reconciler.RolloutConverged:
 		default:
-			f.add(strings.ToLower(string(r.State)), reasonLine(r.Reason.Code, r.Reason.Message))
+			f.add(strings.ToLower(shownState(*r)), reasonLine(r.Reason.Code, r.Reason.Message))
 		}
 		if r.Next != "" {
 			f.add("next", r.Next)
@@ -148,7 +152,7 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 				anyHeld = anyHeld || len(held) > 0
 				for i, h := range held {
 					if i == 10 {
-						f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(held)-i, r.ID))
+						f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(held)-i, shortID(r.ID)))
 						break
 					}
 					label := ""
@@ -203,6 +207,10 @@ func indent(w io.Writer, f *fields) {
 // terminal reports whether a rollout is over (rfcs/0005).
 func terminal(r proto.Rollout) bool { return reconciler.RolloutState(r.State).Terminal() }
 
+// shownState is a rollout's state as text shows it: Paused for one an
+// operator paused (reconciler.ShownState); --json keeps Halted.
+func shownState(r proto.Rollout) string { return reconciler.ShownState(r.State, r.Reason.Code) }
+
 // heldHosts are the Pending hosts of waves up to the current one that a
 // gate holds now, by wave and name: those the fleet frees by itself
 // (moves), or those that wait for an operator. A rollout that dispatches
@@ -230,7 +238,13 @@ func waveText(r proto.Rollout) string {
 	case terminal(r):
 		return fmt.Sprintf("stopped in wave %s of waves 0-%d", waveName(r, r.Wave), n-1)
 	}
-	return fmt.Sprintf("wave %s of waves 0-%d (%s)", waveName(r, r.Wave), n-1, r.WavePhase)
+	out := fmt.Sprintf("wave %s of waves 0-%d", waveName(r, r.Wave), n-1)
+	if reconciler.RolloutState(r.State) == reconciler.RolloutActive && r.WavePhase != "" {
+		// Only an active rollout's wave dispatches or soaks: a halted or
+		// reverting one's phase is where it stopped, not what happens.
+		out += " (" + r.WavePhase + ")"
+	}
+	return out
 }
 
 func waitingText(m map[string]int) string {

@@ -127,7 +127,7 @@ func runRolloutList(c *cli.Context, o *operator, _ []string) error {
 	t := newTable("ROLLOUT", "STATE", "WAVE", "WAVES", "OPENED", "REASON")
 	t.paint[1] = o.st.state
 	for _, r := range rollouts {
-		t.add(r.ID, r.State, fmt.Sprint(r.Wave), fmt.Sprint(len(r.Waves)), when(r.OpenedAt), reasonLine(r.Reason.Code, r.Reason.Message))
+		t.add(shortID(r.ID), shownState(r), fmt.Sprint(r.Wave), fmt.Sprint(len(r.Waves)), when(r.OpenedAt), reasonLine(r.Reason.Code, r.Reason.Message))
 	}
 	t.write(c.App.Writer)
 	if next != "" {
@@ -153,7 +153,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	f.add("rollout", r.ID)
 	f.add("channel", r.Channel)
 	f.add("ref", r.Ref)
-	f.add("state", st.state(r.State))
+	f.add("state", st.state(shownState(r)))
 	f.add("reason", reasonLine(r.Reason.Code, r.Reason.Message))
 	f.add("position", waveText(r))
 	f.add("opened", when(r.OpenedAt))
@@ -294,7 +294,7 @@ func runRolloutEvents(c *cli.Context, o *operator, args []string) error {
 	if err != nil || asJSON {
 		return err
 	}
-	l := layoutFor(eventHosts(all))
+	l := layoutFor(eventHosts(all), o.st.width)
 	printEvents(c.App.Writer, all, l.header(), func(ev proto.Event) string { return l.line(o.st, ev) })
 	return nil
 }
@@ -378,7 +378,7 @@ func followEvents(c *cli.Context, o *operator, id string, after int64) error {
 		case err != nil && !isNotFound(err):
 			return o.fail(c, err, followHint(err, id, after))
 		}
-		l = layoutFor(rolloutHosts(r))
+		l = layoutFor(rolloutHosts(r), o.st.width)
 		fmt.Fprintln(w, l.header())
 	}
 	for {
@@ -418,20 +418,26 @@ func followHint(err error, id string, after int64) string {
 	return fmt.Sprintf("resume with: nixfleet rollout events %s --follow --after %d", id, after)
 }
 
-// Event lines fit lineWidth columns (rfcs/0009 §Human output 4): id,
-// time, wave, host, what happened (the transition "from → to", else the
-// event's kind) and the reason. The columns have fixed widths but the
-// host's, so that followed events line up; the host column is as wide as
-// the longest host of the batch or rollout, at most maxHostWidth (longer
-// names are elided). Closures in reasons are shown by their name, without
-// the store path and hash; a reason that would pass the line's width is
-// wrapped onto lines of its own, indented to its column. --json keeps
-// every value whole.
+// Event lines (rfcs/0009 §Human output 4): id, time, wave, host, what
+// happened (the transition "from → to", else the event's kind) and the
+// reason. The columns have fixed widths but the host's, so that followed
+// events line up; the host column is as wide as the longest host of the
+// batch or rollout, at most maxHostWidth (longer names are elided).
+// Closures in reasons are shown by their name, without the store path and
+// hash. On a terminal a reason that would pass its width (style.width) is
+// wrapped at spaces onto lines of its own, indented to its column, and
+// never inside a word; piped, an event is one line. --json keeps every
+// value whole.
 const (
-	lineWidth     = 120
-	maxHostWidth  = 24
-	minHostWidth  = len("HOST")
-	minReasonCols = 16
+	maxHostWidth = 24
+	minHostWidth = len("HOST")
+	// minReasonCols is the narrowest a reason is wrapped under its
+	// column; on a narrower terminal it starts on the next line, under
+	// the time (reasonIndent).
+	minReasonCols = 40
+	reasonIndent  = 7
+	// eventWidth fits the longest transition, "Activating → RollingBack".
+	eventWidth = 24
 )
 
 // eventLayout is the column layout of a run of event lines.
@@ -440,27 +446,25 @@ type eventLayout struct {
 	// about adds, after the time, what each event is about (its rollout,
 	// else its channel): the whole journal mixes them.
 	about bool
+	// width is the line's (style.width): 0 wraps nothing.
+	width int
 }
 
 // aboutWidth is the width of the about column.
 const aboutWidth = 16
 
-// aboutText is what an event is about, short: its rollout as the channel
-// and the ref's first 7 characters (as git abbreviates a commit), else its
-// channel. --json has the whole id.
+// aboutText is what an event is about, short: its rollout (shortID),
+// else its channel. --json has the whole id.
 func aboutText(ev proto.Event) string {
-	if ch, ref, ok := strings.Cut(ev.RolloutID, "@"); ok {
-		if len(ref) > 7 {
-			ref = ref[:7]
-		}
-		return ch + "@" + ref
+	if strings.Contains(ev.RolloutID, "@") {
+		return shortID(ev.RolloutID)
 	}
 	return dash(cmpOr(ev.RolloutID, ev.Channel))
 }
 
 // withAbout is the layout with the about column.
 func (l eventLayout) withAbout() eventLayout {
-	return eventLayout{widths: slices.Insert(slices.Clone(l.widths), 2, aboutWidth), about: true}
+	return eventLayout{widths: slices.Insert(slices.Clone(l.widths), 2, aboutWidth), about: true, width: l.width}
 }
 
 // hostCol is the host column's index.
@@ -474,13 +478,14 @@ func (l eventLayout) hostCol() int {
 // eventColumnNames are the header's words.
 var eventColumnNames = []string{"ID", "TIME", "WAVE", "HOST", "EVENT", "REASON"}
 
-// layoutFor sizes the host column for these hosts.
-func layoutFor(hosts []string) eventLayout {
+// layoutFor sizes the host column for these hosts, in lines of width
+// columns (0: not wrapped).
+func layoutFor(hosts []string, width int) eventLayout {
 	host := minHostWidth
 	for _, h := range hosts {
 		host = max(host, utf8.RuneCountInString(h))
 	}
-	return eventLayout{widths: []int{5, 20, 4, min(host, maxHostWidth), 22}}
+	return eventLayout{widths: []int{5, 20, 4, min(host, maxHostWidth), eventWidth}, width: width}
 }
 
 // eventHosts are the hosts the events name.
@@ -554,8 +559,8 @@ func budgetsText(uses []proto.BudgetUse) string {
 
 // join pads each cell but the last to its column's width, and wraps the
 // last at spaces onto lines indented to its column, so that every line
-// fits lineWidth; painted replaces a cell's text by a coloured rendering
-// of the same width.
+// fits the layout's width (but for a word longer than the column); painted
+// replaces a cell's text by a coloured rendering of the same width.
 func (l eventLayout) join(cells []string, painted map[int]string) string {
 	var b strings.Builder
 	used := 0
@@ -568,24 +573,29 @@ func (l eventLayout) join(cells []string, painted map[int]string) string {
 		b.WriteString(text + strings.Repeat(" ", pad))
 		used += utf8.RuneCountInString(c) + pad
 	}
+	last := cells[len(cells)-1]
+	if l.width == 0 {
+		b.WriteString(strings.Join(strings.Fields(last), " "))
+		return strings.TrimRight(b.String(), " ")
+	}
+	if l.width-used < minReasonCols {
+		first := strings.TrimRight(b.String(), " ")
+		b.Reset()
+		used = reasonIndent
+		b.WriteString(first + "\n" + strings.Repeat(" ", used))
+	}
 	indent := "\n" + strings.Repeat(" ", used)
-	b.WriteString(strings.Join(wrap(cells[len(cells)-1], max(lineWidth-used, minReasonCols)), indent))
+	b.WriteString(strings.Join(wrap(last, max(l.width-used, minReasonCols)), indent))
 	return strings.TrimRight(b.String(), " ")
 }
 
 // wrap breaks s into lines of at most n runes, at spaces; a word longer
-// than n is cut.
+// than n has a line of its own, whole: a code or a name cut in two reads
+// as two words and greps as none.
 func wrap(s string, n int) []string {
 	var lines []string
 	line := ""
 	for _, w := range strings.Fields(s) {
-		for utf8.RuneCountInString(w) > n {
-			if line != "" {
-				lines, line = append(lines, line), ""
-			}
-			r := []rune(w)
-			lines, w = append(lines, string(r[:n])), string(r[n:])
-		}
 		switch {
 		case line == "":
 			line = w

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // style is how human output looks: progress bars only on a terminal,
@@ -15,19 +18,35 @@ import (
 // word is printed as a word.
 type style struct {
 	tty, colour bool
+	// width is how many columns a line may take: COLUMNS when set, else
+	// the terminal's width (defaultWidth when it cannot be read); 0 off a
+	// terminal, where nothing is wrapped: one record a line, for grep and
+	// tail (rfcs/0009 §Human output 4).
+	width int
 }
+
+// defaultWidth is a terminal's width when it cannot be read.
+const defaultWidth = 120
 
 // styleFor looks at the writer and the environment.
 func styleFor(w io.Writer, getenv func(string) string) style {
+	columns, _ := strconv.Atoi(getenv("COLUMNS"))
+	columns = max(columns, 0)
 	f, ok := w.(*os.File)
 	if !ok {
-		return style{}
+		return style{width: columns}
 	}
 	fi, err := f.Stat()
 	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return style{}
+		return style{width: columns}
 	}
-	return style{tty: true, colour: getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"}
+	if columns == 0 {
+		columns = defaultWidth
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			columns = int(ws.Col)
+		}
+	}
+	return style{tty: true, colour: getenv("NO_COLOR") == "" && getenv("TERM") != "dumb", width: columns}
 }
 
 // ANSI colours.
@@ -54,7 +73,7 @@ func stateColour(state string) string {
 		return ansiGreen
 	case "Failed", "Halted", "Reverting", "Reverted", "RollingBack", "refused", "offline":
 		return ansiRed
-	case "Pending", "Skipped", "Deferred", "Cancelled", "Superseded", "queued", "never seen",
+	case "Pending", "Skipped", "Deferred", "Cancelled", "Superseded", "Paused", "queued", "never seen",
 		"pending", "waiting", "deferred", "superseded":
 		return ansiYellow
 	case "Opening", "Active", "Activating", "Soaking":

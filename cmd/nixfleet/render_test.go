@@ -15,8 +15,16 @@ import (
 func TestStyleFor(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	if st := styleFor(&b, func(string) string { return "" }); st.tty || st.colour {
-		t.Fatalf("a buffer is a terminal: %+v", st)
+	if st := styleFor(&b, func(string) string { return "" }); st.tty || st.colour || st.width != 0 {
+		t.Fatalf("a buffer is a terminal, or its lines are wrapped: %+v", st)
+	}
+	env := map[string]string{"COLUMNS": "200"}
+	if st := styleFor(&b, func(k string) string { return env[k] }); st.width != 200 {
+		t.Fatalf("COLUMNS=200 gives width %d", st.width)
+	}
+	env["COLUMNS"] = "-3"
+	if st := styleFor(&b, func(k string) string { return env[k] }); st.width != 0 {
+		t.Fatalf("COLUMNS=-3 gives width %d", st.width)
 	}
 }
 
@@ -111,9 +119,9 @@ func TestEventLine(t *testing.T) {
 	ev := proto.Event{ID: 7, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
 		Kind: "host_transition", RolloutID: "stable@1", Wave: 1, Host: "web-1", From: "Pending", To: "Activating",
 		Reason: proto.DecisionReason{Code: "dispatched", Message: "dispatched to /nix/store/0123456789abcdfghijklmnpqrsvwxyz-nixos-system-web-1-v2"}}
-	l := layoutFor([]string{"web-1", ""})
+	l := layoutFor([]string{"web-1", ""}, testWidth)
 	plain := l.line(style{}, ev)
-	want := "7      2026-03-01T12:00:00Z  1     web-1  Pending → Activating    [dispatched] dispatched to nixos-system-web-1-v2"
+	want := "7      2026-03-01T12:00:00Z  1     web-1  Pending → Activating      [dispatched] dispatched to nixos-system-web-1-v2"
 	if plain != want {
 		t.Fatalf("event line\n got %q\nwant %q", plain, want)
 	}
@@ -135,11 +143,24 @@ func TestEventLine(t *testing.T) {
 		t.Fatalf("event line with budgets %q", got)
 	}
 	for _, line := range strings.Split(got, "\n") {
-		if utf8.RuneCountInString(line) > lineWidth {
+		if utf8.RuneCountInString(line) > testWidth {
 			t.Fatalf("a line of %d columns: %q", utf8.RuneCountInString(line), line)
 		}
 	}
+	// Off a terminal (width 0) nothing wraps: one event, one line.
+	if one := layoutFor([]string{"web-1"}, 0).line(style{}, ev); strings.Contains(one, "\n") ||
+		strings.Join(strings.Fields(one), " ") != strings.Join(strings.Fields(got), " ") {
+		t.Fatalf("unwrapped line %q", one)
+	}
+	// The longest transition keeps the reason's column.
+	ev.From, ev.To = "Activating", "RollingBack"
+	if a, b := strings.Index(l.line(style{}, ev), "[dispatched]"), strings.Index(plain, "[dispatched]"); a != b {
+		t.Fatalf("a long transition moves the reason from column %d to %d", b, a)
+	}
 }
+
+// testWidth is the terminal width of the layout tests.
+const testWidth = 120
 
 func TestWaveName(t *testing.T) {
 	t.Parallel()
@@ -151,35 +172,54 @@ func TestWaveName(t *testing.T) {
 	}
 }
 
-// TestEventLineWidth: long hosts are elided to the cap, long reasons
-// wrapped under their column, and every line fits lineWidth columns.
+// TestEventLineWidth: long hosts are elided to the cap; long reasons are
+// wrapped at spaces under their column, never inside a word, and every
+// line fits the width but for a word longer than the column. On a
+// terminal that leaves the reason less than minReasonCols, it starts on
+// the next line, under the time.
 func TestEventLineWidth(t *testing.T) {
 	t.Parallel()
 	long := "a-very-long-hostname-in-a-big-datacenter-01"
-	l := layoutFor([]string{long, "db"})
 	ev := proto.Event{ID: 123456, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Kind: "host_transition",
 		Wave: 12, Host: long, From: "Activating", To: "Converged",
 		Reason: proto.DecisionReason{Code: "health_failure", Message: strings.Repeat("word ", 30) + strings.Repeat("x", 90), Actor: "alice"}}
-	out := l.line(style{}, ev)
-	lines := strings.Split(l.header()+"\n"+out, "\n")
-	for _, line := range lines {
-		if n := utf8.RuneCountInString(line); n > lineWidth {
-			t.Errorf("%d columns: %q", n, line)
+	for _, c := range []struct {
+		width int
+		below bool // the reason starts on the next line
+	}{{testWidth, true}, {200, false}, {300, false}} {
+		l := layoutFor([]string{long, "db"}, c.width)
+		out := l.line(style{}, ev)
+		header := l.header()
+		if c.below != strings.Contains(header, "\n"+strings.Repeat(" ", reasonIndent)+"REASON") {
+			t.Errorf("width %d: the header %q does not put REASON where the reasons are", c.width, header)
 		}
-	}
-	if !strings.Contains(out, "a-very-long-hostname-in…  Activating") {
-		t.Errorf("line %q: want the host elided to %d columns", out, maxHostWidth)
-	}
-	col := utf8.RuneCountInString(lines[1][:strings.Index(lines[1], "[health_failure]")]) // continuations are ASCII
-	for _, line := range lines[2:] {
-		if len(line) <= col || strings.TrimSpace(line[:col]) != "" || line[col] == ' ' {
-			t.Errorf("the reason is not wrapped under its column:\n%s", out)
-			break
+		lines := strings.Split(out, "\n")
+		for _, line := range append(strings.Split(header, "\n"), lines...) {
+			if n := utf8.RuneCountInString(line); n > c.width && len(strings.Fields(line)) != 1 {
+				t.Errorf("width %d: %d columns: %q", c.width, n, line)
+			}
 		}
-	}
-	all := strings.Join(lines[1:], "")
-	if strings.Count(all, "word") != 30 || strings.Count(all, "x") != 90 || !strings.HasSuffix(all, "(by alice)") {
-		t.Errorf("the wrapped reason lost something:\n%s", out)
+		if !strings.HasPrefix(lines[0], "123456  2026-03-01T12:00:00Z  12    a-very-long-hostname-in…  Activating → Converged") {
+			t.Errorf("width %d: line %q: want the host elided to %d columns", c.width, lines[0], maxHostWidth)
+		}
+		first := 0
+		if c.below {
+			first = 1
+			if strings.Contains(lines[0], "[") || !strings.HasPrefix(lines[1], strings.Repeat(" ", reasonIndent)+"[health_failure]") {
+				t.Errorf("width %d: the reason does not start on the next line, under the time:\n%s", c.width, out)
+			}
+		}
+		col := utf8.RuneCountInString(lines[first][:strings.Index(lines[first], "[health_failure]")]) // continuations are ASCII
+		for _, line := range lines[first+1:] {
+			if len(line) <= col || strings.TrimSpace(line[:col]) != "" || line[col] == ' ' {
+				t.Errorf("width %d: the reason is not wrapped under its column:\n%s", c.width, out)
+				break
+			}
+		}
+		all := strings.Join(lines[first:], " ")
+		if strings.Count(all, "word") != 30 || !strings.Contains(out, strings.Repeat("x", 90)) || !strings.HasSuffix(all, "(by alice)") {
+			t.Errorf("width %d: the wrapped reason lost something:\n%s", c.width, out)
+		}
 	}
 }
 

@@ -200,6 +200,7 @@ var webTemplates = func() map[string]*template.Template {
 		"urlPath":    urlPath,
 		"row":        func(e proto.Event, rollout bool) eventRow { return eventRow{e, rollout} },
 		"title":      func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
+		"shown":      func(r *proto.Rollout) string { return reconciler.ShownState(r.State, r.Reason.Code) },
 	}
 	out := map[string]*template.Template{}
 	for _, page := range []string{"overview", "rollout", "host", "releases", "error"} {

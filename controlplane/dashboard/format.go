@@ -21,7 +21,7 @@ func stateClass(state string) string {
 		return "st-busy"
 	case "Failed", "Halted", "refused":
 		return "st-bad"
-	case "Pending", "Deferred", "Skipped", "waiting", "pending", "deferred":
+	case "Pending", "Deferred", "Skipped", "Paused", "waiting", "pending", "deferred":
 		return "st-wait"
 	}
 	return "st-idle" // Reverted, Cancelled, Superseded, superseded
