@@ -185,6 +185,17 @@ func (r *replica) cleanup() {
 	select {
 	case <-r.exited:
 	default:
+		if r.t.Failed() {
+			// The test may have caught the process stuck: SIGQUIT has the
+			// Go runtime print every goroutine's stack into the log, and
+			// exit.
+			_ = r.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-r.exited:
+			case <-time.After(8 * time.Second):
+			}
+			break
+		}
 		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-r.exited:
