@@ -110,3 +110,51 @@ func SchemaFor(k Kind) jsonscan.Schema {
 	}
 	return nil
 }
+
+// UnknownMembers lists the members of a document of kind k that its types
+// do not know, by path ("hosts.web-1.tagz"), in document order. A verifier
+// tolerates them (a newer producer may write more); a producer must not
+// write them: a misspelled member is otherwise dropped in silence.
+func UnknownMembers(data []byte, k Kind) ([]string, error) {
+	var out []string
+	_, err := jsonscan.Check(data, jsonscan.Options{MaxDepth: MaxDepth, Schema: pathSchema{inner: SchemaFor(k), out: &out}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return out, nil
+}
+
+// pathSchema walks a document with a type's schema, noting the path of
+// every member the type has no field for.
+type pathSchema struct {
+	inner jsonscan.Schema
+	path  string
+	out   *[]string
+}
+
+func (p pathSchema) Member(name []byte) (jsonscan.Schema, error) {
+	path := string(name)
+	if p.path != "" {
+		path = p.path + "." + path
+	}
+	switch s := p.inner.(type) {
+	case *structSchema:
+		for i, n := range s.names {
+			if n == string(name) {
+				return pathSchema{inner: s.elems[i], path: path, out: p.out}, nil
+			}
+		}
+		*p.out = append(*p.out, path)
+		return nil, nil
+	case mapSchema:
+		return pathSchema{inner: s.elem, path: path, out: p.out}, nil
+	}
+	return nil, nil
+}
+
+func (p pathSchema) Elem() jsonscan.Schema {
+	if s, ok := p.inner.(sliceSchema); ok {
+		return pathSchema{inner: s.elem, path: p.path + "[]", out: p.out}
+	}
+	return nil
+}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/manifest"
@@ -73,7 +75,8 @@ func (b *Bundle) Artifacts() []Artifact { return append([]Artifact{b.Fleet}, b.R
 //     into the document, keeping every member it already has, known or not,
 //     and the result is canonicalized;
 //  3. the stamped fleet is validated (errors wrap manifest.ErrInvalidFleet
-//     and list every problem);
+//     and list every problem), and a member the format does not define is
+//     refused by its path unless it is an extension ("x-…", or in meta);
 //  4. the fleet and one manifest per channel are signed, and each signature
 //     is checked against the public key when one is known.
 func Sign(unsigned []byte, opts Options) (*Bundle, error) {
@@ -94,6 +97,19 @@ func Sign(unsigned []byte, opts Options) (*Bundle, error) {
 	warnings, err := manifest.ValidateFleet(fleet)
 	if err != nil {
 		return nil, err
+	}
+	// A verifier tolerates members it does not know (a newer producer's);
+	// the producer signs only those that say they are extensions (rfcs/0001
+	// §1 rule 5): a misspelled one ("tagz") would be signed and then
+	// ignored, in silence.
+	unknown, err := proto.UnknownMembers(unsigned, proto.KindFleetResolved)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", trust.ErrMalformed, err)
+	}
+	unknown = slices.DeleteFunc(unknown, extension)
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("%w: fleet.resolved has member(s) rfcs/0001 does not define, a misspelling or a newer format: %s",
+			trust.ErrMalformed, strings.Join(unknown[:min(len(unknown), 5)], ", "))
 	}
 	pub := opts.PublicKey
 	if pub == nil {
@@ -131,6 +147,16 @@ func Sign(unsigned []byte, opts Options) (*Bundle, error) {
 		}
 	}
 	return b, nil
+}
+
+// extension reports whether an unknown member (by its path) is one a
+// producer may sign: named "x-…", or in meta, which is CI's provenance.
+func extension(path string) bool {
+	if strings.HasPrefix(path, "meta.") {
+		return true
+	}
+	name := path[strings.LastIndexByte(path, '.')+1:]
+	return strings.HasPrefix(name, "x-")
 }
 
 // stamp sets the signing metadata while keeping every other member.

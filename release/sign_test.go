@@ -730,3 +730,19 @@ func TestSignDeterministic(t *testing.T) {
 		})
 	}
 }
+
+// TestSignRefusesUnknownMembers: a member the format does not define (a
+// misspelling) is refused by its path, not signed to be ignored; "x-"
+// members and meta's are kept (TestSignKeepsUnknownMembers).
+func TestSignRefusesUnknownMembers(t *testing.T) {
+	t.Parallel()
+	key := generateKey(t, proto.AlgorithmEd25519)
+	unsigned := editFleet(t, readFleet(t), func(doc map[string]any) {
+		member(t, doc, "hosts", "web-01")["tagz"] = []any{"web"}
+		member(t, doc, "channels", "edge")["x-note"] = "kept"
+	})
+	_, err := release.Sign(unsigned, release.Options{Signer: key, Commit: testCommit, Now: testNow})
+	if !errors.Is(err, trust.ErrMalformed) || !strings.Contains(err.Error(), "hosts.web-01.tagz") || strings.Contains(err.Error(), "x-note") {
+		t.Fatalf("Sign of a fleet with hosts.web-01.tagz: %v", err)
+	}
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -102,7 +104,7 @@ func releaseSign(c *cli.Context) error {
 	}
 	bundle, err := release.Sign(unsigned, release.Options{Signer: signer, PublicKey: pub, Commit: commit, Now: now})
 	if err != nil {
-		return failed(c, err, "")
+		return failed(c, err, wavesHint(unsigned))
 	}
 	for _, w := range bundle.Warnings {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
@@ -153,4 +155,31 @@ func readPublicKey(path string) (*trust.PublicKey, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return pk, nil
+}
+
+// wavesHint says how to write the waves of a channel that has hosts to
+// roll out and no waves.<channel> (absent or null): the mistake of a fleet
+// written by hand that ValidateFleet reports host by host. Empty when
+// there is none, or the fleet cannot be read.
+func wavesHint(unsigned []byte) string {
+	f, err := proto.DecodeFleetResolved(unsigned)
+	if err != nil {
+		return ""
+	}
+	first := map[string]string{} // channel without waves -> a host of it
+	for _, name := range slices.Sorted(maps.Keys(f.Hosts)) {
+		h := f.Hosts[name]
+		if _, known := f.Channels[h.Channel]; known && h.ClosureHash != nil && f.Waves[h.Channel] == nil && first[h.Channel] == "" {
+			first[h.Channel] = name
+		}
+	}
+	if len(first) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, ch := range slices.Sorted(maps.Keys(first)) {
+		parts = append(parts, fmt.Sprintf(`waves.%s = [{"hosts": [%q, …]}, …]`, ch, first[ch]))
+	}
+	return "list each channel's hosts in its waves, in order: " + strings.Join(parts, "; ") +
+		" (an empty list, [], rolls a channel out all at once; rfcs/0001 §2)"
 }
