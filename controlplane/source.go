@@ -480,9 +480,14 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
 			return nil // the release we already have (a restart, a re-poll)
 		}
+		way := "roll back with nixfleet rollout rollback, or revert the change in the fleet's source so that CI builds and signs it anew"
+		if cur != nil {
+			way = fmt.Sprintf("roll back with nixfleet rollout rollback %s, or revert the change in the fleet's source so that CI builds and signs it anew",
+				proto.RolloutID(channel, cur.Ref))
+		}
 		return s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
-			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused",
-			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339))})
+			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused; to go back, %s",
+			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339), way)})
 	case putErr != nil:
 		return putErr
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -360,6 +361,8 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 	if _, fails := src.status(); fails["prod"].Code != codes.ReplayedRelease {
 		t.Errorf("last failure %+v, want %s", fails["prod"], codes.ReplayedRelease)
+	} else if m := fails["prod"].Message; !strings.Contains(m, "nixfleet rollout rollback prod@") || !strings.Contains(m, "revert the change in the fleet's source") {
+		t.Errorf("the refusal %q does not name the ways back", m)
 	}
 	if src.seen["prod"] != c1 {
 		t.Error("the refused ref is not marked seen")
