@@ -301,6 +301,21 @@ func analysisPending(r *Rollout, wave int) bool {
 	return false
 }
 
+// Stopped is how people read a run recorded as running on a rollout that
+// is not Active: nothing measures it (only an Active rollout's current
+// wave is analysed, and a wave is promoted only when its runs succeeded).
+const Stopped = "stopped"
+
+// ShownOutcome is an analysis run's outcome as people read it: Stopped
+// for a run still recorded as running on a rollout that is not Active;
+// the API keeps the record.
+func ShownOutcome(outcome, rolloutState string) string {
+	if outcome == string(analysis.Running) && rolloutState != string(RolloutActive) {
+		return Stopped
+	}
+	return outcome
+}
+
 // AnalysisSummary says where the analyses of a rollout's wave stand, for
 // people ("error-rate running, 2 of 5 measurements (last: 0.01 meets
 // result < 0.05)"); empty when the wave has none.
@@ -313,7 +328,7 @@ func AnalysisSummary(r *Rollout, wave int) string {
 			continue
 		}
 		run := r.Analyses[i]
-		s := fmt.Sprintf("%s %s, %d of %d measurement(s)", spec.Name, run.Outcome, run.Successful+run.Failed+run.Inconclusive, spec.Count)
+		s := fmt.Sprintf("%s %s, %d of %d measurement(s)", spec.Name, ShownOutcome(string(run.Outcome), string(r.State)), run.Successful+run.Failed+run.Inconclusive, spec.Count)
 		if run.Last.Message != "" {
 			s += " (last: " + run.Last.Message + ")"
 		}

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nixfleet/nixfleet/codes"
 )
@@ -157,7 +158,7 @@ var RolloutStates = []RolloutState{RolloutOpening, RolloutActive, RolloutConverg
 // Paused is how people read Halted when an operator paused the rollout
 // (its reason is operator_pause): nothing is wrong, it waits for a
 // resume. The state machine and the API keep Halted, with the reason that
-// tells the two apart (rfcs/0005 §Rollout states).
+// tells the two apart (rfcs/0005 §Diagram).
 const Paused = "Paused"
 
 // ShownState is a rollout state as people read it: Paused for a rollout
@@ -167,6 +168,44 @@ func ShownState(state, reasonCode string) string {
 		return Paused
 	}
 	return state
+}
+
+// OffTarget says, for people, how many hosts of a Converged rollout do not
+// run its target and why, from its hosts counted by state (the API's
+// Counts): "1 host not on target: Skipped 1 (away; it catches up when
+// heard again)". It is empty for a rollout of another state, whose state
+// says already that not every host is on target, and when every host is.
+func OffTarget(state string, counts map[string]int) string {
+	if state != string(RolloutConverged) {
+		return ""
+	}
+	why := map[HostState]string{
+		HostSkipped:     "away; it catches up when heard again",
+		HostDeferred:    "staged; it switches at its next boot",
+		HostFailed:      "its activation failed; a release that fixes it moves it",
+		HostActivating:  "catching up",
+		HostSoaking:     "catching up",
+		HostRollingBack: "rolling back",
+	}
+	n := 0
+	var parts []string
+	for _, s := range HostStates {
+		if c := counts[string(s)]; c > 0 && s != HostConverged {
+			n += c
+			part := fmt.Sprintf("%s %d", s, c)
+			if w := why[s]; w != "" {
+				part += " (" + w + ")"
+			}
+			parts = append(parts, part)
+		}
+	}
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "1 host not on target: " + parts[0]
+	}
+	return fmt.Sprintf("%d hosts not on target: %s", n, strings.Join(parts, ", "))
 }
 
 // Terminal reports whether the rollout is over: it blocks neither its

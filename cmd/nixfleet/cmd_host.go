@@ -301,7 +301,7 @@ func printExplain(w io.Writer, st style, e explainView) {
 		f.add("prefetched", what)
 	}
 	for _, a := range e.Analysis {
-		f.add("analysis", analysisText(a))
+		f.add("analysis", analysisText(a, e.RolloutState))
 	}
 	if a := e.Activation; a != nil && a.Outcome != reconciler.OutcomeConfirmed {
 		f.add("activation", activationText(a))
@@ -318,8 +318,8 @@ func printExplain(w io.Writer, st style, e explainView) {
 // analysisText says where a canary analysis run stands: "error-ratio
 // successful: 3 successful, 0 failed, 0 inconclusive; last 0.01 meets
 // result < 0.05 at 2026-…".
-func analysisText(a proto.AnalysisRun) string {
-	s := fmt.Sprintf("%s %s: %d successful, %d failed, %d inconclusive", a.Name, a.Outcome, a.Successful, a.Failed, a.Inconclusive)
+func analysisText(a proto.AnalysisRun, rolloutState string) string {
+	s := fmt.Sprintf("%s %s: %d successful, %d failed, %d inconclusive", a.Name, reconciler.ShownOutcome(a.Outcome, rolloutState), a.Successful, a.Failed, a.Inconclusive)
 	if a.Forgiven > 0 {
 		s += fmt.Sprintf(" (%d forgiven by a resume)", a.Forgiven)
 	}

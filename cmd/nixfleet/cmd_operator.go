@@ -121,6 +121,9 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 		f.add("rollout", "none yet")
 	} else {
 		f.add("rollout", fmt.Sprintf("%s  %s  %s", shortID(r.ID), st.state(shownState(*r)), waveText(*r)))
+		if off := reconciler.OffTarget(r.State, r.Counts); off != "" {
+			f.add("", st.paint(ansiYellow, off))
+		}
 		switch reconciler.RolloutState(r.State) {
 		case reconciler.RolloutActive, reconciler.RolloutOpening, reconciler.RolloutConverged:
 		default:

@@ -154,6 +154,9 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	f.add("channel", r.Channel)
 	f.add("ref", r.Ref)
 	f.add("state", st.state(shownState(r)))
+	if off := reconciler.OffTarget(r.State, r.Counts); off != "" {
+		f.add("", st.paint(ansiYellow, off))
+	}
 	f.add("reason", reasonLine(r.Reason.Code, r.Reason.Message))
 	f.add("position", waveText(r))
 	f.add("opened", when(r.OpenedAt))
@@ -199,7 +202,7 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 			if a.Last.Message != "" {
 				last = a.Last.Message + " at " + when(a.LastAt)
 			}
-			at.add(waveName(r, a.Wave), a.Name, a.Outcome, fmt.Sprintf("%d ok, %d failed, %d inconclusive", a.Successful, a.Failed, a.Inconclusive), last)
+			at.add(waveName(r, a.Wave), a.Name, reconciler.ShownOutcome(a.Outcome, r.State), fmt.Sprintf("%d ok, %d failed, %d inconclusive", a.Successful, a.Failed, a.Inconclusive), last)
 		}
 		at.write(w)
 	}
@@ -726,7 +729,7 @@ func runIntent(c *cli.Context, o *operator, kind, id string, req proto.IntentReq
 			}
 		}
 		return &cliError{exit: exitFailed, cmd: cmdName(c), code: ae.Code, err: remoteError{ae},
-			hint: cmpOr(apiHint(ae.Code), fmt.Sprintf("'nixfleet rollout show %s' shows its state", id))}
+			hint: cmpOr(apiHint(ae.Code, shortID(id)), fmt.Sprintf("'nixfleet rollout show %s' shows its state", shortID(id)))}
 	}
 	if c.Bool("json") {
 		return writeRaw(c.App.Writer, raw)

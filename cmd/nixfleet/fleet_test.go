@@ -436,6 +436,7 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Logf("control plane log:\n%s", lastLines(f.log.String(), 40))
 		})
 		ts.Setenv("NIXFLEET_CP_URL", f.url)
+		ts.Setenv("PLAIN_CP_URL", "http://"+strings.TrimPrefix(f.url, "https://")) // the wrong scheme
 		ts.Setenv("NIXFLEET_CA", f.caFile)
 		ts.Setenv("NIXFLEET_KEY", f.operatorKey)
 		ts.Setenv("VIEWER_KEY", f.viewerKey)

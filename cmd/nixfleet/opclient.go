@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -125,11 +126,16 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 		}
 		if hint == "" {
 			ce.hint = fmt.Sprintf("is --cp a nixfleet control plane? (the URL came from %s)", o.conn.from["cp"])
+			if ae != nil && ae.Status == http.StatusBadRequest && strings.HasPrefix(o.conn.URL, "http://") {
+				// Go's HTTPS server answers plain HTTP with a bare 400.
+				ce.hint = fmt.Sprintf("the control plane serves HTTPS: use --cp https://%s (the URL came from %s)",
+					strings.TrimPrefix(o.conn.URL, "http://"), o.conn.from["cp"])
+			}
 		}
 	case errors.As(err, &ae):
 		ce.code, ce.err, status = ae.Code, remoteError{ae}, ae.Status
 		if hint == "" {
-			ce.hint = apiHint(ae.Code)
+			ce.hint = apiHint(ae.Code, shortID(c.Args().First()))
 		}
 	case errors.Is(err, context.Canceled):
 		ce.code, ce.hint = codes.Interrupted, ""
@@ -163,8 +169,9 @@ func (o *operator) fail(c *cli.Context, err error, hint string) error {
 	return ce
 }
 
-// apiHint is the hint for an error code of the control plane.
-func apiHint(code string) string {
+// apiHint is the hint for an error code of the control plane, about the
+// rollout id (none: "").
+func apiHint(code, id string) string {
 	switch code {
 	case codes.Unauthenticated:
 		return "the control plane wants an operator key: pass --key FILE (NIXFLEET_KEY, config key)"
@@ -173,7 +180,10 @@ func apiHint(code string) string {
 	case codes.Forbidden:
 		return "use the key of an operator whose role is operator or approver (--key, NIXFLEET_KEY, config key)"
 	case codes.IllegalTransition:
-		return "the rollout's state does not allow it: see 'nixfleet rollout show ID'"
+		if id == "" {
+			return "the rollout's state does not allow it: 'nixfleet rollout list' shows the rollouts' states"
+		}
+		return fmt.Sprintf("the rollout's state does not allow it: see 'nixfleet rollout show %s'", id)
 	}
 	return ""
 }

@@ -201,6 +201,8 @@ var webTemplates = func() map[string]*template.Template {
 		"row":        func(e proto.Event, rollout bool) eventRow { return eventRow{e, rollout} },
 		"title":      func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
 		"shown":      func(r *proto.Rollout) string { return reconciler.ShownState(r.State, r.Reason.Code) },
+		"outcome":    reconciler.ShownOutcome,
+		"offTarget":  func(r *proto.Rollout) string { return reconciler.OffTarget(r.State, r.Counts) },
 	}
 	out := map[string]*template.Template{}
 	for _, page := range []string{"overview", "rollout", "host", "releases", "error"} {

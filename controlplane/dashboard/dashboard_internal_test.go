@@ -145,3 +145,37 @@ func summary(ro reconciler.Rollout) proto.Rollout {
 	}
 	return out
 }
+
+// TestSoakSaysWhenItIsOver: before its end the overview and the rollout
+// page count the soak down; past it they say it is over and what it waits
+// for, never "ends now" for ever.
+func TestSoakSaysWhenItIsOver(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		end  time.Time
+		want string
+	}{{now.Add(3 * time.Minute), "ends "}, {now.Add(-2 * time.Minute), "over 2 min ago"}} {
+		end := c.end
+		sum := proto.Rollout{ID: "stable@abc", Channel: "stable", State: string(reconciler.RolloutActive), SoakUntil: &end,
+			Waves: []proto.RolloutWave{{}}, WaveCounts: []map[string]int{{"Soaking": 1}}}
+		var over, page bytes.Buffer
+		data := struct {
+			webPage
+			Status   proto.Status
+			Channels []channelCard
+			Intent   *proto.IntentResponse
+		}{webPage: webPage{Title: "Fleet", Now: now}, Channels: []channelCard{{ChannelStatus: proto.ChannelStatus{Name: "stable", Rollout: &sum}}}}
+		if err := webTemplates["overview"].Execute(&over, &data); err != nil {
+			t.Fatal(err)
+		}
+		p := rolloutPage{webPage: webPage{Title: "Rollout", Now: now}, R: sum}
+		if err := webTemplates["rollout"].Execute(&page, &p); err != nil {
+			t.Fatal(err)
+		}
+		for name, html := range map[string]string{"overview": over.String(), "rollout page": page.String()} {
+			if !strings.Contains(html, c.want) || (c.end.Before(now) && (strings.Contains(html, "ends now") || !strings.Contains(html, "next check-in"))) {
+				t.Errorf("soak ending %s: the %s lacks %q or says it ends now:\n%s", c.end.Format(time.TimeOnly), name, c.want, html)
+			}
+		}
+	}
+}

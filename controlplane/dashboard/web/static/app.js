@@ -22,7 +22,9 @@
     var els = document.querySelectorAll('time[data-countdown]');
     for (var i = 0; i < els.length; i++) {
       var d = Date.parse(els[i].getAttribute('datetime')) - (Date.now() + skew);
-      els[i].textContent = d <= 0 ? 'now' : 'in ' + span(d);
+      // Past its time a soak waits for its hosts' next check-in: the
+      // page says so rather than "ends now" for ever.
+      els[i].textContent = d <= 0 ? 'now; its hosts converge at their next check-in' : 'in ' + span(d);
     }
   }
   setInterval(countdowns, 1000);
