@@ -501,6 +501,19 @@ type Release struct {
 	Reason DecisionReason `json:"reason"`
 	// UpdatedAt is when the fate last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Rollout is how the rollout an opened release opened stands now, or
+	// how it ended; absent for the other fates and once it was pruned.
+	Rollout *ReleaseRollout `json:"rollout,omitempty"`
+}
+
+// ReleaseRollout is the rollout of an opened release in the release log:
+// its state and the reason of its last change (who rolled it back, what
+// halted it), and whether it is its channel's latest rollout, the one the
+// channel's hosts run or move to.
+type ReleaseRollout struct {
+	State  string         `json:"state"`
+	Reason DecisionReason `json:"reason"`
+	Latest bool           `json:"latest,omitempty"`
 }
 
 // ReleaseQuery selects releases in GET /v1/releases: its query parameter

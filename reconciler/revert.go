@@ -76,7 +76,12 @@ func (t *tick) revert(w *work) {
 			Target: h.Previous, Wave: h.Wave, Reason: h.Reason})
 	}
 	if remaining == 0 {
-		t.setRollout(w, EvRevertDone, Reason{Code: codes.Reverted, Message: "every host that moved is back on its previous closure"})
+		// The operator who rolled it back stays credited with the end.
+		done := Reason{Code: codes.Reverted, Message: "every host that moved is back on its previous closure", Actor: w.r.Reason.Actor}
+		if done.Actor != "" {
+			done.Message += " (rolled back by " + done.Actor + ")"
+		}
+		t.setRollout(w, EvRevertDone, done)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
 )
 
 // The commands that read what the control plane recorded beyond
@@ -31,14 +32,32 @@ func runReleases(c *cli.Context, o *operator, _ []string) error {
 	if done {
 		return err
 	}
-	t := newTable("SEEN", "CHANNEL", "ROLLOUT", "COMMIT", "FATE", "BY", "REASON")
+	t := newTable("SEEN", "CHANNEL", "ROLLOUT", "COMMIT", "FATE", "BY", "NOW", "REASON")
 	t.paint[4] = o.st.state
 	for _, r := range rels {
 		t.add(when(r.SeenAt), r.Channel, dash(shortID(r.RolloutID)), dash(shortCommit(r.Commit)), r.Fate, dash(shortRef(r.By)),
-			reasonLine(r.Reason.Code, r.Reason.Message))
+			releaseNow(r), reasonLine(r.Reason.Code, r.Reason.Message))
 	}
 	t.write(c.App.Writer)
 	return nil
+}
+
+// releaseNow is how an opened release stands now, or how it ended: its
+// rollout's state as people read it, who moved it there, and "latest"
+// for its channel's latest rollout; "-" for a release that did not open.
+func releaseNow(r proto.Release) string {
+	ro := r.Rollout
+	if ro == nil {
+		return "-"
+	}
+	out := reconciler.ShownState(ro.State, ro.Reason.Code)
+	if ro.Reason.Actor != "" {
+		out += " by " + ro.Reason.Actor
+	}
+	if ro.Latest {
+		out += ", latest"
+	}
+	return out
 }
 
 // shortCommit is a git commit's first 12 hex digits, as the control

@@ -202,6 +202,7 @@ var webTemplates = func() map[string]*template.Template {
 		"title":      func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
 		"shown":      func(r *proto.Rollout) string { return reconciler.ShownState(r.State, r.Reason.Code) },
 		"outcome":    reconciler.ShownOutcome,
+		"shownState": reconciler.ShownState,
 		"offTarget":  func(r *proto.Rollout) string { return reconciler.OffTarget(r.State, r.Counts) },
 	}
 	out := map[string]*template.Template{}

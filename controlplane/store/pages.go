@@ -689,22 +689,31 @@ func (s *db) RolloutsByID(ctx context.Context, ids []string) ([]reconciler.Rollo
 // LatestRollouts returns each channel's latest rollout (by opening time,
 // then id), by channel, from the rollouts' keys alone.
 func (s *db) LatestRollouts(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{}
+	var out map[string]string
 	err := s.read(ctx, func(tx *txn) error {
-		latest := map[string]head{}
-		return eachRow(ctx, tx, func(rs row) error {
-			var h head
-			if err := rs.Scan(&h.channel, &h.opened, &h.id); err != nil {
-				return err
-			}
-			if cur, ok := latest[h.channel]; !ok || h.newer(cur) {
-				latest[h.channel], out[h.channel] = h, h.id
-			}
-			return nil
-		}, "SELECT channel, opened_at, id FROM rollouts")
+		var err error
+		out, err = latestRollouts(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: latest rollouts: %w", err)
 	}
 	return out, nil
+}
+
+// latestRollouts is LatestRollouts inside a transaction.
+func latestRollouts(ctx context.Context, tx *txn) (map[string]string, error) {
+	out := map[string]string{}
+	latest := map[string]head{}
+	err := eachRow(ctx, tx, func(rs row) error {
+		var h head
+		if err := rs.Scan(&h.channel, &h.opened, &h.id); err != nil {
+			return err
+		}
+		if cur, ok := latest[h.channel]; !ok || h.newer(cur) {
+			latest[h.channel], out[h.channel] = h, h.id
+		}
+		return nil
+	}, "SELECT channel, opened_at, id FROM rollouts")
+	return out, err
 }

@@ -204,32 +204,50 @@ func pruneReleaseLog(ctx context.Context, tx *txn, cut int64) error {
 func (s *db) ReleaseLog(ctx context.Context, q ReleaseQuery) ([]proto.Release, error) {
 	var where []string
 	var args []any
-	for _, f := range []struct{ col, v string }{{"channel", q.Channel}, {"rollout_id", q.RolloutID}} {
+	for _, f := range []struct{ col, v string }{{"c.channel", q.Channel}, {"c.rollout_id", q.RolloutID}} {
 		if f.v != "" {
 			where = append(where, f.col+" = ?")
 			args = append(args, f.v)
 		}
 	}
-	query := "SELECT channel, commit_hash, ref, rollout_id, seen_at, signed_at, fate, blocked_by, code, message, updated_at FROM channel_refs"
+	// An opened ref comes with its rollout's state and reason: how the
+	// release stands, or ended.
+	query := "SELECT c.channel, c.commit_hash, c.ref, c.rollout_id, c.seen_at, c.signed_at, c.fate, c.blocked_by, c.code, c.message, c.updated_at, " +
+		"COALESCE(r.state, ''), COALESCE(r.reason, '') FROM channel_refs c LEFT JOIN rollouts r ON r.id = c.rollout_id AND c.fate = 'opened'"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	out := []proto.Release{}
 	err := s.read(ctx, func(tx *txn) error {
-		var err error
+		latest, err := latestRollouts(ctx, tx)
+		if err != nil {
+			return err
+		}
+		reasons := reasonDecoder{}
 		out, err = collect(ctx, tx, out, func(rs row) (proto.Release, error) {
 			var (
 				r                     proto.Release
 				seen, signed, updated int64
+				state, reason         string
 			)
 			err := rs.Scan(&r.Channel, &r.Commit, &r.Ref, &r.RolloutID, &seen, &signed, &r.Fate, &r.By,
-				&r.Reason.Code, &r.Reason.Message, &updated)
+				&r.Reason.Code, &r.Reason.Message, &updated, &state, &reason)
+			if err != nil {
+				return r, err
+			}
 			r.SeenAt, r.UpdatedAt = fromMicros(seen), fromMicros(updated)
 			if signed != 0 {
 				r.SignedAt = fromMicros(signed)
 			}
-			return r, err
-		}, query+" ORDER BY seen_at DESC, id DESC", args...)
+			if state != "" {
+				why, err := reasons.decode(reason)
+				if err != nil {
+					return r, err
+				}
+				r.Rollout = &proto.ReleaseRollout{State: state, Reason: proto.DecisionReason(why), Latest: latest[r.Channel] == r.RolloutID}
+			}
+			return r, nil
+		}, query+" ORDER BY c.seen_at DESC, c.id DESC", args...)
 		return err
 	})
 	if err != nil {

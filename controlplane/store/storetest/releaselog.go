@@ -41,6 +41,18 @@ func testReleaseLog(t *testing.T, s store.Store) {
 	m.tick() // edge@1 opens; stable@1 waits for it (channel edge)
 	diff(t, "refs after a tick", fates(store.ReleaseQuery{}), []string{
 		id("stable", 1) + ": deferred edge", id("edge", 1) + ": opened "})
+	// An opened ref carries how its rollout stands (state, reason, its
+	// channel's latest); one that did not open carries none.
+	all, err := s.ReleaseLog(ctx, store.ReleaseQuery{})
+	must(t, err)
+	for _, r := range all {
+		switch ro := r.Rollout; {
+		case r.RolloutID == id("edge", 1) && (ro == nil || ro.State != string(rc.RolloutActive) || !ro.Latest || ro.Reason.Code == ""):
+			t.Errorf("the opened %s carries %+v, want its Active rollout, latest, with its reason", r.RolloutID, ro)
+		case r.RolloutID != id("edge", 1) && ro != nil:
+			t.Errorf("the %s %s carries a rollout: %+v", r.Fate, r.RolloutID, ro)
+		}
+	}
 
 	edge := store.ReleaseQuery{Channel: "edge"}
 	m.now = m.now.Add(time.Minute)
