@@ -181,6 +181,9 @@ func runRolloutShow(c *cli.Context, o *operator, args []string) error {
 	if r.SoakUntil != nil && !terminal(r) {
 		f.add("soak", fmt.Sprintf("wave %d converges at %s if its hosts stay healthy", r.Wave, when(*r.SoakUntil)))
 	}
+	for _, line := range budgetLines(r) {
+		f.add("budget", line)
+	}
 	f.write(w)
 
 	fmt.Fprintln(w)
@@ -545,6 +548,28 @@ func (l eventLayout) line(st style, ev proto.Event) string {
 		cells = slices.Insert(cells, 2, elide(aboutText(ev), l.widths[2]))
 	}
 	return l.join(cells, map[int]string{len(cells) - 2: painted})
+}
+
+// budgetLines are a rollout's disruption budgets: how many of its hosts
+// each allows in flight, of how many, and how many are, counted among its
+// hosts when the view holds them all (a paged view gives the limit only).
+// In flight counts this rollout's hosts; the tick counts every rollout's.
+func budgetLines(r proto.Rollout) []string {
+	inFlight := map[string]bool{}
+	for _, h := range r.Hosts {
+		if reconciler.HostState(h.State).InFlight() {
+			inFlight[h.Hostname] = true
+		}
+	}
+	var out []string
+	for i, u := range reconciler.Occupancy(r.Budgets, func(h string) bool { return inFlight[h] }) {
+		line := fmt.Sprintf("%s: at most %d of its %d host(s) in flight", u.Name, u.Limit, len(r.Budgets[i].Hosts))
+		if r.HostsNext == "" {
+			line += fmt.Sprintf("; %d of this rollout's now", u.InFlight)
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // budgetsText is the occupancy of the budgets an event notes, as

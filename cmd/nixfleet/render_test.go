@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,25 @@ func TestElideClosures(t *testing.T) {
 		if got := elideClosures(in); got != want {
 			t.Errorf("elideClosures(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestBudgetLines: rollout show says each budget's limit, of how many
+// hosts, and how many of the rollout's hosts are in flight in it; a paged
+// view, which does not hold every host, gives the limit only.
+func TestBudgetLines(t *testing.T) {
+	t.Parallel()
+	one := 1
+	r := proto.Rollout{
+		Budgets: []proto.RolloutBudget{{Name: "web", MaxInFlight: &one, Hosts: []string{"web-1", "web-2", "web-3"}}},
+		Hosts: []proto.RolloutHost{{Hostname: "web-1", State: "Activating"}, {Hostname: "web-2", State: "Pending"},
+			{Hostname: "web-3", State: "Converged"}},
+	}
+	if got, want := budgetLines(r), []string{"web: at most 1 of its 3 host(s) in flight; 1 of this rollout's now"}; !slices.Equal(got, want) {
+		t.Errorf("budget lines %q, want %q", got, want)
+	}
+	r.HostsNext = "web-3"
+	if got, want := budgetLines(r), []string{"web: at most 1 of its 3 host(s) in flight"}; !slices.Equal(got, want) {
+		t.Errorf("budget lines of a paged view %q, want %q", got, want)
 	}
 }
