@@ -203,6 +203,7 @@ var webTemplates = func() map[string]*template.Template {
 		"shown":      func(r *proto.Rollout) string { return reconciler.ShownState(r.State, r.Reason.Code) },
 		"outcome":    reconciler.ShownOutcome,
 		"shownState": reconciler.ShownState,
+		"gateWords":  gateWords,
 		"offTarget":  func(r *proto.Rollout) string { return reconciler.OffTarget(r.State, r.Counts) },
 	}
 	out := map[string]*template.Template{}

@@ -179,3 +179,17 @@ func TestSoakSaysWhenItIsOver(t *testing.T) {
 		}
 	}
 }
+
+// TestGateWords: a waiting count names its gate in words from the code
+// registry, not only by its code.
+func TestGateWords(t *testing.T) {
+	for code, want := range map[string]string{
+		codes.WaveNotActive: "the host's wave has not started",
+		codes.Window:        "outside the host's maintenance window",
+		"no_such_gate":      "no_such_gate",
+	} {
+		if got := gateWords(code); got != want {
+			t.Errorf("gateWords(%q) = %q, want %q", code, got, want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/codes"
 )
 
 // How the dashboard writes things. Every state is written as text; the
@@ -81,6 +83,21 @@ func pct(n, total int) float64 {
 		return 0
 	}
 	return float64(n) * 100 / float64(total)
+}
+
+// gateWords is what a gate's code means, in words, from the registry of
+// package codes: "the host's wave has not started" for wave_not_active.
+// The page writes the code beside it, for grep.
+func gateWords(code string) string {
+	in, ok := codes.Lookup(codes.Code(code))
+	if !ok {
+		return code
+	}
+	m := strings.TrimPrefix(in.Meaning, "gate: ")
+	if i := strings.Index(m, " ("); i > 0 {
+		m = m[:i]
+	}
+	return m
 }
 
 // urlPath escapes a rollout id or host name for a URL path.
