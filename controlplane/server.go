@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -190,6 +191,10 @@ func (s *Server) Run(ctx context.Context) error {
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("controlplane: TLS: %w", err)
+		}
+		if browsersRefuse(cert) {
+			s.log.Warn("the server certificate's key is Ed25519, which browsers do not accept: the dashboard will not open in one; use ECDSA P-256 (rfcs/0011)",
+				"cert", s.cfg.TLSCert)
 		}
 		// Client certificates are self-signed by their host or operator key;
 		// the key, not a CA, is the identity (checked per request).
@@ -407,6 +412,14 @@ func (s *Server) wrap(route string, h handler, acc access) http.Handler {
 		}
 		s.m.httpRequests.WithLabelValues(route, fmt.Sprint(rec.status)).Inc()
 	})
+}
+
+// browsersRefuse reports whether browsers refuse a server certificate for
+// its key: Ed25519, which agents and the CLI accept but no browser does
+// (Chromium: ERR_SSL_VERSION_OR_CIPHER_MISMATCH).
+func browsersRefuse(cert tls.Certificate) bool {
+	_, ed := cert.PrivateKey.(ed25519.PrivateKey)
+	return ed
 }
 
 type statusRecorder struct {
