@@ -107,18 +107,20 @@ func (t *tick) observeOnce(w *work, i int) {
 		case matches && act.Outcome == OutcomeDeferred:
 			t.setHost(w, i, EvDeferredReported, Reason{Code: codes.Deferred, Message: "the target is staged for the next boot"})
 		case t.now.Sub(h.Since) <= confirm:
-		case o.LastSeen.After(end) && t.blindWindow(w, h):
-			// Heard again after a window the control plane could not hear:
-			// its confirm may have been lost, and its agent rolled back (its
-			// own safety). Not a failure; it catches up like a skipped host.
-			t.setHost(w, i, EvConfirmUnheard, Reason{Code: codes.ConfirmUnheard,
-				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not a failure: it catches up", confirm)})
 		case said.After(end) && o.Deferred && o.Current != h.Target:
 			// It says it has a target staged for its next boot, which its
 			// agent does after it reported it deferred: the store lost the
 			// report (rule 7, rfcs/0013 rule 8).
 			t.setHost(w, i, EvDeferredReported, Reason{Code: codes.Deferred,
 				Message: "the target is staged for the next boot (the host says so; its report is not on record)"})
+		case said.After(end) && o.Current != h.Target && t.blindWindow(w, h):
+			// It says it left the target after a window the control plane
+			// could not hear: its confirm may have been lost, and its agent
+			// rolled back (its own safety). Not a failure; it catches up
+			// like a skipped host. One that still runs the target is judged
+			// below, like any other: what it says decides (rule 8).
+			t.setHost(w, i, EvConfirmUnheard, Reason{Code: codes.ConfirmUnheard,
+				Message: fmt.Sprintf("no confirmation within the %s confirm window, which ran while the control plane could not hear the host; not a failure: it catches up", confirm)})
 		case said.After(end) && o.Current != h.Target:
 			t.setHost(w, i, EvConfirmTimeout, Reason{Code: codes.ConfirmTimeout,
 				Message: fmt.Sprintf("no confirmation within the %s confirm window", confirm)})

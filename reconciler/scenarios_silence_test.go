@@ -273,6 +273,17 @@ var silenceScenarios = []goldenCase{
 			wantEvent(rc.EventHostTransition, "a", "Activating", codes.CatchUp), noRolloutTransition, wantIntents("a")),
 	},
 	{
+		name: "rule07-confirm-lost-in-outage-inferred",
+		desc: "rule 7, rfcs/0013 rule 8: a switched and confirmed, but the store lost the confirm in an outage longer than the window; back, a says it still runs the target: its confirm is inferred and it soaks, not skipped",
+		build: func(s *scenario) {
+			started(s)
+			target := s.hostIn(id1, "a").Target
+			s.outage(20*time.Minute).observe("a", func(o *rc.ObservedHost) { o.Current, o.Booted = target, target }).online("a", "b", "c")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Soaking", codes.ConfirmInferred), noTransitionTo(rc.HostSkipped),
+			noTransitionTo(rc.HostFailed)),
+	},
+	{
 		name: "rule07-confirm-window-closed-in-silence-is-held",
 		desc: "rule 7: the confirm window closes while a and most of its channel are silent: a stays Activating, held (confirm_unheard), and is not failed",
 		build: func(s *scenario) {
