@@ -1,5 +1,7 @@
 package proto
 
+import "strings"
+
 // RolloutManifest is releases/rollouts/<rolloutId>.json: the signed,
 // per-channel projection of one fleet.resolved that a rollout executes and
 // that every agent verifies before it activates anything.
@@ -68,3 +70,19 @@ func (m *RolloutManifest) RolloutID() string { return RolloutID(m.Channel, m.Cha
 
 // RolloutID formats a rollout identifier.
 func RolloutID(channel, ref string) string { return channel + "@" + ref }
+
+// ShortRefDigits is how many of a ref's digits a short rollout id keeps.
+const ShortRefDigits = 7
+
+// ShortRolloutID is a rollout id as people type it: the channel and the
+// ref's first ShortRefDigits digits, as git abbreviates a commit
+// (stable@1111111). The CLI takes it back as the one rollout of the
+// channel whose ref begins so (rfcs/0009 §Human output 5). An id that is
+// not channel@ref stays as it is.
+func ShortRolloutID(id string) string {
+	ch, ref, ok := strings.Cut(id, "@")
+	if !ok || len(ref) <= ShortRefDigits {
+		return id
+	}
+	return ch + "@" + ref[:ShortRefDigits]
+}

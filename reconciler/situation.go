@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/proto"
 )
 
 // A host's situation, in an operator's terms: what it runs, what it waits
@@ -144,10 +145,10 @@ func situate(p Place, now time.Time, tu Tunables) Situation {
 func windowed(s Situation, r *Rollout, h *RolloutHost, now time.Time) Situation {
 	switch s.Code {
 	case codes.Freeze:
-		s.Next = fmt.Sprintf("wait for the freeze to end, or an approver lets this rollout through: nixfleet rollout break-freeze %s --comment …", r.ID)
+		s.Next = fmt.Sprintf("wait for the freeze to end, or an approver lets this rollout through: nixfleet rollout break-freeze %s --comment …", proto.ShortRolloutID(r.ID))
 		return s
 	case codes.Approval:
-		s.Next = fmt.Sprintf("approvers approve the wave: nixfleet rollout approve %s --wave %d --comment …", r.ID, h.Wave)
+		s.Next = fmt.Sprintf("approvers approve the wave: nixfleet rollout approve %s --wave %d --comment …", proto.ShortRolloutID(r.ID), h.Wave)
 		return s
 	case codes.Window:
 	default:
@@ -238,19 +239,21 @@ func NextStep(r Rollout) string {
 	return ""
 }
 
-// haltedNext is what an operator can do with a halted rollout.
+// haltedNext is what an operator can do with a halted rollout. Its
+// commands name the rollout by its short id, which the CLI takes back.
 func haltedNext(r Rollout) string {
+	id := proto.ShortRolloutID(r.ID)
 	switch r.Reason.Code {
 	case codes.OperatorPause:
-		return fmt.Sprintf("nixfleet rollout resume %s", r.ID)
+		return fmt.Sprintf("nixfleet rollout resume %s", id)
 	case codes.RevertStalled:
-		return fmt.Sprintf("nixfleet rollout rollback %s again, or cancel it", r.ID)
+		return fmt.Sprintf("nixfleet rollout rollback %s again, or cancel it", id)
 	case codes.AnalysisInconclusive:
-		return fmt.Sprintf("check that Prometheus answers the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", r.ID, r.ID, r.ID)
+		return fmt.Sprintf("check that Prometheus answers the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", id, id, id)
 	case codes.AnalysisFailed:
-		return fmt.Sprintf("look at the wave's services and the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", r.ID, r.ID, r.ID)
+		return fmt.Sprintf("look at the wave's services and the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", id, id, id)
 	}
-	return fmt.Sprintf("look at its failed hosts, then nixfleet rollout resume %s (forgives them) or rollback %s", r.ID, r.ID)
+	return fmt.Sprintf("look at its failed hosts, then nixfleet rollout resume %s (forgives them) or rollback %s", id, id)
 }
 
 // failedNext is what an operator can do about a failed host.

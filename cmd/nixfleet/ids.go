@@ -14,18 +14,8 @@ import (
 // digits, as git abbreviates a commit (stable@1111111), and every command
 // that takes an ID takes that form back. --json keeps ids whole.
 
-// shortRefDigits is how many of a ref's digits text shows.
-const shortRefDigits = 7
-
-// shortID is a rollout id as text shows it; an id that is not
-// channel@ref stays as it is.
-func shortID(id string) string {
-	ch, ref, ok := strings.Cut(id, "@")
-	if !ok || len(ref) <= shortRefDigits {
-		return id
-	}
-	return ch + "@" + ref[:shortRefDigits]
-}
+// shortID is a rollout id as text shows it (proto.ShortRolloutID).
+func shortID(id string) string { return proto.ShortRolloutID(id) }
 
 // fullRolloutID is the rollout an ID argument names. An id whose ref is
 // 4 to 39 hex digits is taken as an abbreviation: the one rollout of its
