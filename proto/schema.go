@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -112,11 +113,12 @@ func SchemaFor(k Kind) jsonscan.Schema {
 }
 
 // UnknownMembers lists the members of a document of kind k that its types
-// do not know, by path ("hosts.web-1.tagz"), in document order. A verifier
-// tolerates them (a newer producer may write more); a producer must not
-// write them: a misspelled member is otherwise dropped in silence.
-func UnknownMembers(data []byte, k Kind) ([]string, error) {
-	var out []string
+// do not know, each by the names on its path (hosts, web-1, tagz), in
+// document order. A verifier tolerates them (a newer producer may write
+// more); a producer must not write them: a misspelled member is otherwise
+// dropped in silence.
+func UnknownMembers(data []byte, k Kind) ([][]string, error) {
+	var out [][]string
 	_, err := jsonscan.Check(data, jsonscan.Options{MaxDepth: MaxDepth, Schema: pathSchema{inner: SchemaFor(k), out: &out}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
@@ -128,15 +130,12 @@ func UnknownMembers(data []byte, k Kind) ([]string, error) {
 // every member the type has no field for.
 type pathSchema struct {
 	inner jsonscan.Schema
-	path  string
-	out   *[]string
+	path  []string
+	out   *[][]string
 }
 
 func (p pathSchema) Member(name []byte) (jsonscan.Schema, error) {
-	path := string(name)
-	if p.path != "" {
-		path = p.path + "." + path
-	}
+	path := append(slices.Clip(p.path), string(name))
 	switch s := p.inner.(type) {
 	case *structSchema:
 		for i, n := range s.names {
@@ -154,7 +153,7 @@ func (p pathSchema) Member(name []byte) (jsonscan.Schema, error) {
 
 func (p pathSchema) Elem() jsonscan.Schema {
 	if s, ok := p.inner.(sliceSchema); ok {
-		return pathSchema{inner: s.elem, path: p.path + "[]", out: p.out}
+		return pathSchema{inner: s.elem, path: append(slices.Clip(p.path), "[]"), out: p.out}
 	}
 	return nil
 }

@@ -108,8 +108,12 @@ func Sign(unsigned []byte, opts Options) (*Bundle, error) {
 	}
 	unknown = slices.DeleteFunc(unknown, extension)
 	if len(unknown) > 0 {
+		paths := make([]string, 0, 5)
+		for _, p := range unknown[:min(len(unknown), 5)] {
+			paths = append(paths, strings.Join(p, "."))
+		}
 		return nil, fmt.Errorf("%w: fleet.resolved has member(s) rfcs/0001 does not define, a misspelling or a newer format: %s",
-			trust.ErrMalformed, strings.Join(unknown[:min(len(unknown), 5)], ", "))
+			trust.ErrMalformed, strings.Join(paths, ", "))
 	}
 	pub := opts.PublicKey
 	if pub == nil {
@@ -149,14 +153,11 @@ func Sign(unsigned []byte, opts Options) (*Bundle, error) {
 	return b, nil
 }
 
-// extension reports whether an unknown member (by its path) is one a
-// producer may sign: named "x-…", or in meta, which is CI's provenance.
-func extension(path string) bool {
-	if strings.HasPrefix(path, "meta.") {
-		return true
-	}
-	name := path[strings.LastIndexByte(path, '.')+1:]
-	return strings.HasPrefix(name, "x-")
+// extension reports whether an unknown member (by the names on its path)
+// is one a producer may sign: named "x-…", or in meta, which is CI's
+// provenance.
+func extension(path []string) bool {
+	return path[0] == "meta" && len(path) > 1 || strings.HasPrefix(path[len(path)-1], "x-")
 }
 
 // stamp sets the signing metadata while keeping every other member.

@@ -739,10 +739,11 @@ func TestSignRefusesUnknownMembers(t *testing.T) {
 	key := generateKey(t, proto.AlgorithmEd25519)
 	unsigned := editFleet(t, readFleet(t), func(doc map[string]any) {
 		member(t, doc, "hosts", "web-01")["tagz"] = []any{"web"}
+		member(t, doc, "hosts", "web-01")["x-acme.io/owner"] = "ops" // an extension, its name with a dot
 		member(t, doc, "channels", "edge")["x-note"] = "kept"
 	})
 	_, err := release.Sign(unsigned, release.Options{Signer: key, Commit: testCommit, Now: testNow})
-	if !errors.Is(err, trust.ErrMalformed) || !strings.Contains(err.Error(), "hosts.web-01.tagz") || strings.Contains(err.Error(), "x-note") {
+	if !errors.Is(err, trust.ErrMalformed) || !strings.Contains(err.Error(), "hosts.web-01.tagz") || strings.Contains(err.Error(), "x-note") || strings.Contains(err.Error(), "owner") {
 		t.Fatalf("Sign of a fleet with hosts.web-01.tagz: %v", err)
 	}
 }

@@ -63,7 +63,11 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 	if err := checkPaging(c); err != nil {
 		return err
 	}
-	q := proto.HostQuery{Channel: c.String("channel"), State: state, Rollout: c.String("rollout")}
+	rollout, err := o.fullRolloutID(c, c.String("rollout")) // text shows it short
+	if err != nil {
+		return err
+	}
+	q := proto.HostQuery{Channel: c.String("channel"), State: state, Rollout: rollout}
 	hosts, raws, next, err := listPages(c.String("after"), c.Int("limit"), c.Int("page-size"), maxHostPage, "hosts",
 		func(cursor string, n int) ([]proto.HostView, json.RawMessage, string, error) {
 			q.After, q.Limit = cursor, n

@@ -606,14 +606,16 @@ func (l eventLayout) join(cells []string, painted map[int]string) string {
 		b.WriteString(strings.Join(strings.Fields(last), " "))
 		return strings.TrimRight(b.String(), " ")
 	}
-	if l.width-used < minReasonCols {
+	room := l.width - used
+	if room < minReasonCols {
 		first := strings.TrimRight(b.String(), " ")
 		b.Reset()
 		used = reasonIndent
 		b.WriteString(first + "\n" + strings.Repeat(" ", used))
+		room = max(l.width-used, 1) // a very narrow terminal: a word a line
 	}
 	indent := "\n" + strings.Repeat(" ", used)
-	b.WriteString(strings.Join(wrap(last, max(l.width-used, minReasonCols)), indent))
+	b.WriteString(strings.Join(wrap(last, room), indent))
 	return strings.TrimRight(b.String(), " ")
 }
 

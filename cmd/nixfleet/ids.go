@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,9 +20,10 @@ func shortID(id string) string { return proto.ShortRolloutID(id) }
 
 // fullRolloutID is the rollout an ID argument names. An id whose ref is
 // 4 to 39 hex digits is taken as an abbreviation: the one rollout of its
-// channel whose ref begins with them, newest first. Anything else, and an
-// abbreviation no rollout matches (a ref that never opened has events
-// under its id too), is asked for as it is.
+// channel whose ref begins with them, else the one ref of the channel's
+// release log that never opened (waiting, deferred, superseded: a
+// break-freeze and its events name it so). Anything else, and an
+// abbreviation nothing matches, is asked for as it is.
 func (o *operator) fullRolloutID(c *cli.Context, arg string) (string, error) {
 	ch, ref, ok := strings.Cut(arg, "@")
 	if !ok || len(ref) < 4 || len(ref) >= 40 || strings.Trim(ref, "0123456789abcdef") != "" {
@@ -36,6 +38,15 @@ func (o *operator) fullRolloutID(c *cli.Context, arg string) (string, error) {
 		}
 		return len(found) < 2
 	})
+	if err == nil && len(found) == 0 {
+		var rels []proto.Release
+		rels, _, err = o.api.Releases(c.Context, proto.ReleaseQuery{Channel: ch})
+		for _, r := range rels {
+			if strings.HasPrefix(r.RolloutID, arg) && !slices.Contains(found, r.RolloutID) {
+				found = append(found, r.RolloutID)
+			}
+		}
+	}
 	switch {
 	case err != nil:
 		return "", o.fail(c, err, "")

@@ -54,8 +54,8 @@ type Engine interface {
 	// file.
 	MayFile(u User, kind string) error
 
-	// Status is GET /v1/status, with each channel's latest rollout and
-	// its hosts.
+	// Status is GET /v1/status, with each channel's latest rollout (its
+	// header: its hosts are counted in the status, not read).
 	Status(r *http.Request) (proto.Status, map[string]reconciler.Rollout, error)
 	// Rollout is the rollout the path's {id} names, with its hosts, as
 	// the API's view of it, and whether it is its channel's latest.
