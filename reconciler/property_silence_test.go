@@ -317,6 +317,12 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 				problems = append(problems, fmt.Sprintf("%s in %s forgiven as confirm_unheard without being heard since its window closed: a switch that cut its network looks just like that",
 					e.Host, e.RolloutID))
 			}
+			if o := c.in.Hosts[e.Host]; !reported && o.Current == h.Target {
+				// Rule 7: one that still runs its target had its confirm
+				// lost; what it says decides, and it is not skipped.
+				problems = append(problems, fmt.Sprintf("%s in %s skipped as confirm_unheard although it says it runs its target %s",
+					e.Host, e.RolloutID, h.Target))
+			}
 		}
 	}
 	return problems
