@@ -204,6 +204,7 @@ var webTemplates = func() map[string]*template.Template {
 		"outcome":    reconciler.ShownOutcome,
 		"shownState": reconciler.ShownState,
 		"gateWords":  gateWords,
+		"shortID":    proto.ShortRolloutID,
 		"offTarget":  func(r *proto.Rollout) string { return reconciler.OffTarget(r.State, r.Counts) },
 	}
 	out := map[string]*template.Template{}
