@@ -21,8 +21,19 @@ func Build(dir string, pkgs ...string) ([]string, error) {
 // shipped binaries lack, such as the agent's fault injection
 // (faultinject).
 func BuildTags(dir string, tags []string, pkgs ...string) ([]string, error) {
+	return build(dir, RaceEnabled, tags, pkgs)
+}
+
+// BuildAsShipped builds the packages without the race detector whatever
+// the test binary has: for a test of what a binary does at its documented
+// limits, which the race detector's 5-10x slowdown would not measure.
+func BuildAsShipped(dir string, pkgs ...string) ([]string, error) {
+	return build(dir, false, nil, pkgs)
+}
+
+func build(dir string, race bool, tags, pkgs []string) ([]string, error) {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if RaceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	if len(tags) > 0 {

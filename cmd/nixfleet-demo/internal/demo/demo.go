@@ -55,6 +55,7 @@ const (
 	confirmSeconds   = 30                     // seconds: confirm window
 	readinessSeconds = 60                     // seconds: a wave without progress halts
 	operatorName     = "demo-operator"
+	approverName     = "demo-approver"
 	probeName        = "healthz"
 )
 
@@ -110,20 +111,21 @@ type session struct {
 	opKey      ed25519.PrivateKey
 	opKeyFile  string
 	configFile string
-	logFile    *os.File
-	lastSigned time.Time
-	commits    map[string]plumbing.Hash // by version
+	// approverConfig is the configuration of the demo's approver.
+	approverConfig string
+	logFile        *os.File
+	lastSigned     time.Time
+	commits        map[string]plumbing.Hash // by version
 
 	url       string
 	op        *apiclient.Client
 	stopCP    func() error
 	metrics   *serviceMetrics
 	notifyLog *notificationLog
-	agentsMu  sync.RWMutex // agents is set once, while the metrics read it
-	// badSince is when the staging canary began failing on v2 (zero while
-	// it does not): its error ratio shows errorLag later.
+	// badSince is when each host began failing on a bad release: its
+	// error ratio shows errorLag later.
 	badMu     sync.Mutex
-	badSince  time.Time
+	badSince  map[string]time.Time
 	agents    map[string]*simagent.Host
 	stopHosts func()
 	lastEvent int64
@@ -151,7 +153,7 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &Error{Code: codes.SetupFailed, Err: err}
 	}
-	d := &session{opts: opts, start: time.Now(), fleet: f, commits: map[string]plumbing.Hash{}}
+	d := &session{opts: opts, start: time.Now(), fleet: f, commits: map[string]plumbing.Hash{}, badSince: map[string]time.Time{}}
 	d.view = newView(progress, f, d.start)
 
 	rep, runErr := d.run(ctx)
@@ -172,15 +174,20 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if de == nil && opts.Keep {
+	// With --keep the demo stays up for a look whenever its control plane
+	// runs, also when the story failed: that is when there is most to see.
+	keep := opts.Keep && d.op != nil && (de == nil || de.Code != codes.Interrupted)
+	if keep {
 		rep.Dir, rep.Config, rep.URL = d.dir, d.configFile, d.url
 		// The dashboard, signed in: a one-time link for the demo's
 		// operator, good for an hour (rfcs/0011).
-		login, _, err := d.op.WebLogin(ctx, 3600)
-		if err != nil {
-			de = &Error{Code: codes.Internal, Err: fmt.Errorf("asking for a dashboard sign-in link: %w", err)}
-		} else {
+		if login, _, err := d.op.WebLogin(ctx, 3600); err == nil {
 			rep.Dashboard, d.dashboard = d.op.Link(login.Path), d.op.Link(login.Path)
+		}
+		st := state{PID: os.Getpid(), URL: d.url, Config: d.configFile, ApproverConfig: d.approverConfig,
+			Next: 3, Latest: v2, LastSigned: d.lastSigned}
+		if err := writeState(d.dir, st); err != nil && de == nil {
+			de = &Error{Code: codes.IOError, Err: err}
 		}
 	}
 	if opts.JSON {
@@ -190,9 +197,13 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	} else {
 		d.summary(stdout, rep)
 	}
-	if de == nil && opts.Keep {
+	if keep {
+		if de != nil {
+			fmt.Fprintf(progress, "\nThe demo failed (%s: %s).\nIts control plane and agents keep running so that you can see why.\n",
+				de.Code, oneLine(de.Err.Error()))
+		}
 		d.explain(progress)
-		<-ctx.Done()
+		d.follow(ctx)
 		fmt.Fprintf(progress, "\nstopping; %s is left in place (rm -rf %s)\n", d.dir, d.dir)
 	}
 	d.shutdown()
@@ -235,7 +246,6 @@ func (d *session) run(parent context.Context) (report, error) {
 	if err := d.startControlPlane(ctx); err != nil {
 		return rep, d.waitError(ctx, parent, err)
 	}
-	d.header()
 	if err := d.startAgents(); err != nil {
 		return rep, &Error{Code: codes.SetupFailed, Err: err}
 	}
@@ -309,30 +319,38 @@ func (d *session) setup() error {
 		return err
 	}
 
-	// The operator: an OpenSSH ed25519 key, as ssh-keygen writes it.
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	// CI's key, kept for nixfleet-demo push, which signs the next
+	// releases in another process.
+	ciPEM, err := d.repo.Key.MarshalPKCS8PEM()
 	if err != nil {
 		return err
 	}
-	d.opKey = key
-	block, err := ssh.MarshalPrivateKey(key, operatorName)
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ciKeyFile), ciPEM, 0o600); err != nil {
 		return err
 	}
-	d.opKeyFile = filepath.Join(dir, "operator_key")
-	if err := os.WriteFile(d.opKeyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		return err
+	// The operators: one who acts, one who approves (rfcs/0007
+	// §Authentication).
+	var ops []map[string]string
+	for _, o := range []struct {
+		name, role, file string
+		key              *ed25519.PrivateKey
+	}{{operatorName, "operator", operatorKeyFile, &d.opKey}, {approverName, "approver", approverKeyFile, nil}} {
+		key, pubLine, err := writeOperatorKey(filepath.Join(dir, o.file), o.name)
+		if err != nil {
+			return err
+		}
+		if o.key != nil {
+			*o.key = key
+		}
+		ops = append(ops, map[string]string{"name": o.name, "role": o.role, "key": pubLine})
 	}
-	pubLine := trust.SSHEd25519Line(pub)
-	if err := os.WriteFile(d.opKeyFile+".pub", []byte(pubLine+" "+operatorName+"\n"), 0o644); err != nil {
-		return err
-	}
-	ops, err := json.MarshalIndent([]map[string]string{{"name": operatorName, "role": "operator", "key": pubLine}}, "", "  ")
+	d.opKeyFile = filepath.Join(dir, operatorKeyFile)
+	opsJSON, err := json.MarshalIndent(ops, "", "  ")
 	if err != nil {
 		return err
 	}
 	d.opsFile = filepath.Join(dir, "operators.json")
-	if err := os.WriteFile(d.opsFile, append(ops, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(d.opsFile, append(opsJSON, '\n'), 0o644); err != nil {
 		return err
 	}
 	if d.logFile, err = os.Create(filepath.Join(dir, "cp.log")); err != nil {
@@ -341,6 +359,28 @@ func (d *session) setup() error {
 	// What the hosts run today, released before the control plane starts,
 	// so that it knows the host keys when the agents first call.
 	return d.publish(v0, stagingChannel, prodChannel)
+}
+
+// writeOperatorKey makes an operator's OpenSSH ed25519 key, as ssh-keygen
+// writes it, into file and file.pub; it returns the key and its public
+// line.
+func writeOperatorKey(file, name string) (ed25519.PrivateKey, string, error) {
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	block, err := ssh.MarshalPrivateKey(key, name)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, "", err
+	}
+	line := trust.SSHEd25519Line(pub)
+	if err := os.WriteFile(file+".pub", []byte(line+" "+name+"\n"), 0o644); err != nil {
+		return nil, "", err
+	}
+	return key, line, nil
 }
 
 // publish signs a version of the fleet as CI does and moves channel refs
@@ -399,8 +439,11 @@ func (d *session) startControlPlane(ctx context.Context) error {
 		StateDir: filepath.Join(d.dir, "cp-state"), TrustFile: d.trustFile, OperatorsFile: d.opsFile,
 		TLSCert: d.cert.CertFile, TLSKey: d.cert.KeyFile, ReplicaID: "demo",
 		TickInterval: tickInterval, PollInterval: pollInterval, Debounce: debounce,
-		Tunables:   reconciler.Tunables{ConfirmWindowSeconds: confirmSeconds, ReadinessDeadlineSeconds: readinessSeconds},
-		Prometheus: prom.Config{URL: d.metrics.url, Timeout: 2 * time.Second},
+		Tunables: reconciler.Tunables{ConfirmWindowSeconds: confirmSeconds, ReadinessDeadlineSeconds: readinessSeconds},
+		// A query to the stand-in is answered in microseconds; the
+		// timeout is Prometheus's own default so that a machine busy
+		// with other work does not make the analysis inconclusive.
+		Prometheus: prom.Config{URL: d.metrics.url, Timeout: 10 * time.Second},
 		// The journal's notifications go to a webhook sink of the demo's
 		// own, which writes them to notifications.log.
 		Notifications: []notify.Sink{d.notifyLog.sink()},
@@ -424,19 +467,31 @@ func (d *session) startControlPlane(ctx context.Context) error {
 	if err := d.writeConfig(); err != nil {
 		return &Error{Code: codes.SetupFailed, Err: err}
 	}
+	d.header()
 	return d.wait(ctx, "for the control plane to be ready", func() (bool, error) {
 		var out map[string]string
 		return d.op.Get(ctx, "/readyz", &out) == nil, nil
 	})
 }
 
-// writeConfig writes config.toml for the operator commands (NIXFLEET_CONFIG).
+// writeConfig writes the operator configurations for the operator
+// commands (NIXFLEET_CONFIG): config.toml as the demo's operator,
+// approver.toml as its approver.
 func (d *session) writeConfig() error {
 	d.configFile = filepath.Join(d.dir, "config.toml")
-	body := fmt.Sprintf("# nixfleet operator configuration of the demo's control plane.\n"+
-		"cp_url = %s\nkey = %s\nname = %s\nca = %s\n",
-		tomlString(d.url), tomlString(d.opKeyFile), tomlString(operatorName), tomlString(d.cert.CertFile))
-	return os.WriteFile(d.configFile, []byte(body), 0o644)
+	d.approverConfig = filepath.Join(d.dir, "approver.toml")
+	for _, c := range []struct{ file, key, name string }{
+		{d.configFile, d.opKeyFile, operatorName},
+		{d.approverConfig, filepath.Join(d.dir, approverKeyFile), approverName},
+	} {
+		body := fmt.Sprintf("# nixfleet operator configuration of the demo's control plane, as %s.\n"+
+			"cp_url = %s\nkey = %s\nname = %s\nca = %s\n",
+			c.name, tomlString(d.url), tomlString(c.key), tomlString(c.name), tomlString(d.cert.CertFile))
+		if err := os.WriteFile(c.file, []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tomlString is s as a TOML basic string.
@@ -459,15 +514,11 @@ func tomlString(s string) string {
 }
 
 // startAgents starts one simulated agent per host, on v0, each with its
-// own mutual TLS client over its host key. The staging canary's health
-// probe fails while it runs v2.
+// own mutual TLS client over its host key. A host's health probe fails
+// while it runs a bad release.
 func (d *session) startAgents() error {
 	agents := map[string]*simagent.Host{}
-	defer func() {
-		d.agentsMu.Lock()
-		d.agents = agents
-		d.agentsMu.Unlock()
-	}()
+	d.agents = agents
 	clients := map[string]*apiclient.Client{}
 	for _, h := range d.fleet.hosts {
 		client, err := apiclient.New(d.url, apiclient.Options{Key: h.key, Name: h.name, ServerCAs: d.cert.Pool,
@@ -479,7 +530,6 @@ func (d *session) startAgents() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	canary := d.fleet.channel(stagingChannel).canary
 	for _, h := range d.fleet.hosts {
 		client := clients[h.name]
 		a := simagent.New(h.name, h.key, client, d.fleet.closure(h.name, v0))
@@ -494,10 +544,7 @@ func (d *session) startAgents() error {
 			return simagent.Confirm
 		}
 		agents[h.name] = a
-		var after func(context.Context)
-		if h.name == canary {
-			after = d.badCanary(a)
-		}
+		after := d.healthFollowsRelease(a)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -516,9 +563,7 @@ func (d *session) startAgents() error {
 func runAgent(ctx context.Context, a *simagent.Host, after func(context.Context)) {
 	for ctx.Err() == nil {
 		err := a.Step(ctx, longPoll)
-		if after != nil {
-			after(ctx)
-		}
+		after(ctx)
 		if err != nil && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
@@ -528,25 +573,26 @@ func runAgent(ctx context.Context, a *simagent.Host, after func(context.Context)
 	}
 }
 
-// badCanary makes a host's health probe fail while it runs v2, and pass
-// again once it is back on another closure; the host checks in at once
-// with the change. A check-in, not a probe_results report: it also says
-// what the host runs, which its confirm did not (rfcs/0006 §Check-ins at
-// scale 4), so the reason the canary fails does not depend on whether a
-// tick ran between the confirm and the host's next check-in.
-func (d *session) badCanary(a *simagent.Host) func(context.Context) {
-	bad := d.fleet.closure(a.Name, v2)
+// healthFollowsRelease makes a host's health probe fail while it runs a
+// bad release (v2, or one pushed with --bad), and pass again once it runs
+// another; the host checks in at once with the change. A check-in, not a
+// probe_results report: it also says what the host runs, which its confirm
+// did not (rfcs/0006 §Check-ins at scale 4), so the reason a host fails
+// does not depend on whether a tick ran between the confirm and the
+// host's next check-in.
+func (d *session) healthFollowsRelease(a *simagent.Host) func(context.Context) {
 	failing := false
 	return func(ctx context.Context) {
-		switch cur := a.Current(); {
-		case cur == bad && !failing:
+		cur := a.Current()
+		switch bad := d.badClosure(a.Name, cur); {
+		case bad && !failing:
 			failing = true
-			d.setBad(time.Now())
+			d.setBad(a.Name, time.Now())
 			a.SetFailingProbes(probeName)
-			d.view.note("%s switched to v2 and its health probe %q fails; the agent checks in at once", a.Name, probeName)
-		case cur != bad && failing:
+			d.view.note("%s switched to %s and its health probe %q fails; the agent checks in at once", a.Name, d.versionOf(a.Name, cur), probeName)
+		case !bad && failing:
 			failing = false
-			d.setBad(time.Time{})
+			d.setBad(a.Name, time.Time{})
 			a.SetFailingProbes()
 			d.view.note("%s is back on %s; its health probe passes again", a.Name, d.versionOf(a.Name, cur))
 		default:
@@ -555,6 +601,11 @@ func (d *session) badCanary(a *simagent.Host) func(context.Context) {
 		// Best effort: the next check-in carries the probes anyway.
 		_ = a.Step(ctx, 0)
 	}
+}
+
+// badClosure reports whether a host's closure is of a bad release.
+func (d *session) badClosure(host, closure string) bool {
+	return closure == d.fleet.closure(host, v2) || strings.HasSuffix(closure, badSuffix)
 }
 
 // errorLag is how long after the canary's health probe fails its error
@@ -566,33 +617,33 @@ func (d *session) badCanary(a *simagent.Host) func(context.Context) {
 const errorLag = 5 * time.Second
 
 // errorRatio is a host's services' error ratio, as the demo's monitoring
-// reports it: 0.4% normally, 30% once the host has run the bad release v2
-// for errorLag.
+// reports it: 0.4% normally, 30% once the host has run a bad release for
+// errorLag.
 func (d *session) errorRatio(host string) float64 {
-	d.agentsMu.RLock()
-	a := d.agents[host]
-	d.agentsMu.RUnlock()
 	d.badMu.Lock()
-	since := d.badSince
+	since := d.badSince[host]
 	d.badMu.Unlock()
-	if a != nil && a.Current() == d.fleet.closure(host, v2) && !since.IsZero() && time.Since(since) >= errorLag {
+	if !since.IsZero() && time.Since(since) >= errorLag {
 		return 0.3
 	}
 	return 0.004
 }
 
-// setBad records when the canary began failing (zero: it does not).
-func (d *session) setBad(t time.Time) {
+// setBad records when a host began failing (zero: it does not).
+func (d *session) setBad(host string, t time.Time) {
 	d.badMu.Lock()
-	d.badSince = t
-	d.badMu.Unlock()
+	defer d.badMu.Unlock()
+	if t.IsZero() {
+		delete(d.badSince, host)
+		return
+	}
+	d.badSince[host] = t
 }
 
+// versionOf names the release a host's closure was built at.
 func (d *session) versionOf(host, closure string) string {
-	for _, v := range []string{v0, v1, v2} {
-		if d.fleet.closure(host, v) == closure {
-			return v
-		}
+	if _, v, ok := strings.Cut(closure, "-nixos-system-"+host+"-"); ok {
+		return v
 	}
 	return closure
 }
@@ -787,6 +838,26 @@ func (d *session) pump(ctx context.Context) error {
 		}
 		if len(evs) < page {
 			return nil
+		}
+	}
+}
+
+// follow prints the journal as it grows until ctx ends: with --keep, the
+// demo's terminal is a live feed of what the operator commands and
+// nixfleet-demo push start.
+func (d *session) follow(ctx context.Context) {
+	t := time.NewTicker(4 * watchEvery)
+	defer t.Stop()
+	for {
+		_ = d.pump(ctx) // retried at the next tick
+		select {
+		case <-ctx.Done():
+			// What happened since the last page, before stopping.
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = d.pump(last)
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -245,9 +245,11 @@ func (f *fleet) unsigned(version string) ([]byte, error) {
 			HealthGate: proto.HealthGate{MaxFailures: ptr(0), SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0},
 				// Each wave is judged by its services too: one measurement
 				// of the worst error ratio of its hosts, a second after
-				// its first host runs the release (rfcs/0001 §2.3).
+				// its first host runs the release (rfcs/0001 §2.3). A query
+				// that fails (a machine too busy to answer in time) is
+				// tried again, twice.
 				Analysis: []proto.Analysis{{Name: analysisName, Query: analysisQuery, SuccessCondition: "result < 0.02",
-					Interval: "1s", Count: 1}}}}
+					Interval: "1s", Count: 1, InconclusiveLimit: 2}}}}
 		for _, w := range c.waves {
 			p.Waves = append(p.Waves, proto.PolicyWave{Name: w.name, Selector: w.selector, SoakMinutes: 0})
 			fr.Waves[c.name] = append(fr.Waves[c.name], proto.Wave{Name: w.name, Hosts: slices.Clone(w.hosts), SoakMinutes: 0})

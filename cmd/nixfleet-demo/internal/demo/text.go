@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -100,8 +101,8 @@ func dash(s string) string {
 // explain prints, with --keep, how to explore the running control plane.
 func (d *session) explain(w io.Writer) {
 	d.view.flush()
-	bad := rolloutID(stagingChannel, v2)
-	prod := rolloutID(prodChannel, v1)
+	bad := proto.ShortRolloutID(rolloutID(stagingChannel, v2))
+	prod := proto.ShortRolloutID(rolloutID(prodChannel, v1))
 	canary := d.fleet.channel(stagingChannel).canary
 	prodHosts := d.fleet.channel(prodChannel).hosts
 	someProd := prodHosts[len(prodHosts)-1]
@@ -117,8 +118,34 @@ func (d *session) explain(w io.Writer) {
 		{"nixfleet rollout events " + prod + " --follow", "...and watch it"},
 		{"nixfleet ui", "the dashboard, signed in with the operator key"},
 	}
-	fmt.Fprintf(w, "\nThe control plane (%s) and %d agents keep running until Ctrl-C.\n", d.url, len(d.fleet.hosts))
+	fmt.Fprintf(w, "\nThe control plane (%s) and %d agents keep running until Ctrl-C; their journal follows below.\n", d.url, len(d.fleet.hosts))
 	fmt.Fprintf(w, "In another terminal, with nixfleet built from this tree (go build -o nixfleet ./cmd/nixfleet):\n\n")
+	printCommands(w, lines)
+	prod3 := proto.ShortRolloutID(rolloutID(prodChannel, version(3, false)))
+	fmt.Fprintf(w, "\nPlay CI and the on-call operator (nixfleet-demo is this command; from the tree, go run ./cmd/nixfleet-demo):\n\n")
+	printCommands(w, [][2]string{
+		{"nixfleet-demo push", "CI signs v3 and it goes to staging: every wave soaks a minute"},
+		{"nixfleet-demo promote", "then to prod, which opens it once staging converged..."},
+		{"NIXFLEET_CONFIG=" + shellQuote(d.approverConfig) + " \\", ""},
+		{"  nixfleet rollout approve " + prod3 + " --wave 1 --comment 'looks good'", "...and holds its wave 1 for an approver"},
+		{"nixfleet-demo push --bad", "a release whose hosts fail their health probe"},
+	})
+	fmt.Fprintf(w, "\nNotifications: the control plane sends the journal's rollouts opened, waves promoted, halts,\n"+
+		"reverts, convergences and analyses to a webhook sink of the demo's, which checks each one's HMAC\n"+
+		"signature and writes it to a log (tail -f %s). A control plane's configuration\n"+
+		"file (nixfleet-cp serve --config FILE) declares such a sink like this:\n\n%s\n",
+		shellQuote(filepath.Join(d.dir, "notifications.log")), indent(d.notifyLog.example(), "  "))
+	fmt.Fprintf(w, "\nThe dashboard, signed in as %s (the link works once, within an hour; the browser\n"+
+		"warns about the demo's own certificate, cert.pem):\n\n  %s\n", operatorName, d.dashboard)
+	fmt.Fprintf(w, "\nIn %s: config.toml and approver.toml (the operator's and the approver's\n"+
+		"configurations), operator_key, approver_key, cert.pem (the server's certificate), trust.json,\n"+
+		"operators.json, fleet/ (the fleet repository) and ci_key.pem (CI's signing key), cp.db and cp.log\n"+
+		"(the control plane's database and log), notifications.log and notify-secret (the sink's log and\n"+
+		"the key of its signatures), demo.json (what nixfleet-demo push reads).\n", d.dir)
+}
+
+// printCommands prints commands, each with its comment aligned.
+func printCommands(w io.Writer, lines [][2]string) {
 	width := 0
 	for _, l := range lines {
 		if l[1] != "" {
@@ -132,17 +159,6 @@ func (d *session) explain(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-*s  # %s\n", width, l[0], l[1])
 	}
-	fmt.Fprintf(w, "\nNotifications: the control plane sends the journal's rollouts opened, waves promoted, halts,\n"+
-		"reverts, convergences and analyses to a webhook sink of the demo's, which checks each one's HMAC\n"+
-		"signature and writes it to a log (tail -f %s). A control plane's configuration\n"+
-		"file (nixfleet-cp serve --config FILE) declares such a sink like this:\n\n%s\n",
-		shellQuote(filepath.Join(d.dir, "notifications.log")), indent(d.notifyLog.example(), "  "))
-	fmt.Fprintf(w, "\nThe dashboard, signed in as %s (the link works once, within an hour; the browser\n"+
-		"warns about the demo's own certificate, cert.pem):\n\n  %s\n", operatorName, d.dashboard)
-	fmt.Fprintf(w, "\nIn %s: config.toml (that configuration), operator_key, cert.pem (the server's\n"+
-		"certificate), trust.json, operators.json, fleet/ (the fleet repository), cp.db and cp.log (the\n"+
-		"control plane's database and log), notifications.log and notify-secret (the sink's log and the\n"+
-		"key of its signatures).\n", d.dir)
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -174,7 +175,18 @@ func (v *view) hostCounts(id string, hosts []string) map[reconciler.HostState]in
 func (v *view) releaseOf(id string) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.release[refOf(id)]
+	return v.releaseName(refOf(id))
+}
+
+// releaseName names the release of a ciCommit: the story's, or one that
+// nixfleet-demo push signed in another process. v.mu is held.
+func (v *view) releaseName(ref string) string {
+	if rel, ok := v.release[ref]; ok {
+		return rel
+	}
+	rel := pushedVersion(ref)
+	v.release[ref] = rel
+	return rel
 }
 
 // events prints a page of the journal, in id order.
@@ -257,18 +269,18 @@ func (v *view) event(group []proto.Event) {
 		subject = hostList(group)
 		transition = v.paint(ansiYellow, "waits")
 	case reconciler.EventRolloutOpened:
-		subject, transition = ev.RolloutID, "opened"
+		subject, transition = proto.ShortRolloutID(ev.RolloutID), "opened"
 	case reconciler.EventRolloutTransition:
-		subject = ev.RolloutID
+		subject = proto.ShortRolloutID(ev.RolloutID)
 		transition = v.paint(stateStyle(ev.From), ev.From) + " → " + v.paint(stateStyle(ev.To), ev.To)
 	default:
-		subject, transition = cmp.Or(ev.RolloutID, ev.Host), v.paint(stateStyle(ev.Kind), strings.ReplaceAll(ev.Kind, "_", " "))
+		subject, transition = cmp.Or(proto.ShortRolloutID(ev.RolloutID), ev.Host), v.paint(stateStyle(ev.Kind), strings.ReplaceAll(ev.Kind, "_", " "))
 	}
 	channel := ev.Channel
-	if rel := v.release[refOf(ev.RolloutID)]; rel != "" {
+	if rel := v.releaseName(refOf(ev.RolloutID)); rel != "" {
 		channel += " " + rel
 	}
-	fmt.Fprintf(v.w, "%s  %-10s %s  %-20s  %s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), channel, wave,
+	fmt.Fprintf(v.w, "%s  %-14s %s  %-16s  %s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), channel, wave,
 		subject, pad(transition, 22, v.color), v.reason(ev))
 	if ev.Kind == reconciler.EventRolloutTransition && ev.To == string(reconciler.RolloutConverged) {
 		v.rolloutDone(ev)
@@ -283,12 +295,8 @@ func (v *view) reason(ev proto.Event) string {
 	if plainCode(r.Code) || r.Message == "" {
 		return code
 	}
-	msg := r.Message
-	if ev.Host != "" {
-		for _, rel := range []string{v0, v1, v2} {
-			msg = strings.ReplaceAll(msg, v.fleet.closure(ev.Host, rel), rel)
-		}
-	}
+	// The demo's closures are named by their release.
+	msg := closureName.ReplaceAllString(r.Message, "$1")
 	if r.Actor != "" {
 		msg += " (by " + r.Actor + ")"
 	}
@@ -298,6 +306,10 @@ func (v *view) reason(ev proto.Event) string {
 	return code + ": " + msg
 }
 
+// closureName matches a closure of the demo (fleetrepo.Closure), its
+// release in the group.
+var closureName = regexp.MustCompile(`\b[0-9a-z]{32}-nixos-system-[a-z0-9-]+?-(v[0-9]+(?:` + badSuffix + `)?)\b`)
+
 // waveDone is the progress line of a promoted wave.
 func (v *view) waveDone(ev proto.Event) {
 	c := v.fleet.channel(ev.Channel)
@@ -306,7 +318,7 @@ func (v *view) waveDone(ev proto.Event) {
 	}
 	w := c.waves[ev.Wave]
 	fmt.Fprintf(v.w, "%s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), v.paint(ansiGreen,
-		fmt.Sprintf("── %s wave %d (%s) promoted: %s", ev.RolloutID, ev.Wave, w.name, v.count(ev.RolloutID, w.hosts))))
+		fmt.Sprintf("── %s wave %d (%s) promoted: %s", proto.ShortRolloutID(ev.RolloutID), ev.Wave, w.name, v.count(ev.RolloutID, w.hosts))))
 }
 
 // rolloutDone is the progress line of a converged rollout.
@@ -320,7 +332,7 @@ func (v *view) rolloutDone(ev proto.Event) {
 		took = fmt.Sprintf(" in %.2fs", ev.At.Sub(at).Seconds())
 	}
 	fmt.Fprintf(v.w, "%s  %s\n", v.paint(ansiDim, v.elapsed(ev.At)), v.paint(ansiGreen+ansiBold,
-		fmt.Sprintf("══ %s converged%s: %s", ev.RolloutID, took, v.count(ev.RolloutID, c.hosts))))
+		fmt.Sprintf("══ %s converged%s: %s", proto.ShortRolloutID(ev.RolloutID), took, v.count(ev.RolloutID, c.hosts))))
 }
 
 // count says how many of hosts are in which state in a rollout, as far as
