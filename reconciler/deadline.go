@@ -24,6 +24,10 @@ func (t *tick) deadline(w *work) {
 	}
 	switch w.r.State {
 	case RolloutActive:
+		if msg, ok := t.unprovable(w); ok {
+			t.setRollout(w, EvStalled, Reason{Code: codes.WaveStalled, Message: msg})
+			return
+		}
 		if w.r.WaveStartedAt.After(start) {
 			start = w.r.WaveStartedAt
 		}
@@ -89,6 +93,37 @@ func (t *tick) deadline(w *work) {
 				Message: fmt.Sprintf("the revert made no progress for %s", limit)})
 		}
 	}
+}
+
+// unprovable reports why an Active rollout's current wave can never be
+// promoted, with no deadline to wait for (rule 11): it lacks evidence, and
+// every one of its hosts that is not converged failed (Failed, or Reverted
+// by its agent). Nothing is left to dispatch, watch or catch up, so
+// nothing can bring the evidence; a resume that forgave its failures finds
+// it so at once. A wave with hosts Pending, in flight, Skipped or
+// Deferred, or in a channel in partial visibility, waits for its deadline
+// instead: they may still bring it.
+func (t *tick) unprovable(w *work) (string, bool) {
+	wave := min(max(w.r.Wave, 0), len(w.waves)-1)
+	if wave < 0 || len(w.waves[wave]) == 0 || t.partial[w.r.Channel] {
+		return "", false
+	}
+	failed := 0
+	for _, i := range w.waves[wave] {
+		switch h := w.r.Hosts[i]; h.State {
+		case HostConverged:
+		case HostFailed, HostReverted:
+			failed++
+		default:
+			return "", false
+		}
+	}
+	converged, need := w.evidence(wave)
+	if failed == 0 || converged >= need {
+		return "", false
+	}
+	return fmt.Sprintf("%s can no longer be promoted: %d of the %d host(s) it needs converged on a new closure, and no other can: "+
+		"%d failed, nothing is left to dispatch or watch", w.waveLabel(w.r.Wave), converged, need, failed), true
 }
 
 // stuck reports whether a Pending host is held by something that will not

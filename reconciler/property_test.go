@@ -152,6 +152,15 @@ func TestPropertyLegalTransitions(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkTransitions) })
 }
 
+// TestPropertyNoActiveRolloutOnAnUnprovableWave: after every tick, no
+// rollout is Active on a wave that can never be promoted: one that lacks
+// evidence while every host of it not converged failed (rfcs/0003 rule
+// 11). Such a rollout halts at once, so a newer release can supersede it.
+func TestPropertyNoActiveRolloutOnAnUnprovableWave(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) { runChaos(t, checkNoUnprovableWave) })
+}
+
 // TestPropertyWellBehavedFleetConverges: with hosts that are always online,
 // always confirm and stay healthy, no operator and no release after the
 // first, every rollout converges, and every host of every rollout with it;
@@ -1861,6 +1870,58 @@ func checkEdgesAndWaves(_ *rapid.T, c tickCase) []string {
 						dispatched[k], k.host, r.ID, e.Gates, p.State))
 				}
 			}
+		}
+	}
+	return problems
+}
+
+// checkNoUnprovableWave is the oracle of rule 11's unprovable wave, with
+// rule 8's evidence computed anew: converged hosts whose closure changed,
+// against minConverged and minConvergedPct, capped by the hosts the
+// release changes.
+func checkNoUnprovableWave(_ *rapid.T, c tickCase) []string {
+	partial := map[string]bool{}
+	for _, v := range c.out.Visibility {
+		if v.Ended.IsZero() {
+			partial[v.Channel] = true
+		}
+	}
+	var problems []string
+	for _, r := range c.next.Rollouts {
+		if r.State != reconciler.RolloutActive || partial[r.Channel] {
+			continue
+		}
+		wave := r.Wave
+		n, proven, unchanged, failed, other := 0, 0, 0, 0, 0
+		for _, h := range r.Hosts {
+			if h.Wave != wave {
+				continue
+			}
+			n++
+			switch h.State {
+			case reconciler.HostConverged:
+				if h.Previous == h.Target {
+					unchanged++
+				} else {
+					proven++
+				}
+			case reconciler.HostFailed, reconciler.HostReverted:
+				failed++
+			default:
+				other++
+			}
+		}
+		need := 1
+		if m := r.HealthGate.MinConverged; m != nil {
+			need = max(need, *m)
+		}
+		if p := r.HealthGate.MinConvergedPct; p != nil {
+			need = max(need, (n**p+99)/100)
+		}
+		need = min(need, n-unchanged)
+		if n > 0 && other == 0 && failed > 0 && proven < need {
+			problems = append(problems, fmt.Sprintf("%s is Active on wave %d, which can never be promoted: %d of %d needed converged, %d failed, nothing else left",
+				r.ID, wave, proven, need, failed))
 		}
 	}
 	return problems

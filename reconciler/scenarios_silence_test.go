@@ -236,7 +236,7 @@ var silenceScenarios = []goldenCase{
 	},
 	{
 		name: "rule08-min-converged-holds-wave",
-		desc: "rule 8: healthGate.minConverged 2: one canary converged and one failed (within maxFailures) is not enough evidence",
+		desc: "rules 8, 11: healthGate.minConverged 2: one canary converged and one failed (within maxFailures) is not enough evidence; no other host of the wave can bring more, so the rollout halts at once (wave_stalled)",
 		build: func(s *scenario) {
 			b := four(s).Policy("stable", func(p *proto.RolloutPolicy) {
 				one, two := 1, 2
@@ -245,7 +245,8 @@ var silenceScenarios = []goldenCase{
 			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
 		},
-		check: all(wantEvent(rc.EventHostTransition, "d", "Converged", ""), noEvent(rc.EventWavePromoted), wantIntents()),
+		check: all(wantEvent(rc.EventHostTransition, "d", "Converged", ""), noEvent(rc.EventWavePromoted),
+			wantEvent(rc.EventRolloutTransition, "", "Halted", codes.WaveStalled), wantIntents()),
 	},
 	{
 		name: "rule08-min-converged-pct-promotes",

@@ -810,6 +810,17 @@ var scenarios = []goldenCase{
 		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", codes.OperatorResume), wantIntents("b", "c")),
 	},
 	{
+		name: "rule11-resume-forgiving-the-only-canary-halts-at-once",
+		desc: "rules 10, 11: resume after the only canary failed: accepted, its failure forgiven, but wave 0 has no host left that can converge, so the rollout halts again at once (wave_stalled, saying why) instead of waiting for its readiness deadline, and a newer release can supersede it",
+		build: func(s *scenario) {
+			started(s)
+			s.report(id1, "a", rc.OutcomeFailed).tick().advance(time.Minute)
+			s.intent("i1", id1, rc.IntentResume, "alice")
+		},
+		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", codes.OperatorResume),
+			wantEventSaying(rc.EventRolloutTransition, codes.WaveStalled, "can no longer be promoted"), wantIntents()),
+	},
+	{
 		name: "rule10-cancel-lets-in-flight-finish",
 		desc: "rule 10: cancel: Cancelled, nothing new dispatched; a host in flight still finishes",
 		build: func(s *scenario) {
