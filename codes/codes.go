@@ -157,6 +157,7 @@ const (
 	NotACommit        = "not_a_commit"
 	FleetHashMismatch = "fleet_hash_mismatch"
 	ReplayedRelease   = "replayed_release"
+	ReusedCiCommit    = "reused_ci_commit"
 	UnknownChannel    = "unknown_channel"
 	InvalidFleet      = "invalid_fleet"
 	StoreUnavailable  = "store_unavailable"
@@ -320,6 +321,7 @@ var registry = []Info{
 	{NotACommit, 0, exitNone, "release refused: the ref names a tree or a blob, not a commit"},
 	{FleetHashMismatch, 0, exitNone, "release refused: the manifest was projected from another fleet"},
 	{ReplayedRelease, 0, exitNone, "release refused: not signed after the channel's current release"},
+	{ReusedCiCommit, 0, exitNone, "release refused: its meta.ciCommit names a rollout the channel opened before"},
 	{UnknownChannel, 0, exitNone, "release refused: the signed fleet lacks the channel"},
 	{InvalidFleet, 0, exitFailed, "the fleet fails validation (rfcs/0001)"},
 	{StoreUnavailable, 0, exitNone, "the store failed while a release was kept; the ref is read again"},

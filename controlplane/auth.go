@@ -123,7 +123,16 @@ type identities struct {
 	fleet     map[string]bool     // every host of that fleet, with a key or not
 	raw       map[string]string   // by hostname, the key line each key was parsed from
 	signedAt  time.Time           // of the fleet the host keys come from
+	roster    *roster             // that fleet's hosts by name (roster.go)
 	operators map[string]Operator // raw key -> operator
+}
+
+// fleetRoster returns the hosts of the fleet the host keys come from; nil
+// while no fleet is known.
+func (id *identities) fleetRoster() *roster {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	return id.roster
 }
 
 // inFleet returns whether hostname is a host of the fleet the host keys
@@ -159,27 +168,36 @@ func (id *identities) setHosts(f *proto.FleetResolved, signedAt time.Time) {
 // second at 100,000 hosts when every key is new: the source parses them
 // while it stores the release).
 type hostKeys struct {
-	hosts map[string]string            // by key: the hostname
-	keys  map[string]ed25519.PublicKey // by hostname
-	fleet map[string]bool              // every host of the fleet
-	raw   map[string]string            // by hostname: the line of each key in keys
+	hosts  map[string]string            // by key: the hostname
+	keys   map[string]ed25519.PublicKey // by hostname
+	fleet  map[string]bool              // every host of the fleet
+	raw    map[string]string            // by hostname: the line of each key in keys
+	roster *roster                      // the fleet's hosts by name, with their channels
 }
 
 // current returns the host keys in use.
 func (id *identities) current() hostKeys {
 	id.mu.RLock()
 	defer id.mu.RUnlock()
-	return hostKeys{hosts: id.hosts, keys: id.hostKeys, fleet: id.fleet, raw: id.raw}
+	return hostKeys{hosts: id.hosts, keys: id.hostKeys, fleet: id.fleet, raw: id.raw, roster: id.roster}
 }
 
-// parseHostKeys parses the pubkey of every host of f; a host without
+// parseHostKeys parses the pubkey of every host of f (parseKeys) and
+// lists its hosts by name (newRoster), both starting from prev.
+func parseHostKeys(f *proto.FleetResolved, prev hostKeys) hostKeys {
+	k := parseKeys(f, prev)
+	k.roster = newRoster(f, prev.roster)
+	return k
+}
+
+// parseKeys parses the pubkey of every host of f; a host without
 // one, or with one that does not parse, cannot authenticate. It starts
 // from prev, the keys of a fleet before (parsing a line always gives the
 // same key): prev itself when f has the same hosts with the same lines,
 // prev's maps copied and patched when few hosts differ (a release that
 // changes no host key costs a pass over the fleet, not 100,000 parses and
 // map entries), a fresh parse otherwise. prev's maps are never written.
-func parseHostKeys(f *proto.FleetResolved, prev hostKeys) hostKeys {
+func parseKeys(f *proto.FleetResolved, prev hostKeys) hostKeys {
 	var changed []string // hosts of f whose key or presence differs from prev
 	found := 0           // hosts of f that prev has
 	if prev.fleet != nil {
@@ -270,7 +288,7 @@ func (id *identities) setKeys(k hostKeys, signedAt time.Time) {
 	if signedAt.Before(id.signedAt) {
 		return
 	}
-	id.hosts, id.hostKeys, id.fleet, id.raw, id.signedAt = k.hosts, k.keys, k.fleet, k.raw, signedAt
+	id.hosts, id.hostKeys, id.fleet, id.raw, id.roster, id.signedAt = k.hosts, k.keys, k.fleet, k.raw, k.roster, signedAt
 }
 
 // client is who sent a request.

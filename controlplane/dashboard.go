@@ -100,7 +100,7 @@ func (d dashboardEngine) Host(r *http.Request, name string, now time.Time) (prot
 	if e != nil {
 		return proto.HostView{}, e
 	}
-	hd, e := d.s.heads(r, assignedTo(rec))
+	hd, e := d.s.heads(r, rec)
 	if e != nil {
 		return proto.HostView{}, e
 	}

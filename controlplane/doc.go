@@ -25,7 +25,9 @@
 //     rate limit (429 with Retry-After past it; probes are never limited);
 //     lists answer bounded pages by cursor (hosts, rollout summaries, a
 //     rollout's hosts) and an event stream reads only new events, so no
-//     answer or read grows with the fleet's history (pages.go); a check-in
+//     answer or read grows with the fleet's history (pages.go); the host
+//     list adds the hosts of the signed fleet, kept in memory with the host
+//     keys, to those the store knows (roster.go); a check-in
 //     of a host waiting in an active rollout may carry a fetch slot to
 //     prefetch its coming closure, at most PrefetchConcurrency at once
 //     per replica (prefetch.go);

@@ -580,6 +580,25 @@ func TestTamperedRelease(t *testing.T) {
 			}
 			e.hook()
 			rejected("replayed_release", first, 2, 2)
+			// The push back is a row of the release log of its own, besides
+			// the first release's, and the releases page shows it.
+			rels, _, err := op.Releases(ctx, proto.ReleaseQuery{Channel: "stable"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := rels[0]; r.Commit != first.String() || r.Fate != proto.FateRefused || r.Reason.Code != codes.ReplayedRelease ||
+				r.RolloutID != rolloutID("stable", 1) || !strings.Contains(r.Reason.Message, "nixfleet rollout rollback "+rolloutID("stable", 2)+",") ||
+				!strings.Contains(r.Reason.Message, "revert the change in the fleet's source") {
+				t.Errorf("the release log's newest row is %+v, want the refused push back to %s", r, first)
+			}
+			if n := len(rels); n != 4 {
+				t.Errorf("the release log has %d rows, want 4: the first release, the tampered one, the second and the push back", n)
+			}
+			viewer := e.browser()
+			viewer.signIn(e.viewKey.priv, "victor")
+			if page := viewer.page("/ui/releases", http.StatusOK); !strings.Contains(page, ">refused<") || !strings.Contains(page, codes.ReplayedRelease) {
+				t.Errorf("the releases page does not show the refused push back:\n%s", page)
+			}
 
 			// A fleet CI signed without stamping its commit (meta.ciCommit
 			// null): there is no rollout id to read a manifest for.

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -477,40 +479,58 @@ func (s *Server) listReleases(w http.ResponseWriter, r *http.Request, c client) 
 }
 
 // rolloutHeads are the rollouts without their hosts, by id, and the id of
-// each channel's latest: what a host's situation needs besides its record.
+// each channel's latest: what a host's situation needs besides its record;
+// and for the hosts of the fleet in no rollout, the release of their
+// channel that waits to open one.
 type rolloutHeads struct {
 	byID   map[string]reconciler.Rollout
 	latest map[string]string
+	// waits is, by channel, its newest release that has not opened a
+	// rollout (pending, waiting, deferred); nil for none.
+	waits map[string]*proto.Release
 }
 
-// heads reads the rollouts of ids (the assignments of the hosts to
-// show), without their hosts, and each channel's latest rollout.
-func (s *Server) heads(r *http.Request, ids []string) (rolloutHeads, *codes.Error) {
+// heads reads what the views of recs need besides them: the rollouts
+// that drive them, without their hosts; each channel's latest rollout;
+// and the release that waits in each channel of a host of the fleet that
+// no rollout drives (from the release log, a channel at a time).
+func (s *Server) heads(r *http.Request, recs ...store.HostRecord) (rolloutHeads, *codes.Error) {
 	latest, e := s.latestIDs(r)
 	if e != nil {
 		return rolloutHeads{}, e
 	}
-	hd := rolloutHeads{byID: make(map[string]reconciler.Rollout, len(ids)), latest: latest}
-	if len(ids) == 0 {
-		return hd, nil
+	var ids, channels []string
+	for _, rec := range recs {
+		switch a, f := rec.Assignment, rec.Fleet; {
+		case a != nil && !slices.Contains(ids, a.RolloutID):
+			ids = append(ids, a.RolloutID)
+		case a == nil && f != nil && f.Built && !slices.Contains(channels, f.Channel):
+			channels = append(channels, f.Channel)
+		}
 	}
-	rs, err := s.st.RolloutsByID(r.Context(), ids)
-	if err != nil {
-		return rolloutHeads{}, s.internal("reading rollouts", err)
+	hd := rolloutHeads{byID: make(map[string]reconciler.Rollout, len(ids)), latest: latest, waits: map[string]*proto.Release{}}
+	if len(ids) > 0 {
+		rs, err := s.st.RolloutsByID(r.Context(), ids)
+		if err != nil {
+			return rolloutHeads{}, s.internal("reading rollouts", err)
+		}
+		for _, ro := range rs {
+			hd.byID[ro.ID] = ro
+		}
 	}
-	for _, ro := range rs {
-		hd.byID[ro.ID] = ro
+	for _, ch := range channels {
+		rels, err := s.st.ReleaseLog(r.Context(), store.ReleaseQuery{Channel: ch})
+		if err != nil {
+			return rolloutHeads{}, s.internal("reading the release log", err)
+		}
+		for i, rel := range rels { // newest first
+			if rel.Fate == proto.FatePending || rel.Fate == proto.FateWaiting || rel.Fate == proto.FateDeferred {
+				hd.waits[ch] = &rels[i]
+				break
+			}
+		}
 	}
 	return hd, nil
-}
-
-// assignedTo is the rollout a host's record assigns it to, as heads
-// takes it: none, or one.
-func assignedTo(rec store.HostRecord) []string {
-	if rec.Assignment == nil {
-		return nil
-	}
-	return []string{rec.Assignment.RolloutID}
 }
 
 // hostView is a host as the operator API shows it, with its situation.
@@ -520,6 +540,13 @@ func (s *Server) hostView(rec store.HostRecord, hd rolloutHeads, now time.Time) 
 	a := rec.Assignment
 	if a == nil {
 		v.Explain = proto.Situation{Code: codes.NotInRollout, Message: "no rollout includes this host"}
+		if f := rec.Fleet; f != nil {
+			v.Channel = f.Channel
+			if f.Built {
+				v.Release = hd.waits[f.Channel]
+			}
+			v.Explain.Message = noRolloutYet(*f, v.Release, hd.latest[f.Channel])
+		}
 		return v
 	}
 	h := wireRolloutHost(a.Host)
@@ -549,7 +576,7 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *code
 	if e != nil {
 		return e
 	}
-	hd, e := s.heads(r, assignedTo(rec))
+	hd, e := s.heads(r, rec)
 	if e != nil {
 		return e
 	}
@@ -557,20 +584,56 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *code
 	return nil
 }
 
-// hostRecord reads the named host (404 when it neither checked in nor is
-// in a rollout).
+// hostRecord reads the named host, with its place in the signed fleet (404
+// when it neither checked in, nor is in a rollout, nor is in the fleet).
 func (s *Server) hostRecord(r *http.Request, name string) (store.HostRecord, *codes.Error) {
 	if !proto.Nameable(name) {
-		return store.HostRecord{}, codes.Errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
+		return store.HostRecord{}, codes.Errorf(codes.NotFound, "no host %q is in the fleet, has checked in or is in a rollout", name)
+	}
+	var fleet *store.FleetHost
+	if ros := s.ids.fleetRoster(); ros != nil {
+		if h, ok := ros.Host(name); ok {
+			fleet = &h
+		}
 	}
 	rec, err := s.st.Host(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return rec, codes.Errorf(codes.NotFound, "no host %q has checked in or is in a rollout", name)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound) && fleet != nil:
+		rec = store.HostRecord{Hostname: name}
+	case errors.Is(err, store.ErrNotFound):
+		return rec, codes.Errorf(codes.NotFound, "no host %q is in the fleet, has checked in or is in a rollout", name)
+	case err != nil:
 		return rec, s.internal("reading a host", err)
 	}
+	rec.Fleet = fleet
 	return rec, nil
+}
+
+// noRolloutYet says why a host of the signed fleet (f) is in no rollout:
+// the fleet has no closure for it, a release of its channel waits (rel:
+// its fate and the reason of it), its channel has opened none, or its
+// channel's latest rollout (latest) opened without it.
+func noRolloutYet(f store.FleetHost, rel *proto.Release, latest string) string {
+	switch {
+	case !f.Built:
+		return "no rollout yet: the fleet has no closure for this host (CI has not built it)"
+	case rel == nil && latest != "":
+		return fmt.Sprintf("no rollout yet: %s, the latest rollout of channel %s, does not include this host", latest, f.Channel)
+	case rel == nil:
+		return fmt.Sprintf("no rollout yet: channel %s has opened none", f.Channel)
+	}
+	why := rel.Reason.Message
+	if why == "" {
+		switch rel.Fate {
+		case proto.FatePending:
+			why = "no tick has decided about it yet"
+		case proto.FateWaiting:
+			why = "it waits for rollout " + rel.By + " to end"
+		default:
+			why = "held by " + rel.By
+		}
+	}
+	return fmt.Sprintf("no rollout yet: release %s is %s: %s", rel.RolloutID, rel.Fate, why)
 }
 
 // status is GET /v1/status: every channel, its release and its latest

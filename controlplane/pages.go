@@ -91,7 +91,8 @@ func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, c client) *c
 }
 
 // listHosts is GET /v1/hosts[?limit=N&after=NAME&channel=C&state=S&rollout=ID]:
-// a page of host views, by name, with next when more may follow.
+// a page of host views, by name, with next when more may follow: the
+// hosts the store knows and the hosts of the signed fleet (its roster).
 func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e
@@ -100,17 +101,14 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request, c client) *co
 	if e != nil {
 		return e
 	}
+	if ros := s.ids.fleetRoster(); ros != nil {
+		q.Fleet = ros
+	}
 	page, err := s.st.HostPage(r.Context(), q)
 	if err != nil {
 		return s.internal("listing hosts", err)
 	}
-	var ids []string
-	for _, rec := range page.Hosts {
-		if a := rec.Assignment; a != nil && !slices.Contains(ids, a.RolloutID) {
-			ids = append(ids, a.RolloutID)
-		}
-	}
-	hd, e := s.heads(r, ids)
+	hd, e := s.heads(r, page.Hosts...)
 	if e != nil {
 		return e
 	}

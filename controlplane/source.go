@@ -65,8 +65,10 @@ const (
 //     (rollout id from the ref's channel and the fleet's ciCommit), check
 //     that it was projected from this fleet, validate the fleet;
 //  4. store it, unless it is not newer than the channel's current release
-//     (a replay or a ref moved back): a failure at any step is an event and
-//     a metric, and the last verified release stays.
+//     (a replay or a ref moved back) or names a rollout the channel opened
+//     before (an old ciCommit signed anew): a failure at any step is an
+//     event, a metric and a row of the release log, and the last verified
+//     release stays.
 //
 // Every object is looked up by its header before any of it is read (see
 // lazy and object): nothing over maxArtifact is read, and an artifact
@@ -464,12 +466,13 @@ type verifyError struct {
 func (e *verifyError) Error() string { return e.err.Error() }
 
 // stored finishes a verified release after the store was asked to keep
-// it (putErr is its answer; nil: it is new). A replay is
-// recorded as a failure; only store errors are returned, and they are no
-// verdict on the release: a store that cannot say which release is
-// current does not make this one a replay. A new release's host keys
-// (keysOf its fleet, parsed meanwhile) become the hosts' identities. The
-// log line says how long each part took (t).
+// it (putErr is its answer; nil: it is new). A replay, and an old
+// ciCommit signed anew (store.ErrReusedRef), are recorded as failures;
+// only store errors are returned, and they are no verdict on the
+// release: a store that cannot say which release is current does not
+// make this one a replay. A new release's host keys (keysOf its fleet,
+// parsed meanwhile) become the hosts' identities. The log line says how
+// long each part took (t).
 func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash, rel store.Release, keysOf func(fleetHash string) hostKeys, putErr error, t timing) error {
 	switch {
 	case errors.Is(putErr, store.ErrStaleRelease):
@@ -478,16 +481,29 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 			return err
 		}
 		if cur != nil && cur.FleetHash == rel.FleetHash && cur.ManifestHash == rel.ManifestHash {
-			return nil // the release we already have (a restart, a re-poll)
+			// The release we already have: a restart or a re-poll, or the
+			// ref moved back to it (the store logged that push).
+			return nil
+		}
+		// The rollback that works is the channel's latest rollout's (the
+		// current release may not have opened one).
+		latest, err := s.st.LatestRollouts(ctx)
+		if err != nil {
+			return err
 		}
 		way := "roll back with nixfleet rollout rollback, or revert the change in the fleet's source so that CI builds and signs it anew"
-		if cur != nil {
-			way = fmt.Sprintf("roll back with nixfleet rollout rollback %s, or revert the change in the fleet's source so that CI builds and signs it anew",
-				proto.RolloutID(channel, cur.Ref))
+		if id := latest[channel]; id != "" {
+			way = fmt.Sprintf("roll back with nixfleet rollout rollback %s, or revert the change in the fleet's source so that CI builds and signs it anew", id)
 		}
 		return s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReplayedRelease, fmt.Errorf(
 			"the release at %s was signed %s, not after the channel's current release: a replay or a ref moved back is refused; to go back, %s",
 			hash.String()[:12], rel.SignedAt.UTC().Format(time.RFC3339), way)})
+	case errors.Is(putErr, store.ErrReusedRef):
+		id := proto.RolloutID(channel, rel.Ref)
+		return s.fail(ctx, channel, hash, &rel, &verifyError{codes.ReusedCiCommit, fmt.Errorf(
+			"the release at %s is ciCommit %s signed anew (%s), but %s rolled out before and a rollout id opens once; "+
+				"to go back to it, revert the changes since in the fleet's source (git revert) so that CI builds, stamps and signs a new ciCommit",
+			hash.String()[:12], rel.Ref, rel.SignedAt.UTC().Format(time.RFC3339), id)})
 	case putErr != nil:
 		return putErr
 	}

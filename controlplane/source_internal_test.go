@@ -361,7 +361,7 @@ func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	}
 	if _, fails := src.status(); fails["prod"].Code != codes.ReplayedRelease {
 		t.Errorf("last failure %+v, want %s", fails["prod"], codes.ReplayedRelease)
-	} else if m := fails["prod"].Message; !strings.Contains(m, "nixfleet rollout rollback prod@") || !strings.Contains(m, "revert the change in the fleet's source") {
+	} else if m := fails["prod"].Message; !strings.Contains(m, "nixfleet rollout rollback, or") || !strings.Contains(m, "revert the change in the fleet's source") {
 		t.Errorf("the refusal %q does not name the ways back", m)
 	}
 	if src.seen["prod"] != c1 {
@@ -553,5 +553,125 @@ func TestRunSweepsOnAQuietPoll(t *testing.T) {
 	polled()
 	if src.sweeping.Load() || len(st.sweeps) > 0 {
 		t.Error("a second quiet poll swept again with nothing stored since")
+	}
+}
+
+// TestReleaseLogPushes: the release log has a row per push the source
+// reads, not per poll nor per commit: a ref moved back to an earlier
+// release is a refused row (replayed_release, naming the ways back) of its
+// own; the ref moved forward to the current release again is a row with
+// that release's fate; a poll or a restarted source reading an unchanged
+// ref adds none.
+func TestReleaseLogPushes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
+	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := trust.ParseRoots(repo.TrustJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC().Truncate(time.Second)
+	clk := clock.NewFake(now.Add(time.Hour))
+	release := func(n int) plumbing.Hash {
+		t.Helper()
+		unsigned, err := spec.Fleet(fmt.Sprintf("v%d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := repo.Release(unsigned, fleetkit.Commit(n), now.Add(time.Duration(n)*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	newSrc := func() *source {
+		t.Helper()
+		src := newSource(repo.Dir, filepath.Join(dir, "state"), roots, st, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics())
+		src.board = newBoard()
+		if err := src.open(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	src := newSrc()
+	// poll polls, a second later; push moves the channel's ref to c and
+	// polls.
+	poll := func() {
+		t.Helper()
+		clk.Advance(time.Second)
+		if err := src.poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push := func(c plumbing.Hash) {
+		t.Helper()
+		if err := repo.Promote("prod", c); err != nil {
+			t.Fatal(err)
+		}
+		poll()
+	}
+	// pushes reads the log as "commit fate code", newest first.
+	pushes := func() []string {
+		t.Helper()
+		rels, err := st.ReleaseLog(ctx, store.ReleaseQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rels {
+			out = append(out, r.Commit[:7]+" "+r.Fate+" "+r.Reason.Code)
+		}
+		return out
+	}
+	row := func(c plumbing.Hash, fate, code string) string { return c.String()[:7] + " " + fate + " " + code }
+
+	c1, c2 := release(1), release(2)
+	push(c1)
+	push(c2)
+	push(c1) // back to the first release: a replay
+	want := []string{
+		row(c1, proto.FateRefused, codes.ReplayedRelease),
+		row(c2, proto.FatePending, codes.RefMoved),
+		row(c1, proto.FateSuperseded, codes.Superseded),
+	}
+	if d := cmp.Diff(want, pushes()); d != "" {
+		t.Fatalf("the log after a push back (-want +got):\n%s", d)
+	}
+	rels, err := st.ReleaseLog(ctx, store.ReleaseQuery{Channel: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rels[0].Reason.Message; !strings.Contains(m, "nixfleet rollout rollback, or") || !strings.Contains(m, "revert the change in the fleet's source") {
+		t.Errorf("the refused push %q does not name the ways back", m)
+	}
+
+	// The same ref, polled again, forgotten and read again, and read by a
+	// restarted source: no push.
+	poll()
+	src.forget()
+	poll()
+	src = newSrc()
+	poll()
+	if d := cmp.Diff(want, pushes()); d != "" {
+		t.Errorf("reading an unchanged ref again added rows (-want +got):\n%s", d)
+	}
+
+	// Forward to the current release again: a push, with its fate; then
+	// a restart reads it again.
+	push(c2)
+	src = newSrc()
+	poll()
+	want = append([]string{row(c2, proto.FatePending, codes.RefMoved)}, want...)
+	if d := cmp.Diff(want, pushes()); d != "" {
+		t.Errorf("the log after a push to the current release (-want +got):\n%s", d)
 	}
 }

@@ -372,11 +372,17 @@ type HostView struct {
 	Seen     bool         `json:"seen"`
 	Observed ObservedHost `json:"observed"`
 	// Rollout, Channel, RolloutState and Host are its place in the rollout
-	// that drives it; absent when none.
+	// that drives it; absent when none. A host that no rollout drives has
+	// the Channel the signed fleet puts it in, when it is a host of it.
 	Rollout      string       `json:"rollout,omitempty"`
 	Channel      string       `json:"channel,omitempty"`
 	RolloutState string       `json:"rolloutState,omitempty"`
 	Host         *RolloutHost `json:"host,omitempty"`
+	// Release is, for a host of the signed fleet that no rollout drives,
+	// the release of its channel that has not opened a rollout yet
+	// (pending, waiting or deferred), as GET /v1/releases lists it; absent
+	// when none waits.
+	Release *Release `json:"release,omitempty"`
 	// Explain answers "why is this host not on its target?" as the
 	// host's situation now.
 	Explain Situation `json:"explain"`
@@ -467,16 +473,16 @@ const (
 	// FateSuperseded: a newer ref of the channel (Release.By) replaced it
 	// before it opened; it never will.
 	FateSuperseded = "superseded"
-	// FateRefused: it failed verification, or was a replay (the reason's
-	// code says which).
+	// FateRefused: it failed verification, was a replay, or reused a
+	// ciCommit (the reason's code says which).
 	FateRefused = "refused"
 )
 
 // ReleaseFates lists every fate, in the order a ref may go through them.
 var ReleaseFates = []string{FatePending, FateWaiting, FateDeferred, FateOpened, FateSuperseded, FateRefused}
 
-// Release is a channel ref the control plane saw, and what became of it
-// (rfcs/0007 §Releases).
+// Release is a push of a channel ref the control plane read, and what
+// became of it (rfcs/0012 §Releases).
 type Release struct {
 	Channel string `json:"channel"`
 	// Commit is the git commit the channel ref pointed to; empty for the
@@ -487,7 +493,7 @@ type Release struct {
 	// its ref was known.
 	Ref       string `json:"ref,omitempty"`
 	RolloutID string `json:"rolloutId,omitempty"`
-	// SeenAt is when the control plane first saw the commit; SignedAt is
+	// SeenAt is when the control plane saw the ref move there; SignedAt is
 	// when CI signed the release (absent when refused unread).
 	SeenAt   time.Time `json:"seenAt"`
 	SignedAt time.Time `json:"signedAt,omitzero"`

@@ -14,7 +14,7 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-const hostNotFoundHint = "'nixfleet host list' shows the hosts that checked in or are in a rollout"
+const hostNotFoundHint = "'nixfleet host list' shows the hosts of the fleet, and those that checked in or are in a rollout"
 
 func hostCommand() *cli.Command {
 	return &cli.Command{
@@ -24,9 +24,12 @@ func hostCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			opCommand(&cli.Command{
 				Name:  "list",
-				Usage: "every host that checked in or is in a rollout",
+				Usage: "every host of the fleet, and every other host that checked in or is in a rollout",
 				Description: "Reads GET /v1/hosts page after page, by name. The filters match the rollout\n" +
-					"that drives a host (its assignment): --rollout lists the hosts a rollout drives now.",
+					"that drives a host (its assignment): --rollout lists the hosts a rollout drives now.\n" +
+					"A host of the fleet that no rollout drives yet (its channel's release waits on a\n" +
+					"channel edge, say) is listed with ROLLOUT \"none yet\" or the waiting release, and\n" +
+					"matches --channel by its channel in the fleet.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "channel", Usage: "only the hosts of `CHANNEL`"},
 					&cli.StringFlag{Name: "state", Usage: "only the hosts in `STATE` (" + hostStateNames() + ")"},
@@ -36,10 +39,12 @@ func hostCommand() *cli.Command {
 					pageSizeFlag,
 				},
 			}, nil, runHostList),
-			opCommand(&cli.Command{Name: "show", Usage: "a host: what it reported, and its place in its rollout"}, []string{"NAME"}, runHostShow),
+			opCommand(&cli.Command{Name: "show", Usage: "a host: what it reported, and its place in its rollout",
+				BashComplete: completeArg(completeHostNames)}, []string{"NAME"}, runHostShow),
 			opCommand(&cli.Command{
-				Name:  "explain",
-				Usage: "why is this host not on its target? the gate or failure holding it, or that it is there",
+				Name:         "explain",
+				Usage:        "why is this host not on its target? the gate or failure holding it, or that it is there",
+				BashComplete: completeArg(completeHostNames),
 				Description: "Prints the control plane's answer (GET /v1/hosts/NAME, \"explain\"): the gate\n" +
 					"holding a Pending host, the reason a host failed, or that it converged.",
 			}, []string{"NAME"}, runHostExplain),
@@ -97,13 +102,47 @@ func runHostList(c *cli.Context, o *operator, _ []string) error {
 		if h.Host != nil && h.Observed.Current == h.Host.Target {
 			runs = "= target"
 		}
-		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), runs, target, aboutText(proto.Event{RolloutID: h.Rollout}), dash(h.Explain.Code))
+		t.add(h.Hostname, dash(h.Channel), state, onlineWord(h), runs, target, rolloutColumn(h), dash(h.Explain.Code))
 	}
 	t.write(c.App.Writer)
 	if next != "" {
 		fmt.Fprintf(c.App.Writer, "more hosts follow: add --after %s\n", next)
 	}
 	return nil
+}
+
+// rolloutColumn is a listed host's rollout: the one that drives it, else
+// for a host of the fleet the release of its channel that waits to open
+// one ("prod@1234567 deferred"), else "none yet"; "-" for a host outside
+// the fleet in no rollout.
+func rolloutColumn(h proto.HostView) string {
+	switch {
+	case h.Host != nil:
+		return aboutText(proto.Event{RolloutID: h.Rollout})
+	case h.Release != nil:
+		return shortID(h.Release.RolloutID) + " " + h.Release.Fate
+	case h.Channel != "":
+		return "none yet"
+	}
+	return "-"
+}
+
+// releaseText says what holds a release that has not opened its rollout:
+// "prod@1234567 deferred by channel staging: [channel_edge] …".
+func releaseText(r *proto.Release) string {
+	s := shortID(r.RolloutID) + " " + r.Fate
+	switch {
+	case r.Fate == proto.FateWaiting && r.By != "":
+		s += " for " + shortID(r.By)
+	case r.Fate == proto.FateDeferred && r.By == "manifest":
+		s += " by its manifest"
+	case r.Fate == proto.FateDeferred && r.By != "":
+		s += " by channel " + r.By
+	}
+	if r.Reason.Code != "" || r.Reason.Message != "" {
+		s += ": " + reasonLine(r.Reason.Code, r.Reason.Message)
+	}
+	return s
 }
 
 // maxHostPage is the most hosts GET /v1/hosts answers at once.
@@ -173,7 +212,15 @@ func runHostShow(c *cli.Context, o *operator, args []string) error {
 			f.add("held", "by "+gateText(r.Blocked))
 		}
 	} else {
-		f.add("rollout", "none")
+		if h.Channel != "" { // a host of the fleet
+			f.add("channel", h.Channel)
+			f.add("rollout", "none yet")
+		} else {
+			f.add("rollout", "none")
+		}
+		if h.Release != nil {
+			f.add("release", releaseText(h.Release))
+		}
 	}
 	f.add("explain", reasonLine(h.Explain.Code, h.Explain.Message))
 	f.write(c.App.Writer)
@@ -214,7 +261,8 @@ type explainView struct {
 	Until   *time.Time `json:"until,omitempty"`
 	Online  bool       `json:"online"`
 	Seen    bool       `json:"seen"`
-	// The host's place in the rollout that drives it; absent when none.
+	// The host's place in the rollout that drives it; absent when none
+	// (a host of the fleet in no rollout has its channel there).
 	Rollout      string `json:"rollout,omitempty"`
 	Channel      string `json:"channel,omitempty"`
 	RolloutState string `json:"rolloutState,omitempty"`
@@ -231,6 +279,9 @@ type explainView struct {
 	Activation *proto.Activation `json:"activation,omitempty"`
 	// Analysis are the canary analysis runs of the host's wave.
 	Analysis []proto.AnalysisRun `json:"analysis,omitempty"`
+	// Release is, for a host of the fleet in no rollout, the release of
+	// its channel that waits to open one.
+	Release *proto.Release `json:"release,omitempty"`
 }
 
 func explainOf(h proto.HostView) explainView {
@@ -245,6 +296,8 @@ func explainOf(h proto.HostView) explainView {
 			b := r.Blocked
 			e.Blocked = &b
 		}
+	} else {
+		e.Channel, e.Release = h.Channel, h.Release
 	}
 	return e
 }
@@ -286,6 +339,11 @@ func printExplain(w io.Writer, st style, e explainView) {
 	}
 	if e.Rollout != "" {
 		f.add("state", fmt.Sprintf("%s in %s (%s), wave %d", st.state(e.State), e.Rollout, st.state(e.RolloutState), *e.Wave))
+	} else if e.Channel != "" {
+		f.add("channel", e.Channel)
+	}
+	if e.Release != nil {
+		f.add("release", releaseText(e.Release))
 	}
 	if b := e.Blocked; b != nil && b.Gate == e.Code {
 		f.add("held by", gateText(*b))

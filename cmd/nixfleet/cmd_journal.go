@@ -17,10 +17,11 @@ import (
 func releasesCommand() *cli.Command {
 	return opCommand(&cli.Command{
 		Name:  "releases",
-		Usage: "every channel ref the control plane saw, newest first, and what became of it",
+		Usage: "every push of a channel ref the control plane read, newest first, and what became of it",
 		Description: "A ref opened a rollout, waits for the channel's rollout, is deferred by a\n" +
 			"channel edge, was superseded by a newer ref before it opened, or was refused\n" +
-			"(with its code). A pending ref is verified and waits for the next tick.",
+			"(with its code). A pending ref is verified and waits for the next tick. A ref\n" +
+			"pushed back to an earlier commit is a row of its own (refused: replayed_release).",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "channel", Usage: "only the refs of channel `C`"}},
 	}, nil, runReleases)
 }

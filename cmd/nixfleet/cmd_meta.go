@@ -63,7 +63,9 @@ func versionCommand() *cli.Command {
 
 // completionScripts are the bash and zsh scripts: both ask nixfleet itself
 // for the words that may follow (urfave/cli's --generate-bash-completion),
-// so that they follow the command tree of the binary they run.
+// so that they follow the command tree of the binary they run, with the
+// word being typed in NIXFLEET_COMPLETE_WORD (complete.go: rollout ids
+// and host names come from the control plane).
 var completionScripts = map[string]string{
 	"bash": `# bash completion for nixfleet. Load it with
 #   source <(nixfleet completion bash)
@@ -73,7 +75,7 @@ _nixfleet() {
   local -a line=("${COMP_WORDS[@]:0:COMP_CWORD}")
   [[ $cur == -* ]] && line+=("$cur")
   local IFS=$'\n'
-  COMPREPLY=($(compgen -W "$("${line[@]}" --generate-bash-completion 2>/dev/null)" -- "$cur"))
+  COMPREPLY=($(compgen -W "$(NIXFLEET_COMPLETE_WORD=$cur "${line[@]}" --generate-bash-completion 2>/dev/null)" -- "$cur"))
 }
 complete -o default -F _nixfleet nixfleet
 `,
@@ -86,7 +88,7 @@ _nixfleet() {
   local cur=${words[CURRENT]}
   line=(${words[1,CURRENT-1]})
   [[ $cur == -* ]] && line+=($cur)
-  words_out=("${(@f)$(_CLI_ZSH_AUTOCOMPLETE_HACK=1 ${line[@]} --generate-bash-completion 2>/dev/null)}")
+  words_out=("${(@f)$(_CLI_ZSH_AUTOCOMPLETE_HACK=1 NIXFLEET_COMPLETE_WORD=$cur ${line[@]} --generate-bash-completion 2>/dev/null)}")
   if [[ -n ${words_out[1]} ]]; then
     _describe 'nixfleet' words_out
   else

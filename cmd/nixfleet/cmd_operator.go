@@ -19,9 +19,10 @@ import (
 // The operator commands talk to the control plane's operator API
 // (rfcs/0009-operator-cli.md): status, rollout …, host ….
 
-const connDescription = "The control plane comes from --cp, NIXFLEET_CP_URL or cp_url in the config file\n" +
+const connDescription = "The control plane comes from --cp, NIXFLEET_CP_URL or cp in the config file\n" +
 	"(flags win over the environment, which wins over the file); likewise --key,\n" +
-	"--name, --ca. These flags are accepted before the command too."
+	"--name, --ca: each config key is its flag's name (cp_url, the old name of cp,\n" +
+	"still works). These flags are accepted before the command too."
 
 // opCommand makes an operator command: it takes the connection flags and
 // --json besides its own, exactly the positional arguments named, and
@@ -35,6 +36,9 @@ func opCommand(cmd *cli.Command, argNames []string, run func(c *cli.Context, o *
 		cmd.Description = connDescription
 	} else {
 		cmd.Description += "\n\n" + connDescription
+	}
+	if cmd.BashComplete == nil && len(argNames) == 1 && argNames[0] == "ID" {
+		cmd.BashComplete = completeArg(completeRolloutIDs) // ids from the control plane
 	}
 	cmd.Action = func(c *cli.Context) error {
 		args, err := commandArgs(c, argNames...)
@@ -153,20 +157,21 @@ func printChannelStatus(w io.Writer, st style, ch proto.ChannelStatus, full *pro
 			}{{"waiting", true}, {"stuck", false}} {
 				held := heldHosts(*full, group.moves)
 				anyHeld = anyHeld || len(held) > 0
-				for i, h := range held {
+				lines := heldLines(held)
+				for i, l := range lines {
 					if i == 10 {
-						f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", len(held)-i, shortID(r.ID)))
+						more := 0
+						for _, l := range lines[i:] {
+							more += len(l.hosts)
+						}
+						f.add("", fmt.Sprintf("… and %d more (nixfleet rollout show %s)", more, shortID(r.ID)))
 						break
 					}
 					label := ""
 					if i == 0 {
 						label = group.label
 					}
-					line := fmt.Sprintf("%s (wave %d): %s", h.Hostname, h.Wave, reasonLine(h.Situation.Code, h.Situation.Message))
-					if h.Situation.Next != "" {
-						line += "; next: " + h.Situation.Next
-					}
-					f.add(label, line)
+					f.add(label, l.text())
 				}
 			}
 			if anyHeld && full.HostsNext != "" {
@@ -228,6 +233,55 @@ func heldHosts(r proto.Rollout, moves bool) []proto.RolloutHost {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b proto.RolloutHost) int { return a.Wave - b.Wave })
+	return out
+}
+
+// heldLine is one line of held hosts: those of one wave that one gate
+// holds with the same words and the same next step, such as the hosts of
+// a wave that waits for its approvals. The step is said once for them all.
+type heldLine struct {
+	wave                int
+	hosts               []string
+	code, message, next string
+}
+
+// heldNames is how many hosts a held line names before it counts the
+// rest.
+const heldNames = 3
+
+// heldLines groups held hosts (heldHosts) into lines, in their order.
+func heldLines(held []proto.RolloutHost) []heldLine {
+	type key struct {
+		wave                int
+		code, message, next string
+	}
+	var out []heldLine
+	at := map[key]int{} // a line's index
+	for _, h := range held {
+		s := h.Situation
+		k := key{h.Wave, s.Code, s.Message, s.Next}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, heldLine{wave: h.Wave, code: s.Code, message: s.Message, next: s.Next})
+		}
+		out[i].hosts = append(out[i].hosts, h.Hostname)
+	}
+	return out
+}
+
+// text is "web-1, web-2, web-3 and 4 more (wave 1): [approval] wave 1
+// needs 2 approval(s) (none yet); next: …".
+func (l heldLine) text() string {
+	names := strings.Join(l.hosts[:min(len(l.hosts), heldNames)], ", ")
+	if n := len(l.hosts) - heldNames; n > 0 {
+		names += fmt.Sprintf(" and %d more", n)
+	}
+	out := fmt.Sprintf("%s (wave %d): %s", names, l.wave, reasonLine(l.code, l.message))
+	if l.next != "" {
+		out += "; next: " + l.next
+	}
 	return out
 }
 

@@ -8,15 +8,18 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/crypto/ssh"
 
@@ -56,9 +59,12 @@ type testFleet struct {
 	cert   devcert.Files
 	hosts  map[string]*simagent.Host
 	viewer *apiclient.Client
-	cancel context.CancelFunc
-	done   chan error
-	log    *lockedBuffer
+	// commits are the commits CI made, by ciCommit number (the latest
+	// one that signed it).
+	commits map[int]plumbing.Hash
+	cancel  context.CancelFunc
+	done    chan error
+	log     *lockedBuffer
 
 	caFile, operatorKey, viewerKey, approverKey string
 }
@@ -70,7 +76,8 @@ const fleetHookSecret = "fleet-hook-secret"
 func fleetRollout(channel string, n int) string { return channel + "@" + fleetkit.Commit(n) }
 
 func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
-	f := &testFleet{dir: dir, clock: cptest.NewClock(time.Now().UTC().Truncate(time.Second)), log: &lockedBuffer{}}
+	f := &testFleet{dir: dir, clock: cptest.NewClock(time.Now().UTC().Truncate(time.Second)), log: &lockedBuffer{},
+		commits: map[int]plumbing.Hash{}}
 	defer func() {
 		if err != nil {
 			f.stop()
@@ -227,7 +234,12 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 // release signs the fleet at a version as ciCommit n and promotes it on
 // every channel.
 func (f *testFleet) release(version string, n int) error {
-	return cptest.Release(f.repo, f.spec, version, n, f.clock.Now())
+	if err := cptest.Release(f.repo, f.spec, version, n, f.clock.Now()); err != nil {
+		return err
+	}
+	c, err := f.repo.Ref("stable")
+	f.commits[n] = c
+	return err
 }
 
 // push signs the fleet at a version as ciCommit n a minute later than
@@ -255,6 +267,66 @@ func (f *testFleet) push(version string, n int) error {
 		}
 		return decided == len(f.spec.Channels), nil
 	})
+}
+
+// point moves a channel's ref to the commit of ciCommit n, as an operator
+// pushing it back does, calls the webhook, and waits until the release
+// log's newest push of the channel is that commit (accepted or refused).
+func (f *testFleet) point(channel string, n int) error {
+	c, ok := f.commits[n]
+	if !ok {
+		return fmt.Errorf("no commit of ciCommit %d", n)
+	}
+	if err := f.repo.Promote(channel, c); err != nil {
+		return err
+	}
+	if err := f.hook(); err != nil {
+		return err
+	}
+	return f.logged(c, channel)
+}
+
+// resign signs the fleet at a version as ciCommit n again, a minute later
+// than the last release (CI rebuilding an old commit), promotes it on
+// every channel, calls the webhook, and waits until each channel's newest
+// push in the release log is the new commit.
+func (f *testFleet) resign(version string, n int) error {
+	f.clock.Advance(time.Minute)
+	if err := f.release(version, n); err != nil {
+		return err
+	}
+	if err := f.hook(); err != nil {
+		return err
+	}
+	return f.logged(f.commits[n], slices.Sorted(maps.Keys(f.spec.Channels))...)
+}
+
+// logged waits until the newest push of each channel in the release log
+// is commit c.
+func (f *testFleet) logged(c plumbing.Hash, channels ...string) error {
+	return f.until(fmt.Sprintf("the release log lists commit %s", c), func() (bool, error) {
+		for _, ch := range channels {
+			rels, _, err := f.viewer.Releases(context.Background(), proto.ReleaseQuery{Channel: ch})
+			if err != nil || len(rels) == 0 || rels[0].Commit != c.String() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// follow adds to the fleet, from its next release on, a channel of one
+// wave holding new hosts that run no agent (they never check in), which
+// channel gates orders first: a rollout of the channel does not open
+// while gates has one that is not terminal (after edge, whose edge@2
+// never ends, none opens: its hosts are in no rollout, its release is
+// deferred).
+func (f *testFleet) follow(channel, gates string, hosts []string) {
+	f.spec.Channels[channel] = []int{0}
+	for _, h := range hosts {
+		f.spec.Hosts = append(f.spec.Hosts, fleetrepo.NewHost(h, channel, 0))
+	}
+	f.spec.ChannelEdges = append(f.spec.ChannelEdges, proto.ChannelEdge{Gates: gates, Gated: channel, Reason: channel + " follows " + gates})
 }
 
 // hook calls the webhook as a forge does after a push.
@@ -410,13 +482,20 @@ func deadURL() (string, error) {
 //
 // "push" signs a new release and promotes it on every channel (see
 // testFleet.push); it sets the rollout ids STABLE<N> and EDGE<N>.
+// "follow" adds a channel to the fleet from the next push on (see
+// testFleet.follow). "point" moves one channel back to an earlier
+// release's commit (testFleet.point); "resign" signs an earlier ciCommit
+// anew (testFleet.resign).
 //
 //	fleet start [insecure]
 //	fleet settle ROLLOUT STATE
+//	fleet follow CHANNEL GATES HOST...
 //	fleet push VERSION N
+//	fleet point CHANNEL N
+//	fleet resign VERSION N
 func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet push VERSION N")
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
 	}
 	switch {
 	case args[0] == "start" && (len(args) == 1 || len(args) == 2 && args[1] == "insecure"):
@@ -461,6 +540,12 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 		if err := f.settle(args[1], reconciler.RolloutState(args[2])); err != nil {
 			ts.Fatalf("fleet settle: %v", err)
 		}
+	case args[0] == "follow" && len(args) >= 4:
+		f := fleets.get(ts)
+		if f == nil {
+			ts.Fatalf("fleet: not started")
+		}
+		f.follow(args[1], args[2], args[3:])
 	case args[0] == "push" && len(args) == 3:
 		f := fleets.get(ts)
 		if f == nil {
@@ -476,8 +561,25 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 		for _, ch := range []string{"stable", "edge"} {
 			ts.Setenv(fmt.Sprintf("%s%d", strings.ToUpper(ch), n), fleetRollout(ch, n))
 		}
+	case (args[0] == "point" || args[0] == "resign") && len(args) == 3:
+		f := fleets.get(ts)
+		if f == nil {
+			ts.Fatalf("fleet: not started")
+		}
+		n, err := strconv.Atoi(args[2])
+		if err != nil {
+			ts.Fatalf("fleet %s: N must be a ciCommit number", args[0])
+		}
+		if args[0] == "point" {
+			err = f.point(args[1], n)
+		} else {
+			err = f.resign(args[1], n)
+		}
+		if err != nil {
+			ts.Fatalf("fleet %s: %v", args[0], err)
+		}
 	default:
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet push VERSION N")
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
 	}
 }
 

@@ -58,6 +58,12 @@ func TestMain(m *testing.M) {
 //	fleet settle ID STATE    check the simulated hosts in until rollout ID is in STATE
 //	fleet push VERSION N     sign VERSION as ciCommit N, promote it on every channel, and
 //	                         wait until a tick decided about it (sets STABLE<N>, EDGE<N>)
+//	fleet follow CH GATES H… from the next push on, add channel CH with hosts H… (no agent
+//	                         runs on them), after channel GATES (a channel edge)
+//	fleet point CH N         move channel CH back to ciCommit N's commit, and wait until
+//	                         the release log lists that push
+//	fleet resign VERSION N   sign VERSION as ciCommit N anew, promote it on every channel,
+//	                         and wait until the release log lists that push
 //	normalize [-ids] SRC DST copy SRC to DST with times, hashes, intent ids (and event ids) replaced
 //	webserver KIND VAR       start an HTTP server on 127.0.0.1 that is not a control plane,
 //	                         and put its URL in VAR: KIND html (a web page on every path,

@@ -43,13 +43,13 @@ func dial(c *cli.Context) (*operator, error) {
 	switch {
 	case errors.Is(err, errBadConfig):
 		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.BadConfig, err: err,
-			hint: "the config file is TOML, lines key = \"string\"; keys: cp_url, key, name, ca (rfcs/0009)"}
+			hint: "the config file is TOML, lines key = \"string\"; keys: " + configKeys() + " (rfcs/0009)"}
 	case err != nil:
 		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.IOError, err: fmt.Errorf("config file: %w", err)}
 	}
 	if conn.URL == "" {
 		return nil, &cliError{exit: exitUsage, cmd: cmdName(c), code: codes.Usage, err: errors.New("no control plane to talk to"),
-			hint: "pass --cp URL, set NIXFLEET_CP_URL, or set cp_url in " + configHint()}
+			hint: "pass --cp URL, set NIXFLEET_CP_URL, or set cp in " + configHint()}
 	}
 	opts := apiclient.Options{Name: conn.Name, Timeout: opTimeout}
 	if conn.Key != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -12,13 +13,24 @@ import (
 // The operator commands' connection settings (rfcs/0009 §Configuration):
 // each comes from a flag, else an environment variable, else a key of the
 // config file (TOML), read by cliapp.Configure like the daemons' settings.
+// A key is its flag's name, as in the daemons' files; alias is the older
+// name the file may still use (not both: cliapp refuses that).
 var connSettings = []struct {
-	flag, env, key, usage string
+	flag, env, alias, usage string
 }{
 	{"cp", "NIXFLEET_CP_URL", "cp_url", "control plane `URL`: https://…, or http://… for nixfleet-cp --insecure-dev"},
-	{"key", "NIXFLEET_KEY", "key", "the operator's OpenSSH ed25519 private key `FILE`"},
-	{"name", "NIXFLEET_NAME", "name", "operator `NAME` put in the client certificate (informational)"},
-	{"ca", "NIXFLEET_CA", "ca", "PEM `FILE` of the CA that signs the control plane's certificate (default: system roots)"},
+	{"key", "NIXFLEET_KEY", "", "the operator's OpenSSH ed25519 private key `FILE`"},
+	{"name", "NIXFLEET_NAME", "", "operator `NAME` put in the client certificate (informational)"},
+	{"ca", "NIXFLEET_CA", "", "PEM `FILE` of the CA that signs the control plane's certificate (default: system roots)"},
+}
+
+// configKeys lists the config file's keys, for messages: "cp, key, name, ca".
+func configKeys() string {
+	names := make([]string, len(connSettings))
+	for i, s := range connSettings {
+		names[i] = s.flag
+	}
+	return strings.Join(names, ", ")
 }
 
 // configEnv names the config file when --config is not given.
@@ -34,7 +46,7 @@ func connFlags() []cli.Flag {
 	fl := make([]cli.Flag, 0, len(connSettings)+1)
 	for _, s := range connSettings {
 		fl = append(fl, &cli.StringFlag{Name: s.flag, Category: "connection",
-			Usage: fmt.Sprintf("%s (env %s, config %s)", s.usage, s.env, s.key)})
+			Usage: fmt.Sprintf("%s (env %s, config %s)", s.usage, s.env, s.flag)})
 	}
 	return append(fl, &cli.StringFlag{Name: "config", Category: "connection",
 		Usage: "config `FILE` (env " + configEnv + "; default $XDG_CONFIG_HOME/nixfleet/config.toml, else ~/.config/nixfleet/config.toml)"})
@@ -58,7 +70,10 @@ func resolveConnection(c *cli.Context, getenv func(string) string) (connection, 
 	cf := cliapp.ConfigFile{Path: path, Optional: !explicit, Env: map[string]string{},
 		Paths: []string{"key", "ca"}, EmptyIsUnset: true, Getenv: getenv}
 	for _, s := range connSettings {
-		cf.Keys = append(cf.Keys, cliapp.Key{Name: s.key, Flag: s.flag})
+		cf.Keys = append(cf.Keys, cliapp.Key{Name: s.flag, Flag: s.flag})
+		if s.alias != "" {
+			cf.Aliases = append(cf.Aliases, cliapp.Key{Name: s.alias, Flag: s.flag})
+		}
 		cf.Env[s.flag] = s.env
 	}
 	src, err := cliapp.Configure(c, cf)

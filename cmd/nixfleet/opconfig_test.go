@@ -35,7 +35,8 @@ func resolveIn(t *testing.T, env map[string]string, args ...string) (connection,
 	return conn, err
 }
 
-// TestOpConfigFile: the config file is TOML with four string keys. What the
+// TestOpConfigFile: the config file is TOML with four string keys, the
+// flags' names (cp_url, the old name of cp, still works). What the
 // hand-written subset parser accepted means the same; the rest of TOML is
 // accepted too; a bad file is a bad_config error naming the file and line.
 func TestOpConfigFile(t *testing.T) {
@@ -47,7 +48,10 @@ func TestOpConfigFile(t *testing.T) {
 	}{
 		{name: "empty", in: "", want: connection{}},
 		{name: "comments and blank lines", in: "# a comment\n\n   \t\n  # indented\n", want: connection{}},
-		{name: "the example", in: "# ~/.config/nixfleet/config.toml\ncp_url = \"https://fleet.example.org:8443\"\nkey = \"~/.ssh/nixfleet_ed25519\"\nca = \"ca.pem\"            # next to this file\n",
+		{name: "the example", in: "# ~/.config/nixfleet/config.toml\ncp = \"https://fleet.example.org:8443\"\nkey = \"~/.ssh/nixfleet_ed25519\"\nca = \"ca.pem\"            # next to this file\n",
+			want: connection{URL: "https://fleet.example.org:8443", Key: "/home/op/.ssh/nixfleet_ed25519", CA: "@DIR@/ca.pem"},
+			line: map[string]int{"cp": 2, "key": 3, "ca": 4}},
+		{name: "the old example", in: "# ~/.config/nixfleet/config.toml\ncp_url = \"https://fleet.example.org:8443\"\nkey = \"~/.ssh/nixfleet_ed25519\"\nca = \"ca.pem\"            # next to this file\n",
 			want: connection{URL: "https://fleet.example.org:8443", Key: "/home/op/.ssh/nixfleet_ed25519", CA: "@DIR@/ca.pem"},
 			line: map[string]int{"cp": 2, "key": 3, "ca": 4}},
 		{name: "spacing", in: "\tkey=\"a\"\nname   =   \"b\"   \n",
@@ -58,7 +62,8 @@ func TestOpConfigFile(t *testing.T) {
 		{name: "literal string", in: `key = 'C:\keys\op' # no escapes`, want: connection{Key: `@DIR@/C:\keys\op`}, line: map[string]int{"key": 1}},
 		{name: "an empty string is unset", in: `name = ""`, want: connection{}},
 		{name: "crlf and a byte order mark", in: "\uFEFF# x\r\ncp_url = \"u\"\r\n", want: connection{URL: "u"}, line: map[string]int{"cp": 2}},
-		{name: "a quoted key", in: `"cp_url" = "u"`, want: connection{URL: "u"}, line: map[string]int{"cp": 1}},
+		{name: "a quoted key", in: `"cp" = "u"`, want: connection{URL: "u"}, line: map[string]int{"cp": 1}},
+		{name: "a quoted old key", in: `"cp_url" = "u"`, want: connection{URL: "u"}, line: map[string]int{"cp": 1}},
 		{name: "a multi-line string", in: "name = '''\nops'''", want: connection{Name: "ops"}, line: map[string]int{"name": 2}},
 		{name: "TOML 1.1's \\x escape", in: `name = "a\x41"`, want: connection{Name: "aA"}, line: map[string]int{"name": 1}},
 	}
@@ -96,17 +101,21 @@ func TestOpConfigFileErrors(t *testing.T) {
 		in   string
 		msg  string // after "FILE:"
 	}{
-		{name: "unknown key", in: "cp_url = \"x\"\n\ncp = \"y\"", msg: `3: unknown key "cp" (known: cp_url, key, name, ca)`},
+		{name: "unknown key", in: "cp = \"x\"\n\ncp-url = \"y\"", msg: `3: unknown key "cp-url" (known: cp, key, name, ca)`},
+		{name: "both names of cp", in: "cp_url = \"x\"\n\ncp = \"y\"", msg: `3: "cp" and "cp_url" (line 1) are the same setting: keep one, "cp"`},
+		{name: "both names of cp, the old last", in: "cp = \"x\"\ncp_url = \"x\"", msg: `2: "cp_url" and "cp" (line 1) are the same setting: keep one, "cp"`},
 		{name: "table", in: "# x\n[server]\n", msg: `2: unknown key "server"`},
 		{name: "array table", in: "[[x]]", msg: `1: unknown key "x"`},
-		{name: "a known key as a table", in: "[cp_url]\nhost = \"x\"", msg: `1: "cp_url" is a table; want a string`},
-		{name: "dotted key", in: `cp.url = "x"`, msg: `1: unknown key "cp"`},
-		{name: "no equals", in: `cp_url "x"`, msg: `1: expected '.' or '=', but got '"' instead`},
-		{name: "no value", in: "\n\ncp_url =", msg: `3: unexpected EOF; expected value`},
-		{name: "number", in: `cp_url = 8443`, msg: `1: "cp_url" is an integer; want a string`},
-		{name: "boolean", in: `cp_url = true`, msg: `1: "cp_url" is a boolean; want a string`},
-		{name: "array", in: `cp_url = ["a"]`, msg: `1: "cp_url" is an array; want a string`},
-		{name: "inline table", in: `cp_url = {a = "b"}`, msg: `1: "cp_url" is a table; want a string`},
+		{name: "a known key as a table", in: "[cp]\nhost = \"x\"", msg: `1: "cp" is a table; want a string`},
+		{name: "the old key as a table", in: "[cp_url]\nhost = \"x\"", msg: `1: "cp_url" is a table; want a string`},
+		{name: "dotted key", in: `cp.url = "x"`, msg: `1: "cp" is a table; want a string`},
+		{name: "no equals", in: `cp "x"`, msg: `1: expected '.' or '=', but got '"' instead`},
+		{name: "no value", in: "\n\ncp =", msg: `3: unexpected EOF; expected value`},
+		{name: "number", in: `cp = 8443`, msg: `1: "cp" is an integer; want a string`},
+		{name: "old key, number", in: `cp_url = 8443`, msg: `1: "cp_url" is an integer; want a string`},
+		{name: "boolean", in: `cp = true`, msg: `1: "cp" is a boolean; want a string`},
+		{name: "array", in: `cp = ["a"]`, msg: `1: "cp" is an array; want a string`},
+		{name: "inline table", in: `cp = {a = "b"}`, msg: `1: "cp" is a table; want a string`},
 		{name: "bare word", in: `key = ~/.ssh/id`, msg: `1: expected value but found '~' instead`},
 		{name: "unterminated", in: `name = "abc`, msg: `1: unexpected EOF; expected '"'`},
 		{name: "unknown escape", in: `name = "a\q"`, msg: `1: invalid escape in string '\q'`},
@@ -139,7 +148,7 @@ func TestOpConfigFileErrors(t *testing.T) {
 func TestOpConfigSources(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(file, []byte("cp_url = \"https://file\"\nkey = \"k\"\nname = \"file\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("cp = \"https://file\"\nkey = \"k\"\nname = \"file\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"NIXFLEET_CONFIG": file, "NIXFLEET_CP_URL": "https://env", "NIXFLEET_NAME": ""}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -87,6 +88,9 @@ type db struct {
 	// pages keeps the summaries of rollouts that no longer change
 	// (pages.go).
 	pages pageCache
+	// hostOrder says whether the database compares hostnames as bytes
+	// (pages.go, byteOrder); 0 until a host page found out.
+	hostOrder atomic.Int32
 }
 
 // DefaultPoolSize is how many connections the PostgreSQL store opens for

@@ -60,6 +60,32 @@ type HostQuery struct {
 	// times the limit when zero): a page of a filter that most candidates
 	// fail comes back short, with Next to continue.
 	MaxScan int
+	// Fleet, when set, is the signed fleet: its hosts are candidates too,
+	// so that a host of it that neither checked in nor is in a live
+	// rollout is listed, and the record of each host of it has its Fleet.
+	// Such a host matches a Channel filter by the channel the fleet puts
+	// it in, and no State or RolloutID filter.
+	Fleet Roster
+}
+
+// FleetHost is a host of a signed fleet, as a host page needs it.
+type FleetHost struct {
+	// Channel is the channel the fleet puts the host in.
+	Channel string
+	// Built: the fleet has a closure for the host (one without is in no
+	// rollout: proto.Host.ClosureHash).
+	Built bool
+}
+
+// Roster is the hosts of a signed fleet by name (the control plane keeps
+// the fleet it accepted last in memory). Names compare as bytes, the
+// order HostPage lists in.
+type Roster interface {
+	// After returns the first n hosts whose names sort after after, in
+	// order; only hosts of channel when channel is not "".
+	After(channel, after string, n int) []string
+	// Host returns a host of the fleet; ok is false for any other name.
+	Host(name string) (h FleetHost, ok bool)
 }
 
 // HostPage is a page of hosts, by name.
@@ -69,17 +95,20 @@ type HostPage struct {
 	Next string
 }
 
-// HostPage returns the hosts q selects, by name: every host that checked
-// in (it has a last-seen time or a status) or is in a live rollout, as
-// Hosts would, but one page of them.
+// HostPage returns the hosts q selects, by name (byte order): every host
+// that checked in (it has a last-seen time or a status), is in a live
+// rollout, or is a host of q.Fleet, as Hosts would with the fleet, but one
+// page of them.
 //
-//  1. Candidate names come, in name order after q.After, from the
+//  1. Candidate names come, in byte order after q.After, from the
 //     cheapest source for the filters: the rollout's hosts (RolloutID);
 //     the live rollouts' hosts in that state (State), or of that
-//     channel (Channel); else host_seen, host_status and the live
-//     rollouts' hosts together.
+//     channel and the fleet's hosts of that channel (Channel); else
+//     host_seen, host_status, the live rollouts' hosts and the fleet's
+//     hosts together. The store's names are merged with the fleet's in
+//     memory, a batch at a time.
 //  2. The page's records (last-seen time, status, assignment among the
-//     live rollouts) are read for those names only.
+//     live rollouts, place in the fleet) are read for those names only.
 //  3. A candidate whose assignment does not match the filters (it is
 //     listed in an older live rollout, but another drives it) is left
 //     out. Candidates are judged in batches until the page is full, none
@@ -101,6 +130,9 @@ func (s *db) HostPage(ctx context.Context, q HostQuery) (HostPage, error) {
 		if !ok {
 			return nil
 		}
+		if src.byName, err = s.byteOrder(ctx, tx); err != nil {
+			return err
+		}
 		cursor, judged := q.After, 0
 		for {
 			want := min(limit-len(out.Hosts), scan-judged)
@@ -111,7 +143,7 @@ func (s *db) HostPage(ctx context.Context, q HostQuery) (HostPage, error) {
 			}
 			more := len(names) > want
 			names = names[:min(len(names), want)]
-			recs, err := hostRecords(ctx, tx, l, names)
+			recs, err := hostRecords(ctx, tx, l, names, q.Fleet)
 			if err != nil {
 				return err
 			}
@@ -145,13 +177,17 @@ func (q HostQuery) matches(r HostRecord) bool {
 		return true
 	}
 	a := r.Assignment
-	return a != nil && (q.Channel == "" || a.Channel == q.Channel) && (q.State == "" || a.Host.State == q.State) &&
+	if a == nil { // in no rollout: only the channel the fleet gives it can match
+		return q.State == "" && q.RolloutID == "" && r.Fleet != nil && r.Fleet.Channel == q.Channel
+	}
+	return (q.Channel == "" || a.Channel == q.Channel) && (q.State == "" || a.Host.State == q.State) &&
 		(q.RolloutID == "" || a.RolloutID == q.RolloutID)
 }
 
 // hostCandidates is where a page's candidate names come from: a UNION of
-// sources, each read in name order after the cursor and cut at the
-// page's size, so that a page reads at most that many names of each.
+// the store's sources, each read in byte order after the cursor and cut
+// at the page's size, so that a page reads at most that many names of
+// each, merged with as many names of the fleet.
 type hostCandidates struct {
 	// rollouts are the live rollouts whose hosts are candidates; state,
 	// when set, keeps their hosts in that state only.
@@ -159,10 +195,17 @@ type hostCandidates struct {
 	state    reconciler.HostState
 	// observed adds the hosts with a last-seen time or a status.
 	observed bool
+	// fleet, when set, adds its hosts (of channel only, when set).
+	fleet   Roster
+	channel string
+	// byName is the SQL that orders and compares hostnames as bytes
+	// (db.byteOrder).
+	byName string
 }
 
 // hostSource picks the candidates of q; ok is false when no host can
-// match (the rollout is not live, or not of the channel).
+// match (the rollout is not live, or not of the channel, and the fleet
+// cannot match).
 func hostSource(l *liveness, q HostQuery) (hostCandidates, bool) {
 	src := hostCandidates{state: q.State, observed: q.Channel == "" && q.State == "" && q.RolloutID == ""}
 	for _, h := range l.liveHeads() {
@@ -170,48 +213,117 @@ func hostSource(l *liveness, q HostQuery) (hostCandidates, bool) {
 			src.rollouts = append(src.rollouts, h.id)
 		}
 	}
-	return src, src.observed || len(src.rollouts) > 0
+	if q.Fleet != nil && q.State == "" && q.RolloutID == "" {
+		src.fleet, src.channel = q.Fleet, q.Channel
+	}
+	return src, src.observed || len(src.rollouts) > 0 || src.fleet != nil
 }
 
-// names returns up to n candidate names after cursor, in order.
+// names returns up to n candidate names after cursor, in byte order.
 func (c hostCandidates) names(ctx context.Context, tx *txn, cursor string, n int) ([]string, error) {
 	var parts []string
 	var args []any
 	add := func(sel string, a ...any) {
-		parts = append(parts, fmt.Sprintf("SELECT hostname FROM (%s ORDER BY hostname LIMIT ?) AS c%d", sel, len(parts)))
+		parts = append(parts, fmt.Sprintf("SELECT hostname FROM (%s ORDER BY %s LIMIT ?) AS c%d", sel, c.byName, len(parts)))
 		args = append(append(args, a...), n)
 	}
+	after := c.byName + " > ?"
 	if c.observed {
-		add("SELECT hostname FROM host_seen WHERE hostname > ?", cursor)
-		add("SELECT hostname FROM host_status WHERE hostname > ?", cursor)
+		add("SELECT hostname FROM host_seen WHERE "+after, cursor)
+		add("SELECT hostname FROM host_status WHERE "+after, cursor)
 	}
 	for _, id := range c.rollouts {
 		if c.state != "" {
-			add("SELECT hostname FROM rollout_hosts WHERE rollout_id = ? AND hostname > ? AND state = ?", id, cursor, string(c.state))
+			add("SELECT hostname FROM rollout_hosts WHERE rollout_id = ? AND "+after+" AND state = ?", id, cursor, string(c.state))
 		} else {
-			add("SELECT hostname FROM rollout_hosts WHERE rollout_id = ? AND hostname > ?", id, cursor)
+			add("SELECT hostname FROM rollout_hosts WHERE rollout_id = ? AND "+after, id, cursor)
 		}
 	}
-	if len(parts) == 0 {
-		return nil, nil
+	out := []string{}
+	if len(parts) > 0 {
+		var err error
+		out, err = collect(ctx, tx, out, scanString,
+			"SELECT hostname FROM ("+strings.Join(parts, " UNION ")+") AS u ORDER BY "+c.byName+" LIMIT ?", append(args, n)...)
+		if err != nil {
+			return nil, fmt.Errorf("candidates: %w", err)
+		}
 	}
-	out, err := collect(ctx, tx, []string{}, scanString, strings.Join(parts, " UNION ")+" ORDER BY hostname LIMIT ?", append(args, n)...)
-	if err != nil {
-		return nil, fmt.Errorf("candidates: %w", err)
+	if c.fleet != nil {
+		out = mergeNames(out, c.fleet.After(c.channel, cursor, n), n)
 	}
 	return out, nil
 }
 
+// mergeNames merges two lists of names in byte order, without
+// duplicates, into the first n of both.
+func mergeNames(a, b []string, n int) []string {
+	out := make([]string, 0, min(n, len(a)+len(b)))
+	for len(out) < n && (len(a) > 0 || len(b) > 0) {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default: // the same name
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return out
+}
+
+// byteOrder returns the SQL expression that orders and compares hostnames
+// as bytes: the column itself on SQLite (BINARY) and on a PostgreSQL
+// database whose collation sorts as bytes (C, C.UTF-8), found out once;
+// else the column in the C collation, which costs each page a sort
+// instead of an index's order.
+func (s *db) byteOrder(ctx context.Context, tx *txn) (string, error) {
+	const plain, collated = "hostname", `hostname COLLATE "C"`
+	if s.dialect != dialectPostgres {
+		return plain, nil
+	}
+	switch s.hostOrder.Load() {
+	case orderBytes:
+		return plain, nil
+	case orderCollated:
+		return collated, nil
+	}
+	// Pairs whose order as bytes a linguistic collation reverses: case,
+	// punctuation, and a letter outside ASCII.
+	var bytewise bool
+	err := tx.queryRow(ctx, `SELECT 'B' < 'a' AND 'a-b' < 'ab' AND 'a.b' < 'a0' AND 'z' < 'é' AND 'Z' < '_'`).Scan(&bytewise)
+	if err != nil {
+		return "", fmt.Errorf("collation: %w", err)
+	}
+	if bytewise {
+		s.hostOrder.Store(orderBytes)
+		return plain, nil
+	}
+	s.hostOrder.Store(orderCollated)
+	return collated, nil
+}
+
+// Values of db.hostOrder: not known yet (0), the database's collation
+// sorts as bytes, or it does not.
+const (
+	orderBytes    int32 = 1
+	orderCollated int32 = 2
+)
+
 // hostRecords reads the records of the named hosts, in names' order,
-// leaving out the names that neither checked in nor are in a live
-// rollout.
-func hostRecords(ctx context.Context, tx *txn, l *liveness, names []string) ([]HostRecord, error) {
+// leaving out the names that neither checked in, nor are in a live
+// rollout, nor are hosts of fleet.
+func hostRecords(ctx context.Context, tx *txn, l *liveness, names []string, fleet Roster) ([]HostRecord, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
 	recs := make(map[string]*HostRecord, len(names))
 	for _, n := range names {
 		recs[n] = &HostRecord{Hostname: n}
+		if fleet != nil {
+			if h, ok := fleet.Host(n); ok {
+				recs[n].Fleet = &h
+			}
+		}
 	}
 	err := inChunks(names, idChunk, func(chunk []string) error {
 		in := placeholders(len(chunk))
@@ -258,7 +370,7 @@ func hostRecords(ctx context.Context, tx *txn, l *liveness, names []string) ([]H
 		if a, ok := as[n]; ok {
 			r.Assignment = &a
 		}
-		if r.Seen || r.Assignment != nil {
+		if r.Seen || r.Assignment != nil || r.Fleet != nil {
 			out = append(out, *r)
 		}
 	}

@@ -13,19 +13,26 @@ import (
 )
 
 // The release log (table channel_refs, rfcs/0006 §Release log): every
-// channel ref the source saw, one row per (channel, commit), and its fate
-// (proto.ReleaseFates). Three writers keep it, all under the tick lock:
+// push the source read, one row each time a channel's ref moved, and its
+// fate (proto.ReleaseFates). A channel's latest row with a commit is where
+// the source last saw its ref: a ref read again at that commit (a poll, a
+// restart) is the same push, and adds no row. Four writers keep it, all
+// under the tick lock:
 //
 //  1. PutReleases records a verified release as pending (or with the fate
 //     its ref already has, when another commit carried the same release),
 //     and marks the channel's previous ref superseded when it had not
 //     opened, with a ref_superseded event;
-//  2. RefuseRelease records a refused one;
-//  3. a tick moves pending, waiting and deferred refs to the fate its
+//  2. PutReleases, meeting the channel's current release at another
+//     commit than the latest row's (the ref moved back to it), records
+//     that push with the release's fate;
+//  3. RefuseRelease records a refused one;
+//  4. a tick moves pending, waiting and deferred refs to the fate its
 //     rollout_opened, ref_waiting and rollout_deferred events say.
 
 // RefusedRelease is a channel ref the source refused: verification failed,
-// or the release was a replay.
+// the release was a replay, or it named a rollout its channel opened before
+// (ErrReusedRef).
 type RefusedRelease struct {
 	Channel string
 	// Commit is the git commit the channel ref pointed to.
@@ -72,47 +79,73 @@ func logRelease(ctx context.Context, tx *txn, r Release, prevRef string, now tim
 			}
 		}
 	}
-	// The fate: that of the same release seen through another commit (a
-	// re-signed release), else opened when its rollout exists, else
-	// pending.
+	f, err := fateOf(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	return putRef(ctx, tx, r.Channel, r.SourceCommit, r.Ref, id, r.SignedAt, f, now, true)
+}
+
+// logCurrent records that the source met the channel's current release r
+// again, in a transaction that holds the tick lock: a push when the
+// channel's latest row names another commit (the ref moved back to the
+// release, after a refused push, say), with the release's fate; nothing
+// when it names this one (a poll or a restart reading the ref again).
+func logCurrent(ctx context.Context, tx *txn, r Release, now time.Time) error {
+	id := proto.RolloutID(r.Channel, r.Ref)
+	f, err := fateOf(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	return putRef(ctx, tx, r.Channel, r.SourceCommit, r.Ref, id, r.SignedAt, f, now, false)
+}
+
+// fateOf is the fate a verified release of rollout id takes: that of the
+// release's latest row still open or opened (the same release seen
+// through another commit, or re-signed), else opened when its rollout
+// exists, else pending.
+func fateOf(ctx context.Context, tx *txn, id string) (refRow, error) {
 	f := refRow{fate: proto.FatePending, code: codes.RefMoved, message: "verified; the next tick decides what it opens"}
 	err := tx.queryRow(ctx, `SELECT fate, blocked_by, code, message FROM channel_refs
-		WHERE rollout_id = ? AND commit_hash <> ? AND fate <> ? ORDER BY id DESC LIMIT 1`, id, r.SourceCommit, proto.FateRefused).
+		WHERE rollout_id = ? AND fate NOT IN (?, ?) ORDER BY id DESC LIMIT 1`, id, proto.FateSuperseded, proto.FateRefused).
 		Scan(&f.fate, &f.by, &f.code, &f.message)
 	switch {
 	case errors.Is(err, errNoRows):
 		var one int
 		err = tx.queryRow(ctx, "SELECT 1 FROM rollouts WHERE id = ?", id).Scan(&one)
 		if err == nil {
-			f = refRow{fate: proto.FateOpened, code: codes.RefMoved, message: "its rollout is open"}
+			return refRow{fate: proto.FateOpened, code: codes.RefMoved, message: "its rollout is open"}, nil
 		} else if !errors.Is(err, errNoRows) {
-			return fmt.Errorf("release log: %w", err)
+			return f, fmt.Errorf("release log: %w", err)
 		}
 	case err != nil:
-		return fmt.Errorf("release log: %w", err)
+		return f, fmt.Errorf("release log: %w", err)
 	}
-	return putRef(ctx, tx, r.Channel, r.SourceCommit, r.Ref, id, r.SignedAt, f, now, true)
+	return f, nil
 }
 
-// putRef writes the row of (channel, commit): a new one, or, when one
-// exists and replace is set or it is refused, new values for it (the
-// first sighting is kept).
+// putRef writes the row of a push of channel to commit. The channel's
+// latest row with a commit is where the source last saw its ref: another
+// commit there means the ref moved, and the push gets a new row; the same
+// commit is the same push read again, whose row takes the new values when
+// replace is set or it was refused, and keeps when it was seen. Without a
+// commit (rows older than the log), the row of the same rollout id
+// without one is the push's.
 func putRef(ctx context.Context, tx *txn, channel, commit, ref, rolloutID string, signed time.Time, f refRow, now time.Time, replace bool) error {
 	signedAt := int64(0)
 	if !signed.IsZero() {
 		signedAt = micros(signed)
 	}
 	var rowID int64
-	var fate string
-	// A commit names its row; without one (rows older than the log), the
-	// release does.
-	lookup, args := "commit_hash = ?", []any{channel, commit}
+	var rowCommit, fate string
+	lookup, args := "commit_hash <> ''", []any{channel}
 	if commit == "" {
 		lookup, args = "commit_hash = '' AND rollout_id = ?", []any{channel, rolloutID}
 	}
-	err := tx.queryRow(ctx, "SELECT id, fate FROM channel_refs WHERE channel = ? AND "+lookup+" ORDER BY id DESC LIMIT 1", args...).Scan(&rowID, &fate)
+	err := tx.queryRow(ctx, "SELECT id, commit_hash, fate FROM channel_refs WHERE channel = ? AND "+lookup+" ORDER BY id DESC LIMIT 1", args...).
+		Scan(&rowID, &rowCommit, &fate)
 	switch {
-	case errors.Is(err, errNoRows):
+	case errors.Is(err, errNoRows) || (err == nil && rowCommit != commit):
 		_, err = tx.exec(ctx, `INSERT INTO channel_refs (channel, commit_hash, ref, rollout_id, seen_at, signed_at, fate, blocked_by, code, message, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			channel, commit, ref, rolloutID, micros(now), signedAt, f.fate, f.by, f.code, f.message, micros(now))
@@ -191,16 +224,18 @@ func (tx *txn) applyReleaseFates(ctx context.Context, out *reconciler.Output, no
 
 // pruneReleaseLog deletes the refs whose fate is settled and last changed
 // before cut: superseded and refused ones, and opened ones whose rollout
-// was pruned.
+// was pruned; never a channel's latest row with a commit (where its ref
+// stands: reading it again must stay no new push).
 func pruneReleaseLog(ctx context.Context, tx *txn, cut int64) error {
 	_, err := tx.exec(ctx, `DELETE FROM channel_refs WHERE updated_at < ? AND (fate IN (?, ?)
-		OR (fate = ? AND NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.id = channel_refs.rollout_id)))`,
+		OR (fate = ? AND NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.id = channel_refs.rollout_id)))
+		AND id NOT IN (SELECT max(id) FROM channel_refs WHERE commit_hash <> '' GROUP BY channel)`,
 		cut, proto.FateSuperseded, proto.FateRefused, proto.FateOpened)
 	return err
 }
 
-// ReleaseLog returns the channel refs seen that q selects, newest first
-// (by first sighting, then by insertion).
+// ReleaseLog returns the pushes seen that q selects, newest first (by
+// when seen, then by insertion).
 func (s *db) ReleaseLog(ctx context.Context, q ReleaseQuery) ([]proto.Release, error) {
 	var where []string
 	var args []any

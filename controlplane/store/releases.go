@@ -7,14 +7,19 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nixfleet/nixfleet/proto"
 )
 
 // PutRelease records a channel's verified release, replacing the current
 // one, under the tick lock so a tick sees one release or the other. Its
 // bodies are named by content (blobs.go): those staged already are not
-// written again. A
-// release whose SignedAt (to the microsecond) is not after the current
-// one's returns ErrStaleRelease and writes nothing. The channel's last
+// written again. A release whose SignedAt (to the microsecond) is not
+// after the current one's returns ErrStaleRelease and writes nothing but,
+// for the current release met at another commit, its push in the release
+// log (logCurrent). A release whose ref names a rollout the channel opened
+// before, other than its last rolled ref, returns ErrReusedRef and writes
+// nothing: the tick would open that rollout id again. The channel's last
 // rolled ref is kept. The release log records the release, and a previous
 // ref that had not opened as superseded (see logRelease).
 func (s *db) PutRelease(ctx context.Context, r Release) error {
@@ -37,7 +42,7 @@ func (s *db) PutReleases(ctx context.Context, rs []Release) ([]error, error) {
 		for i, r := range rs {
 			ok, err := putRelease(ctx, tx, r)
 			switch {
-			case errors.Is(err, ErrStaleRelease) || errors.Is(err, errIncompleteRelease):
+			case errors.Is(err, ErrStaleRelease) || errors.Is(err, ErrReusedRef) || errors.Is(err, errIncompleteRelease):
 				errs[i] = err
 			case err != nil:
 				return err
@@ -71,15 +76,33 @@ func putRelease(ctx context.Context, tx *txn, r Release) (bool, error) {
 	}
 	signed := micros(r.SignedAt)
 	var cur int64
-	var curRef string
-	err := tx.queryRow(ctx, "SELECT signed_at, ref FROM channels WHERE channel = ? FOR UPDATE", r.Channel).Scan(&cur, &curRef)
+	var curRef, rolled, fleetHash, manifestHash string
+	err := tx.queryRow(ctx, "SELECT signed_at, ref, last_rolled_ref, fleet_hash, manifest_hash FROM channels WHERE channel = ? FOR UPDATE", r.Channel).
+		Scan(&cur, &curRef, &rolled, &fleetHash, &manifestHash)
 	switch {
 	case errors.Is(err, errNoRows):
 	case err != nil:
 		return false, fmt.Errorf("store: put release: %w", err)
 	case signed <= cur:
+		if r.FleetHash == fleetHash && r.ManifestHash == manifestHash {
+			if err := logCurrent(ctx, tx, r, r.VerifiedAt); err != nil {
+				return false, fmt.Errorf("store: put release: %w", err)
+			}
+		}
 		return false, fmt.Errorf("%w: channel %s: release %s signed at %s, current %s signed at %s", ErrStaleRelease, r.Channel,
 			r.Ref, fromMicros(signed).Format(time.RFC3339Nano), curRef, fromMicros(cur).Format(time.RFC3339Nano))
+	case rolled != "" && r.Ref != rolled:
+		// A rollout id opens once: CI re-signed a ciCommit whose rollout
+		// the channel had, and which is not the one it rolled last.
+		id := proto.RolloutID(r.Channel, r.Ref)
+		var one int
+		err := tx.queryRow(ctx, "SELECT 1 FROM rollouts WHERE id = ?", id).Scan(&one)
+		switch {
+		case err == nil:
+			return false, fmt.Errorf("%w: channel %s: rollout %s exists, and the channel rolled %s since", ErrReusedRef, r.Channel, id, rolled)
+		case !errors.Is(err, errNoRows):
+			return false, fmt.Errorf("store: put release: %w", err)
+		}
 	}
 	fleetBlob, err := putBlob(ctx, tx, r.FleetBody, r.VerifiedAt)
 	if err != nil {

@@ -44,7 +44,10 @@
 //     RolloutPage and RolloutView read a page by key (hostname after a
 //     cursor; opening time and id before one) and what that page needs,
 //     never every host or every rollout's plan; RolloutHeader and
-//     LatestRollouts read no plan and no host.
+//     LatestRollouts read no plan and no host. HostPage lists hostnames
+//     in byte order, also on a PostgreSQL database whose collation sorts
+//     otherwise, so that the caller's fleet (HostQuery.Fleet, in memory)
+//     merges into them.
 package store
 
 import (
@@ -68,8 +71,14 @@ var (
 	// ErrLeaseHeld: another holder's lease has not expired.
 	ErrLeaseHeld = errors.New("store: lease held by another replica")
 	// ErrStaleRelease: a release signed no later than the channel's
-	// current one (a replay or a reordering); nothing was written.
+	// current one (a replay or a reordering); nothing was written but
+	// the release log's row of a push back to the current release.
 	ErrStaleRelease = errors.New("store: release is not newer than the channel's current one")
+	// ErrReusedRef: a release whose ref (meta.ciCommit) names a rollout
+	// its channel opened before, and not the last one: CI re-signed an
+	// old ciCommit, and its rollout id would open twice; nothing was
+	// written.
+	ErrReusedRef = errors.New("store: release names a rollout its channel opened before")
 	// ErrDuplicate: an intent id or a sign-in token that already exists.
 	ErrDuplicate = errors.New("store: duplicate")
 	// ErrCursorMoved: a notification cursor was not where the caller
@@ -186,6 +195,9 @@ type HostRecord struct {
 	Observed reconciler.ObservedHost
 	// Assignment is nil for a host in no rollout.
 	Assignment *reconciler.Assignment
+	// Fleet is the host in the signed fleet HostQuery.Fleet holds; nil
+	// when it is not there (or no fleet was given).
+	Fleet *FleetHost
 }
 
 // Lease is a held lease. Epoch increases each time the lease changes
@@ -326,13 +338,17 @@ type ReleaseStore interface {
 	// current one, and logs it in the release log; the ref it replaced,
 	// if it had not opened a rollout, is superseded there, with a
 	// ref_superseded event. A release whose SignedAt is not after the
-	// current one's returns ErrStaleRelease and writes nothing.
+	// current one's returns ErrStaleRelease and writes nothing but, for
+	// the current release met at another commit than the channel's latest
+	// push, a row for that push. A release whose ref names a rollout the
+	// channel opened before, and not the one it rolled last, returns
+	// ErrReusedRef and writes nothing.
 	PutRelease(ctx context.Context, r Release) error
 	// PutReleases records several channels' releases in one transaction,
 	// so that a tick sees all of them or none: errs[i] is the error
-	// PutRelease would return for rs[i] (ErrStaleRelease, an incomplete
-	// release), and the others are stored; err is a store failure, after
-	// which nothing is stored.
+	// PutRelease would return for rs[i] (ErrStaleRelease, ErrReusedRef,
+	// an incomplete release), and the others are stored; err is a store
+	// failure, after which nothing is stored.
 	PutReleases(ctx context.Context, rs []Release) (errs []error, err error)
 	// StageReleaseBodies writes the bodies of a release that is being
 	// verified, so that the PutReleases that follows only names them
@@ -350,11 +366,13 @@ type ReleaseStore interface {
 	// Releases returns the current release of every channel, by channel
 	// name.
 	Releases(ctx context.Context) ([]Release, error)
-	// RefuseRelease records a channel ref the source refused in the
-	// release log; a commit the log holds with another fate keeps it.
+	// RefuseRelease records a push the source refused in the release log:
+	// a new row when the ref moved, also back to a commit of an earlier
+	// push; the same push read again keeps its row, and its fate unless
+	// refused.
 	RefuseRelease(ctx context.Context, r RefusedRelease) error
-	// ReleaseLog returns the channel refs seen that q selects, each with
-	// its fate (rfcs/0006 §Release log), newest first.
+	// ReleaseLog returns the pushes seen that q selects, each with its
+	// fate (rfcs/0006 §Release log), newest first.
 	ReleaseLog(ctx context.Context, q ReleaseQuery) ([]proto.Release, error)
 	// Manifest returns the manifest a rollout serves (ErrNotFound).
 	Manifest(ctx context.Context, rolloutID string) (Manifest, error)
@@ -407,9 +425,10 @@ type HostStore interface {
 	Hosts(ctx context.Context) ([]HostRecord, error)
 	// Assignments returns, for every host in a rollout, its assignment.
 	Assignments(ctx context.Context) (map[string]reconciler.Assignment, error)
-	// HostPage returns a page of the hosts Hosts returns, by name, that
-	// q's filters select by their assignment, reading only what the page
-	// needs; Next continues it.
+	// HostPage returns a page of the hosts Hosts returns and of the hosts
+	// of q.Fleet, by name, that q's filters select by their assignment
+	// (or, for a host of the fleet in no rollout, by its channel), reading
+	// only what the page needs; Next continues it.
 	HostPage(ctx context.Context, q HostQuery) (HostPage, error)
 	// LastSeen returns the last-seen times of the named hosts that have
 	// one.

@@ -27,6 +27,23 @@ func TestPostgres(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openPostgres(t) })
 }
 
+// TestPostgresLinguisticCollation: on a database whose collation does not
+// sort as bytes (ICU's en-US: capitals among the lower-case letters,
+// punctuation ignored at first), host pages still list by name in byte
+// order, so that the fleet's hosts merge into them.
+func TestPostgresLinguisticCollation(t *testing.T) {
+	if os.Getenv(pgtest.Env) == "" {
+		t.Fatal(pgtest.Unset)
+	}
+	t.Parallel()
+	s, err := store.Open(context.Background(), pgtest.URLWith(t, "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	storetest.HostPagesWithFleet(t, s)
+}
+
 // TestSQLite runs the conformance suite on SQLite, a fresh file per
 // subtest.
 func TestSQLite(t *testing.T) {

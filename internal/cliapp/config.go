@@ -63,6 +63,9 @@ type ConfigFile struct {
 	// message lists them. Nil: each flag of the command (but config and
 	// help) under its own name.
 	Keys []Key
+	// Aliases are other names of keys: older spellings the file may still
+	// use. Each sets its flag as the key does; no message lists them.
+	Aliases []Key
 	// Env maps flags whose environment variable Configure reads itself,
 	// rather than urfave/cli (EnvVars), to that variable. Such a flag
 	// given at any level of the command line wins over the variable, which
@@ -168,10 +171,11 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 	}
 
 	flagOf := map[string]string{}
-	for _, k := range keys {
+	for _, k := range slices.Concat(keys, cf.Aliases) {
 		flagOf[k.Name] = k.Flag
 	}
 	var sections []entry
+	setBy := map[string]entry{} // by flag: the entry of the file that set it
 	for _, e := range entries {
 		if _, ok := cf.Sections[e.key]; ok {
 			sections = append(sections, e)
@@ -181,6 +185,10 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 		if !ok {
 			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: cf.unknownKey(c, e.key, keys)})
 		}
+		if first, twice := setBy[flag]; twice {
+			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: sameSetting(first, e, keyOf(keys, flag))})
+		}
+		setBy[flag] = e
 		vals, msg := e.text(flagDef(c, flag))
 		if msg != "" {
 			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q %s", e.key, msg)})
@@ -205,6 +213,30 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 		return src, err
 	}
 	return src, nil
+}
+
+// keyOf is the name keys give a flag (its first), "" when none does.
+func keyOf(keys []Key, flag string) string {
+	for _, k := range keys {
+		if k.Flag == flag {
+			return k.Name
+		}
+	}
+	return ""
+}
+
+// sameSetting says that two keys of a file, first and then e, set one
+// flag, whose key is named name.
+func sameSetting(first, e entry, name string) string {
+	where := ""
+	if l := first.line(); l > 0 {
+		where = fmt.Sprintf(" (line %d)", l)
+	}
+	msg := fmt.Sprintf("%q and %q%s are the same setting: keep one", e.key, first.key, where)
+	if name != "" {
+		msg += fmt.Sprintf(", %q", name)
+	}
+	return msg
 }
 
 // readSections hands each table of ConfigFile.Sections the file holds to
@@ -237,6 +269,11 @@ func readSections(cf ConfigFile, data []byte, sections []entry) error {
 // keys returns cf.Keys, or the default: every flag of the command but
 // config and help, under each of its names.
 func (cf ConfigFile) keys(c *cli.Context) ([]Key, error) {
+	for _, k := range cf.Aliases {
+		if flagDef(c, k.Flag) == nil {
+			return nil, fmt.Errorf("cliapp: config key %q names no flag --%s", k.Name, k.Flag)
+		}
+	}
 	if cf.Keys != nil {
 		for _, k := range cf.Keys {
 			if flagDef(c, k.Flag) == nil {

@@ -459,6 +459,54 @@ func TestConfigureOperator(t *testing.T) {
 	}
 }
 
+// TestConfigureAliases: an alias sets its key's flag and is listed in no
+// message; a file that gives one setting under two names is refused at the
+// second, naming the first and its line.
+func TestConfigureAliases(t *testing.T) {
+	dir := t.TempDir()
+	cf := ConfigFile{Keys: []Key{{"cp", "cp"}, {"key", "key"}}, Aliases: []Key{{"cp_url", "cp"}}}
+	run := func(file string) (int, string, settings) {
+		var got settings
+		app := &cli.App{Name: "op", Flags: []cli.Flag{&cli.StringFlag{Name: "cp"}, &cli.StringFlag{Name: "key"}},
+			Action: func(c *cli.Context) error {
+				cf := cf
+				cf.Path = file
+				src, err := Configure(c, cf)
+				got = snapshot(c, src, []string{"cp", "key"})
+				return err
+			}}
+		var stderr bytes.Buffer
+		code := Run(context.Background(), app, []string{"op"}, &bytes.Buffer{}, &stderr)
+		return code, stderr.String(), got
+	}
+	for _, tc := range []struct {
+		name, in, cp, from string
+	}{
+		{name: "the key", in: "key = \"k\"\ncp = \"https://new\"\n", cp: "https://new", from: ":2"},
+		{name: "the alias", in: "cp_url = \"https://old\"\n", cp: "https://old", from: ":1"},
+	} {
+		file := writeFile(t, dir, "ok.toml", tc.in)
+		code, stderr, got := run(file)
+		if code != 0 || got.Values["cp"] != tc.cp || got.From["cp"] != file+tc.from {
+			t.Errorf("%s: exit %d (%s), cp %q from %q; want %q from %q", tc.name, code, stderr, got.Values["cp"], got.From["cp"], tc.cp, file+tc.from)
+		}
+	}
+	for _, tc := range []struct {
+		name, in, msg string
+	}{
+		{name: "alias then key", in: "cp_url = \"a\"\n# x\ncp = \"b\"\n", msg: `:3: "cp" and "cp_url" (line 1) are the same setting: keep one, "cp"`},
+		{name: "key then alias", in: "cp = \"a\"\ncp_url = \"b\"\n", msg: `:2: "cp_url" and "cp" (line 1) are the same setting: keep one, "cp"`},
+		{name: "empty values count", in: "cp = \"\"\ncp_url = \"\"\n", msg: `:2: "cp_url" and "cp" (line 1)`},
+		{name: "unknown key lists no alias", in: "url = \"a\"\n", msg: `:1: unknown key "url" (known: cp, key)`},
+	} {
+		file := writeFile(t, dir, "bad.toml", tc.in)
+		code, stderr, _ := run(file)
+		if want := "op: bad config file: " + file + tc.msg; code != 2 || !strings.HasPrefix(stderr, want) {
+			t.Errorf("%s: exit %d, %q; want 2 and %q", tc.name, code, stderr, want)
+		}
+	}
+}
+
 // FuzzDecodeTOML: decoding never panics; an error names the file; every
 // key that decodes appears once and has a line (valueLine's probe works).
 func FuzzDecodeTOML(f *testing.F) {

@@ -17,7 +17,8 @@
 //  4. else the flag's default.
 //
 // The file is decoded strictly: a key the command does not know, a key given
-// twice, a value of the wrong TOML type (a string where a flag wants a
+// twice, one setting given under two of its names (a key and its alias,
+// ConfigFile.Aliases, or two names of one flag), a value of the wrong TOML type (a string where a flag wants a
 // duration like "30s", an integer, a boolean, an array of strings) and
 // anything that is not TOML are a [ConfigError] naming the file and line,
 // and every error Configure returns is a [UsageError] (exit 2).

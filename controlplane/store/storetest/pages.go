@@ -191,6 +191,149 @@ func testHostPages(t *testing.T, s store.Store) {
 	diff(t, "last seen", seen, map[string]time.Time{"e2": t0, "x2": t0.Add(-time.Hour)})
 }
 
+// testRoster is a signed fleet's hosts for HostQuery.Fleet: a sorted
+// list and a map, as the control plane keeps them.
+type testRoster struct {
+	names []string
+	hosts map[string]store.FleetHost
+}
+
+func newTestRoster(hosts map[string]store.FleetHost) testRoster {
+	r := testRoster{hosts: hosts}
+	for name := range hosts {
+		r.names = append(r.names, name)
+	}
+	slices.Sort(r.names)
+	return r
+}
+
+func (r testRoster) After(channel, after string, n int) []string {
+	var out []string
+	for _, name := range r.names {
+		if len(out) < n && name > after && (channel == "" || r.hosts[name].Channel == channel) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (r testRoster) Host(name string) (store.FleetHost, bool) {
+	h, ok := r.hosts[name]
+	return h, ok
+}
+
+// HostPagesWithFleet: with HostQuery.Fleet, the hosts of the fleet are
+// listed too, merged by name in byte order with the hosts the store knows
+// (whatever the database's collation: the backends also run it on a
+// PostgreSQL database that sorts otherwise), once each, each record with
+// its place in the fleet. A host of the fleet in no rollout matches a
+// channel filter by its channel there, and no state or rollout filter; a
+// host in a rollout matches by its assignment, as without the fleet.
+func HostPagesWithFleet(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	m, ids := pagesFixture(t, s)
+	// Names that a linguistic collation orders otherwise than bytes do:
+	// capitals (before every lower-case letter as bytes) and punctuation.
+	m.checkIn(true, "Y1", "h0-seen")
+	all, err := s.Hosts(ctx)
+	must(t, err)
+	known := map[string]store.HostRecord{}
+	for _, r := range all {
+		known[r.Hostname] = r
+	}
+	fleet := newTestRoster(map[string]store.FleetHost{
+		"e1":   {Channel: "edge", Built: true},    // in edge@1
+		"h05":  {Channel: "stable", Built: true},  // in edge@3: it matches as edge's
+		"x1":   {Channel: "stable", Built: true},  // checked in, in no rollout
+		"Y1":   {Channel: "prod", Built: true},    // checked in, in no rollout
+		"A0":   {Channel: "prod", Built: true},    // never heard of
+		"e-0":  {Channel: "edge", Built: true},    // never heard of
+		"h0.5": {Channel: "edge", Built: false},   // never heard of, not built
+		"zz":   {Channel: "stable", Built: true},  // never heard of
+		"s2":   {Channel: "stable", Built: true},  // in stable@2
+		"k03":  {Channel: "stable", Built: true},  // Failed in stable@4
+		"e3":   {Channel: "edge", Built: true},    // only in a rollout that is not live
+		"Zulu": {Channel: "nowhere", Built: true}, // never heard of
+	})
+	want := map[string]store.HostRecord{}
+	for name, r := range known {
+		want[name] = r
+	}
+	for name, h := range fleet.hosts {
+		r, ok := want[name]
+		if !ok {
+			r = store.HostRecord{Hostname: name}
+		}
+		r.Fleet = &h
+		want[name] = r
+	}
+	var every []string
+	for name := range want {
+		every = append(every, name)
+	}
+	slices.Sort(every) // bytes
+	in := func(keep func(store.HostRecord) bool) []string {
+		out := []string{}
+		for _, name := range every {
+			if keep(want[name]) {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.HostQuery
+		want []string
+	}{
+		{"all", store.HostQuery{}, every},
+		{"channel prod", store.HostQuery{Channel: "prod"}, []string{"A0", "Y1"}},
+		{"channel edge", store.HostQuery{Channel: "edge"}, in(func(r store.HostRecord) bool {
+			return r.Assignment != nil && r.Assignment.Channel == "edge" || r.Assignment == nil && r.Fleet != nil && r.Fleet.Channel == "edge"
+		})},
+		{"channel stable", store.HostQuery{Channel: "stable"}, in(func(r store.HostRecord) bool {
+			return r.Assignment != nil && r.Assignment.Channel == "stable" || r.Assignment == nil && r.Fleet != nil && r.Fleet.Channel == "stable"
+		})},
+		{"state Pending", store.HostQuery{State: rc.HostPending}, []string{"e2", "h06", "h07", "h08", "h09", "h10", "h11", "h12", "s2", "s3"}},
+		{"rollout", store.HostQuery{RolloutID: ids["stable4"]}, []string{"k01", "k02", "k03", "k04", "k05", "k06", "k07", "k08", "s3"}},
+		{"channel and state", store.HostQuery{Channel: "prod", State: rc.HostPending}, []string{}},
+		{"after", store.HostQuery{After: "x1"}, []string{"x2", "zz"}},
+		{"after, a channel", store.HostQuery{After: "A0", Channel: "prod"}, []string{"Y1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, limit := range []int{1, 2, 5, 0} {
+				for _, scan := range []int{0, 1, 3} {
+					q := tc.q
+					q.Limit, q.MaxScan, q.Fleet = limit, scan, fleet
+					got := []string{}
+					for pages := 0; ; pages++ {
+						if pages > len(every)+2 {
+							t.Fatalf("limit %d, scan %d: %d pages and no end: %v", limit, scan, pages, got)
+						}
+						p, err := s.HostPage(ctx, q)
+						must(t, err)
+						if limit > 0 && len(p.Hosts) > limit {
+							t.Fatalf("limit %d: a page of %d hosts", limit, len(p.Hosts))
+						}
+						for _, r := range p.Hosts {
+							got = append(got, r.Hostname)
+							diff(t, "the page's record of "+r.Hostname, r, want[r.Hostname])
+						}
+						if p.Next == "" {
+							break
+						}
+						if p.Next <= q.After {
+							t.Fatalf("limit %d, scan %d: next %q after %q", limit, scan, p.Next, q.After)
+						}
+						q.After = p.Next
+					}
+					diff(t, fmt.Sprintf("hosts paged by %d, scanning %d", limit, scan), got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // testRolloutPages: pages of rollout summaries cover every rollout once,
 // newest first, under each filter and limit; a summary is the rollout
 // without its hosts, edges, host windows and budgets' host lists, with its

@@ -11,12 +11,15 @@ import (
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
-// testReleaseLog: every ref the store was given keeps a row with its
+// testReleaseLog: every push the store was given keeps a row with its
 // fate: pending until a tick decides, then opened, waiting or deferred;
 // superseded (with an event) when a newer ref replaces it before it
-// opened, whether a tick saw it or not; refused when the source says so,
-// without overwriting a ref that was accepted. Prune keeps what is not
-// settled.
+// opened, whether a tick saw it or not; refused when the source says so.
+// A row is a push, not a commit: a ref moved back to a commit of an
+// earlier push (refused as a replay), or back to the channel's current
+// release, is a new row, while the same ref read again (a poll, a
+// restart) adds none and keeps an accepted push's fate. Prune keeps what
+// is not settled, and each channel's latest push.
 func testReleaseLog(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	m := newSim(t, s)
@@ -64,7 +67,7 @@ func testReleaseLog(t *testing.T, s store.Store) {
 	m.now = m.now.Add(time.Minute)
 	m.release(fb.Bump("v3").Build(), fleetkit.Commit(3), "edge")
 	m.now = m.now.Add(time.Minute)
-	m.release(fb.Bump("v4").Build(), fleetkit.Commit(4), "edge")
+	v4 := m.release(fb.Bump("v4").Build(), fleetkit.Commit(4), "edge")[0]
 	m.tick()
 	diff(t, "superseded refs", fates(edge), []string{
 		id("edge", 4) + ": waiting " + id("edge", 1),
@@ -86,21 +89,52 @@ func testReleaseLog(t *testing.T, s store.Store) {
 		}
 	}
 
-	// Refusals: a new commit is logged refused, once; a commit accepted
-	// before keeps its fate.
+	// Refusals: a refused push is logged, once however often its ref is
+	// read.
 	at := m.now.Add(2 * time.Minute) // after v4 was verified
+	sec := func(n int) time.Time { return at.Add(time.Duration(n) * time.Second) }
 	bad := store.RefusedRelease{Channel: "edge", Commit: "bad0", Code: codes.BadSignature, Message: "first", At: at}
 	must(t, s.RefuseRelease(ctx, bad))
-	bad.Message, bad.At = "again", at.Add(time.Second)
+	bad.Message, bad.At = "again", sec(1)
 	must(t, s.RefuseRelease(ctx, bad))
-	must(t, s.RefuseRelease(ctx, store.RefusedRelease{Channel: "edge", Commit: "src-" + fleetkit.Commit(1), Ref: fleetkit.Commit(1),
-		Code: codes.ReplayedRelease, Message: "a replay", At: at}))
 	rels, err := s.ReleaseLog(ctx, edge)
 	must(t, err)
 	want := proto.Release{Channel: "edge", Commit: "bad0", SeenAt: at, Fate: proto.FateRefused,
-		Reason: proto.DecisionReason{Code: codes.BadSignature, Message: "again"}, UpdatedAt: at.Add(time.Second)}
+		Reason: proto.DecisionReason{Code: codes.BadSignature, Message: "again"}, UpdatedAt: sec(1)}
 	diff(t, "a refused ref", rels[0], want)
-	diff(t, "refs after refusals", fates(edge)[1:], []string{
+
+	// The ref moves back to v1's commit (a GitOps rollback): a replay, and
+	// a push of its own beside v1's opened one; read again, it adds none.
+	replay := store.RefusedRelease{Channel: "edge", Commit: "src-" + fleetkit.Commit(1), Ref: fleetkit.Commit(1),
+		Code: codes.ReplayedRelease, Message: "a replay", At: sec(2)}
+	must(t, s.RefuseRelease(ctx, replay))
+	replay.Message, replay.At = "read again", sec(3)
+	must(t, s.RefuseRelease(ctx, replay))
+	rels, err = s.ReleaseLog(ctx, edge)
+	must(t, err)
+	diff(t, "a push back to an earlier commit", rels[0], proto.Release{Channel: "edge", Commit: "src-" + fleetkit.Commit(1),
+		Ref: fleetkit.Commit(1), RolloutID: id("edge", 1), SeenAt: sec(2), Fate: proto.FateRefused,
+		Reason: proto.DecisionReason{Code: codes.ReplayedRelease, Message: "read again"}, UpdatedAt: sec(3)})
+
+	// The ref moves forward to the channel's current release again: not
+	// newer, so not stored, yet a push with the release's fate; read
+	// again, and refused when read again (stale by now, say), it adds no
+	// row and keeps its fate.
+	for i := range 2 {
+		again := v4
+		again.VerifiedAt = sec(4 + i)
+		wantErr(t, s.PutRelease(ctx, again), store.ErrStaleRelease, "PutRelease of the current release")
+	}
+	must(t, s.RefuseRelease(ctx, store.RefusedRelease{Channel: "edge", Commit: v4.SourceCommit, Ref: v4.Ref,
+		Code: codes.Stale, Message: "stale by now", At: sec(6)}))
+	// And back to v1's commit once more: another push.
+	replay.At = sec(7)
+	must(t, s.RefuseRelease(ctx, replay))
+	diff(t, "refs after refusals", fates(edge), []string{
+		id("edge", 1) + ": refused ",
+		id("edge", 4) + ": waiting " + id("edge", 1),
+		id("edge", 1) + ": refused ",
+		": refused ",
 		id("edge", 4) + ": waiting " + id("edge", 1),
 		id("edge", 3) + ": superseded " + fleetkit.Commit(4),
 		id("edge", 2) + ": superseded " + fleetkit.Commit(3),
@@ -109,10 +143,19 @@ func testReleaseLog(t *testing.T, s store.Store) {
 		t.Error("RefuseRelease accepted a ref without channel and code")
 	}
 
-	// Prune drops the settled refs (superseded, refused), keeps the rest.
+	// Prune drops the settled refs (superseded, refused) but the latest
+	// push of each channel, where its ref stands, and keeps the rest.
 	_, _, err = s.Prune(ctx, m.now.Add(time.Hour))
 	must(t, err)
 	diff(t, "refs after pruning", fates(store.ReleaseQuery{}), []string{
+		id("edge", 1) + ": refused ",
+		id("edge", 4) + ": waiting " + id("edge", 1),
 		id("edge", 4) + ": waiting " + id("edge", 1),
 		id("stable", 1) + ": deferred edge", id("edge", 1) + ": opened "})
+	// Read again after pruning, that ref is still no new push.
+	replay.At = m.now.Add(2 * time.Hour)
+	must(t, s.RefuseRelease(ctx, replay))
+	if n := len(fates(edge)); n != 4 {
+		t.Errorf("the ref read again after pruning: %d refs of edge, want 4", n)
+	}
 }

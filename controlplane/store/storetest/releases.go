@@ -9,6 +9,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
+	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
 // testReleases: a release replaces the channel's only if signed later;
@@ -81,6 +82,28 @@ func testReleases(t *testing.T, s store.Store) {
 	if w, _ := s.Watermark(ctx); w.Changes != w1.Changes+1 {
 		t.Errorf("a batch of two new releases moved the changes from %d to %d, want one change", w1.Changes, w.Changes)
 	}
+
+	// CI signs anew a ciCommit whose rollout the channel opened before
+	// (edge@5, crafted), not the one it rolled last (edge@1): its rollout
+	// id would open twice, so it is refused and nothing is written. The
+	// last rolled one signed anew (to stay fresh) is taken.
+	m.open(crafted("edge", fleetkit.Commit(5), rc.RolloutConverged, t0, t0, v3[0].ManifestHash))
+	w2, err := s.Watermark(ctx)
+	must(t, err)
+	m.now = m.now.Add(time.Hour)
+	old5 := Releases(t, fb.Bump("v5").Build(), fleetkit.Commit(5), m.now, "edge")[0]
+	wantErr(t, s.PutRelease(ctx, old5), store.ErrReusedRef, "PutRelease of a ciCommit whose rollout exists")
+	got, err = s.Releases(ctx)
+	must(t, err)
+	diff(t, "releases after a reused ciCommit", got, v3)
+	if w, _ := s.Watermark(ctx); w.Changes != w2.Changes {
+		t.Errorf("a refused release counted as a change")
+	}
+	if rels, err := s.ReleaseLog(ctx, store.ReleaseQuery{RolloutID: old5.Channel + "@" + old5.Ref}); err != nil || len(rels) != 0 {
+		t.Errorf("a reused ciCommit was logged by the store: %+v, %v", rels, err)
+	}
+	fresh := Releases(t, fb.Build(), fleetkit.Commit(1), m.now, "edge")[0]
+	must(t, s.PutRelease(ctx, fresh))
 }
 
 // testManifests: a rollout serves a copy of its channel's manifest at

@@ -96,6 +96,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotificationCursorRace", testNotificationCursorRace},
 		{"LiveRolloutsAndAssignments", testLiveAndAssignments},
 		{"HostPages", testHostPages},
+		{"HostPagesWithFleet", HostPagesWithFleet},
 		{"RolloutPages", testRolloutPages},
 		{"RolloutView", testRolloutView},
 		{"StateConstraints", testStateConstraints},

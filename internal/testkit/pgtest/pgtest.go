@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +32,13 @@ const Unset = Env + " is not set: run .ci/run, which starts a throwaway PostgreS
 // it, when the test ends.
 func URL(t testing.TB) string {
 	t.Helper()
+	return URLWith(t, "")
+}
+
+// URLWith is URL with options for CREATE DATABASE after the database's
+// name, like "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'".
+func URLWith(t testing.TB, options string) string {
+	t.Helper()
 	admin := os.Getenv(Env)
 	if admin == "" {
 		t.Fatal(Unset)
@@ -44,7 +52,7 @@ func URL(t testing.TB) string {
 		t.Fatalf("connecting to %s: %v", admin, err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, strings.TrimSpace("CREATE DATABASE "+name+" "+options)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

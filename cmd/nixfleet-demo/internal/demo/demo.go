@@ -485,7 +485,7 @@ func (d *session) writeConfig() error {
 		{d.approverConfig, filepath.Join(d.dir, approverKeyFile), approverName},
 	} {
 		body := fmt.Sprintf("# nixfleet operator configuration of the demo's control plane, as %s.\n"+
-			"cp_url = %s\nkey = %s\nname = %s\nca = %s\n",
+			"cp = %s\nkey = %s\nname = %s\nca = %s\n",
 			c.name, tomlString(d.url), tomlString(c.key), tomlString(c.name), tomlString(d.cert.CertFile))
 		if err := os.WriteFile(c.file, []byte(body), 0o644); err != nil {
 			return err
