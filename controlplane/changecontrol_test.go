@@ -111,12 +111,17 @@ func TestApprovals(t *testing.T) {
 				t.Errorf("carol's page:\n%s", page)
 			}
 			for name, b := range map[string]*browser{"alice, an operator,": aliceB, "victor, a viewer,": victorB} {
-				// (The hosts' reason names the command too, without
-				// --comment: the block of it is the approvers'.)
 				if page := b.page("/ui/rollouts/"+id, http.StatusOK); strings.Contains(page, "Approve wave") || strings.Contains(page, "signed-action") ||
 					strings.Contains(page, command) || !strings.Contains(page, "Approvals of wave 1: 0 of 2") {
 					t.Errorf("%s is shown how to approve, or not the approvals so far:\n%s", name, page)
 				}
+			}
+
+			// A held host's page says the command once, as its next
+			// step: the gate's message does not repeat it.
+			if page := victorB.page("/ui/hosts/web-1", http.StatusOK); strings.Count(page, "nixfleet rollout approve") != 1 ||
+				!strings.Contains(page, "wave 1 needs 2 approval(s) (none yet)") {
+				t.Errorf("web-1's page does not say the approve command once:\n%s", page)
 			}
 
 			// carol approves through the API, signed: one of two.

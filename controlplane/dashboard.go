@@ -133,6 +133,21 @@ func (d dashboardEngine) Occupancy(budgets []proto.RolloutBudget) []proto.Budget
 	return d.s.hub.occupancy(budgets)
 }
 
+// Covers looks a budget's hosts up in the hub until one is the channel's:
+// a budget of the channel stops at its first such host.
+func (d dashboardEngine) Covers(channel string, budgets []proto.RolloutBudget) []bool {
+	out := make([]bool, len(budgets))
+	for i, b := range budgets {
+		for _, host := range b.Hosts {
+			if a, ok := d.s.hub.get(host); ok && a.Channel == channel {
+				out[i] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
 func (d dashboardEngine) FollowSignal() <-chan struct{} { return d.s.hub.followSignal() }
 
 func (d dashboardEngine) EventMark() int64 { return d.s.hub.eventMark() }

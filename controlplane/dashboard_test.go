@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
@@ -282,8 +283,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	// reads).
 	waitFor(t, ctx, "the summary shows the pause", `/Paused/.test((document.querySelector('#summary') || {}).textContent || '')`, nil)
 	summary := text(t, ctx, "#summary")
-	if !strings.Contains(summary, "Paused") || strings.Contains(summary, "Halted") || !strings.Contains(summary, "Next:") || !strings.Contains(summary, "canary looks slow") {
+	if !strings.Contains(summary, "Paused") || strings.Contains(summary, "Halted") || !strings.Contains(summary, "canary looks slow") {
 		t.Errorf("after pause the summary says:\n%s", summary)
+	}
+	// The next step names the button the page offers, not the CLI
+	// command that does the same.
+	if next := text(t, ctx, "#summary .next"); next != "Next: press Resume" {
+		t.Errorf("alice, who has a Resume button, is told %q", next)
+	}
+	if !strings.Contains(text(t, ctx, "#summary .actions"), "Resume…") {
+		t.Errorf("the page names a Resume button it does not offer:\n%s", summary)
 	}
 	if badge := eval[string](t, ctx, `document.querySelector('#summary .badge').className`); !strings.Contains(badge, "st-wait") {
 		t.Errorf("the paused rollout's badge has class %q, want st-wait (amber)", badge)
@@ -333,6 +342,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if n := eval[int](t, vctx, `document.querySelectorAll('details.action, form[action*="/ui/rollouts/"]').length`); n != 0 {
 		t.Errorf("a viewer sees %d actions", n)
 	}
+	if next := text(t, vctx, "#summary .next"); next != "Next: nixfleet rollout resume "+proto.ShortRolloutID(id) {
+		t.Errorf("victor, who has no button, is told %q", next)
+	}
 	forged := `fetch(location.pathname + '/resume', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'comment=x&csrf=' + encodeURIComponent(document.querySelector('input[name=csrf]').value)}).then(r => r.status)`
 	if status := eval[int](t, vctx, forged); status != 403 {
 		t.Errorf("a viewer's form with its own CSRF token: %d, want 403", status)
@@ -357,6 +369,142 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(text(t, vctx, "main"), "sign_in_required") {
 		t.Errorf("after expiry the page says:\n%s", text(t, vctx, "main"))
 	}
+}
+
+// overflows lists what sticks out of a page horizontally: the document
+// wider than the viewport, and every element whose box ends past its
+// right edge, unless an ancestor scrolls or clips it (that ancestor is
+// judged itself). width is the viewport's width in CSS pixels.
+func overflows(width int) string {
+	return fmt.Sprintf(`(() => {
+  const w = %d, bad = [];
+  const doc = document.documentElement;
+  // A phone lays a page that is too wide out wider and zooms it out.
+  if (window.innerWidth !== w) bad.push('the page is laid out ' + window.innerWidth + ' px wide and zoomed out');
+  if (doc.scrollWidth > w || document.body.scrollWidth > w) bad.push('the document is ' + doc.scrollWidth + ' px wide');
+  const held = el => { for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) { if (getComputedStyle(a).overflowX !== 'visible') return true; } return false; };
+  document.querySelectorAll('body *').forEach(el => {
+    const r = el.getBoundingClientRect();
+    if ((r.width || r.height) && r.right > w + 0.5 && !held(el)) {
+      bad.push(el.tagName.toLowerCase() + (el.className ? '.' + String(el.className).split(' ').join('.') : '') + ' ends at ' + Math.round(r.right) + ' px: ' + (el.textContent || '').trim().slice(0, 60));
+    }
+  });
+  return bad;
+})()`, width)
+}
+
+// phoneWidth is a phone's viewport, in CSS pixels.
+const phoneWidth, phoneHeight = 390, 844
+
+// checkFits fails for everything that sticks out of the page at phone
+// width.
+func checkFits(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	for _, p := range eval[[]string](t, ctx, overflows(phoneWidth)) {
+		t.Errorf("%s at %d px: %s", page, phoneWidth, p)
+	}
+}
+
+// TestDashboardAtPhoneWidth: at a phone's 390 px, nothing on the overview,
+// a rollout's page (with an action form open) or a host's page sticks out
+// horizontally, long rollout ids and closures included. The overview's
+// channel cards show only the budgets that matter to their rollout now
+// (full, or with hosts in flight), and count the rest of their own; the
+// rollout page lists every budget. A wave that waits for its approvals
+// says the approve command once, on a held host's page too.
+func TestDashboardAtPhoneWidth(t *testing.T) {
+	spec := twoChannels()
+	one, two := 1, 2
+	prod := "prod"
+	spec.Budgets = []proto.DisruptionBudget{
+		{Name: "prod-canary", Selector: proto.Selector{Hosts: []string{"prod-canary"}}, MaxInFlight: &one},
+		{Name: "prod-all", Selector: proto.Selector{Channel: &prod}, MaxInFlight: &two},
+		{Name: "prod-db", Selector: proto.Selector{Hosts: []string{"prod-db-1"}}, MaxInFlight: &one},
+		{Name: "stage", Selector: proto.Selector{Hosts: []string{"stage-1"}}, MaxInFlight: &one},
+	}
+	e := newEnv(t, "sqlite", spec, nil)
+	hosts := e.hosts()
+	e.converge(hosts, 1)
+	e.spec.Approvals = map[string]map[int]proto.Approval{"prod": {1: {Required: true, Approvers: 1}}}
+	e.release("v1", 2)
+	id := rolloutID("prod", 2)
+	viewer := e.client(e.viewKey.priv, "victor")
+	e.await(10*time.Second, "the canaries are dispatched", func() bool {
+		var p, s proto.Rollout
+		return viewer.Get(context.Background(), "/v1/rollouts/"+id, &p) == nil && p.Counts[string(reconciler.HostActivating)] == 1 &&
+			viewer.Get(context.Background(), "/v1/rollouts/"+rolloutID("staging", 2), &s) == nil && s.Counts[string(reconciler.HostActivating)] == 1
+	})
+
+	ctx := chromium(t)
+	run(t, ctx, "a phone's viewport", chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulatePortrait, chromedp.EmulateMobile))
+	login, _, err := e.client(e.opKey.priv, "alice").WebLogin(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "signing in", chromedp.Navigate(e.url+login.Path), chromedp.WaitVisible(chromedp.CSS("section.channel")))
+	// Each card: the budgets in use that count its hosts, and how many
+	// others of its own are idle; not another channel's.
+	cards := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('section.channel')].map(s =>
+	  [s.querySelector('h2').textContent, (s.querySelector('.budgets') || {}).textContent || '']))`)
+	if b := cards["Channel prod"]; !strings.Contains(b, "prod-canary 1/1 full") || !strings.Contains(b, "prod-all 1/2") ||
+		!strings.Contains(b, "and 1 more with no host in flight") || strings.Contains(b, "stage") || strings.Contains(b, "prod-db") {
+		t.Errorf("prod's card says %q", b)
+	}
+	if b := strings.TrimSpace(cards["Channel staging"]); b != "Budgets: stage 1/1 full" {
+		t.Errorf("staging's card says %q", b)
+	}
+	checkFits(t, ctx, "the overview")
+	checkA11y(t, ctx, "overview at phone width")
+	screenshot(t, ctx, "overview-phone")
+
+	// prod's canary converges; its web hosts wait for an approval.
+	e.await(20*time.Second, "prod's wave 1 waits for its approval", func() bool {
+		for _, h := range hosts {
+			_ = h.Step(context.Background(), 0)
+		}
+		var r proto.Rollout
+		if viewer.Get(context.Background(), "/v1/rollouts/"+id, &r) != nil {
+			return false
+		}
+		held := 0
+		for _, h := range r.Hosts {
+			if h.State == string(reconciler.HostPending) && h.Blocked.Gate == codes.Approval {
+				held++
+			}
+		}
+		return held == 3
+	})
+	run(t, ctx, "opening the rollout", chromedp.Navigate(e.url+"/ui/rollouts/"+id), chromedp.WaitVisible(chromedp.CSS("#waves")))
+	page := text(t, ctx, "main")
+	for _, want := range []string{"Approvals of wave 1: 0 of 1 waiting for approval",
+		"prod-canary 0/1", "prod-all 0/2", "prod-db 0/1"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the rollout page lacks %q:\n%s", want, page)
+		}
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#budgets .chip').length`); n != len(spec.Budgets) {
+		t.Errorf("the rollout page lists %d budgets, want all %d", n, len(spec.Budgets))
+	}
+	// The command is said once: in the journal's approval_needed, for
+	// the wave; alice, an operator, has no approve block, and the held
+	// hosts do not repeat it.
+	if n := strings.Count(page, "nixfleet rollout approve"); n != 1 || strings.Contains(text(t, ctx, "#summary"), "nixfleet rollout approve") ||
+		strings.Contains(text(t, ctx, "#waves"), "nixfleet rollout approve") {
+		t.Errorf("the rollout page says the approve command %d times, want once, in the journal:\n%s", n, page)
+	}
+	checkFits(t, ctx, "the rollout page")
+	run(t, ctx, "opening pause", chromedp.Click(chromedp.CSS("details.action summary")))
+	waitFor(t, ctx, "the pause form is open", `document.querySelector('details.action').open`, nil)
+	checkFits(t, ctx, "the rollout page with the pause form open")
+	checkA11y(t, ctx, "rollout at phone width")
+	screenshot(t, ctx, "rollout-phone")
+
+	run(t, ctx, "opening a held host", chromedp.Navigate(e.url+"/ui/hosts/prod-web-1"), chromedp.WaitVisible(chromedp.CSS("#host")))
+	if n := strings.Count(text(t, ctx, "main"), "nixfleet rollout approve"); n != 1 {
+		t.Errorf("prod-web-1's page says the approve command %d times, want once:\n%s", n, text(t, ctx, "main"))
+	}
+	checkFits(t, ctx, "a host's page")
+	screenshot(t, ctx, "host-phone")
 }
 
 // bigSpec is one channel of n hosts: a wave of 100 canaries and a wave of
@@ -426,7 +574,8 @@ func TestDashboardBigRollout(t *testing.T) {
 	}
 	text := text(t, ctx, "#waves")
 	wave1 := strconv.Itoa(n - 100)
-	for _, want := range []string{wave1, "Pending", "0 of " + wave1 + " converged", "host-00000"} {
+	// The table of situations says each code in words too.
+	for _, want := range []string{wave1, "Pending", "0 of " + wave1 + " converged", "host-00000", "the host's wave has not started wave_not_active"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the %d-host page lacks %q", n, want)
 		}

@@ -467,10 +467,12 @@ func TestWebInsecureDev(t *testing.T) {
 	}
 }
 
-// TestWebBudgetOccupancy: the overview and the rollout page show each
-// budget's hosts in flight now, out of its limit: none while the fleet is
-// idle, the canary once it is dispatched, and none again once it
-// converged (reconciler.Occupancy over the hub's assignments).
+// TestWebBudgetOccupancy: the rollout page shows each budget's hosts in
+// flight now, out of its limit: none while the fleet is idle, the canary
+// once it is dispatched (reconciler.Occupancy over the hub's
+// assignments). The overview shows a budget on a channel's card only
+// while it matters to the channel's rollout: not for a rollout that is
+// over, and once the canary is dispatched, the budget it takes room in.
 func TestWebBudgetOccupancy(t *testing.T) {
 	t.Parallel()
 	spec := smallSpec()
@@ -488,7 +490,10 @@ func TestWebBudgetOccupancy(t *testing.T) {
 			t.Errorf("%s does not show the budget at %s", path, want)
 		}
 	}
-	chip("/ui/", "0/2")
+	chip("/ui/rollouts/"+rolloutID("stable", 1), "0/2")
+	if page := viewer.page("/ui/", http.StatusOK); strings.Contains(page, "Budgets:") {
+		t.Errorf("the overview shows the budgets of a converged rollout:\n%s", page)
+	}
 	e.release("v1", 2)
 	id := rolloutID("stable", 2)
 	e.await(20*time.Second, "the canary is dispatched", func() bool {

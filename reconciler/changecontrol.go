@@ -178,15 +178,19 @@ func approvalGate(w *work, wave int) Reason {
 	if len(got) > 0 {
 		so = fmt.Sprintf("%d so far: %s", len(got), strings.Join(got, ", "))
 	}
+	// The command that approves is not in the message: each held host
+	// would repeat it. A host's situation names it as its next step
+	// (Situate), and the approval_needed event adds it (waveStarts).
 	return Reason{Gate: codes.Approval, Code: codes.Approval,
-		Message: fmt.Sprintf("%s needs %d approval(s) (%s); an approver runs nixfleet rollout approve %s --wave %d", w.waveLabel(wave), need, so, w.r.ID, wave)}
+		Message: fmt.Sprintf("%s needs %d approval(s) (%s)", w.waveLabel(wave), need, so)}
 }
 
 // waveStarts journals a wave that became its rollout's current one while
 // it still needs approvals (rule 15): once, as it starts, so that
-// approvers can be told.
+// approvers can be told, with the command that approves it.
 func (t *tick) waveStarts(w *work) {
 	if why := approvalGate(w, w.r.Wave); why.Gate != "" {
+		why.Message += fmt.Sprintf("; an approver runs nixfleet rollout approve %s --wave %d", w.r.ID, w.r.Wave)
 		t.emit(Event{Kind: EventApprovalNeeded, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: w.r.Wave, Reason: why})
 	}
 }

@@ -105,12 +105,21 @@ func (t *tick) deadline(w *work) {
 // instead: they may still bring it.
 func (t *tick) unprovable(w *work) (string, bool) {
 	wave := min(max(w.r.Wave, 0), len(w.waves)-1)
-	if wave < 0 || len(w.waves[wave]) == 0 || t.partial[w.r.Channel] {
+	if wave < 0 || t.partial[w.r.Channel] {
+		return "", false
+	}
+	return unprovableWave(&w.r, w.waves[wave])
+}
+
+// unprovableWave is unprovable for the hosts of one wave, by index in
+// r.Hosts: why it can never be promoted, or false.
+func unprovableWave(r *Rollout, wave []int) (string, bool) {
+	if len(wave) == 0 {
 		return "", false
 	}
 	failed := 0
-	for _, i := range w.waves[wave] {
-		switch h := w.r.Hosts[i]; h.State {
+	for _, i := range wave {
+		switch r.Hosts[i].State {
 		case HostConverged:
 		case HostFailed, HostReverted:
 			failed++
@@ -118,12 +127,12 @@ func (t *tick) unprovable(w *work) (string, bool) {
 			return "", false
 		}
 	}
-	converged, need := w.evidence(wave)
+	converged, need := evidenceOf(r, wave)
 	if failed == 0 || converged >= need {
 		return "", false
 	}
 	return fmt.Sprintf("%s can no longer be promoted: %d of the %d host(s) it needs converged on a new closure, and no other can: "+
-		"%d failed, nothing is left to dispatch or watch", w.waveLabel(w.r.Wave), converged, need, failed), true
+		"%d failed, nothing is left to dispatch or watch", waveLabelOf(r, r.Wave), converged, need, failed), true
 }
 
 // stuck reports whether a Pending host is held by something that will not

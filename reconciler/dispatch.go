@@ -82,9 +82,14 @@ func (t *tick) promotable(w *work, wave int) bool {
 // wave's hosts that are not converged and unchanged: a wave the release
 // changes nowhere needs no proof.
 func (w *work) evidence(wave int) (proven, need int) {
-	n, unchanged := len(w.waves[wave]), 0
-	for _, i := range w.waves[wave] {
-		if h := w.r.Hosts[i]; h.State == HostConverged {
+	return evidenceOf(&w.r, w.waves[wave])
+}
+
+// evidenceOf is evidence for the hosts of one wave, by index in r.Hosts.
+func evidenceOf(r *Rollout, wave []int) (proven, need int) {
+	n, unchanged := len(wave), 0
+	for _, i := range wave {
+		if h := r.Hosts[i]; h.State == HostConverged {
 			if h.Previous == h.Target {
 				unchanged++
 			} else {
@@ -93,10 +98,10 @@ func (w *work) evidence(wave int) (proven, need int) {
 		}
 	}
 	need = 1
-	if m := w.r.HealthGate.MinConverged; m != nil {
+	if m := r.HealthGate.MinConverged; m != nil {
 		need = max(need, *m)
 	}
-	if p := w.r.HealthGate.MinConvergedPct; p != nil {
+	if p := r.HealthGate.MinConvergedPct; p != nil {
 		need = max(need, (n**p+99)/100)
 	}
 	return proven, min(need, n-unchanged)
@@ -189,9 +194,12 @@ func (t *tick) dispatchHosts(w *work) {
 }
 
 // waveLabel is "wave 1", or "wave 1 (canary)" when the policy names it.
-func (w *work) waveLabel(i int) string {
-	if i >= 0 && i < len(w.r.Waves) && w.r.Waves[i].Name != "" {
-		return fmt.Sprintf("wave %d (%s)", i, w.r.Waves[i].Name)
+func (w *work) waveLabel(i int) string { return waveLabelOf(&w.r, i) }
+
+// waveLabelOf names wave i of r: "wave 1 (canary)", or "wave 1".
+func waveLabelOf(r *Rollout, i int) string {
+	if i >= 0 && i < len(r.Waves) && r.Waves[i].Name != "" {
+		return fmt.Sprintf("wave %d (%s)", i, r.Waves[i].Name)
 	}
 	return fmt.Sprintf("wave %d", i)
 }

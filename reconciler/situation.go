@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
@@ -208,7 +209,7 @@ func reverting(r Rollout, h RolloutHost) (Situation, bool) {
 // any more.
 func pendingStopped(r Rollout, what string) Situation {
 	if ShownState(string(r.State), r.Reason.Code) == Paused {
-		return Situation{Code: codes.RolloutStopped, Next: haltedNext(r),
+		return Situation{Code: codes.RolloutStopped, Next: haltedNext(r, Commands(r)),
 			Message: fmt.Sprintf("not dispatched while rollout %s is paused (%s); a resume goes on", r.ID, r.Reason.Message)}
 	}
 	s := Situation{Code: codes.RolloutStopped, Message: fmt.Sprintf("%s: rollout %s is %s", what, r.ID, r.State)}
@@ -217,7 +218,7 @@ func pendingStopped(r Rollout, what string) Situation {
 	}
 	switch r.State {
 	case RolloutHalted:
-		s.Next = haltedNext(r)
+		s.Next = haltedNext(r, Commands(r))
 	case RolloutSuperseded:
 		s.Next = "the channel's newer rollout decides it"
 	case RolloutCancelled, RolloutReverted, RolloutFailed:
@@ -232,35 +233,82 @@ func pendingStopped(r Rollout, what string) Situation {
 
 // NextStep is the operator's next step for a rollout that waits for one:
 // a halted rollout is resumed or rolled back. It is empty for the others.
-func NextStep(r Rollout) string {
+// It names each action by its CLI command (Commands).
+func NextStep(r Rollout) string { return NextStepSaid(r, Commands(r)) }
+
+// NextStepSaid is NextStep with its actions said by say: a page that
+// offers an action's button names the button instead of the command.
+func NextStepSaid(r Rollout, say Say) string {
 	if r.State == RolloutHalted {
-		return haltedNext(r)
+		return haltedNext(r, say)
 	}
 	return ""
 }
 
-// haltedNext is what an operator can do with a halted rollout. Its
-// commands name the rollout by its short id, which the CLI takes back.
-func haltedNext(r Rollout) string {
+// Say says how the reader of a next step takes an action on the rollout:
+// verb is a subcommand of nixfleet rollout, an intent kind or "show". An
+// empty answer for show means that the reader sees what it prints
+// already.
+type Say func(verb string) string
+
+// Commands says each action as the nixfleet command that takes it on r,
+// which names r by its short id (the CLI takes it back).
+func Commands(r Rollout) Say {
 	id := proto.ShortRolloutID(r.ID)
+	return func(verb string) string { return fmt.Sprintf("nixfleet rollout %s %s", verb, id) }
+}
+
+// haltedNext is what an operator can do with a halted rollout.
+func haltedNext(r Rollout, say Say) string {
+	look := func(what string) string {
+		if s := say("show"); s != "" {
+			return what + " (" + s + ")"
+		}
+		return what
+	}
 	switch r.Reason.Code {
 	case codes.OperatorPause:
-		return fmt.Sprintf("nixfleet rollout resume %s", id)
+		return say(IntentResume)
 	case codes.RevertStalled:
-		return fmt.Sprintf("nixfleet rollout rollback %s again, or cancel it", id)
+		return say(IntentRollback) + " again, or cancel it"
 	case codes.AnalysisInconclusive:
-		return fmt.Sprintf("check that Prometheus answers the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", id, id, id)
+		return look("check that Prometheus answers the analysis") + ", then " + either(say, IntentResume, "it measures again", IntentRollback)
 	case codes.AnalysisFailed:
-		return fmt.Sprintf("look at the wave's services and the analysis (nixfleet rollout show %s), then nixfleet rollout resume %s (it measures again) or rollback %s", id, id, id)
+		return look("look at the wave's services and the analysis") + ", then " + either(say, IntentResume, "it measures again", IntentRollback)
+	case codes.WaveStalled:
+		// A wave that can never be promoted halts again at once on a
+		// resume (rule 11): the ways on are back or a new release.
+		var wave []int
+		for i, h := range r.Hosts {
+			if h.Wave == r.Wave {
+				wave = append(wave, i)
+			}
+		}
+		if _, ok := unprovableWave(&r, wave); ok {
+			return look("look at its failed hosts") + ", then " + say(IntentRollback) + ", or push a release that fixes the wave: it supersedes this one"
+		}
 	}
-	return fmt.Sprintf("look at its failed hosts, then nixfleet rollout resume %s (forgives them) or rollback %s", id, id)
+	return "look at its failed hosts, then " + either(say, IntentResume, "forgives them", IntentRollback)
+}
+
+// either is "<first> (<note>) or <second>", the second without the
+// words it begins with in common with the first: "nixfleet rollout
+// resume X (…) or rollback X", "press Resume (…) or Rollback".
+func either(say Say, first, note, second string) string {
+	a, b := say(first), say(second)
+	aw, bw := strings.Fields(a), strings.Fields(b)
+	n := 0
+	for n < len(aw) && n < len(bw)-1 && aw[n] == bw[n] {
+		n++
+	}
+	return fmt.Sprintf("%s (%s) or %s", a, note, strings.Join(bw[n:], " "))
 }
 
 // failedNext is what an operator can do about a failed host.
 func failedNext(r Rollout) string {
 	switch r.State {
 	case RolloutHalted:
-		return haltedNext(r)
+		return haltedNext(r, Commands(r))
 	case RolloutActive, RolloutConverged:
 		return "push a release that fixes it; the rollout goes on without it while its health gate allows"
 	}

@@ -256,3 +256,43 @@ func TestBudgetLines(t *testing.T) {
 		t.Errorf("budget lines of a paged view %q, want %q", got, want)
 	}
 }
+
+// TestChannelStatusSaysAnApprovalOnce: the hosts of a wave that waits for
+// its approvals share one line, which says the approve command once;
+// hosts held with other words keep a line each.
+func TestChannelStatusSaysAnApprovalOnce(t *testing.T) {
+	t.Parallel()
+	approval := func(name string) proto.RolloutHost {
+		return proto.RolloutHost{Hostname: name, Wave: 1, State: "Pending",
+			Blocked: proto.DecisionReason{Gate: "approval", Code: "approval", Message: "wave 1 needs 2 approval(s) (none yet)"},
+			Situation: &proto.Situation{Code: "approval", Message: "wave 1 needs 2 approval(s) (none yet)",
+				Next: "approvers approve the wave: nixfleet rollout approve stable@1 --wave 1 --comment …"}}
+	}
+	quarantined := func(name, closure string) proto.RolloutHost {
+		return proto.RolloutHost{Hostname: name, Wave: 1, State: "Pending",
+			Blocked:   proto.DecisionReason{Gate: "quarantined", Code: "quarantined", Message: closure + " failed here"},
+			Situation: &proto.Situation{Code: "quarantined", Message: closure + " failed here", Next: "push a release"}}
+	}
+	r := &proto.Rollout{ID: "stable@1", Channel: "stable", Ref: "1", State: "Active", Wave: 1, WavePhase: "dispatching",
+		Waves: []proto.RolloutWave{{}, {}},
+		Hosts: []proto.RolloutHost{{Hostname: "a", Wave: 0, State: "Converged"},
+			approval("w1"), approval("w2"), approval("w3"), approval("w4"), approval("w5"),
+			quarantined("x1", "/nix/store/x1"), quarantined("x2", "/nix/store/x2")},
+		Counts: map[string]int{"Converged": 1, "Pending": 7},
+	}
+	var b bytes.Buffer
+	printChannelStatus(&b, style{}, proto.ChannelStatus{Name: "stable", Ref: "1", Rollout: r}, r)
+	out := b.String()
+	if n := strings.Count(out, "nixfleet rollout approve"); n != 1 {
+		t.Errorf("the approve command is said %d times, want once:\n%s", n, out)
+	}
+	for _, want := range []string{
+		"  stuck    w1, w2, w3 and 2 more (wave 1): [approval] wave 1 needs 2 approval(s) (none yet); next: approvers approve the wave: nixfleet rollout approve stable@1 --wave 1 --comment …\n",
+		"           x1 (wave 1): [quarantined] /nix/store/x1 failed here; next: push a release\n",
+		"           x2 (wave 1): [quarantined] /nix/store/x2 failed here; next: push a release\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the status lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -74,6 +74,9 @@ type Engine interface {
 
 	// Occupancy is how much of each budget the fleet uses now.
 	Occupancy(budgets []proto.RolloutBudget) []proto.BudgetUse
+	// Covers reports, for each budget, whether it counts a host of the
+	// channel: one that the hub's assignments put in a rollout of it.
+	Covers(channel string, budgets []proto.RolloutBudget) []bool
 	// FollowSignal is closed when the journal may have new events;
 	// EventMark is a count that moves when it has.
 	FollowSignal() <-chan struct{}
@@ -199,13 +202,14 @@ var webTemplates = func() map[string]*template.Template {
 		"asset":      func(name string) string { return "/ui/static/" + name + "?v=" + webAssetVersion },
 		"urlPath":    urlPath,
 		"row":        func(e proto.Event, rollout bool) eventRow { return eventRow{e, rollout} },
-		"title":      func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
+		"buttonName": buttonName,
 		"shown":      func(r *proto.Rollout) string { return reconciler.ShownState(r.State, r.Reason.Code) },
 		"outcome":    reconciler.ShownOutcome,
 		"shownState": reconciler.ShownState,
-		"gateWords":  gateWords,
+		"codeWords":  codeWords,
 		"shortID":    proto.ShortRolloutID,
 		"offTarget":  func(r *proto.Rollout) string { return reconciler.OffTarget(r.State, r.Counts) },
+		"full":       full,
 	}
 	out := map[string]*template.Template{}
 	for _, page := range []string{"overview", "rollout", "host", "releases", "error"} {
@@ -442,7 +446,9 @@ func (d *Dashboard) webOverview(w http.ResponseWriter, r *http.Request, u User) 
 		card := channelCard{ChannelStatus: cs}
 		if ro, ok := full[cs.Name]; ok && cs.Rollout != nil {
 			card.Waves = waveBars(ro, cs.Rollout)
-			card.Budgets = d.engine.Occupancy(ro.Budgets)
+			if !ro.State.Terminal() && len(ro.Budgets) > 0 {
+				card.Budgets, card.OtherBudgets = cardBudgets(d.engine.Occupancy(ro.Budgets), d.engine.Covers(cs.Name, ro.Budgets))
+			}
 			card.Actions = actionsFor(ro, true)
 		}
 		if cs.Pending {
@@ -483,11 +489,38 @@ func (d *Dashboard) frozenRef(r *http.Request, cs proto.ChannelStatus) (*proto.R
 // (break-freeze).
 type channelCard struct {
 	proto.ChannelStatus
-	Waves   []waveBar
-	Budgets []proto.BudgetUse
-	Actions []string
-	Frozen  *proto.Release
+	Waves []waveBar
+	// Budgets are the budgets that matter to the channel's rollout now
+	// (cardBudgets), OtherBudgets how many others count its hosts; both
+	// are empty for a rollout that is over. The rollout page lists every
+	// budget.
+	Budgets      []proto.BudgetUse
+	OtherBudgets int
+	Actions      []string
+	Frozen       *proto.Release
 }
+
+// cardBudgets picks the budgets a channel card shows: of the budgets that
+// count a host of the channel (covers), those that bind (full: they hold
+// any of their hosts that would be dispatched now) or have hosts in
+// flight, anywhere in the fleet, which take their room; it counts the
+// others of the channel. A budget that counts no host of the channel is
+// not the card's business.
+func cardBudgets(all []proto.BudgetUse, covers []bool) (shown []proto.BudgetUse, others int) {
+	for i, u := range all {
+		switch {
+		case i >= len(covers) || !covers[i]:
+		case u.InFlight > 0 || full(u):
+			shown = append(shown, u)
+		default:
+			others++
+		}
+	}
+	return shown, others
+}
+
+// full reports whether a budget has as many hosts in flight as it allows.
+func full(u proto.BudgetUse) bool { return u.InFlight >= u.Limit }
 
 // waveBar is a wave's progress: its hosts counted by how far they are.
 type waveBar struct {
@@ -635,6 +668,7 @@ func (d *Dashboard) webRollout(w http.ResponseWriter, r *http.Request, u User) *
 		return d.internal("reading events", err)
 	}
 	data := rolloutPage{webPage: p, R: sum, Budgets: d.engine.Occupancy(ro.Budgets), Actions: actionsFor(ro, latest), Events: reversed(evs)}
+	data.Next = reconciler.NextStepSaid(ro, data.say(ro))
 	bars := waveBars(ro, &sum)
 	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
 	for _, b := range bars {
@@ -700,7 +734,28 @@ type rolloutPage struct {
 	BreakFreeze bool
 	Events      []proto.Event
 	Intent      *proto.IntentResponse
+	// Next is the rollout's next step as this page says it (say).
+	Next string
 }
+
+// say is how the page says an action of a next step: the button it
+// offers this user ("press Resume"), else the CLI command; nothing for
+// nixfleet rollout show, since the page shows what it prints.
+func (p *rolloutPage) say(ro reconciler.Rollout) reconciler.Say {
+	cli := reconciler.Commands(ro)
+	return func(verb string) string {
+		switch {
+		case verb == "show":
+			return ""
+		case p.HasActions() && containsString(p.Actions, verb):
+			return "press " + buttonName(verb)
+		}
+		return cli(verb)
+	}
+}
+
+// buttonName is the name of an action's button: "Resume".
+func buttonName(kind string) string { return strings.ToUpper(kind[:1]) + kind[1:] }
 
 // waveApproval is a wave of a rollout with an approval gate, or with
 // approvals: who approved it so far, in order, and how many it needs.

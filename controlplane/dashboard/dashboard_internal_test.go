@@ -180,16 +180,127 @@ func TestSoakSaysWhenItIsOver(t *testing.T) {
 	}
 }
 
-// TestGateWords: a waiting count names its gate in words from the code
-// registry, not only by its code.
-func TestGateWords(t *testing.T) {
-	for code, want := range map[string]string{
-		codes.WaveNotActive: "the host's wave has not started",
-		codes.Window:        "outside the host's maintenance window",
-		"no_such_gate":      "no_such_gate",
+// TestCodeWords: a waiting count and a situation name their code in words
+// from the code registry, not only by the code.
+func TestCodeWords(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ code, want string }{
+		{codes.WaveNotActive, "the host's wave has not started"},
+		{codes.Window, "outside the host's maintenance window"},
+		{codes.Freeze, "a freeze holds the channel; nothing opens or is dispatched"},
+		{codes.Approval, "the wave waits for its approvals"},
+		{codes.Dispatched, "the host was given its target"},
+		{"no_such_gate", "no_such_gate"},
 	} {
-		if got := gateWords(code); got != want {
-			t.Errorf("gateWords(%q) = %q, want %q", code, got, want)
+		if got := codeWords(c.code); got != c.want {
+			t.Errorf("codeWords(%q) = %q, want %q", c.code, got, c.want)
+		}
+	}
+}
+
+// TestCardBudgets: a channel card shows, of the budgets that count its
+// hosts, those that bind (full) or have hosts in flight, and counts the
+// others; budgets of other hosts only are left to the rollout page.
+func TestCardBudgets(t *testing.T) {
+	t.Parallel()
+	web := proto.BudgetUse{Name: "web", InFlight: 1, Limit: 2}
+	db := proto.BudgetUse{Name: "db", InFlight: 2, Limit: 2}
+	idle := proto.BudgetUse{Name: "idle", InFlight: 0, Limit: 3}
+	closed := proto.BudgetUse{Name: "closed", InFlight: 0, Limit: 0}
+	elsewhere := proto.BudgetUse{Name: "elsewhere", InFlight: 1, Limit: 1}
+	for _, c := range []struct {
+		name   string
+		all    []proto.BudgetUse
+		covers []bool
+		shown  []proto.BudgetUse
+		others int
+	}{
+		{"none", nil, nil, nil, 0},
+		{"idle only", []proto.BudgetUse{idle, idle, idle}, []bool{true, true, true}, nil, 3},
+		{"in flight and full", []proto.BudgetUse{idle, web, db}, []bool{true, true, true}, []proto.BudgetUse{web, db}, 1},
+		{"a limit of 0 binds", []proto.BudgetUse{closed, idle}, []bool{true, true}, []proto.BudgetUse{closed}, 1},
+		{"another channel's", []proto.BudgetUse{elsewhere, web, idle, idle}, []bool{false, true, true, false}, []proto.BudgetUse{web}, 1},
+	} {
+		shown, others := cardBudgets(c.all, c.covers)
+		if diff := cmp.Diff(c.shown, shown); diff != "" || others != c.others {
+			t.Errorf("%s: shown (-want +got):\n%s\nothers %d, want %d", c.name, diff, others, c.others)
+		}
+	}
+
+	render := func(shown []proto.BudgetUse, others int) string {
+		t.Helper()
+		sum := proto.Rollout{ID: "stable@abc", Channel: "stable", State: string(reconciler.RolloutActive)}
+		data := struct {
+			webPage
+			Status   proto.Status
+			Channels []channelCard
+			Intent   *proto.IntentResponse
+		}{webPage: webPage{Title: "Fleet"}, Channels: []channelCard{{ChannelStatus: proto.ChannelStatus{Name: "stable", Rollout: &sum},
+			Budgets: shown, OtherBudgets: others}}}
+		var buf bytes.Buffer
+		if err := webTemplates["overview"].Execute(&buf, &data); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	if html := render(nil, 3); !strings.Contains(html, `Budgets: <a href="/ui/rollouts/stable@abc#budgets">3</a>, none binding: no host of theirs is in flight`) ||
+		strings.Contains(html, "idle") {
+		t.Errorf("a card whose budgets are all idle:\n%s", html)
+	}
+	html := render([]proto.BudgetUse{web, db}, 1)
+	for _, want := range []string{`<span class="chip">web 1/2</span>`, `<span class="chip st-wait">db 2/2 full</span>`,
+		`and <a href="/ui/rollouts/stable@abc#budgets">1 more</a> with no host in flight`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("a card with budgets in use lacks %q:\n%s", want, html)
+		}
+	}
+	if html := render(nil, 0); strings.Contains(html, "Budgets") {
+		t.Errorf("a card without budgets shows them:\n%s", html)
+	}
+}
+
+// TestNextNamesTheButton: the rollout page's next step names the button
+// it offers the user ("press Resume") rather than the CLI command, and
+// keeps the command for a user who has no button (a viewer) and for an
+// action the page has no button for (rollback of a rollout that is not
+// its channel's latest).
+func TestNextNamesTheButton(t *testing.T) {
+	t.Parallel()
+	paused := reconciler.Rollout{ID: "stable@abc", Channel: "stable", State: reconciler.RolloutHalted, Wave: 0,
+		Reason: reconciler.Reason{Code: codes.OperatorPause, Message: "pause by alice"}, Waves: []reconciler.WaveSpec{{}}}
+	failed := paused
+	failed.Reason = reconciler.Reason{Code: codes.HealthFailure, Message: "2 host(s) failed"}
+	alice := User{Name: "alice", Role: "operator", Acts: true, CSRF: "token"}
+	victor := User{Name: "victor", Role: "viewer", CSRF: "token"}
+	for _, c := range []struct {
+		name          string
+		ro            reconciler.Rollout
+		latest        bool
+		u             User
+		want, notWant string
+	}{
+		{"alice, paused", paused, true, alice, "<strong>Next:</strong> press Resume</p>", "nixfleet rollout resume"},
+		{"victor, paused", paused, true, victor, "<strong>Next:</strong> nixfleet rollout resume stable@abc</p>", "press "},
+		{"alice, failed", failed, true, alice, "look at its failed hosts, then press Resume (forgives them) or Rollback</p>", "nixfleet rollout"},
+		{"alice, failed, not the latest", failed, false, alice,
+			"look at its failed hosts, then press Resume (forgives them) or nixfleet rollout rollback stable@abc</p>", "press Rollback"},
+		{"victor, failed", failed, true, victor,
+			"look at its failed hosts, then nixfleet rollout resume stable@abc (forgives them) or rollback stable@abc</p>", "press "},
+	} {
+		sum := summary(c.ro)
+		p := rolloutPage{webPage: webPage{Title: "Rollout", User: c.u}, R: sum, Actions: actionsFor(c.ro, c.latest)}
+		p.Next = reconciler.NextStepSaid(c.ro, p.say(c.ro))
+		var buf bytes.Buffer
+		if err := webTemplates["rollout"].Execute(&buf, &p); err != nil {
+			t.Fatal(err)
+		}
+		next := buf.String()
+		if i := strings.Index(next, `<p class="next">`); i >= 0 {
+			next = next[i:]
+			next = next[:strings.Index(next, "</p>")+len("</p>")]
+		}
+		if !strings.Contains(next, c.want) || strings.Contains(next, c.notWant) {
+			t.Errorf("%s: the next step says %q; want %q without %q", c.name, next, c.want, c.notWant)
 		}
 	}
 }

@@ -85,15 +85,19 @@ func pct(n, total int) float64 {
 	return float64(n) * 100 / float64(total)
 }
 
-// gateWords is what a gate's code means, in words, from the registry of
-// package codes: "the host's wave has not started" for wave_not_active.
-// The page writes the code beside it, for grep.
-func gateWords(code string) string {
+// codeWords is what a gate's or a situation's code means, in words, from
+// the registry of package codes: "the host's wave has not started" for
+// wave_not_active, without the registry's "gate: " and its remarks in
+// parentheses. The page writes the code beside it, for grep.
+func codeWords(code string) string {
 	in, ok := codes.Lookup(codes.Code(code))
 	if !ok {
 		return code
 	}
-	m := strings.TrimPrefix(in.Meaning, "gate: ")
+	m := in.Meaning
+	if i := strings.Index(m, ": "); i > 0 && strings.HasPrefix(m, "gate") {
+		m = m[i+2:] // "gate: …", "gate and deferral: …"
+	}
 	if i := strings.Index(m, " ("); i > 0 {
 		m = m[:i]
 	}
