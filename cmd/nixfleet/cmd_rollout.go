@@ -454,6 +454,31 @@ type eventLayout struct {
 	about bool
 	// width is the line's (style.width): 0 wraps nothing.
 	width int
+	// clock shows the time of day only ("15:04:05Z"), on a terminal too
+	// narrow for the whole time beside the other columns; --json and
+	// wider terminals have the whole time.
+	clock bool
+}
+
+// timeWidths are the time column's widths: whole, and the time of day.
+const (
+	wholeTimeWidth = 20
+	clockWidth     = 9
+)
+
+// fitted is l with the time of day only when the columns would not fit
+// its width otherwise (the reason may still start on the next line).
+func (l eventLayout) fitted() eventLayout {
+	l.widths = slices.Clone(l.widths)
+	l.widths[1], l.clock = wholeTimeWidth, false
+	used := 0
+	for _, w := range l.widths {
+		used += w + 2
+	}
+	if l.width > 0 && used > l.width {
+		l.widths[1], l.clock = clockWidth, true
+	}
+	return l
 }
 
 // aboutWidth is the width of the about column.
@@ -470,7 +495,7 @@ func aboutText(ev proto.Event) string {
 
 // withAbout is the layout with the about column.
 func (l eventLayout) withAbout() eventLayout {
-	return eventLayout{widths: slices.Insert(slices.Clone(l.widths), 2, aboutWidth), about: true, width: l.width}
+	return eventLayout{widths: slices.Insert(slices.Clone(l.widths), 2, aboutWidth), about: true, width: l.width}.fitted()
 }
 
 // hostCol is the host column's index.
@@ -491,7 +516,7 @@ func layoutFor(hosts []string, width int) eventLayout {
 	for _, h := range hosts {
 		host = max(host, utf8.RuneCountInString(h))
 	}
-	return eventLayout{widths: []int{5, 20, 4, min(host, maxHostWidth), eventWidth}, width: width}
+	return eventLayout{widths: []int{5, wholeTimeWidth, 4, min(host, maxHostWidth), eventWidth}, width: width}.fitted()
 }
 
 // eventHosts are the hosts the events name.
@@ -543,7 +568,11 @@ func (l eventLayout) line(st style, ev proto.Event) string {
 
 	reason += budgetsText(ev.Budgets)
 	host := elide(dash(ev.Host), l.widths[l.hostCol()])
-	cells := []string{fmt.Sprint(ev.ID), when(ev.At), wave, host, what, reason}
+	at := when(ev.At)
+	if l.clock && !ev.At.IsZero() {
+		at = ev.At.UTC().Format("15:04:05Z")
+	}
+	cells := []string{fmt.Sprint(ev.ID), at, wave, host, what, reason}
 	if l.about {
 		cells = slices.Insert(cells, 2, elide(aboutText(ev), l.widths[2]))
 	}
