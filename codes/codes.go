@@ -49,6 +49,7 @@ const (
 	Converged          = "converged"
 	HealthFailure      = "health_failure"
 	WaveStalled        = "wave_stalled"
+	WaveUnprovable     = "wave_unprovable"
 	RevertStalled      = "revert_stalled"
 	Reverted           = "reverted"
 	Superseded         = "superseded"
@@ -230,6 +231,7 @@ var registry = []Info{
 	{Converged, 0, exitNone, "the last wave was promoted; for a host, it runs its target"},
 	{HealthFailure, 0, exitNone, "more hosts failed than the health gate's maxFailures"},
 	{WaveStalled, 0, exitNone, "a wave made no progress within the readiness deadline"},
+	{WaveUnprovable, 0, exitNone, "a wave lacks evidence that none of its hosts can bring any more (rule 11)"},
 	{RevertStalled, 0, exitNone, "a revert made no progress within the deadline"},
 	{Reverted, 0, exitNone, "every host that moved is back on its previous closure"},
 	{Superseded, 0, exitNone, "a newer ref replaced a halted rollout"},

@@ -25,7 +25,7 @@ func (t *tick) deadline(w *work) {
 	switch w.r.State {
 	case RolloutActive:
 		if msg, ok := t.unprovable(w); ok {
-			t.setRollout(w, EvStalled, Reason{Code: codes.WaveStalled, Message: msg})
+			t.setRollout(w, EvStalled, Reason{Code: codes.WaveUnprovable, Message: msg})
 			return
 		}
 		if w.r.WaveStartedAt.After(start) {
@@ -119,9 +119,9 @@ func unprovableWave(r *Rollout, wave []int) (string, bool) {
 	}
 	failed := 0
 	for _, i := range wave {
-		switch r.Hosts[i].State {
-		case HostConverged:
-		case HostFailed, HostReverted:
+		switch h := r.Hosts[i]; {
+		case h.State == HostConverged:
+		case h.State == HostFailed, h.State == HostReverted && h.Reason.Code == codes.AgentRolledBack:
 			failed++
 		default:
 			return "", false

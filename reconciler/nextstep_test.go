@@ -17,16 +17,6 @@ func TestNextStepSaid(t *testing.T) {
 	halted := func(code string) rc.Rollout {
 		return rc.Rollout{ID: "stable@0000002000000000000000000000000000000000", State: rc.RolloutHalted, Reason: rc.Reason{Code: code}}
 	}
-	// unprovable has wave 0's only host failed (rule 11); away has it
-	// Skipped instead, which may still catch up.
-	unprovable := func(r rc.Rollout) rc.Rollout {
-		r.Hosts = []rc.RolloutHost{{Hostname: "a", Wave: 0, State: rc.HostFailed, Target: "t", Previous: "p"}}
-		return r
-	}
-	away := func(r rc.Rollout) rc.Rollout {
-		r.Hosts = []rc.RolloutHost{{Hostname: "a", Wave: 0, State: rc.HostSkipped, Target: "t", Previous: "p"}}
-		return r
-	}
 	// page is a dashboard that offers the buttons named, and shows what
 	// nixfleet rollout show prints.
 	page := func(r rc.Rollout, buttons ...string) rc.Say {
@@ -65,10 +55,10 @@ func TestNextStepSaid(t *testing.T) {
 		{"no buttons", halted(codes.HealthFailure), nil,
 			"look at its failed hosts, then nixfleet rollout resume stable@0000002 (forgives them) or rollback stable@0000002",
 			"look at its failed hosts, then nixfleet rollout resume stable@0000002 (forgives them) or rollback stable@0000002"},
-		{"stalled on a wave that can never be promoted", unprovable(halted(codes.WaveStalled)), []string{rc.IntentResume, rc.IntentRollback},
+		{"stalled on a wave that can never be promoted", halted(codes.WaveUnprovable), []string{rc.IntentResume, rc.IntentRollback},
 			"look at its failed hosts (nixfleet rollout show stable@0000002), then nixfleet rollout rollback stable@0000002, or push a release that fixes the wave: it supersedes this one",
 			"look at its failed hosts, then press Rollback, or push a release that fixes the wave: it supersedes this one"},
-		{"stalled on a wave that waits for an away host", away(halted(codes.WaveStalled)), []string{rc.IntentResume, rc.IntentRollback},
+		{"stalled past the readiness deadline", halted(codes.WaveStalled), []string{rc.IntentResume, rc.IntentRollback},
 			"look at its failed hosts, then nixfleet rollout resume stable@0000002 (forgives them) or rollback stable@0000002",
 			"look at its failed hosts, then press Resume (forgives them) or Rollback"},
 		{"active", rc.Rollout{ID: "stable@1", State: rc.RolloutActive}, []string{rc.IntentResume}, "", ""},

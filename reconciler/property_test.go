@@ -1905,8 +1905,14 @@ func checkNoUnprovableWave(_ *rapid.T, c tickCase) []string {
 				} else {
 					proven++
 				}
-			case reconciler.HostFailed, reconciler.HostReverted:
+			case reconciler.HostFailed:
 				failed++
+			case reconciler.HostReverted:
+				if h.Reason.Code == codes.AgentRolledBack {
+					failed++
+				} else {
+					other++
+				}
 			default:
 				other++
 			}

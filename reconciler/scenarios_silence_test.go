@@ -246,7 +246,7 @@ var silenceScenarios = []goldenCase{
 			s.report(id1, "a", rc.OutcomeFailed).confirm(id1, "d")
 		},
 		check: all(wantEvent(rc.EventHostTransition, "d", "Converged", ""), noEvent(rc.EventWavePromoted),
-			wantEvent(rc.EventRolloutTransition, "", "Halted", codes.WaveStalled), wantIntents()),
+			wantEvent(rc.EventRolloutTransition, "", "Halted", codes.WaveUnprovable), wantIntents()),
 	},
 	{
 		name: "rule08-min-converged-pct-promotes",

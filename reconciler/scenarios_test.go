@@ -818,7 +818,7 @@ var scenarios = []goldenCase{
 			s.intent("i1", id1, rc.IntentResume, "alice")
 		},
 		check: all(intentAccepted("resume"), wantEvent(rc.EventRolloutTransition, "", "Active", codes.OperatorResume),
-			wantEventSaying(rc.EventRolloutTransition, codes.WaveStalled, "can no longer be promoted"), wantIntents()),
+			wantEventSaying(rc.EventRolloutTransition, codes.WaveUnprovable, "can no longer be promoted"), wantIntents()),
 	},
 	{
 		name: "rule10-cancel-lets-in-flight-finish",

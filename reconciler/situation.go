@@ -275,18 +275,10 @@ func haltedNext(r Rollout, say Say) string {
 		return look("check that Prometheus answers the analysis") + ", then " + either(say, IntentResume, "it measures again", IntentRollback)
 	case codes.AnalysisFailed:
 		return look("look at the wave's services and the analysis") + ", then " + either(say, IntentResume, "it measures again", IntentRollback)
-	case codes.WaveStalled:
-		// A wave that can never be promoted halts again at once on a
-		// resume (rule 11): the ways on are back or a new release.
-		var wave []int
-		for i, h := range r.Hosts {
-			if h.Wave == r.Wave {
-				wave = append(wave, i)
-			}
-		}
-		if _, ok := unprovableWave(&r, wave); ok {
-			return look("look at its failed hosts") + ", then " + say(IntentRollback) + ", or push a release that fixes the wave: it supersedes this one"
-		}
+	case codes.WaveUnprovable:
+		// A resume would halt it again at once (rule 11): the ways on
+		// are back, or a release that fixes the wave.
+		return look("look at its failed hosts") + ", then " + say(IntentRollback) + ", or push a release that fixes the wave: it supersedes this one"
 	}
 	return "look at its failed hosts, then " + either(say, IntentResume, "forgives them", IntentRollback)
 }

@@ -230,7 +230,7 @@ const (
 	EvCancel       RolloutEvent = "cancel"      // operator intent
 	EvRollback     RolloutEvent = "rollback"    // operator intent, or onHealthFailure rollback-and-halt
 	EvHealthHalt   RolloutEvent = "health_halt" // onHealthFailure halt (also of a converged rollout whose catch-up failed)
-	EvStalled      RolloutEvent = "stalled"     // readiness deadline passed
+	EvStalled      RolloutEvent = "stalled"     // readiness deadline passed, or a wave unprovable
 	EvLastWaveDone RolloutEvent = "converge"    // the last wave was promoted
 	EvRevertDone   RolloutEvent = "revert_done" // every host that moved is back
 	EvSupersede    RolloutEvent = "supersede"   // a newer ref opens on the channel

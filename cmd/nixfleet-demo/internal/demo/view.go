@@ -93,7 +93,7 @@ func stateStyle(s string) string {
 	case "Activating", "Soaking", "confirmed":
 		return ansiCyan
 	case "Failed", "Reverting", "RollingBack", "health_failure", "unhealthy", "activation_failed",
-		"confirm_timeout", "agent_rolled_back", "rollback_dispatched", "wave_stalled", "revert_stalled", "Cancelled":
+		"confirm_timeout", "agent_rolled_back", "rollback_dispatched", "wave_stalled", "wave_unprovable", "revert_stalled", "Cancelled":
 		return ansiRed
 	case "Halted", "Skipped", "Deferred", "offline", "deferred", "rollout_deferred", "ref_waiting":
 		return ansiYellow
