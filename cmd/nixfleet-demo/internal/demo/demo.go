@@ -204,6 +204,9 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		}
 		d.explain(progress)
 		d.follow(ctx)
+		// Nothing pushes to a demo that stopped, even if its pid is
+		// reused later.
+		_ = os.Remove(filepath.Join(d.dir, stateFile))
 		fmt.Fprintf(progress, "\nstopping; %s is left in place (rm -rf %s)\n", d.dir, d.dir)
 	}
 	d.shutdown()

@@ -145,11 +145,14 @@ func tell(ctx context.Context, dir string, st state, channel string, commit plum
 			fmt.Fprintf(w, "The control plane has not taken it within %s; 'nixfleet releases' shows when it does.\n", wait)
 			return nil
 		case rel.Fate == said:
-			fmt.Fprintf(w, "It has not opened within %s. Follow it with:\n  %s nixfleet rollout events %s --follow\n",
-				wait, cfg, proto.ShortRolloutID(rel.RolloutID))
+			fmt.Fprintf(w, "It has not opened within %s. Watch the channel with:\n  %s nixfleet events --channel %s --follow\n",
+				wait, cfg, channel)
 			return nil
 		case rel.Fate != proto.FateOpened:
 			fmt.Fprintf(w, "The control plane saw it: %s [%s] %s\n", rel.Fate, rel.Reason.Code, rel.Reason.Message)
+			if rel.Fate == proto.FateRefused {
+				return &Error{Code: rel.Reason.Code, Err: fmt.Errorf("the control plane refused the push: %s", rel.Reason.Message)}
+			}
 			if rel.Fate != proto.FateWaiting && rel.Fate != proto.FateDeferred {
 				return nil // it will not open
 			}
@@ -178,6 +181,10 @@ func awaitRelease(ctx context.Context, op *apiclient.Client, channel, commit, no
 	var last proto.Release
 	for {
 		rels, _, err := op.Releases(ctx, proto.ReleaseQuery{Channel: channel})
+		if err != nil && time.Now().After(deadline) {
+			return last, &Error{Code: codes.Unavailable, Err: fmt.Errorf("asking the control plane about the push: %w", err),
+				Hint: "the push stands; 'nixfleet releases' shows what became of it"}
+		}
 		if err == nil {
 			for _, r := range rels { // newest first
 				if r.Commit == commit && r.Fate != "" && r.Fate != proto.FatePending {

@@ -68,7 +68,7 @@ func writeState(dir string, st state) error {
 // given, else $NIXFLEET_DEMO_DIR, else the newest demo kept running in
 // the temporary directory. The demo's process must still run.
 func findDemo(dir string) (string, state, error) {
-	hint := "start one with 'nixfleet-demo --keep' and run this in another terminal"
+	hint := "start one with 'nixfleet-demo --keep' and run this in another terminal; --dir DIR (or NIXFLEET_DEMO_DIR) names its directory"
 	if dir == "" {
 		dir = os.Getenv(DirEnv)
 	}

@@ -124,6 +124,7 @@ func (d *session) explain(w io.Writer) {
 	prod3 := proto.ShortRolloutID(rolloutID(prodChannel, version(3, false)))
 	fmt.Fprintf(w, "\nPlay CI and the on-call operator (nixfleet-demo is this command; from the tree, go run ./cmd/nixfleet-demo):\n\n")
 	printCommands(w, [][2]string{
+		{"export " + DirEnv + "=" + shellQuote(d.dir), "the demo push and promote act on (else the newest in $TMPDIR)"},
 		{"nixfleet-demo push", "CI signs v3 and it goes to staging: every wave soaks a minute"},
 		{"nixfleet-demo promote", "then to prod, which opens it once staging converged..."},
 		{"NIXFLEET_CONFIG=" + shellQuote(d.approverConfig) + " \\", ""},
