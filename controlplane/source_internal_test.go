@@ -136,12 +136,10 @@ func TestVerifiedArtifactsDecodeAsStored(t *testing.T) {
 	}
 }
 
-// TestRemoteMirror: a --repo URL is mirrored into the state directory and
-// read through the same header-first storage as a local repository: a
-// release pushed there, behind an annotated tag, is fetched and stored.
-func TestRemoteMirror(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
+// oneHostFleet is a fleet of one host, prod-1 in channel prod, with its
+// repository in dir/fleet and the trust roots of its CI key.
+func oneHostFleet(t *testing.T, dir string) (fleetrepo.Spec, *fleetrepo.Repo, *trust.Roots) {
+	t.Helper()
 	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
 	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
 	if err != nil {
@@ -151,6 +149,16 @@ func TestRemoteMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return spec, repo, roots
+}
+
+// TestRemoteMirror: a --repo URL is mirrored into the state directory and
+// read through the same header-first storage as a local repository: a
+// release pushed there, behind an annotated tag, is fetched and stored.
+func TestRemoteMirror(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec, repo, roots := oneHostFleet(t, dir)
 	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -230,15 +238,7 @@ func TestCurrentReleaseStoreError(t *testing.T) {
 func testCurrentReleaseStoreError(t *testing.T, backend string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
-	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := trust.ParseRoots(repo.TrustJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec, repo, roots := oneHostFleet(t, dir)
 	url := "sqlite://" + filepath.Join(dir, "cp.db")
 	if backend == "postgres" {
 		url = pgtest.URL(t)
@@ -565,15 +565,7 @@ func TestRunSweepsOnAQuietPoll(t *testing.T) {
 func TestReleaseLogPushes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0}}, Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0)}}
-	repo, err := fleetrepo.Init(filepath.Join(dir, "fleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := trust.ParseRoots(repo.TrustJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec, repo, roots := oneHostFleet(t, dir)
 	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "cp.db"))
 	if err != nil {
 		t.Fatal(err)
