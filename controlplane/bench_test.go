@@ -94,13 +94,16 @@
 //     what a connected host costs); waiting. Their 60 s run out after.
 //   - push-dispatch: NIXFLEET_BENCH_TRIALS trials (checkinBench.trial,
 //     benchscale_test.go). In each, CI signs and commits a release with
-//     new closures for every host, in a third process (benchci_test.go:
-//     CI's garbage is not the control plane's to collect, as in
-//     production); then the push: the channel's ref
-//     moves and the forge calls the webhook. p50_ms, p99_ms, max_ms from
-//     the push until the canary's long-poll answers its dispatch (the
-//     poll of git, the release's verification, the debounce, the tick
-//     that opens the rollout and dispatches, the wake-up).
+//     new closures for every host to its branch, in a third process
+//     (benchci_test.go: CI's garbage is not the control plane's to
+//     collect, as in production), and the forge calls the webhook: the
+//     control plane verifies the release ahead (verify_p50_ms, and each
+//     trial's in the log: this machine's verification time); then the
+//     push: the channel's ref moves to that commit and the forge calls
+//     the webhook. p50_ms, p99_ms, max_ms from the push until the
+//     canary's long-poll answers its dispatch (the poll of git, the
+//     rechecks of the kept verdicts, the debounce, the tick that opens
+//     the rollout and dispatches, the wake-up).
 //   - status-tick: in the same trials, once the canary confirmed and
 //     soaks: from its check-in with a failing probe until the store's
 //     journal holds the committed tick that failed it (read every 5 ms;
@@ -240,12 +243,18 @@ func BenchmarkScale(b *testing.B) {
 			b.Run("memory", cb.benchMemory)
 			b.Run("push-dispatch", func(b *testing.B) {
 				tr := cb.runTrials(b, trials)
-				d := make([]time.Duration, len(tr))
+				d, ahead := make([]time.Duration, len(tr)), make([]time.Duration, len(tr))
 				var sign time.Duration
 				for i, t := range tr {
-					d[i], sign = t.push, sign+t.sign
+					d[i], ahead[i], sign = t.push, t.ahead, sign+t.sign
 				}
 				trialFigures(b, "push→dispatch", d)
+				if b.N == 1 {
+					slices.Sort(ahead)
+					b.Logf("verification ahead of each push (webhook to verified): p50 %s, max %s",
+						ahead[len(ahead)/2].Round(time.Millisecond), ahead[len(ahead)-1].Round(time.Millisecond))
+					b.ReportMetric(float64(ahead[len(ahead)/2].Microseconds())/1000, "verify_p50_ms")
+				}
 				if b.N == 1 {
 					b.Logf("CI's part before each push (signing, committing): %.1f ms on average", float64(sign.Microseconds())/float64(len(tr))/1000)
 				}
@@ -506,6 +515,12 @@ func TestScaleLoad(t *testing.T) {
 		if tr.push <= 0 || tr.status <= 0 {
 			t.Errorf("trial %d: push→dispatch %s, status→tick %s", i+1, tr.push, tr.status)
 		}
+	}
+	// Each trial's release was verified ahead, and its push judged from
+	// the kept verdicts (rfcs/0006 §Channel source 8).
+	if m := cb.scrape(t); m[verifiedAhead] < 3 || m[`nixfleet_release_verification_seconds_count{how="kept"}`] < 3 {
+		t.Errorf("over 3 trials: %v releases verified ahead, %v pushes judged from kept verdicts; want 3 of each",
+			m[verifiedAhead], m[`nixfleet_release_verification_seconds_count{how="kept"}`])
 	}
 	if again := cb.runTrials(t, 2); len(again) != 2 || again[0] != trials[0] {
 		t.Errorf("runTrials ran trials again: %+v, then %+v", trials, again)

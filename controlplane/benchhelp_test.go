@@ -661,6 +661,8 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 		// (leading-edge debounce), git polled every 5 s.
 		c.Clock = clock.Real{}
 		c.TickInterval, c.Debounce, c.LeaseTTL, c.PollInterval = 0, 0, 0, 0
+		// As nixfleet-cp: CI's branch is verified ahead of the push.
+		c.WatchRefs = []string{controlplane.DefaultWatchRef}
 		if o.offline > 0 {
 			// The confirm window too: while onboarding, a host learns of
 			// its dispatch at its next check-in, a pass later.

@@ -172,6 +172,10 @@ type trialResult struct {
 	status, began time.Duration
 	// sign is how long CI's part took (signing and committing the release).
 	sign time.Duration
+	// ahead: from the forge's webhook for CI's commit until the control
+	// plane had verified the release ahead (rfcs/0006 §Channel source 8):
+	// this machine's verification time, off push→dispatch.
+	ahead time.Duration
 }
 
 // journalPoll is how often status→tick reads the store's watermark.
@@ -253,6 +257,16 @@ func (cb *checkinBench) trial(tb testing.TB, k int) trialResult {
 	commit := plumbing.NewHash(ci.Commit)
 	res.sign = time.Since(began)
 
+	// CI pushed its branch and the forge calls the webhook: the control
+	// plane verifies the release ahead of any promotion.
+	verified := cb.scrape(tb)[verifiedAhead]
+	t0 := time.Now()
+	if err := cptest.Hook(e.url, e.cfg.WebhookSecret, e.cert.Pool); err != nil {
+		tb.Fatal(err)
+	}
+	cb.pollMetrics(tb, "the release verified ahead of its push", func(m map[string]float64) bool { return m[verifiedAhead] > verified })
+	res.ahead = time.Since(t0)
+
 	type answer struct {
 		at  time.Time
 		t   *proto.Target
@@ -279,7 +293,7 @@ func (cb *checkinBench) trial(tb testing.TB, k int) trialResult {
 
 	// 2. The push.
 	mark := cb.watermark(tb).Events
-	t0 := time.Now()
+	t0 = time.Now()
 	if err := e.repo.Promote("stable", commit); err != nil {
 		tb.Fatal(err)
 	}
@@ -296,7 +310,8 @@ func (cb *checkinBench) trial(tb testing.TB, k int) trialResult {
 		tb.Fatalf("trial %d: the canary's long-poll: %v", k, a.err)
 	}
 	res.push = a.at.Sub(t0)
-	tb.Logf("trial %d: pushed at %s, dispatched after %s", k, t0.UTC().Format("15:04:05.000"), res.push.Round(time.Millisecond))
+	tb.Logf("trial %d: verified ahead in %s; pushed at %s, dispatched after %s", k, res.ahead.Round(time.Millisecond),
+		t0.UTC().Format("15:04:05.000"), res.push.Round(time.Millisecond))
 
 	// 3. The canary switches and soaks.
 	if err := canary.confirm(ctx, a.t); err != nil {
@@ -329,8 +344,9 @@ func (cb *checkinBench) trial(tb testing.TB, k int) trialResult {
 
 // Samples of /metrics.
 const (
-	checkinCount = "nixfleet_checkin_duration_seconds_count"
-	okTicks      = `nixfleet_ticks_total{result="ok"}`
+	checkinCount  = "nixfleet_checkin_duration_seconds_count"
+	okTicks       = `nixfleet_ticks_total{result="ok"}`
+	verifiedAhead = `nixfleet_releases_verified_ahead_total{outcome="verified"}`
 )
 
 // checkinsAnswered counts the check-ins answered, every status.

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/controlplane/notify"
@@ -47,6 +48,11 @@ type Config struct {
 	LeaseTTL     time.Duration
 	// PollInterval is how often git is polled (default 5s).
 	PollInterval time.Duration
+	// WatchRefs are the refs whose releases are verified ahead of their
+	// promotion (rfcs/0006 §Channel source 8): ref names, or prefixes
+	// ending in "/*" matching one more level; none when empty or "none".
+	// cmd/nixfleet-cp sets DefaultWatchRef.
+	WatchRefs []string
 	// EventRetention prunes older events and finished rollouts, and
 	// forgets hosts that left the fleet unheard this long (default 30
 	// days; 0 keeps the default, negative disables pruning).
@@ -80,6 +86,28 @@ type Config struct {
 	// long its own work took (metrics, logs) is measured on the monotonic
 	// clock instead.
 	Clock clock.Clock
+}
+
+// DefaultWatchRef is cmd/nixfleet-cp's default Config.WatchRefs: every
+// branch but the channels' (refs/heads/channels/… has a level more).
+const DefaultWatchRef = "refs/heads/*"
+
+// CheckWatchRefs checks the patterns of Config.WatchRefs, and returns
+// them without "none".
+func CheckWatchRefs(patterns []string) ([]string, error) {
+	var out []string
+	for _, p := range patterns {
+		if p == "none" {
+			continue
+		}
+		name, wild := strings.CutSuffix(p, "/*")
+		if !strings.HasPrefix(p, "refs/") || strings.ContainsAny(name, "*?[\\ ") || strings.Contains(p, "//") ||
+			(!wild && strings.HasSuffix(p, "/")) || name == "refs" {
+			return nil, fmt.Errorf("controlplane: watch ref %q: want a ref name under refs/, or a prefix of one ending in /* (refs/heads/*)", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func (c *Config) setDefaults() {
@@ -118,6 +146,9 @@ func (c *Config) check() error {
 	}
 	if err := c.RateLimit.Check(); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
+	}
+	if _, err := CheckWatchRefs(c.WatchRefs); err != nil {
+		return err
 	}
 	if c.PrefetchConcurrency < 0 {
 		return fmt.Errorf("controlplane: prefetch concurrency %d: want 0 (off) or more", c.PrefetchConcurrency)

@@ -22,6 +22,11 @@ type metrics struct {
 	checkin       prometheus.Histogram
 	statusBatch   prometheus.Histogram
 	verifyFailure *prometheus.CounterVec
+	// verifiedAhead counts the releases verified ahead of a promotion
+	// (verdicts.go) by outcome; verifying how long a channel's release
+	// took to verify, by how.
+	verifiedAhead *prometheus.CounterVec
+	verifying     *prometheus.HistogramVec
 	leader        prometheus.Gauge
 	httpRequests  *prometheus.CounterVec
 	watching      prometheus.Gauge
@@ -67,6 +72,13 @@ func newMetrics() *metrics {
 	m.verifyFailure = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_verification_failures_total", Help: "Artifacts from git that failed verification, by code.",
 	}, []string{"code"})
+	m.verifiedAhead = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_releases_verified_ahead_total", Help: "Releases on watched branches verified ahead of their promotion, by outcome: verified, or the code that refused them.",
+	}, []string{"outcome"})
+	m.verifying = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "nixfleet_release_verification_seconds", Help: "Time to verify the release a channel's ref moved to, by how: full (read from git and verified) or kept (a verdict kept by commit, rechecked).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, []string{"how"})
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nixfleet_leader", Help: "1 while this replica holds the tick lease.",
 	})
@@ -98,11 +110,15 @@ func newMetrics() *metrics {
 		Name: "nixfleet_long_polls_parked", Help: "Check-in long-polls waiting parked: their connection held without a goroutine or buffers.",
 	})
 	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
-		m.checkin, m.verifyFailure, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
+		m.checkin, m.verifyFailure, m.verifiedAhead, m.verifying, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
 		m.fullLoads, m.divergences, m.rechecks, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))
+	}
+	m.verifiedAhead.WithLabelValues("verified")
+	for _, how := range []string{verifiedFull, verifiedKept} {
+		m.verifying.WithLabelValues(how)
 	}
 	for _, k := range []string{limitHost, limitOperator, limitAddress} {
 		m.rateLimited.WithLabelValues(k)

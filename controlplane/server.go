@@ -113,6 +113,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.prefetch = newPrefetchSlots(cfg.PrefetchConcurrency, cfg.Clock.Now, m.reg)
 	s.statuses = newStatusBatcher(st, m.statusBatch)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, log, m)
+	s.src.watch, _ = CheckWatchRefs(cfg.WatchRefs) // checked by cfg.check
 	s.src.ids, s.src.board = s.ids, s.board
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, s.board, log, m.reg)

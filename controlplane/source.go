@@ -103,11 +103,18 @@ type source struct {
 	sweeping      atomic.Bool
 	// forgot: the next poll reads every ref again (forget).
 	forgot atomic.Bool
+	// watch are the refs whose releases are verified ahead of their
+	// promotion (Config.WatchRefs); ahead, the commit each was last read
+	// at; verdicts, what verified, by commit (verdicts.go).
+	watch    []string
+	ahead    map[string]plumbing.Hash
+	verdicts verdicts
 }
 
 func newSource(spec, stateDir string, roots *trust.Roots, st store.Store, clk clock.Clock, log *slog.Logger, m *metrics) *source {
 	return &source{spec: spec, stateDir: stateDir, roots: roots, st: st, clock: clk, log: log, m: m,
-		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, failures: map[string]proto.SourceFailure{}}
+		kickCh: make(chan struct{}, 1), seen: map[string]plumbing.Hash{}, ahead: map[string]plumbing.Hash{},
+		failures: map[string]proto.SourceFailure{}}
 }
 
 // isRemote tells a URL from a local path.
@@ -243,11 +250,11 @@ func (s *source) poll(ctx context.Context) error {
 	if s.forgot.Swap(false) {
 		s.seen = map[string]plumbing.Hash{}
 	}
-	todo, err := s.newRefs(ctx)
+	todo, ahead, err := s.newRefs(ctx)
 	if err != nil {
 		return err
 	}
-	if len(todo) > 0 && s.reacting != nil {
+	if len(todo)+len(ahead) > 0 && s.reacting != nil {
 		defer s.reacting()()
 	}
 	// Verify every new ref, then store the verified releases in one
@@ -260,16 +267,16 @@ func (s *source) poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(batch) == 0 {
-		// Nothing to store: no transaction (it would take the tick
-		// lock, and on every poll).
-		s.polled = true
-		return nil
-	}
-	if err := s.storeVerified(ctx, batch, st); err != nil {
-		return err
+	// Nothing to store: no transaction (it would take the tick lock, and
+	// on every poll).
+	if len(batch) > 0 {
+		if err := s.storeVerified(ctx, batch, st); err != nil {
+			return err
+		}
 	}
 	s.polled = true
+	// The channels first: what was promoted does not wait for what may be.
+	s.verifyAhead(ctx, ahead, st.stage)
 	return nil
 }
 
@@ -280,12 +287,17 @@ type channelRef struct {
 }
 
 // newRefs fetches (a remote source) and returns the channel refs that
-// point elsewhere than when last seen, by channel name.
-func (s *source) newRefs(ctx context.Context) ([]channelRef, error) {
+// point elsewhere than when last seen, by channel name, and the watched
+// refs that do, by name.
+func (s *source) newRefs(ctx context.Context) ([]channelRef, []watchedRef, error) {
 	if s.remote {
-		err := s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", Force: true, Prune: true})
+		specs := []config.RefSpec{"+" + channelRefPrefix + "*:" + channelRefPrefix + "*"}
+		for _, w := range s.watch {
+			specs = append(specs, config.RefSpec("+"+w+":"+w))
+		}
+		err := s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: specs, Force: true, Prune: true})
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-			return nil, fmt.Errorf("fetching %s: %w", s.spec, err)
+			return nil, nil, fmt.Errorf("fetching %s: %w", s.spec, err)
 		}
 	}
 	// go-git reads the list of packs once; a push kept as a pack, or a git
@@ -296,25 +308,57 @@ func (s *source) newRefs(ctx context.Context) ([]channelRef, error) {
 	}
 	refs, err := s.repo.References()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var todo []channelRef
+	var (
+		todo    []channelRef
+		ahead   []watchedRef
+		present = map[string]bool{}
+	)
 	err = refs.ForEach(func(r *plumbing.Reference) error {
 		name := r.Name().String()
-		if !strings.HasPrefix(name, channelRefPrefix) || r.Type() != plumbing.HashReference {
-			return nil
-		}
-		ch := strings.TrimPrefix(name, channelRefPrefix)
-		if s.seen[ch] != r.Hash() {
-			todo = append(todo, channelRef{ch, r.Hash()})
+		switch {
+		case r.Type() != plumbing.HashReference:
+		case strings.HasPrefix(name, channelRefPrefix):
+			ch := strings.TrimPrefix(name, channelRefPrefix)
+			if s.seen[ch] != r.Hash() {
+				todo = append(todo, channelRef{ch, r.Hash()})
+			}
+		case watched(s.watch, name):
+			present[name] = true
+			if s.ahead[name] != r.Hash() {
+				ahead = append(ahead, watchedRef{name, r.Hash()})
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	for name := range s.ahead {
+		if !present[name] {
+			delete(s.ahead, name) // a branch deleted
+		}
 	}
 	slices.SortFunc(todo, func(a, b channelRef) int { return strings.Compare(a.channel, b.channel) })
-	return todo, nil
+	slices.SortFunc(ahead, func(a, b watchedRef) int { return strings.Compare(a.name, b.name) })
+	return todo, ahead, nil
+}
+
+// watched reports whether a ref (not a channel's) is one whose releases
+// are verified ahead: patterns are whole ref names, or a prefix ending in
+// "/*", which matches one more level of the name (CheckWatchRefs).
+func watched(patterns []string, ref string) bool {
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok {
+			if rest, ok := strings.CutPrefix(ref, prefix); ok && rest != "" && !strings.Contains(rest, "/") {
+				return true
+			}
+		} else if p == ref {
+			return true
+		}
+	}
+	return false
 }
 
 // verified is a release that passed verification, waiting to be stored.
@@ -324,6 +368,7 @@ type verified struct {
 	fleet *proto.FleetResolved
 	took  time.Duration // reading and verifying it
 	wait  time.Duration // from the poll's start until it was read
+	how   string        // verifiedFull or verifiedKept
 }
 
 // verifyRefs reads and verifies each ref. A release refused is recorded
@@ -334,7 +379,8 @@ func (s *source) verifyRefs(ctx context.Context, todo []channelRef, polled time.
 	var batch []verified
 	for _, r := range todo {
 		began := time.Now()
-		rel, fleet, err := s.verify(r.channel, r.hash, stage)
+		rel, fleet, how, err := s.verify(r.channel, r.hash, stage)
+		s.m.verifying.WithLabelValues(how).Observe(time.Since(began).Seconds())
 		var ve *verifyError
 		switch {
 		case errors.As(err, &ve):
@@ -349,7 +395,7 @@ func (s *source) verifyRefs(ctx context.Context, todo []channelRef, polled time.
 		case err != nil:
 			return nil, err // not a verdict on the release: retry on the next poll
 		}
-		batch = append(batch, verified{r, rel, fleet, time.Since(began), began.Sub(polled)})
+		batch = append(batch, verified{r, rel, fleet, time.Since(began), began.Sub(polled), how})
 	}
 	return batch, nil
 }
@@ -417,7 +463,7 @@ func (s *source) storeVerified(ctx context.Context, batch []verified, st *stager
 	}
 	var failed []error
 	for i, v := range batch {
-		t.verify, t.poll = v.took, v.wait
+		t.verify, t.poll, t.how = v.took, v.wait, v.how
 		err := s.stored(ctx, v.channel, v.hash, v.rel, keysOf, errs[i], t)
 		if err != nil {
 			// No verdict: the ref is not marked seen, and the next poll
@@ -509,7 +555,7 @@ func (s *source) stored(ctx context.Context, channel string, hash plumbing.Hash,
 	}
 	delete(s.failures, channel)
 	s.log.Info("release verified", "channel", channel, "ref", rel.Ref, "commit", hash.String(), "signedAt", rel.SignedAt,
-		"pollMs", t.poll.Milliseconds(), "verifyMs", t.verify.Milliseconds(), "stageWaitMs", t.stageWait.Milliseconds(), "storeMs", t.put.Milliseconds())
+		"pollMs", t.poll.Milliseconds(), "verifyMs", t.verify.Milliseconds(), "verified", t.how, "stageWaitMs", t.stageWait.Milliseconds(), "storeMs", t.put.Milliseconds())
 	if err := s.refreshManifest(ctx, rel); err != nil {
 		return err
 	}
@@ -608,7 +654,10 @@ const EventReleaseRejected = "release_rejected"
 // refs, the releases verified before it) until it was read, reading and
 // verifying it, then waiting for its bodies to be staged (with those of
 // the other releases of the poll), then storing the releases.
-type timing struct{ poll, verify, stageWait, put time.Duration }
+type timing struct {
+	poll, verify, stageWait, put time.Duration
+	how                          string // verifiedFull or verifiedKept
+}
 
 // stage writes a release's bodies to the store ahead of PutReleases
 // (store.StageReleaseBodies). A failure costs only time: PutReleases
@@ -625,15 +674,27 @@ func (s *source) stage(ctx context.Context, bodies [][]byte) {
 	s.log.Debug("staged a release's bodies", "written", n, "of", len(bodies), "ms", time.Since(began).Milliseconds())
 }
 
-// verify reads and checks the artifacts at what a channel ref names. When
-// stage is not nil, the bodies read are handed to it before they are
-// verified (they go to the store meanwhile).
-func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ...[]byte)) (store.Release, *proto.FleetResolved, error) {
+// verify reads and checks the artifacts at what a channel ref names, and
+// says how: verifiedKept when the commit's fleet verified before
+// (recheck), else verifiedFull. When stage is not nil, the bodies read are
+// handed to it before they are verified (they go to the store meanwhile).
+func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ...[]byte)) (store.Release, *proto.FleetResolved, string, error) {
 	now := s.clock.Now()
 	commit, err := s.commitAt(hash)
 	if err != nil {
-		return store.Release{}, nil, err
+		return store.Release{}, nil, verifiedFull, err
 	}
+	if cv := s.verdicts.get(commit.Hash); cv != nil {
+		rel, fleet, err := s.recheck(channel, commit, cv, now, stage)
+		return rel, fleet, verifiedKept, err
+	}
+	rel, fleet, err := s.verifyFull(channel, commit, now, stage)
+	return rel, fleet, verifiedFull, err
+}
+
+// verifyFull reads and verifies a channel's release at a commit, and
+// keeps its verdicts when it verifies.
+func (s *source) verifyFull(channel string, commit *object.Commit, now time.Time, stage func(bodies ...[]byte)) (store.Release, *proto.FleetResolved, error) {
 	tree, err := s.tree(commit.TreeHash, "the commit's tree")
 	if err != nil {
 		return store.Release{}, nil, err
@@ -682,12 +743,13 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 		mres, err = manifest.Verify(mBody, mSig, s.roots, manifest.Expect{RolloutID: id}, now)
 	}
 	if err != nil {
-		return store.Release{}, nil, &verifyError{trust.Code(err), fmt.Errorf("%s.json: %w", id, err)}
+		return store.Release{}, nil, manifestError(id, err)
 	}
-	if mres.Manifest.FleetResolvedHash != res.SHA256 {
-		return store.Release{}, nil, &verifyError{codes.FleetHashMismatch, fmt.Errorf("%s.json was projected from fleet %s, not from this release's %s",
-			id, mres.Manifest.FleetResolvedHash, res.SHA256)}
+	if err := projectedFrom(id, mres, res.SHA256); err != nil {
+		return store.Release{}, nil, err
 	}
+	m := keepVerdict(mBody, mSig, mres)
+	s.verdicts.keep(commit.Hash, keepVerdict(fleetBody, fleetSig, res), id, &m)
 	return store.Release{
 		Channel: channel, Ref: ref, SourceCommit: commit.Hash.String(), SignedAt: res.SignedAt,
 		FleetBody: fleetBody, FleetSig: fleetSig, FleetHash: res.SHA256,
@@ -696,14 +758,17 @@ func (s *source) verify(channel string, hash plumbing.Hash, stage func(bodies ..
 	}, fleet, nil
 }
 
-// checkFleet verifies a fleet's signature and validates it for channel.
+// checkFleet verifies a fleet's signature and validates it, for channel
+// when not empty.
 func (s *source) checkFleet(channel string, body, sig []byte, now time.Time) (*trust.Result, error) {
 	res, err := trust.Verify(body, sig, s.roots, trust.Policy{Kind: proto.KindFleetResolved}, now)
 	if err != nil {
 		return nil, &verifyError{trust.Code(err), fmt.Errorf("fleet.resolved.json: %w", err)}
 	}
-	if _, ok := res.Fleet.Channels[channel]; !ok {
-		return nil, &verifyError{codes.UnknownChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
+	if channel != "" {
+		if err := hasChannel(res.Fleet, channel); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := manifest.ValidateFleet(res.Fleet); err != nil {
 		return nil, &verifyError{codes.InvalidFleet, err}
@@ -712,6 +777,14 @@ func (s *source) checkFleet(channel string, body, sig []byte, now time.Time) (*t
 		return nil, &verifyError{codes.Malformed, errors.New("fleet.resolved.json has no meta.ciCommit: CI did not stamp the release, so it names no rollout")}
 	}
 	return res, nil
+}
+
+// hasChannel checks that a verified fleet lists channel.
+func hasChannel(f *proto.FleetResolved, channel string) error {
+	if _, ok := f.Channels[channel]; !ok {
+		return &verifyError{codes.UnknownChannel, fmt.Errorf("the signed fleet has no channel %q", channel)}
+	}
+	return nil
 }
 
 // speculation is a manifest read before its fleet was verified, and

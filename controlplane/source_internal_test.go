@@ -113,7 +113,7 @@ func TestVerifiedArtifactsDecodeAsStored(t *testing.T) {
 	spec := fleetrepo.Spec{Channels: map[string][]int{"prod": {0, 15}},
 		Hosts: []fleetrepo.Host{fleetrepo.NewHost("prod-1", "prod", 0), fleetrepo.NewHost("prod-2", "prod", 1), fleetrepo.NewHost("prod-3", "prod", 1)}}
 	src, _, commit := releasedSource(t, dir, spec, nil)
-	rel, _, err := src.verify("prod", commit, nil)
+	rel, _, _, err := src.verify("prod", commit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

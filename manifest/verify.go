@@ -52,6 +52,20 @@ func Verify(artifact, sig []byte, roots *trust.Roots, exp Expect, now time.Time)
 	return res, nil
 }
 
+// Recheck judges at now a manifest that Verify accepted at an earlier time
+// with the same roots (trust.Recheck), and checks exp: the verdict Verify
+// would give at now, without reading the bytes again. res is what Verify
+// returned, sig the signature it checked.
+func Recheck(res *trust.Result, sig []byte, roots *trust.Roots, exp Expect, now time.Time) error {
+	if err := trust.Recheck(res, sig, roots, trust.Policy{Kind: proto.KindRolloutManifest, FreshnessWindow: exp.FreshnessWindow}, now); err != nil {
+		return err
+	}
+	if err := checkManifest(res, exp); err != nil {
+		return trust.Reject(res, err)
+	}
+	return nil
+}
+
 func checkManifest(res *trust.Result, exp Expect) error {
 	m := res.Manifest
 	if m.Meta.CICommit == nil || m.ChannelRef != *m.Meta.CICommit {

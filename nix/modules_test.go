@@ -638,6 +638,7 @@ func TestControlPlaneModule(t *testing.T) {
 		"replicaId":         "cp-1",
 		"tickInterval":      "15s",
 		"pollInterval":      "2s",
+		"watchRefs":         []string{"refs/heads/main", "refs/heads/release/*"},
 		"retention":         "1440h",
 		"logLevel":          "debug",
 		"environmentFile":   "/run/secrets/nixfleet-cp.env",
@@ -708,6 +709,7 @@ func TestControlPlaneModule(t *testing.T) {
 		"tls-cert": {certs.CertFile}, "tls-key": {filepath.Join(creds, "tls-key")},
 		"webhook-secret-file": {filepath.Join(creds, "webhook-secret")}, "replica-id": {"cp-1"},
 		"tick-interval": {"15s"}, "poll-interval": {"2s"}, "retention": {"1440h"}, "confirm-window": {"10m"},
+		"watch-ref":      {"refs/heads/main", "refs/heads/release/*"},
 		"prometheus-url": {"https://prometheus.example.org"}, "prometheus-ca": {certs.CertFile},
 		"prometheus-bearer-token-file": {filepath.Join(creds, "prometheus-token")}, "prometheus-timeout": {"5s"},
 	}

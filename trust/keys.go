@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -78,6 +79,11 @@ func (k *PublicKey) Algorithm() string { return k.algorithm }
 // Proto returns the key in trust.json form.
 func (k *PublicKey) Proto() proto.PublicKey {
 	return proto.PublicKey{Algorithm: k.algorithm, Public: base64.StdEncoding.EncodeToString(k.raw)}
+}
+
+// same reports whether k and o are one key (false when either is nil).
+func (k *PublicKey) same(o *PublicKey) bool {
+	return k != nil && o != nil && k.algorithm == o.algorithm && bytes.Equal(k.raw, o.raw)
 }
 
 // Verify reports whether sig is a valid signature of message under k.

@@ -141,6 +141,17 @@ func (r *Roots) Active(now time.Time) []ActiveKey {
 	return out
 }
 
+// keyOf is the key in slot (nil when the slot is unset or its algorithm
+// unsupported).
+func (r *Roots) keyOf(slot string) *PublicKey {
+	for _, s := range r.slots {
+		if s.slot == slot {
+			return s.key
+		}
+	}
+	return nil
+}
+
 // RejectBefore returns the rejectBefore time, if set.
 func (r *Roots) RejectBefore() (time.Time, bool) {
 	if r.rejectBefore == nil {

@@ -187,31 +187,82 @@ func Verify(artifact, sig []byte, roots *Roots, policy Policy, now time.Time) (*
 	}
 	res.SignedAt = signedAt
 
+	if err := checkTimes(res, roots, policy, now); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// checkTimes runs Verify's steps 7–9 on a verified artifact, and sets
+// res.Window to the freshness window it applied.
+func checkTimes(res *Result, roots *Roots, policy Policy, now time.Time) error {
+	signedAt := res.SignedAt
 	// 7.
 	if rb, ok := roots.RejectBefore(); ok && signedAt.Before(rb) {
-		return nil, Reject(res, fmt.Errorf("%w: signed %s, trust roots reject anything signed before %s",
+		return Reject(res, fmt.Errorf("%w: signed %s, trust roots reject anything signed before %s",
 			ErrRejectedBefore, stamp(signedAt), stamp(rb)))
 	}
 
 	// 8.
 	window, source := policy.FreshnessWindow, "the requested window"
 	if window <= 0 {
+		var err error
 		if window, source, err = artifactWindow(res); err != nil {
-			return nil, Reject(res, err)
+			return Reject(res, err)
 		}
 	}
 	res.Window = window
 	if age := now.Sub(signedAt); age > window+ClockSkew {
-		return nil, Reject(res, fmt.Errorf("%w: signed %s, %s before %s; %s is %s plus %s of clock skew",
+		return Reject(res, fmt.Errorf("%w: signed %s, %s before %s; %s is %s plus %s of clock skew",
 			ErrStale, stamp(signedAt), span(age), stamp(now), source, span(window), span(ClockSkew)))
 	}
 
 	// 9.
 	if ahead := signedAt.Sub(now); ahead > ClockSkew {
-		return nil, Reject(res, fmt.Errorf("%w: signed %s, %s after %s; at most %s of clock skew is tolerated",
+		return Reject(res, fmt.Errorf("%w: signed %s, %s after %s; at most %s of clock skew is tolerated",
 			ErrFutureDated, stamp(signedAt), span(ahead), stamp(now), span(ClockSkew)))
 	}
-	return res, nil
+	return nil
+}
+
+// Recheck judges at now an artifact that Verify accepted at an earlier
+// time, with the same roots and policy: res is what Verify returned and
+// sig the signature it checked. Only the steps that depend on the time
+// run again: some key is active at now (1), one of them verifies the
+// signature (3 and 4: the key that verified it, in the first slot that
+// holds it, when still active; else the others over res.Canonical), and
+// rejectBefore and freshness (7–9).
+// The bytes are not canonicalized, decoded nor hashed again, so it costs
+// microseconds where Verify costs a pass over the artifact, and its
+// verdict and error are the ones Verify would return at now. res must
+// not have been changed since (res.Window is set again); the caller
+// keeps it with the bytes it came from.
+func Recheck(res *Result, sig []byte, roots *Roots, policy Policy, now time.Time) error {
+	// 1.
+	var active []ActiveKey
+	if roots != nil {
+		active = roots.Active(now)
+	}
+	if len(active) == 0 {
+		return fmt.Errorf("%w: trust.json has no ciReleaseKey active at %s", ErrNoTrustRoots, now.UTC().Format(time.RFC3339))
+	}
+	// 3 and 4: the first active key that is the one that verified it
+	// (another key is taken not to verify a signature this one does).
+	signer := roots.keyOf(res.Slot)
+	i := slices.IndexFunc(active, func(k ActiveKey) bool { return signer != nil && k.Key.same(signer) })
+	if i < 0 {
+		sv := checkSignature(active, res.Canonical, sig)
+		if sv.slot == "" {
+			if len(sv.tried) == 0 {
+				return fmt.Errorf("%w: active keys: %s", ErrUnsupportedAlgorithm, strings.Join(sv.unsupported, ", "))
+			}
+			return fmt.Errorf("%w: no active key verifies the signature over the canonical bytes (tried %s)", ErrBadSignature, strings.Join(sv.tried, ", "))
+		}
+		res.Slot, res.Algorithm = sv.slot, sv.algorithm
+	} else {
+		res.Slot, res.Algorithm = active[i].Slot, active[i].Algorithm
+	}
+	return checkTimes(res, roots, policy, now)
 }
 
 // parallelVerify is the size of canonical bytes from which Verify checks

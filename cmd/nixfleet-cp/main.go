@@ -78,6 +78,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "replica-id", EnvVars: env("replica-id"), Usage: "this replica's `NAME` in the leader lease"},
 			&cli.DurationFlag{Name: "tick-interval", Value: 30 * time.Second, EnvVars: env("tick-interval"), Usage: "periodic tick"},
 			&cli.DurationFlag{Name: "poll-interval", Value: 5 * time.Second, EnvVars: env("poll-interval"), Usage: "git poll"},
+			&cli.StringSliceFlag{Name: "watch-ref", Value: cli.NewStringSlice(controlplane.DefaultWatchRef), EnvVars: env("watch-ref"),
+				Usage: "verify the releases at `REF` (a ref name, or a prefix ending in /*) ahead of their promotion to a channel (repeatable; none: no ref)"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: 10 * time.Second, EnvVars: env("lease-ttl"), Usage: "leader lease"},
 			&cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, EnvVars: env("debounce"), Usage: "a trigger ticks at once unless a tick started within this `DURATION`; then the triggers of the window become one tick at its end"},
 			&cli.DurationFlag{Name: "web-session-ttl", Value: 8 * time.Hour, EnvVars: env("web-session-ttl"), Usage: "how long a dashboard sign-in lasts (rfcs/0011)"},
@@ -148,7 +150,7 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		Listen: c.String("listen"), DB: c.String("db"), Repo: c.String("repo"), StateDir: c.String("state-dir"),
 		TrustFile: c.String("trust"), OperatorsFile: c.String("operators"),
 		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"), InsecureDev: c.Bool("insecure-dev"),
-		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"),
+		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"), WatchRefs: c.StringSlice("watch-ref"),
 		LeaseTTL: c.Duration("lease-ttl"), Debounce: c.Duration("debounce"), EventRetention: c.Duration("retention"),
 		WebSessionTTL: c.Duration("web-session-ttl"),
 		Tunables: reconciler.Tunables{

@@ -135,6 +135,10 @@ let
     "--poll-interval"
     cfg.pollInterval
   ]
+  ++ lib.optionals (cfg.watchRefs != null) (builtins.concatMap (r: [
+    "--watch-ref"
+    r
+  ]) (if cfg.watchRefs == [ ] then [ "none" ] else cfg.watchRefs))
   ++ lib.optionals (cfg.retention != null) [
     "--retention"
     cfg.retention
@@ -370,6 +374,18 @@ in
       default = null;
       example = "5s";
       description = "How often the channel refs are polled (default 5s).";
+    };
+
+    watchRefs = mkOption {
+      type = types.nullOr (types.listOf types.str);
+      default = null;
+      example = [ "refs/heads/main" ];
+      description = ''
+        The refs CI commits its signed releases to: each new commit there is
+        verified ahead of its promotion, so that moving a channel's ref to it
+        costs only the time checks (default every branch, refs/heads/*; the
+        empty list: none).
+      '';
     };
 
     retention = mkOption {
