@@ -91,7 +91,10 @@
 //     host_mem_KiB and host_rss_KiB, the same with everyone waiting less
 //     before the hosts connected, over the fleet: all a host costs, its
 //     state and its connection (with every host on a kept connection,
-//     what a connected host costs); waiting. Their 60 s run out after.
+//     what a connected host costs); seen_rss_KiB_per_conn, the whole
+//     process's VmRSS as it is (not collected first: what someone sizing
+//     a machine reads from outside) over the waiting long-polls; waiting.
+//     Their 60 s run out after. Run with GOGC as nixfleet-cp sets it.
 //   - push-dispatch: NIXFLEET_BENCH_TRIALS trials (checkinBench.trial,
 //     benchscale_test.go). In each, CI signs and commits a release with
 //     new closures for every host to its branch, in a third process
@@ -328,8 +331,11 @@ func (cb *checkinBench) benchMemory(b *testing.B) {
 	// connections, with every kept connection in a long-poll.
 	b.ReportMetric(float64(lp.after.heapStack-cb.before.heapStack)/1024/float64(cb.n), "host_mem_KiB")
 	b.ReportMetric(float64(lp.after.rss-cb.before.rss)/1024/float64(cb.n), "host_rss_KiB")
-	b.Logf("%d long-polls waiting (%d held): Go heap and stacks %d MiB, then %d MiB; resident %d MiB, then %d MiB; goroutines %d, then %d (%.2f a long-poll); %d answered when their %s ran out",
-		lp.waiting, lp.held, lp.before.heapStack>>20, lp.after.heapStack>>20, lp.before.rss>>20, lp.after.rss>>20,
+	// As seen from outside: the whole process's VmRSS, not collected
+	// first, over the hosts connected (rfcs/0006 §Check-ins at scale).
+	b.ReportMetric(float64(lp.seen)/1024/float64(max(lp.waiting, 1)), "seen_rss_KiB_per_conn")
+	b.Logf("%d long-polls waiting (%d held): Go heap and stacks %d MiB, then %d MiB; resident %d MiB, then %d MiB (%d MiB before it was collected); goroutines %d, then %d (%.2f a long-poll); %d answered when their %s ran out",
+		lp.waiting, lp.held, lp.before.heapStack>>20, lp.after.heapStack>>20, lp.before.rss>>20, lp.after.rss>>20, lp.seen>>20,
 		lp.before.goroutines, lp.after.goroutines, float64(lp.after.goroutines-lp.before.goroutines)/float64(max(lp.waiting, 1)),
 		lp.answered, maxWait)
 }

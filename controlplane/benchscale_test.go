@@ -518,6 +518,11 @@ func sampleMemory() memSample {
 type longPolls struct {
 	held, waiting int
 	before, after memSample
+	// seen is this process's VmRSS once every one has waited settle, as
+	// it is: what someone sizing a machine reads from outside
+	// (sampleMemory collects and returns the free memory to the system
+	// first).
+	seen int64
 	// answered is how many long-polls ended with an answer (not cancelled).
 	answered int
 }
@@ -531,6 +536,10 @@ func (lp longPolls) perConn() (mem, rss float64) {
 	n := float64(lp.waiting) * 1024
 	return float64(lp.after.heapStack-lp.before.heapStack) / n, float64(lp.after.rss-lp.before.rss) / n
 }
+
+// settle is how long the long-polls wait before the memory is read: a
+// steady state, well inside their wait (maxWait).
+const settle = 40 * time.Second
 
 // measureLongPolls puts every host on a kept connection into a long-poll
 // at once (wait 60 s, with the target it knows), samples this process's
@@ -549,6 +558,10 @@ func (cb *checkinBench) measureLongPolls(tb testing.TB, cancel bool) longPolls {
 	}
 	lp.held = cb.load.run(tb, loadOp{Kind: "hold", Wait: int(maxWait / time.Second)}).Held
 	cb.pollMetrics(tb, fmt.Sprintf("%d long-polls wait", lp.held), func(m map[string]float64) bool { return waiting(m) >= lp.held })
+	// Settled: the agents wait, nothing else happens, and the runtime
+	// has had time to return what earlier work freed (its scavenger).
+	time.Sleep(settle)
+	lp.seen = residentBytes()
 	lp.after = sampleMemory()
 	if path := os.Getenv("NIXFLEET_BENCH_HEAPPROFILE"); path != "" {
 		// What the memory is, while they wait: go tool pprof -sample_index=inuse_space.

@@ -154,7 +154,9 @@ func oneHostFleet(t *testing.T, dir string) (fleetrepo.Spec, *fleetrepo.Repo, *t
 
 // TestRemoteMirror: a --repo URL is mirrored into the state directory and
 // read through the same header-first storage as a local repository: a
-// release pushed there, behind an annotated tag, is fetched and stored.
+// release CI pushed to its branch is fetched and verified ahead (the
+// watched refs are mirrored too), and, once a channel's ref names it
+// behind an annotated tag, stored from the kept verdicts.
 func TestRemoteMirror(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -179,6 +181,13 @@ func TestRemoteMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	src.watch = []string{"refs/heads/*"}
+	if err := src.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sample(t, src.m, "nixfleet_releases_verified_ahead_total", "verified"); got != 1 {
+		t.Fatalf("CI's branch, mirrored: verified ahead %v times, want 1", got)
+	}
 	tag, err := repo.Tag("v1", commit, plumbing.CommitObject, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +204,9 @@ func TestRemoteMirror(t *testing.T) {
 	}
 	if len(rels) != 1 || rels[0].SourceCommit != commit.String() {
 		t.Errorf("releases %+v, want one from commit %s", rels, commit)
+	}
+	if kept := verifiedHow(t, src.m, verifiedKept); kept != 1 {
+		t.Errorf("the promotion was judged from %v kept verdicts, want 1", kept)
 	}
 	if _, fails := src.status(); len(fails) != 0 {
 		t.Errorf("failures %+v", fails)

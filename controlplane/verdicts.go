@@ -43,11 +43,13 @@ import (
 // Only what verified is kept; a ref moved to a commit whose artifacts
 // failed is verified in full again, and refused with its code. At most
 // maxVerdicts commits are kept, the least recently used leaving first:
-// each holds its bodies and its decoded fleet, which a stored release
-// shares. Only the polling goroutine uses them (under source.mu).
+// each holds its bodies (35.5 MiB at 100,000 hosts in one channel) and its
+// decoded fleet, which a stored release shares. Two cover the common
+// cases: the head of CI's branch, and the commit promoted last, which the
+// next channel promotes in turn. Only the polling goroutine uses them (under source.mu).
 
 // maxVerdicts bounds the commits whose verdicts are kept.
-const maxVerdicts = 4
+const maxVerdicts = 2
 
 // How a channel's release was verified (nixfleet_release_verification_seconds).
 const (
