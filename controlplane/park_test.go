@@ -6,6 +6,7 @@ import (
 	"net/http/httptrace"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,13 +33,26 @@ func serving(t *testing.T, fn string) int {
 	return n
 }
 
+// awaitParked waits until n long-polls are parked.
+func awaitParked(t *testing.T, e *env, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.metrics()[parkedGauge] != float64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %v, want %d", parkedGauge, e.metrics()[parkedGauge], n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestParkedLongPolls: a long-poll that waits is parked (park.go): no
 // goroutine serves its connection while it waits; it is answered when its
 // host's activation changes (and not when only the reason it waits
 // changes), or when its wait runs out, on the same
 // connection, which then serves the host's next request; a request that
 // asks to close its connection waits as before; and at shutdown every
-// parked long-poll is answered at once.
+// parked long-poll is answered at once, and every answered connection
+// waiting idle for its next request is closed.
 func TestParkedLongPolls(t *testing.T) {
 	for _, backend := range backends {
 		// Not in parallel: the test counts this process's goroutines.
@@ -75,13 +89,7 @@ func TestParkedLongPolls(t *testing.T) {
 			}
 			parked := func(n int) {
 				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for e.metrics()[parkedGauge] != float64(n) {
-					if time.Now().After(deadline) {
-						t.Fatalf("%s is %v, want %d", parkedGauge, e.metrics()[parkedGauge], n)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				awaitParked(t, e, n)
 			}
 			// A first check-in of each host opens its connection.
 			for _, h := range e.spec.Hosts {
@@ -156,9 +164,19 @@ func TestParkedLongPolls(t *testing.T) {
 				t.Errorf("web-1's closing long-poll: %v after %s", a.err, a.took)
 			}
 
-			// Shutdown answers the parked long-polls at once.
+			// web-1's first connection, its long-poll answered, waits idle
+			// for a next request that does not come.
+			if n := serving(t, "controlplane.(*lot).await"); n != 1 {
+				t.Errorf("%d answered connections wait idle, want 1 (web-1's)", n)
+			}
+
+			// Shutdown answers the parked long-polls at once, and closes
+			// the connection waiting idle.
 			stopped := time.Now()
 			e.stop()
+			if n := serving(t, "controlplane.(*lot).await"); n != 0 {
+				t.Errorf("%d goroutines wait on idle connections after shutdown", n)
+			}
 			for name, c := range map[string]<-chan answer{"web-2": web2, "web-3": web3} {
 				a := <-c
 				if a.err != nil || a.resp.StatusTag == "" {
@@ -169,5 +187,76 @@ func TestParkedLongPolls(t *testing.T) {
 				t.Errorf("shutting down took %s with long-polls parked", took)
 			}
 		})
+	}
+}
+
+// TestKeptConnectionIdles: the connection a long-poll was answered on
+// stays open while its agent pauses before the next request, as any kept
+// connection may (up to the HTTP server's IdleTimeout, 2 min), and not
+// only for its ReadHeaderTimeout (10 s): the next check-in, a minute
+// later, goes over the same connection, with no new TLS handshake.
+func TestKeptConnectionIdles(t *testing.T) {
+	t.Parallel() // it sleeps a minute
+	// One backend: the store plays no part in how a connection is kept.
+	e := newEnv(t, "sqlite", smallSpec(), nil)
+	e.onboard(e.hosts())
+	h := e.spec.Hosts[1]
+	c := e.client(h.Key, h.Name)
+	// conn is how a check-in went: over a kept connection or not, from
+	// which local address, after how many TLS handshakes.
+	type conn struct {
+		reused     bool
+		local      string
+		handshakes int
+	}
+	checkin := func(wait int) (conn, error) {
+		var mu sync.Mutex
+		var got conn
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			TLSHandshakeStart: func() { mu.Lock(); got.handshakes++; mu.Unlock() },
+			GotConn: func(i httptrace.GotConnInfo) {
+				mu.Lock()
+				got.reused, got.local = i.Reused, i.Conn.LocalAddr().String()
+				mu.Unlock()
+			},
+		})
+		cur := fleetrepo.Closure(h.Name, "v0")
+		_, err := c.Checkin(ctx, proto.CheckinRequest{Hostname: h.Name, Current: cur, Booted: cur,
+			Probes: proto.ProbeSummary{Total: 1, Failed: []string{}}, FailedUnits: []string{}, Wait: wait})
+		mu.Lock()
+		defer mu.Unlock()
+		return got, err
+	}
+
+	// A check-in opens the connection; a long-poll parks on it and is
+	// answered when its wait runs out.
+	first, err := checkin(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan error, 1)
+	var poll conn
+	go func() {
+		var err error
+		poll, err = checkin(1)
+		polled <- err
+	}()
+	awaitParked(t, e, 1)
+	if err := <-polled; err != nil {
+		t.Fatal(err)
+	}
+	if !poll.reused || poll.local != first.local {
+		t.Fatalf("the long-poll went over %+v, the first check-in over %+v", poll, first)
+	}
+
+	// The agent pauses a minute, then checks in again.
+	time.Sleep(61 * time.Second)
+	next, err := checkin(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.reused || next.local != first.local || next.handshakes != 0 {
+		t.Errorf("a minute after its long-poll was answered, a check-in went over %+v, want the kept connection from %s",
+			next, first.local)
 	}
 }
