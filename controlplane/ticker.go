@@ -26,9 +26,12 @@ import (
 //     once, or at the end of the Debounce window when a tick started
 //     within it;
 //   - each tick is store.Tick: one transaction that fences on the lease, so
-//     a replica that lost the lease cannot write; it is skipped (quiet)
-//     when nothing changed and nothing is due, and followed at once by the
-//     next when it left changed statuses unread.
+//     a replica that lost the lease cannot write, and that extends the
+//     lease by LeaseTTL as it commits, so a tick longer than LeaseTTL does
+//     not cost it (on PostgreSQL the renewals do not wait for a tick
+//     either: store/lease.go); it is skipped (quiet) when nothing changed
+//     and nothing is due, and followed at once by the next when it left
+//     changed statuses unread.
 type ticker struct {
 	st      store.Store
 	cfg     *Config
@@ -299,7 +302,7 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
 	decided := false
-	out, err := t.st.Tick(ctx, store.TickParams{Kept: &t.kept, Lease: l, Clock: t.cfg.Clock.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
+	out, err := t.st.Tick(ctx, store.TickParams{Kept: &t.kept, Lease: l, LeaseTTL: t.cfg.LeaseTTL, Clock: t.cfg.Clock.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
 		Rewound: rewound, SkipBefore: skip, Report: func(r store.TickReport) {
 			// The tick committed: the hub hands out what it changed
 			// while the store may still write rows it deferred.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
+	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -323,5 +325,151 @@ func TestRewoundStartsOneWatch(t *testing.T) {
 	tk.tick(ctx)
 	if want := []bool{false, true, false}; !slices.Equal(st.rewound, want) {
 		t.Fatalf("Rewound of the ticks: %v, want %v", st.rewound, want)
+	}
+}
+
+// holdingTicks is a store whose next tick, once hold is set, waits in
+// decide until let is closed (held is closed when it does), and that
+// sends each RenewLease's time and error on renewed when it returns.
+type holdingTicks struct {
+	store.Store
+	hold      atomic.Bool
+	held, let chan struct{}
+	renewed   chan renewal
+}
+
+type renewal struct {
+	at  time.Time
+	err error
+}
+
+func (s *holdingTicks) Tick(ctx context.Context, p store.TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error) {
+	if s.hold.CompareAndSwap(true, false) {
+		inner := decide
+		decide = func(in reconciler.Input) (reconciler.Output, error) {
+			close(s.held)
+			<-s.let
+			return inner(in)
+		}
+	}
+	return s.Store.Tick(ctx, p, decide)
+}
+
+func (s *holdingTicks) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration, now time.Time) (store.Lease, error) {
+	nl, err := s.Store.RenewLease(ctx, l, ttl, now)
+	s.renewed <- renewal{now, err}
+	return nl, err
+}
+
+// TestLongTickKeepsTheLease: a replica whose tick takes three lease TTLs
+// keeps leading (a tick of 19.8 s under load once cost the only replica
+// its 10 s lease). Its lease loop runs meanwhile on the replica's clock:
+// on PostgreSQL each renewal completes while the tick is held; on SQLite
+// they wait for the tick, whose extension at its commit keeps the lease.
+// No change to not leading is seen, and the next tick commits.
+func TestLongTickKeepsTheLease(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			url := "sqlite://" + filepath.Join(t.TempDir(), "cp.db")
+			if backend == "postgres" {
+				url = pgtest.URL(t)
+			}
+			inner, err := store.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(inner.Close)
+			st := &holdingTicks{Store: inner, held: make(chan struct{}), let: make(chan struct{}), renewed: make(chan renewal, 64)}
+			let := sync.OnceFunc(func() { close(st.let) })
+			fake := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			cfg := &Config{Clock: fake, TickInterval: time.Hour, LeaseTTL: 30 * time.Second}
+			cfg.setDefaults()
+			m := newMetrics()
+			tk := newTicker(st, cfg, "r1", slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), m, newBoard())
+			var lost atomic.Int32
+			tk.leader.subscribe(func(_ store.Lease, leading bool) {
+				if !leading {
+					lost.Add(1)
+				}
+			})
+			tk.lead(ctx)
+			first, ok := tk.isLeader()
+			if !ok {
+				t.Fatal("the only replica does not lead")
+			}
+
+			// The lease loop, as run starts it.
+			leadCtx, stopLead := context.WithCancel(ctx)
+			leadDone := make(chan struct{})
+			made := fake.Made()
+			go func() { defer close(leadDone); tk.leadLoop(leadCtx) }()
+			stopLoop := sync.OnceFunc(func() { stopLead(); <-leadDone })
+			// Cleanups run last first: the tick is let go, then the loop
+			// (which may wait for it) stops.
+			t.Cleanup(stopLoop)
+			t.Cleanup(let)
+			select {
+			case <-made:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the lease loop made no ticker")
+			}
+
+			st.hold.Store(true)
+			ticked := make(chan struct{})
+			go func() { defer close(ticked); tk.tick(ctx) }()
+			<-st.held
+			for range 9 {
+				fake.Advance(cfg.LeaseTTL / 3)
+				if backend != "postgres" {
+					continue // the renewal waits for the tick, which holds the writer
+				}
+				select {
+				case r := <-st.renewed:
+					if r.err != nil || !r.at.Equal(fake.Now()) {
+						t.Fatalf("renewing at %s during the tick: renewal at %s: %v", fake.Now(), r.at, r.err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("PostgreSQL: the lease loop's renewal at %s did not complete while a tick was held", fake.Now())
+				}
+			}
+			let()
+			<-ticked
+			if backend != "postgres" {
+				// The loop's renewal that waited for the tick, with a time
+				// read before the tick committed.
+				select {
+				case r := <-st.renewed:
+					if r.err != nil {
+						t.Fatalf("the renewal at %s that waited for the tick: %v", r.at, r.err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the lease loop did not renew after the tick")
+				}
+			}
+			// Renew at the time the tick ended, and tick again.
+			tk.lead(ctx)
+			tk.tick(ctx)
+
+			if n := lost.Load(); n != 0 {
+				t.Fatalf("the replica stopped leading %d times over a tick of %s with a lease of %s", n, 3*cfg.LeaseTTL, cfg.LeaseTTL)
+			}
+			if l, ok := tk.isLeader(); !ok || l.Epoch != first.Epoch {
+				t.Fatalf("after the long tick: leading %v at epoch %d, want epoch %d", ok, l.Epoch, first.Epoch)
+			}
+			var committed float64
+			for _, result := range []string{"ok", "quiet", "partial"} {
+				committed += counterValue(t, m.ticks.WithLabelValues(result))
+			}
+			for _, result := range []string{"not_leader", "error"} {
+				if n := counterValue(t, m.ticks.WithLabelValues(result)); n != 0 {
+					t.Errorf("%v ticks ended %s", n, result)
+				}
+			}
+			if committed != 2 {
+				t.Fatalf("%v ticks committed, want the long one and the next", committed)
+			}
+		})
 	}
 }

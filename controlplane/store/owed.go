@@ -97,8 +97,8 @@ func (tx *txn) writeOwed(ctx context.Context, rows []hostRow, ids []string, agai
 }
 
 // flushOwed is the second transaction of a tick that deferred rows: it
-// writes them while p's lease still holds. On failure they stay owed in
-// k, for the lease's next tick.
+// writes them while p's lease still holds, and extends the lease as the
+// tick did. On failure they stay owed in k, for the lease's next tick.
 func (s *db) flushOwed(ctx context.Context, p TickParams, k *kept.Keeper, o *kept.Owed) {
 	err := s.writeTick(ctx, func(tx *txn) error {
 		if err := tx.lockTick(ctx); err != nil {
@@ -107,7 +107,10 @@ func (s *db) flushOwed(ctx context.Context, p TickParams, k *kept.Keeper, o *kep
 		if err := checkLease(ctx, tx, p.Lease, utcMicro(p.Clock())); err != nil {
 			return err
 		}
-		return tx.writeOwed(ctx, o.Rows, o.IDs, false)
+		if err := tx.writeOwed(ctx, o.Rows, o.IDs, false); err != nil {
+			return err
+		}
+		return extendTickLease(ctx, tx, p.Lease, p.LeaseTTL, p.Clock)
 	})
 	if err != nil {
 		k.Owed = o

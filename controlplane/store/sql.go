@@ -15,9 +15,10 @@ import (
 // The SQL of this package is written once, for both backends, in the
 // dialect they share: `?` placeholders (rewritten to $1, $2, … for
 // PostgreSQL), INSERT … ON CONFLICT upserts, RETURNING, and row locks
-// written `FOR UPDATE` (dropped for SQLite, whose single writer already
-// serializes write transactions). Only what the two cannot share — the
-// tick lock, the migration lock — is written per backend.
+// written `FOR UPDATE`, `FOR SHARE` or `FOR KEY SHARE` (dropped for
+// SQLite, whose single writer already serializes write transactions).
+// Only what the two cannot share — the tick lock, the migration lock — is
+// written per backend.
 
 // dialect is a backend's SQL flavour.
 type dialect int
@@ -223,6 +224,7 @@ func sqliteSQL(q string) string {
 	}
 	out := strings.ReplaceAll(q, " FOR UPDATE", "")
 	out = strings.ReplaceAll(out, " FOR SHARE", "")
+	out = strings.ReplaceAll(out, " FOR KEY SHARE", "")
 	sqliteQueries.Store(q, out)
 	return out
 }

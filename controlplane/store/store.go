@@ -313,9 +313,9 @@ type TickStore interface {
 	// channel's manifest (Manifest), changed rollouts and hosts, channels'
 	// last rolled refs, deferrals, visibility, the fates of the refs it
 	// decided about (release log), intent results, and the events
-	// (stamped now). An error from decide or from applying leaves
-	// the store unchanged. The Output returned carries the watch_started
-	// event first when there was one.
+	// (stamped now), and extends p.Lease by p.LeaseTTL. An error from
+	// decide or from applying leaves the store unchanged. The Output
+	// returned carries the watch_started event first when there was one.
 	Tick(ctx context.Context, p TickParams, decide func(reconciler.Input) (reconciler.Output, error)) (reconciler.Output, error)
 	// VerifyKept compares the input k keeps between ticks with a cold
 	// load from one snapshot, holding up k's ticks only while it copies
@@ -516,8 +516,10 @@ type LeaseStore interface {
 	// free, expired, or already the holder's (ErrLeaseHeld otherwise). A
 	// change of holder increases the epoch.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (Lease, error)
-	// RenewLease extends a held lease to now+ttl (ErrNotLeader when the
-	// lease changed holder or epoch, or expired before now).
+	// RenewLease extends a held lease to now+ttl, never back (a tick may
+	// have extended it further), and returns it with its expiry
+	// (ErrNotLeader when the lease changed holder or epoch, or expired
+	// before now). It never waits for a tick on PostgreSQL.
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration, now time.Time) (Lease, error)
 	// ReleaseLease gives a held lease up at once.
 	ReleaseLease(ctx context.Context, l Lease) error

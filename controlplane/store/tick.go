@@ -17,7 +17,14 @@ import (
 type TickParams struct {
 	// Lease is the caller's tick lease.
 	Lease Lease
-	// Clock is read once, after the tick lock is taken: the tick's now.
+	// LeaseTTL: a tick that commits extends Lease to the clock at commit
+	// plus LeaseTTL, unless it expires later already (lease.go), so that a
+	// tick longer than the TTL does not cost the lease. Zero leaves the
+	// expiry alone.
+	LeaseTTL time.Duration
+	// Clock is read once, after the tick lock is taken: the tick's now;
+	// and, when LeaseTTL is set, once more before the commit, for the
+	// lease's new expiry.
 	Clock func() time.Time
 	// Tunables go to the reconciler.
 	Tunables reconciler.Tunables
@@ -78,11 +85,12 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     after the clock was read is newer than now, and the reconciler
 //     leaves it for the next tick (rfcs/0003 §Input);
 //  3. check that the lease is the tick lease's current holder and epoch
-//     and has not expired at now, holding the lease row until commit
-//     (else ErrNotLeader, before decide is called); then write the host
-//     rows this lease's previous tick deferred and could not write, and,
-//     when the tick loads in full, those of every rollout still marked
-//     as owing rows (owed.go);
+//     and has not expired at now, holding the lease row until commit so
+//     that no other replica takes it meanwhile, though its holder may
+//     renew it (else ErrNotLeader, before decide is called); then write
+//     the host rows this lease's previous tick deferred and could not
+//     write, and, when the tick loads in full, those of every rollout
+//     still marked as owing rows (owed.go);
 //  4. keep the watch: the previous committed tick must be at most MaxGap
 //     old, and the store must not have lost writes since the caller's
 //     last tick (p.Rewound, or its counters below kept.Keeper.High: the
@@ -100,7 +108,8 @@ func At(t time.Time) func() time.Time { return func() time.Time { return t } }
 //     previous tick and now is before p.SkipBefore (the previous Output's
 //     QuietUntil): the tick is then skipped, and writes only the watch;
 //  7. apply its Output as reconciler.Apply does, relative to the loaded
-//     Input, and commit; then apply it to the kept input too, and tell
+//     Input, extend the lease by p.LeaseTTL from the clock (lease.go), and
+//     commit; then apply it to the kept input too, and tell
 //     p.Report what the tick did and which assignments it changed (in
 //     two reports when it also changed every host of a rollout: the
 //     hosts whose activation it may have started first,
@@ -171,7 +180,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		next = r
 		if !rep.Full && !rep.Changed && started == nil && now.Before(p.SkipBefore) {
 			rep.Skipped = true
-			return nil
+			return extendTickLease(ctx, tx, p.Lease, p.LeaseTTL, p.Clock)
 		}
 		o, err := decide(in)
 		if err != nil {
@@ -188,7 +197,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 		if len(tx.owed) > 0 {
 			deferred = &kept.Owed{Lease: keptLease(p.Lease), Rows: tx.owed, IDs: tx.owedIDs}
 		}
-		return nil
+		return extendTickLease(ctx, tx, p.Lease, p.LeaseTTL, p.Clock)
 	})
 	if err != nil {
 		// A tick the store failed leaves no kept input: the next loads in
@@ -342,7 +351,8 @@ func keepWatch(ctx context.Context, tx *txn, in *reconciler.Input, gap time.Dura
 	return started, nil
 }
 
-// checkLease locks the tick lease's row and checks that l holds it at now.
+// checkLease locks the tick lease's row FOR KEY SHARE (lease.go) and
+// checks that l holds it at now.
 func checkLease(ctx context.Context, tx *txn, l Lease, now time.Time) error {
 	if l.Name != TickLease {
 		return fmt.Errorf("%w: lease %q is not the tick lease", ErrNotLeader, l.Name)
@@ -351,7 +361,7 @@ func checkLease(ctx context.Context, tx *txn, l Lease, now time.Time) error {
 		holder         string
 		epoch, expires int64
 	)
-	err := tx.queryRow(ctx, "SELECT holder, epoch, expires_at FROM leases WHERE name = ? FOR UPDATE", TickLease).
+	err := tx.queryRow(ctx, "SELECT holder, epoch, expires_at FROM leases WHERE name = ? FOR KEY SHARE", TickLease).
 		Scan(&holder, &epoch, &expires)
 	switch {
 	case errors.Is(err, errNoRows):

@@ -78,6 +78,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TickNeverReadsTheFuture", testTickClock},
 		{"Leases", testLeases},
 		{"LeaseAcquireRace", testLeaseAcquireRace},
+		{"LeaseOutlivesLongTick", testLeaseOutlivesLongTick},
+		{"LeaseTakeoverWaitsForTick", testTakeoverWaitsForTick},
 		{"WebSessions", testWebSessions},
 		{"WebLoginRace", testWebLoginRace},
 		{"RecordStatus", testRecordStatus},
