@@ -105,10 +105,14 @@ func runFor[T any](t *testing.T, ctx context.Context, what string, a chromedp.Ac
 	return v
 }
 
-// text is the visible text of the first element matching sel.
+// text is the visible text of the first element matching sel, once there
+// is one. It is read in one evaluation: a page that renders again between
+// finding the node and reading it (after an intent) cannot lose it.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	return runFor(t, ctx, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))
+	q := "document.querySelector(" + strconv.Quote(sel) + ")"
+	waitFor(t, ctx, "the page shows "+sel, q+" !== null", nil)
+	return eval[string](t, ctx, "("+q+" || {}).innerText || ''")
 }
 
 // eval evaluates a JavaScript expression.
