@@ -47,7 +47,7 @@ func newMetrics() *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
 	m.ticks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nixfleet_ticks_total", Help: "Reconcile ticks by result: ok; partial (changed statuses left for the next tick, which follows at once); quiet (nothing changed, nothing due: not decided); not_leader; error.",
+		Name: "nixfleet_ticks_total", Help: "Reconcile ticks by result: ok; partial (changed statuses, or host moves past the tick's bound, left for the next tick, which follows at once); quiet (nothing changed, nothing due: not decided); not_leader; error.",
 	}, []string{"result"})
 	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_actions_total", Help: "Host actions decided, by kind (dispatch, rollback).",

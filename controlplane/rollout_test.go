@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +95,48 @@ func TestRolloutConverges(t *testing.T) {
 					t.Errorf("%s runs %s", name, h.Current())
 				}
 			}
+		})
+	}
+}
+
+// TestBoundedTicksFollowAtOnce: a tick moves at most
+// Tunables.MaxHostMoves hosts and the next follows at once, with nothing
+// else to wake it (the ticker's interval is an hour and the clock stands
+// still): a push to seven idle hosts under a bound of two dispatches all
+// seven in four ticks, three of them partial, and the rollout converges
+// as without the bound.
+func TestBoundedTicksFollowAtOnce(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			spec := fleetrepo.Spec{Channels: map[string][]int{"stable": {0}}}
+			for i := range 7 {
+				spec.Hosts = append(spec.Hosts, fleetrepo.NewHost(fmt.Sprintf("web-%d", i), "stable", 0))
+			}
+			e := newEnv(t, backend, spec, func(c *controlplane.Config) { c.Tunables.MaxHostMoves = 2 })
+			hosts := e.hosts()
+			e.onboard(hosts)
+			partial := `nixfleet_ticks_total{result="partial"}`
+			before := e.metrics()[partial]
+			e.release("v1", 2)
+			ctx := context.Background()
+			id := rolloutID("stable", 2)
+			var r proto.Rollout
+			e.await(10*time.Second, "every host is dispatched, none checking in", func() bool {
+				err := e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+id, &r)
+				return err == nil && r.Counts[string(reconciler.HostActivating)] == len(hosts)
+			})
+			if n := e.metrics()[partial] - before; n < 3 {
+				t.Errorf("%v partial ticks dispatched seven hosts under a bound of two, want at least 3", n)
+			}
+			e.await(10*time.Second, "the rollout converges", func() bool {
+				for _, h := range hosts {
+					if err := h.Step(ctx, 0); err != nil {
+						t.Logf("%s: %v", h.Name, err)
+					}
+				}
+				return rolloutState(t, e, id) == reconciler.RolloutConverged
+			})
 		})
 	}
 }

@@ -31,7 +31,8 @@ import (
 //     not cost it (on PostgreSQL the renewals do not wait for a tick
 //     either: store/lease.go); it is skipped (quiet) when nothing changed
 //     and nothing is due, and followed at once by the next when it left
-//     changed statuses unread.
+//     changed statuses unread or the reconciler stopped at its bound
+//     (reconciler.Tunables.MaxHostMoves).
 type ticker struct {
 	st      store.Store
 	cfg     *Config

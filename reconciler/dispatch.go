@@ -137,6 +137,9 @@ func (t *tick) dispatchHosts(w *work) {
 			if h.State != HostPending && h.State != HostSkipped {
 				continue
 			}
+			if t.spent() {
+				return
+			}
 			if h.Wave > w.r.Wave {
 				t.block(w, i, t.gate(w, i, edge, failWave))
 				continue
@@ -182,7 +185,7 @@ func (t *tick) dispatchHosts(w *work) {
 			if h.State == HostSkipped {
 				code, msg = codes.CatchUp, "back online; dispatched to the channel's current target "+h.Target
 			}
-			w.touch(i)
+			t.touch(w, i)
 			h = &w.r.Hosts[i]
 			h.Previous = o.Current
 			t.setHost(w, i, EvDispatch, Reason{Code: code, Message: msg})
@@ -299,6 +302,9 @@ func (t *tick) finishDeferred(w *work) {
 		h := &w.r.Hosts[i]
 		if h.State != HostDeferred {
 			continue
+		}
+		if t.spent() {
+			return
 		}
 		o := t.obs[h.Hostname]
 		if o.Current != h.Target || o.Booted != h.Target || o.Said().Before(h.Since) {

@@ -44,6 +44,14 @@ func (t *tick) observe(w *work) {
 		return
 	}
 	for i := range w.r.Hosts {
+		switch w.r.Hosts[i].State {
+		case HostActivating, HostSoaking, HostDeferred, HostRollingBack: // what observeOnce observes
+		default:
+			continue
+		}
+		if t.spent() {
+			return
+		}
 		t.observeHost(w, i)
 	}
 }

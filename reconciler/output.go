@@ -37,6 +37,14 @@ func (t *tick) output() Output {
 			}
 		}
 	}
+	if t.cut {
+		// The channels the tick did not reach wait as they did.
+		for _, d := range t.in.Deferrals {
+			if !t.reached[d.Channel] {
+				out.Deferrals = append(out.Deferrals, d)
+			}
+		}
+	}
 	slices.SortFunc(out.Deferrals, func(a, b Deferral) int {
 		return cmp.Or(strings.Compare(a.Channel, b.Channel), strings.Compare(a.Ref, b.Ref), strings.Compare(a.BlockedBy, b.BlockedBy))
 	})
@@ -61,6 +69,9 @@ func (t *tick) output() Output {
 	out.QuietUntil, out.WakeAt = t.wakeAt, t.wakeAt
 	if len(out.Actions)+len(out.Events)+len(out.Rollouts)+len(out.Hosts)+len(out.IntentResults)+len(out.Channels) > 0 {
 		out.QuietUntil = t.now
+		// A tick stopped at its bound whose changes all cancelled out
+		// made no progress: it does not ask for another at once.
+		out.More = t.cut
 	}
 	return out
 }

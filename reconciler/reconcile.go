@@ -44,7 +44,7 @@ func Reconcile(in Input) Output {
 	for range maxPasses {
 		t.moved = false
 		t.pass()
-		if !t.moved {
+		if !t.moved || t.cut {
 			break
 		}
 	}
@@ -57,28 +57,41 @@ const maxPasses = 8
 
 func (t *tick) pass() {
 	t.deferrals = t.deferrals[:0]
+	clear(t.reached)
 	for _, r := range t.rollouts {
 		t.observe(r)
 	}
 	for _, r := range t.rollouts {
 		t.analyze(r)
 	}
+	// The failures a tick observed are judged in that tick, also when it
+	// stopped at its bound: a converged rollout judges only the failures
+	// that are new to the tick.
 	for _, r := range t.rollouts {
 		t.healthPolicy(r)
+	}
+	// A tick stopped at its bound dispatches, reverts and opens nothing
+	// more, and judges no deadline: the next tick, at once, goes on.
+	if t.cut {
+		return
 	}
 	t.buildBudgets()
 	done := map[*work]bool{}
 	step := func(channel string) {
 		for _, w := range slices.Clone(t.rollouts) {
-			if !done[w] && (channel == "" || w.r.Channel == channel) {
+			if !done[w] && (channel == "" || w.r.Channel == channel) && !t.cut {
 				done[w] = true
-				t.dispatch(w)
-				t.deadline(w)
+				if t.dispatch(w); !t.cut {
+					t.deadline(w)
+				}
 			}
 		}
 	}
 	for _, name := range t.order {
-		step(name)
+		if step(name); t.cut {
+			return
+		}
+		t.reached[name] = true
 		if w := t.openChannel(name); w != nil {
 			done[w] = true
 			// The channel's hosts are now the new rollout's: judge its
@@ -128,6 +141,25 @@ type tick struct {
 	// wakeAt is the earliest time after now at which a comparison the tick
 	// made with its time would come out otherwise (Output.QuietUntil).
 	wakeAt time.Time
+	// bound is Tunables.MaxHostMoves (0: none); touched counts the host
+	// records the tick changed, and cut says it stopped at the bound with
+	// a host left to consider (Output.More).
+	bound, touched int
+	cut            bool
+	// reached: the channels whose refs the current pass judged (step 4c);
+	// a tick cut before a channel keeps its deferrals as they came in.
+	reached map[string]bool
+}
+
+// spent reports whether the tick has changed as many host records as it
+// may (Tunables.MaxHostMoves): the loops that move hosts stop there,
+// before the next host they would consider, and the tick says More.
+func (t *tick) spent() bool {
+	if t.bound > 0 && t.touched >= t.bound {
+		t.cut = true
+		return true
+	}
+	return false
 }
 
 // wake notes that a decision of the tick depends on now being before at:
@@ -165,7 +197,8 @@ type work struct {
 func newTick(in Input) *tick {
 	t := &tick{in: in, now: in.Now, obs: in.Hosts, channels: map[string]*Channel{}, byID: map[string]*work{},
 		groups: map[string]*budgetGroup{}, prevDeferOK: map[Deferral]bool{}, deferSeen: map[Deferral]bool{},
-		openBreaks: map[string]*FreezeBreak{}, measurements: indexMeasurements(in.Measurements)}
+		openBreaks: map[string]*FreezeBreak{}, measurements: indexMeasurements(in.Measurements),
+		bound: in.Tunables.maxHostMoves(), reached: map[string]bool{}}
 	if t.obs == nil {
 		t.obs = map[string]ObservedHost{}
 	}
@@ -264,10 +297,19 @@ func (t *tick) sortRollouts() {
 // change in the tick. Every change of a host record comes after a touch;
 // a pointer into r.Hosts taken before one is stale after it, and is taken
 // again (setHost, block and their callers do).
-func (w *work) touch(i int) {
+func (w *work) touch(i int) (first bool) {
 	w.ownHosts()
 	if _, saved := w.orig[i]; !saved {
 		w.orig[i] = w.r.Hosts[i]
+		return true
+	}
+	return false
+}
+
+// touch is w.touch, counting the host records the tick changed (spent).
+func (t *tick) touch(w *work, i int) {
+	if w.touch(i) {
+		t.touched++
 	}
 }
 
@@ -315,7 +357,7 @@ func (t *tick) setHost(w *work, i int, ev HostEvent, reason Reason) bool {
 	}
 	t.emit(Event{Kind: EventHostTransition, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: h.Wave, Host: h.Hostname,
 		From: string(h.State), To: string(to), Reason: reason})
-	w.touch(i)
+	t.touch(w, i)
 	h = &w.r.Hosts[i]
 	h.State, h.Since, h.Reason, h.Blocked = to, t.now, reason, Reason{}
 	w.r.ProgressAt = t.now
@@ -330,7 +372,7 @@ func (t *tick) block(w *work, i int, why Reason) {
 	if h.Blocked == why {
 		return
 	}
-	w.touch(i)
+	t.touch(w, i)
 	h = &w.r.Hosts[i]
 	h.Blocked = why
 	t.moved = true

@@ -28,6 +28,9 @@ func (t *tick) revert(w *work) {
 		if !w.needsRollback(i) {
 			continue
 		}
+		if t.spent() {
+			return // the next tick goes on, and ends the revert
+		}
 		remaining++
 		if h.State == HostActivating || h.State == HostRollingBack {
 			continue // let the switch finish first

@@ -158,6 +158,12 @@ type Tunables struct {
 	// are judged one by one, so that a channel of one or two hosts still
 	// skips a host that is away. Default 2.
 	PartialVisibilityMinHosts int `json:"partialVisibilityMinHosts,omitempty"`
+	// MaxHostMoves bounds the work of one tick: once it has changed this
+	// many host records, it takes no further host through observation,
+	// dispatch, a deferred boot or a rollback, and says so
+	// (Output.More); the next tick, at once, goes on where it stopped.
+	// Default 20,000 (DefaultMaxHostMoves); negative: no bound.
+	MaxHostMoves int `json:"maxHostMoves,omitempty"`
 }
 
 // Defaults for Tunables.
@@ -167,6 +173,10 @@ const (
 	DefaultReadinessDeadline         = 60 * time.Minute
 	DefaultPartialVisibilityPct      = 50
 	DefaultPartialVisibilityMinHosts = 2
+	// DefaultMaxHostMoves is about what a control plane on PostgreSQL
+	// decides, journals and writes in one to two seconds on two cores
+	// (BENCHMARKS.md, store tick churn).
+	DefaultMaxHostMoves = 20000
 )
 
 // OfflineThreshold is how long a host may be silent before it counts as
@@ -226,6 +236,17 @@ func (t Tunables) confirm() time.Duration {
 }
 func (t Tunables) readiness() time.Duration {
 	return secondsOr(t.ReadinessDeadlineSeconds, DefaultReadinessDeadline)
+}
+
+// maxHostMoves is MaxHostMoves with its default; 0 means no bound.
+func (t Tunables) maxHostMoves() int {
+	switch {
+	case t.MaxHostMoves < 0:
+		return 0
+	case t.MaxHostMoves == 0:
+		return DefaultMaxHostMoves
+	}
+	return t.MaxHostMoves
 }
 
 func secondsOr(s int, d time.Duration) time.Duration {
@@ -539,6 +560,12 @@ type Output struct {
 	// may come early, never late); zero when none will. It equals
 	// QuietUntil for a tick that decided nothing; a caller ticks then.
 	WakeAt time.Time `json:"wakeAt,omitzero"`
+	// More: the tick stopped at its bound (Tunables.MaxHostMoves) with
+	// hosts left to observe, dispatch or roll back. The caller ticks again
+	// at once; ticks at the same time, each applied, end where one tick
+	// without the bound would have ended. A tick with More is not a
+	// fixpoint; the last of the sequence is.
+	More bool `json:"more,omitempty"`
 }
 
 // ChannelUpdate records the ref a channel last opened a rollout for.

@@ -161,9 +161,11 @@ func TestConfigSources(t *testing.T) {
 		t.Errorf("legacy JSON: exit %d, serving on %q, log:\n%s", code, listening(log), log)
 	}
 
-	// Partial visibility needs a percentage and a floor that mean something.
+	// Partial visibility needs a percentage and a floor that mean something,
+	// and a tick's bound is a number of hosts or none.
 	for _, args := range [][]string{
 		{"--partial-visibility-pct", "0"}, {"--partial-visibility-pct", "101"}, {"--partial-visibility-min-hosts", "0"},
+		{"--tick-max-host-moves", "0"}, {"--tick-max-host-moves", "-2"},
 	} {
 		if code, log := serve(append([]string{"--config", withFile("127.0.0.1:0")}, args...)...); code != 2 || !strings.Contains(log, args[0]) {
 			t.Errorf("%v: exit %d (want 2), output:\n%s", args, code, log)

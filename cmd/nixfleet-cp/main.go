@@ -94,6 +94,8 @@ func serveCommand() *cli.Command {
 				Usage: "a channel with more than this `PERCENT` of its hosts late (silent for half the offline threshold) at once is in partial visibility (1-100; 100 turns it off)"},
 			&cli.IntFlag{Name: "partial-visibility-min-hosts", Value: reconciler.DefaultPartialVisibilityMinHosts, EnvVars: env("partial-visibility-min-hosts"),
 				Usage: "and at least this `NUMBER` of them (fewer silent hosts are judged one by one)"},
+			&cli.IntFlag{Name: "tick-max-host-moves", Value: reconciler.DefaultMaxHostMoves, EnvVars: env("tick-max-host-moves"),
+				Usage: "a tick moves at most this `NUMBER` of hosts (observed, dispatched, rolled back) and the next follows at once; -1: no bound"},
 			&cli.Float64Flag{Name: "rate-limit-per-host", Value: controlplane.DefaultRatePerHost, EnvVars: env("rate-limit-per-host"),
 				Usage: "requests per second (`RATE`) each host, and each operator, may send in the long run; 0 turns the limit off"},
 			&cli.IntFlag{Name: "rate-limit-burst", Value: controlplane.DefaultRateHostBurst, EnvVars: env("rate-limit-burst"),
@@ -159,6 +161,7 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 			ReadinessDeadlineSeconds:  int(c.Duration("readiness-deadline") / time.Second),
 			PartialVisibilityPct:      c.Int("partial-visibility-pct"),
 			PartialVisibilityMinHosts: c.Int("partial-visibility-min-hosts"),
+			MaxHostMoves:              c.Int("tick-max-host-moves"),
 		},
 		RateLimit: controlplane.RateLimit{
 			PerHost: c.Float64("rate-limit-per-host"), HostBurst: c.Int("rate-limit-burst"),
@@ -176,6 +179,9 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	}
 	if n := cfg.Tunables.PartialVisibilityMinHosts; n < 1 {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--partial-visibility-min-hosts %d: want at least 1", n))
+	}
+	if n := cfg.Tunables.MaxHostMoves; n == 0 || n < -1 {
+		return cfg, nil, cliapp.Usage(fmt.Errorf("--tick-max-host-moves %d: want at least 1, or -1 for no bound", n))
 	}
 	if err := cfg.RateLimit.Check(); err != nil {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--rate-limit-*: %w", err))

@@ -60,7 +60,8 @@ type TickReport struct {
 	// measurement); with Full, always set.
 	Changed bool
 	// More: more statuses changed than the tick read
-	// (TickParams.MaxStatuses); the next tick reads on, and should come at
+	// (TickParams.MaxStatuses), or the reconciler stopped at its bound
+	// (reconciler.Output.More); the next tick goes on, and should come at
 	// once.
 	More bool
 	// Diverged: TickParams.Verify found the kept input different from

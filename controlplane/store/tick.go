@@ -187,6 +187,7 @@ func (s *db) Tick(ctx context.Context, p TickParams, decide func(reconciler.Inpu
 			decideErr = true
 			return fmt.Errorf("store: tick: %w", err)
 		}
+		rep.More = rep.More || o.More
 		if started != nil {
 			o.Events = append([]reconciler.Event{*started}, o.Events...)
 		}
