@@ -36,6 +36,7 @@ type metrics struct {
 	fullLoads     prometheus.Counter
 	parked        prometheus.Gauge
 	divergences   prometheus.Counter
+	memoryTrims   prometheus.Counter
 	rechecks      prometheus.Counter
 	notify        *notify.Metrics
 }
@@ -109,9 +110,12 @@ func newMetrics() *metrics {
 	m.parked = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nixfleet_long_polls_parked", Help: "Check-in long-polls waiting parked: their connection held without a goroutine or buffers.",
 	})
+	m.memoryTrims = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nixfleet_memory_trims_total", Help: "Collections a quiet replica ran to return to the system the memory a burst left (rfcs/0006 §Check-ins at scale 6).",
+	})
 	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
 		m.checkin, m.verifyFailure, m.verifiedAhead, m.verifying, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
-		m.fullLoads, m.divergences, m.rechecks, m.parked,
+		m.fullLoads, m.divergences, m.rechecks, m.parked, m.memoryTrims,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))

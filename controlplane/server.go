@@ -221,8 +221,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.src.run(bg, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.ticker.run(bg) }()
 	go func() { defer wg.Done(); s.hub.run(bg) }()
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.notifier.Run(bg) }()
+	go func() { defer wg.Done(); s.trimMemory(bg) }()
 	go func() { defer wg.Done(); s.prune(bg) }()
 
 	srv.RegisterOnShutdown(func() { close(s.stopping) })
