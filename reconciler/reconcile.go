@@ -372,7 +372,13 @@ func (t *tick) block(w *work, i int, why Reason) {
 	if h.Blocked == why {
 		return
 	}
-	t.touch(w, i)
+	if w.isNew && (why.Gate == codes.WaveNotActive || why.Gate == "") {
+		// A rollout this tick opens writes all its hosts with it; a host
+		// merely waiting for its wave there is no move (spent).
+		w.touch(i)
+	} else {
+		t.touch(w, i)
+	}
 	h = &w.r.Hosts[i]
 	h.Blocked = why
 	t.moved = true

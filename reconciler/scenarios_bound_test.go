@@ -37,6 +37,19 @@ func wantMore(more bool) func(*testing.T, rc.Output) {
 
 var boundScenarios = []goldenCase{
 	{
+		name: "rule12-bounded-tick-opens-a-rollout-whole",
+		desc: "rule 12: a release opens a rollout of a canary and five hosts in wave 1 under a bound of two moves: the canary is dispatched, the hosts waiting for their wave are written with the new rollout and are no moves, and the tick is done",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("stable", 5, 5).Host("a", "stable", 0)
+			for _, h := range []string{"b", "c", "d", "e", "f"} {
+				b.Host(h, "stable", 1)
+			}
+			s.in.Tunables.MaxHostMoves = 2
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c", "d", "e", "f")
+		},
+		check: all(wantIntents("a"), wantMore(false), wantBlocked("f", codes.WaveNotActive)),
+	},
+	{
 		name: "rule12-bounded-tick-dispatches-to-its-bound",
 		desc: "rule 12: a release opens a rollout of five hosts under a bound of two host moves: two are dispatched and the tick says More",
 		build: func(s *scenario) {
