@@ -12,15 +12,17 @@ import (
 // live after the last collection, and keeps what it freed up to that goal.
 // A burst — a fleet reconnecting, onboarding, a big release — sets a
 // high goal, and when the control plane falls quiet afterwards (most
-// agents waiting in long-polls, which allocate nothing) no collection
+// agents waiting in long-polls, which allocate little) no collection
 // comes to lower it for minutes, and the runtime hands the memory back
 // slowly: a quiet control plane looks two or three times its size from
 // outside. So every trimEvery a replica looks: when no collection ran
-// since it last looked (it is quiet) and the heap holds more than a
-// quarter above what is live (and trimSlack), it collects and returns the
-// free memory to the system at once. A busy replica collects often by
-// itself and is left alone; a quiet one pays at most one collection every
-// trimEvery.
+// since it last looked and the heap holds more than a quarter above what
+// is live, or above what it held after its last trim (what is live and
+// the room between objects that a collection cannot give back), plus
+// trimSlack, it collects and returns the free memory to the system. A
+// replica that collects by itself within trimEvery is left alone; any
+// other pays at most one collection every trimEvery, and with little
+// garbage none.
 
 const (
 	trimEvery = 10 * time.Second
@@ -61,10 +63,11 @@ func readHeap(s []rtmetrics.Sample) heapState {
 	return heapState{cycles: v(0), live: v(1), held: v(2) + v(3) + v(4), off: off}
 }
 
-// trimDue reports whether the heap, quiet since prev (no collection), holds
-// more than a quarter above what is live, and trimSlack.
-func trimDue(prev, now heapState) bool {
-	return !now.off && now.cycles == prev.cycles && now.held > now.live+now.live/4+trimSlack
+// trimDue reports whether the heap, with no collection since prev, holds
+// trimSlack more than a quarter above what is live, and than floor (what
+// it held after the last trim).
+func trimDue(prev, now heapState, floor uint64) bool {
+	return !now.off && now.cycles == prev.cycles && now.held > max(floor, now.live+now.live/4)+trimSlack
 }
 
 // trimMemory returns the memory a burst left, while the replica is quiet,
@@ -88,26 +91,31 @@ func (s *Server) trimMemory(ctx context.Context) {
 	}
 }
 
-// heapReader reads heapState.
-type heapReader struct{ samples []rtmetrics.Sample }
+// heapReader reads heapState, and trims.
+type heapReader struct {
+	samples []rtmetrics.Sample
+	floor   uint64 // held after the last trim
+}
 
-func newHeapReader() heapReader {
-	h := heapReader{samples: make([]rtmetrics.Sample, len(trimSamples))}
+func newHeapReader() *heapReader {
+	h := &heapReader{samples: make([]rtmetrics.Sample, len(trimSamples))}
 	for i, name := range trimSamples {
 		h.samples[i].Name = name
 	}
 	return h
 }
 
-func (h heapReader) read() heapState { return readHeap(h.samples) }
+func (h *heapReader) read() heapState { return readHeap(h.samples) }
 
-// trim collects and returns the free memory when trimDue(prev, now), and
-// returns the state after.
-func (h heapReader) trim(prev heapState) (heapState, bool) {
+// trim collects and returns the free memory when trimDue, and returns the
+// state after.
+func (h *heapReader) trim(prev heapState) (heapState, bool) {
 	now := h.read()
-	if !trimDue(prev, now) {
+	if !trimDue(prev, now, h.floor) {
 		return now, false
 	}
 	debug.FreeOSMemory()
-	return h.read(), true
+	now = h.read()
+	h.floor = now.held
+	return now, true
 }

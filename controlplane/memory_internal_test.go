@@ -16,7 +16,7 @@ func TestTrimReturnsWhatABurstLeft(t *testing.T) {
 	runtime.GC()
 	h := newHeapReader()
 	prev := h.read()
-	if trimDue(prev, h.read()) {
+	if trimDue(prev, h.read(), 0) {
 		t.Fatalf("a trim is due right after a collection: %+v", prev)
 	}
 	var sink [][]byte
@@ -25,7 +25,7 @@ func TestTrimReturnsWhatABurstLeft(t *testing.T) {
 	}
 	sink = nil
 	before := h.read()
-	if !trimDue(prev, before) {
+	if !trimDue(prev, before, 0) {
 		t.Fatalf("96 MiB of garbage, and no trim due: before %+v, now %+v", prev, before)
 	}
 	after, trimmed := h.trim(prev)
@@ -38,6 +38,13 @@ func TestTrimReturnsWhatABurstLeft(t *testing.T) {
 	}
 	if _, again := h.trim(after); again {
 		t.Fatal("a second trim was due with nothing allocated")
+	}
+	// What the heap held after the trim is its floor: a heap that holds
+	// more than a quarter above what is live (the room between objects
+	// that no collection gives back) is not trimmed again and again.
+	if floor := after.held + trimSlack/2; trimDue(after, heapState{cycles: after.cycles, live: after.live, held: floor}, after.held) ||
+		!trimDue(after, heapState{cycles: after.cycles, live: after.live, held: after.held + 2*trimSlack}, after.held) {
+		t.Fatal("the floor a trim leaves does not decide the next")
 	}
 	// A collection since the last look: the replica is busy, left alone.
 	for range 96 {

@@ -184,8 +184,9 @@ func (t *ticker) run(ctx context.Context) {
 	defer func() { stop(delayed); stop(quietT) }()
 	tickNow := func() {
 		lastStart = t.cfg.Clock.Now()
-		// A tick that left changed statuses unread (store.TickReport.More)
-		// is followed at once by the next: each reads on from the last.
+		// A tick that left changed statuses unread, or host moves past
+		// its bound (store.TickReport.More), is followed at once by the
+		// next: each goes on from the last.
 		for t.tick(ctx) && ctx.Err() == nil {
 		}
 		// Wake at the next deadline the last tick named.
