@@ -29,14 +29,23 @@ const (
 	trimSlack = 16 << 20
 )
 
-// trimSamples are the runtime metrics the trimmer reads.
-var trimSamples = []string{
-	"/gc/cycles/total:gc-cycles",
-	"/gc/heap/live:bytes",
-	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
-	"/memory/classes/heap/free:bytes",
-	"/gc/gogc:percent",
+// The runtime metrics the trimmer reads, by their index in trimSamples.
+const (
+	sampleCycles = iota
+	sampleLive
+	sampleObjects
+	sampleUnused
+	sampleFree
+	sampleGOGC
+)
+
+var trimSamples = [...]string{
+	sampleCycles:  "/gc/cycles/total:gc-cycles",
+	sampleLive:    "/gc/heap/live:bytes",
+	sampleObjects: "/memory/classes/heap/objects:bytes",
+	sampleUnused:  "/memory/classes/heap/unused:bytes",
+	sampleFree:    "/memory/classes/heap/free:bytes",
+	sampleGOGC:    "/gc/gogc:percent",
 }
 
 // heapState is what the trimmer reads: the collections so far, the heap
@@ -58,9 +67,10 @@ func readHeap(s []rtmetrics.Sample) heapState {
 		}
 		return s[i].Value.Uint64()
 	}
-	gogc := s[5].Value
+	gogc := s[sampleGOGC].Value
 	off := gogc.Kind() == rtmetrics.KindUint64 && int64(gogc.Uint64()) < 0
-	return heapState{cycles: v(0), live: v(1), held: v(2) + v(3) + v(4), off: off}
+	return heapState{cycles: v(sampleCycles), live: v(sampleLive),
+		held: v(sampleObjects) + v(sampleUnused) + v(sampleFree), off: off}
 }
 
 // trimDue reports whether the heap, with no collection since prev, holds
