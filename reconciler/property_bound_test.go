@@ -23,7 +23,8 @@ import (
 // same input is decided again under a drawn bound of 1 to 8 host moves,
 // tick after tick at the same time, each applied, until one no longer says
 // More. Each of those ticks changes at most the bound's host records and
-// dispatches at most as many; the last is a fixpoint; and the rollouts,
+// dispatches at most as many, and keeps every safety invariant
+// (safetyChecks) on its own; the last is a fixpoint; and the rollouts,
 // host by host, and the channels end exactly as one unbounded tick leaves
 // them. A bound only spreads a tick's work: it decides nothing another
 // tick would not.
@@ -32,13 +33,13 @@ func TestPropertyBoundedTicksEndAlike(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		bound := uniformIntGen(1, 8).Draw(t, "bound")
 		runChaosWith(t, fleetGenOpts{maxHosts: 40, changeControl: rapid.Bool().Draw(t, "changeControl"),
-			analysis: rapid.Bool().Draw(t, "analysis")}, func(_ *rapid.T, c tickCase) []string {
-			return checkBounded(c, bound)
+			analysis: rapid.Bool().Draw(t, "analysis")}, func(t *rapid.T, c tickCase) []string {
+			return checkBounded(t, c, bound)
 		})
 	})
 }
 
-func checkBounded(c tickCase, bound int) []string {
+func checkBounded(t *rapid.T, c tickCase, bound int) []string {
 	if c.out.More {
 		return []string{"a tick under the default bound said More"}
 	}
@@ -57,7 +58,18 @@ func checkBounded(c tickCase, bound int) []string {
 			return []string{fmt.Sprintf("bounded tick %d under a bound of %d changed %d host records and moved %d hosts:\n%s",
 				n, bound, len(out.Hosts), len(out.Actions), describeDecisions(out))}
 		}
+		before := in
 		in = reconciler.Apply(in, out)
+		// The control plane commits each bounded tick before it ticks
+		// again, so each must keep the safety invariants by itself: that
+		// the last one ends where one tick ends does not show that none on
+		// the way broke a budget or an edge.
+		if problems := checkSafety(t, tickCase{c.tick, before, out, in, c.sim}); len(problems) > 0 {
+			for i, p := range problems {
+				problems[i] = fmt.Sprintf("bounded tick %d under a bound of %d: %s", n, bound, p)
+			}
+			return append(problems, fmt.Sprintf("bounded tick %d decided:\n%s", n, describeDecisions(out)))
+		}
 		if !out.More {
 			break
 		}

@@ -1481,6 +1481,33 @@ type tickCase struct {
 // tickCheck returns the ways a tick breaks an invariant.
 type tickCheck func(t *rapid.T, c tickCase) []string
 
+// safetyChecks are the checkers of the safety invariants, each also a
+// property of its own above (and TestPropertyChangeControl): what no tick
+// may ever do, however much work it leaves to the next. A property that
+// decides ticks otherwise than runChaos does (under a bound of host moves,
+// say) runs them all on each tick it decides, through checkSafety, so
+// that a checker added here is held by those ticks too.
+var safetyChecks = []tickCheck{
+	checkBudgets,            // invariant 1
+	checkEventBudgets,       // invariant 1, as the journal shows it
+	checkEdgesAndWaves,      // invariant 2
+	checkTimeGates,          // invariant 2 for windows, freezes and approvals (rfcs/0013 rule 2)
+	checkOneNonTerminal,     // invariant 3
+	checkTransitions,        // invariant 6
+	checkNoOrphanedDispatch, // no orphaned dispatch
+	checkOneDriver,          // one rollout drives a host at a time
+}
+
+// checkSafety runs every checker of safetyChecks on a tick and returns all
+// their problems, so that one broken invariant does not hide another.
+func checkSafety(t *rapid.T, c tickCase) []string {
+	var problems []string
+	for _, check := range safetyChecks {
+		problems = append(problems, check(t, c)...)
+	}
+	return problems
+}
+
 // runChaos drives a random fleet for a drawn number of ticks (at most 150)
 // and checks an invariant after every tick.
 func runChaos(t *rapid.T, check tickCheck) {
