@@ -168,6 +168,10 @@ func (c *Client) Link(pathAndQuery string) string {
 // connectTimeout bounds dialling and the TLS handshake of every request.
 const connectTimeout = 10 * time.Second
 
+// sessionCacheSize is how many TLS sessions a client keeps for
+// resumption: one per server name, and a client talks to one.
+const sessionCacheSize = 4
+
 // New returns a client of the control plane at baseURL (https://… or,
 // for --insecure-dev, http://…).
 func New(baseURL string, opts Options) (*Client, error) {
@@ -179,7 +183,11 @@ func New(baseURL string, opts Options) (*Client, error) {
 	tr := &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4,
 		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: connectTimeout, DisableKeepAlives: opts.DisableKeepAlives}
 	if u.Scheme == "https" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: opts.ServerCAs}
+		// Sessions are resumed (rfcs/0007 §Authentication 6): a host whose
+		// connection closed reconnects without the certificates and
+		// signatures of a full handshake.
+		tc := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: opts.ServerCAs,
+			ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}
 		if opts.Key != nil {
 			key, name := opts.Key, opts.Name
 			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {

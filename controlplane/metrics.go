@@ -38,7 +38,10 @@ type metrics struct {
 	divergences   prometheus.Counter
 	memoryTrims   prometheus.Counter
 	rechecks      prometheus.Counter
-	notify        *notify.Metrics
+	// handshakes counts the TLS handshakes completed, full ([0]) and
+	// resumed ([1]).
+	handshakes [2]prometheus.Counter
+	notify     *notify.Metrics
 }
 
 func newMetrics() *metrics {
@@ -113,9 +116,13 @@ func newMetrics() *metrics {
 	m.memoryTrims = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nixfleet_memory_trims_total", Help: "Collections a quiet replica ran to return to the system the memory a burst left (rfcs/0006 §Check-ins at scale 6).",
 	})
+	handshakes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nixfleet_tls_handshakes_total", Help: "TLS handshakes completed, by whether the client resumed an earlier session (rfcs/0007 §Authentication 6).",
+	}, []string{"resumed"})
+	m.handshakes = [2]prometheus.Counter{handshakes.WithLabelValues("false"), handshakes.WithLabelValues("true")}
 	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
 		m.checkin, m.verifyFailure, m.verifiedAhead, m.verifying, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
-		m.fullLoads, m.divergences, m.rechecks, m.parked, m.memoryTrims,
+		m.fullLoads, m.divergences, m.rechecks, m.parked, m.memoryTrims, handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))

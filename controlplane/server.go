@@ -199,8 +199,10 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		// Client certificates are self-signed by their host or operator key;
 		// the key, not a CA, is the identity (checked per request).
+		// A resumed session keeps the certificate of the handshake that
+		// began it (rfcs/0007 §Authentication 6).
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13,
-			ClientAuth: tls.RequestClientCert}
+			ClientAuth: tls.RequestClientCert, VerifyConnection: s.countHandshake}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	} else {
 		s.log.Warn("INSECURE DEV MODE: plain HTTP, no authentication; loopback only", "listen", ln.Addr().String())
@@ -414,6 +416,17 @@ func (s *Server) wrap(route string, h handler, acc access) http.Handler {
 		}
 		s.m.httpRequests.WithLabelValues(route, fmt.Sprint(rec.status)).Inc()
 	})
+}
+
+// countHandshake counts a completed TLS handshake, full or resumed; it
+// refuses none (the identity is checked per request).
+func (s *Server) countHandshake(cs tls.ConnectionState) error {
+	if cs.DidResume {
+		s.m.handshakes[1].Inc()
+	} else {
+		s.m.handshakes[0].Inc()
+	}
+	return nil
 }
 
 // browsersRefuse reports whether browsers refuse a server certificate for
