@@ -24,7 +24,9 @@ import (
 //   - the leader ticks every TickInterval, at the WakeAt the last tick
 //     named, and when kicked (a status change, a release, an intent): at
 //     once, or at the end of the Debounce window when a tick started
-//     within it;
+//     within it; triggers during a tick wait until the replica has rested
+//     as long as the tick took (at most maxRest), so that a stream of them
+//     takes about half the replica's time at most;
 //   - each tick is store.Tick: one transaction that fences on the lease, so
 //     a replica that lost the lease cannot write, and that extends the
 //     lease by LeaseTTL as it commits, so a tick longer than LeaseTTL does
@@ -158,7 +160,8 @@ func (t *ticker) lead(ctx context.Context) {
 // its own goroutine (leadLoop), so that a long tick never lets it lapse.
 // A trigger ticks at once when no tick started within the last Debounce
 // (leading edge); triggers within that window, or during a tick, become
-// one tick at its end. Besides the periodic tick, the loop ticks when the
+// one tick at its end, and those during a tick wait until the replica has
+// rested as long as the tick took (at most maxRest, triggerWait). Besides the periodic tick, the loop ticks when the
 // last tick's QuietUntil comes (rfcs/0003 §Quiet ticks): a confirm window
 // closing or a soak ending is decided then, not at the next period.
 func (t *ticker) run(ctx context.Context) {
@@ -170,6 +173,7 @@ func (t *ticker) run(ctx context.Context) {
 	defer tickT.Stop()
 	var (
 		lastStart  time.Time
+		lastEnd    time.Time   // set when triggers came while the ticks ran
 		delayed    clock.Timer // the end of a debounce window
 		delayedC   <-chan time.Time
 		quietT     clock.Timer // the last tick's QuietUntil
@@ -188,6 +192,12 @@ func (t *ticker) run(ctx context.Context) {
 		// its bound (store.TickReport.More), is followed at once by the
 		// next: each goes on from the last.
 		for t.tick(ctx) && ctx.Err() == nil {
+		}
+		// A trigger that came while they ran waits for the replica to
+		// rest (triggerWait); one that comes later does not.
+		lastEnd = time.Time{}
+		if len(t.kickCh) > 0 {
+			lastEnd = t.cfg.Clock.Now()
 		}
 		// Wake at the next deadline the last tick named.
 		if at := t.wakeAt(); !at.Equal(quietArmed) {
@@ -227,7 +237,7 @@ func (t *ticker) run(ctx context.Context) {
 			if delayed != nil {
 				continue // a tick is due at the end of the window already
 			}
-			if wait := t.cfg.Debounce - t.cfg.Clock.Since(lastStart); !lastStart.IsZero() && wait > 0 {
+			if wait := triggerWait(t.cfg.Clock.Now(), lastStart, lastEnd, t.cfg.Debounce); wait > 0 {
 				delayed = t.cfg.Clock.NewTimer(wait)
 				delayedC = delayed.C()
 				continue
@@ -235,6 +245,29 @@ func (t *ticker) run(ctx context.Context) {
 			tickNow()
 		}
 	}
+}
+
+// maxRest bounds how long a trigger waits after a long tick (triggerWait).
+const maxRest = time.Second
+
+// triggerWait is how long a trigger at now waits before it ticks, after
+// ticks that started at start (zero: none yet): until debounce has passed
+// since they started; and, when triggers came while they ran (end is
+// when they ended, else zero), until the replica has rested after them as
+// long as they took, at most maxRest. Under a stream of triggers (a fleet
+// onboarding, a wide wave confirming) the leader then ticks about half its
+// time at most, and the rest goes to the check-ins the ticks wait for; a
+// trigger after a quiet spell ticks at once however long the last tick
+// took.
+func triggerWait(now, start, end time.Time, debounce time.Duration) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	wait := debounce - now.Sub(start)
+	if !end.IsZero() && !end.Before(start) {
+		wait = max(wait, min(end.Sub(start), maxRest)-now.Sub(end))
+	}
+	return wait
 }
 
 // leadLoop keeps or takes the lease every LeaseTTL/3 until ctx ends.

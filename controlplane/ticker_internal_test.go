@@ -473,3 +473,32 @@ func TestLongTickKeepsTheLease(t *testing.T) {
 		})
 	}
 }
+
+// TestTriggerWait: a trigger waits out the debounce window from the last
+// ticks' start; when triggers came while those ticks ran, also a rest as
+// long as they took, at most maxRest; after a quiet spell it ticks at
+// once however long the last tick took.
+func TestTriggerWait(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const debounce = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		now        time.Time
+		start, end time.Time
+		want       time.Duration
+	}{
+		{"the first trigger", at(0), time.Time{}, time.Time{}, 0},
+		{"within the window of a short tick", at(30), at(0), time.Time{}, 70 * time.Millisecond},
+		{"after the window", at(150), at(0), time.Time{}, -50 * time.Millisecond},
+		{"after a long tick, alone", at(400), at(0), time.Time{}, -300 * time.Millisecond},
+		{"during a long tick: rests as long", at(400), at(0), at(400), 400 * time.Millisecond},
+		{"during a long tick, partly rested", at(650), at(0), at(400), 150 * time.Millisecond},
+		{"during a short tick: the window still rules", at(20), at(0), at(20), 80 * time.Millisecond},
+		{"during a very long tick: at most maxRest", at(5000), at(0), at(5000), maxRest},
+	} {
+		if got := triggerWait(tc.now, tc.start, tc.end, debounce); got != tc.want {
+			t.Errorf("%s: waits %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
