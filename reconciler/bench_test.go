@@ -125,3 +125,38 @@ func BenchmarkReconcileBlind(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReconcileAllInFlight measures a tick while every host of the
+// fleet is in flight, as while a fleet onboards (each host's first
+// check-in dispatches it to what it runs) or a one-wave channel
+// activates: one channel, one wave soaking 10 minutes, no budget; every
+// host confirmed and soaking, and nothing for the tick to change.
+func BenchmarkReconcileAllInFlight(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			fb := fleetkit.New(b).Channel("stable", 10)
+			names := make([]string, n)
+			for i := range n {
+				names[i] = fmt.Sprintf("host-%06d", i)
+				fb.Host(names[i], "stable", 0)
+			}
+			s := newScenario(b)
+			s.in.Tunables = rc.Tunables{ConfirmWindowSeconds: 3600, MaxHostMoves: -1}
+			s.release(fb.Build(), fleetkit.Commit(1)).online(names...)
+			s.tick()
+			for _, it := range s.last.Actions {
+				s.confirm(it.RolloutID, it.Host)
+			}
+			s.advance(time.Minute).tick().advance(time.Minute)
+			in := s.in
+			if out := rc.Reconcile(in); len(in.Rollouts) != 1 || len(out.Hosts) != 0 || out.More {
+				b.Fatalf("%d rollouts, %d host records changed: want every host soaking, and a tick that changes nothing", len(in.Rollouts), len(out.Hosts))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				rc.Reconcile(in)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/host")
+		})
+	}
+}

@@ -87,13 +87,25 @@ func (t *tick) buildBudgets() {
 			}
 		}
 	}
-	t.inFlight = map[string]*work{}
+	// Sized first: while a fleet onboards or a wide wave activates, every
+	// tick puts most hosts of the fleet in flight again.
+	n := 0
+	for _, w := range t.rollouts {
+		if w.counted() {
+			for i := range w.r.Hosts {
+				if w.r.Hosts[i].State.InFlight() {
+					n++
+				}
+			}
+		}
+	}
+	t.inFlight = make(map[string]*work, n)
 	for _, w := range t.rollouts {
 		if !w.counted() {
 			continue
 		}
-		for i, h := range w.r.Hosts {
-			if h.State.InFlight() {
+		for i := range w.r.Hosts {
+			if w.r.Hosts[i].State.InFlight() {
 				t.take(w, i)
 			}
 		}
@@ -197,8 +209,8 @@ func (t *tick) take(w *work, i int) {
 	for _, g := range gs {
 		g.inflight++
 	}
-	if w.held == nil {
-		w.held = map[int][]*budgetGroup{}
+	if len(w.held) <= i {
+		w.held = slices.Grow(w.held, len(w.r.Hosts)-len(w.held))[:len(w.r.Hosts)]
 	}
 	w.held[i] = gs
 	t.inFlight[w.r.Hosts[i].Hostname] = w
@@ -210,16 +222,18 @@ func (t *tick) take(w *work, i int) {
 func (t *tick) takeNoted(w *work, i int) {
 	t.take(w, i)
 	if n := len(t.events); n > 0 {
-		t.events[n-1].Budgets = uses(w.held[i])
+		t.events[n-1].Budgets = uses(w.held[i]) // take made held[i]
 	}
 }
 
 // untake gives back a host's slots when it left flight in this pass.
 func (t *tick) untake(w *work, i int) {
-	for _, g := range w.held[i] {
-		g.inflight--
+	if i < len(w.held) {
+		for _, g := range w.held[i] {
+			g.inflight--
+		}
+		w.held[i] = nil
 	}
-	delete(w.held, i)
 	if t.inFlight[w.r.Hosts[i].Hostname] == w {
 		delete(t.inFlight, w.r.Hosts[i].Hostname)
 	}

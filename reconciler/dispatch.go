@@ -227,6 +227,22 @@ func (t *tick) gate(w *work, i int, edge *blocker, failWave int) Reason {
 	return t.lateGate(w, i, failWave)
 }
 
+// quarantined returns the quarantines a host reports. The hosts that
+// report any are found once per tick, when the first host is gated: a
+// walk over every observed host costs less than a lookup for each of the
+// hosts a tick may gate, and a tick that gates none pays neither.
+func (t *tick) quarantined(name string) []Quarantine {
+	if t.quarantine == nil {
+		t.quarantine = map[string][]Quarantine{}
+		for host, o := range t.obs {
+			if len(o.Quarantine) > 0 {
+				t.quarantine[host] = o.Quarantine
+			}
+		}
+	}
+	return t.quarantine[name]
+}
+
 // earlyGate returns the first of gates 0–2 (busy, quarantined,
 // channel_edge) that holds a host, or a zero Reason.
 func (t *tick) earlyGate(w *work, i int, edge *blocker) Reason {
@@ -234,7 +250,7 @@ func (t *tick) earlyGate(w *work, i int, edge *blocker) Reason {
 	if other := t.busy(w, h.Hostname); other != nil {
 		return Reason{Gate: codes.Busy, Code: codes.Busy, Message: "in flight in " + other.r.ID}
 	}
-	for _, q := range t.quarantine[h.Hostname] {
+	for _, q := range t.quarantined(h.Hostname) {
 		if q.Closure == h.Target && q.Until.After(t.now) {
 			t.wake(q.Until)
 			return Reason{Gate: codes.Quarantined, Code: codes.Quarantined,

@@ -127,7 +127,7 @@ type tick struct {
 	deferSeen    map[Deferral]bool       // deferrals reported in this tick
 	groups       map[string]*budgetGroup // by selector key
 	inFlight     map[string]*work        // hosts in flight, and where
-	quarantine   map[string][]Quarantine // the hosts that report quarantines
+	quarantine   map[string][]Quarantine // the hosts that report quarantines (quarantined builds it)
 	deferrals    []Deferral
 	prevDeferOK  map[Deferral]bool
 	chUpdates    []ChannelUpdate
@@ -177,17 +177,17 @@ type work struct {
 	isNew    bool
 	from     RolloutState
 	changed  bool
-	orig     map[int]RolloutHost    // hosts as they came in, saved when first changed
-	waveMsg  map[int]Reason         // the wave gate's reason, per wave
-	waves    [][]int                // host indexes per wave
-	preds    map[int][]int          // host index -> predecessor indexes
-	succs    map[int][]int          // host index -> successor indexes
-	groupOf  []*budgetGroup         // per budget index of the rollout
-	counting bool                   // its budgets count in this pass
-	stale    bool                   // no longer its channel's current rollout (groupsOf)
-	held     map[int][]*budgetGroup // the groups each host in flight holds a slot in
-	failed0  int                    // its failures when the tick began
-	latest   bool                   // the latest rollout of its channel
+	orig     map[int]RolloutHost // hosts as they came in, saved when first changed
+	waveMsg  map[int]Reason      // the wave gate's reason, per wave
+	waves    [][]int             // host indexes per wave
+	preds    map[int][]int       // host index -> predecessor indexes
+	succs    map[int][]int       // host index -> successor indexes
+	groupOf  []*budgetGroup      // per budget index of the rollout
+	counting bool                // its budgets count in this pass
+	stale    bool                // no longer its channel's current rollout (groupsOf)
+	held     [][]*budgetGroup    // by host index: the groups each host in flight holds a slot in
+	failed0  int                 // its failures when the tick began
+	latest   bool                // the latest rollout of its channel
 	// runsOwned: r.Analyses is this tick's copy, not the input's.
 	runsOwned bool
 	// hostsOwned: r.Hosts is this tick's copy, not the input's (touch).
@@ -201,12 +201,6 @@ func newTick(in Input) *tick {
 		bound: in.Tunables.maxHostMoves(), reached: map[string]bool{}}
 	if t.obs == nil {
 		t.obs = map[string]ObservedHost{}
-	}
-	t.quarantine = map[string][]Quarantine{}
-	for name, o := range t.obs {
-		if len(o.Quarantine) > 0 {
-			t.quarantine[name] = o.Quarantine
-		}
 	}
 	for i := range in.Channels {
 		c := in.Channels[i]
