@@ -24,9 +24,10 @@ import (
 //   - the leader ticks every TickInterval, at the WakeAt the last tick
 //     named, and when kicked (a status change, a release, an intent): at
 //     once, or at the end of the Debounce window when a tick started
-//     within it; triggers during a tick wait until the replica has rested
-//     as long as the tick took (at most maxRest), so that a stream of them
-//     takes about half the replica's time at most;
+//     within it; triggers during a tick, and deadlines due as it ends,
+//     wait until the replica has rested as long as the tick took (at most
+//     maxRest), so that a stream of them takes about half the replica's
+//     time at most;
 //   - each tick is store.Tick: one transaction that fences on the lease, so
 //     a replica that lost the lease cannot write, and that extends the
 //     lease by LeaseTTL as it commits, so a tick longer than LeaseTTL does
@@ -160,8 +161,9 @@ func (t *ticker) lead(ctx context.Context) {
 // its own goroutine (leadLoop), so that a long tick never lets it lapse.
 // A trigger ticks at once when no tick started within the last Debounce
 // (leading edge); triggers within that window, or during a tick, become
-// one tick at its end, and those during a tick wait until the replica has
-// rested as long as the tick took (at most maxRest, triggerWait). Besides the periodic tick, the loop ticks when the
+// one tick at its end. Triggers during a tick, and a deadline due as it
+// ends, wait until the replica has rested as long as the tick took (at
+// most maxRest, restWait). Besides the periodic tick, the loop ticks when the
 // last tick's QuietUntil comes (rfcs/0003 §Quiet ticks): a confirm window
 // closing or a soak ending is decided then, not at the next period.
 func (t *ticker) run(ctx context.Context) {
@@ -193,14 +195,16 @@ func (t *ticker) run(ctx context.Context) {
 		// next: each goes on from the last.
 		for t.tick(ctx) && ctx.Err() == nil {
 		}
-		// A trigger that came while they ran waits for the replica to
-		// rest (triggerWait); one that comes later does not.
+		// When more work waited as they ended (a trigger came while they
+		// ran, or a deadline they named is due), it waits for the replica
+		// to rest (restWait); work that comes later does not.
+		at, now := t.wakeAt(), t.cfg.Clock.Now()
 		lastEnd = time.Time{}
-		if len(t.kickCh) > 0 {
-			lastEnd = t.cfg.Clock.Now()
+		if len(t.kickCh) > 0 || (!at.IsZero() && !at.After(now)) {
+			lastEnd = now
 		}
 		// Wake at the next deadline the last tick named.
-		if at := t.wakeAt(); !at.Equal(quietArmed) {
+		if !at.Equal(quietArmed) {
 			stop(quietT)
 			quietT, quietC, quietArmed = nil, nil, at
 			if !at.IsZero() {
@@ -229,6 +233,14 @@ func (t *ticker) run(ctx context.Context) {
 			tickNow()
 		case <-quietC:
 			quietT, quietC, quietArmed = nil, nil, time.Time{}
+			if delayed != nil {
+				continue // a tick is due at the end of the window already
+			}
+			if wait := restWait(t.cfg.Clock.Now(), lastStart, lastEnd); wait > 0 {
+				delayed = t.cfg.Clock.NewTimer(wait)
+				delayedC = delayed.C()
+				continue
+			}
 			tickNow()
 		case <-delayedC:
 			delayed, delayedC = nil, nil
@@ -247,27 +259,32 @@ func (t *ticker) run(ctx context.Context) {
 	}
 }
 
-// maxRest bounds how long a trigger waits after a long tick (triggerWait).
+// maxRest bounds how long the replica rests after long ticks (restWait).
 const maxRest = time.Second
 
 // triggerWait is how long a trigger at now waits before it ticks, after
-// ticks that started at start (zero: none yet): until debounce has passed
-// since they started; and, when triggers came while they ran (end is
-// when they ended, else zero), until the replica has rested after them as
-// long as they took, at most maxRest. Under a stream of triggers (a fleet
-// onboarding, a wide wave confirming) the leader then ticks about half its
-// time at most, and the rest goes to the check-ins the ticks wait for; a
-// trigger after a quiet spell ticks at once however long the last tick
-// took.
+// ticks that started at start (zero: none yet) and, when more work waited
+// as they ended, ended at end (else zero): until debounce has passed
+// since they started, and restWait.
 func triggerWait(now, start, end time.Time, debounce time.Duration) time.Duration {
 	if start.IsZero() {
 		return 0
 	}
-	wait := debounce - now.Sub(start)
-	if !end.IsZero() && !end.Before(start) {
-		wait = max(wait, min(end.Sub(start), maxRest)-now.Sub(end))
+	return max(debounce-now.Sub(start), restWait(now, start, end))
+}
+
+// restWait is how long work that waited as ticks ended at end (zero: none
+// waited) waits still at now: until the replica has rested as long as
+// they took since start, at most maxRest. Under a stream of triggers and
+// deadlines (a fleet onboarding, a wide wave confirming) the leader then
+// ticks about half its time at most, and the rest goes to the check-ins
+// the ticks wait for; work after a quiet spell ticks at once however long
+// the last tick took.
+func restWait(now, start, end time.Time) time.Duration {
+	if end.IsZero() || end.Before(start) {
+		return 0
 	}
-	return wait
+	return min(end.Sub(start), maxRest) - now.Sub(end)
 }
 
 // leadLoop keeps or takes the lease every LeaseTTL/3 until ctx ends.

@@ -475,30 +475,34 @@ func TestLongTickKeepsTheLease(t *testing.T) {
 }
 
 // TestTriggerWait: a trigger waits out the debounce window from the last
-// ticks' start; when triggers came while those ticks ran, also a rest as
-// long as they took, at most maxRest; after a quiet spell it ticks at
-// once however long the last tick took.
+// ticks' start; when work waited as those ticks ended, also a rest as
+// long as they took, at most maxRest, and a deadline only that rest;
+// after a quiet spell both tick at once however long the last tick took.
 func TestTriggerWait(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	const debounce = 100 * time.Millisecond
 	for _, tc := range []struct {
-		name       string
-		now        time.Time
-		start, end time.Time
-		want       time.Duration
+		name          string
+		now           time.Time
+		start, end    time.Time
+		trigger, rest time.Duration // what a trigger and a deadline wait
 	}{
-		{"the first trigger", at(0), time.Time{}, time.Time{}, 0},
-		{"within the window of a short tick", at(30), at(0), time.Time{}, 70 * time.Millisecond},
-		{"after the window", at(150), at(0), time.Time{}, -50 * time.Millisecond},
-		{"after a long tick, alone", at(400), at(0), time.Time{}, -300 * time.Millisecond},
-		{"during a long tick: rests as long", at(400), at(0), at(400), 400 * time.Millisecond},
-		{"during a long tick, partly rested", at(650), at(0), at(400), 150 * time.Millisecond},
-		{"during a short tick: the window still rules", at(20), at(0), at(20), 80 * time.Millisecond},
-		{"during a very long tick: at most maxRest", at(5000), at(0), at(5000), maxRest},
+		{"the first trigger", at(0), time.Time{}, time.Time{}, 0, 0},
+		{"within the window of a short tick", at(30), at(0), time.Time{}, ms(70), 0},
+		{"after the window", at(150), at(0), time.Time{}, 0, 0},
+		{"after a long tick, alone", at(400), at(0), time.Time{}, 0, 0},
+		{"while a long tick ran: rests as long", at(400), at(0), at(400), ms(400), ms(400)},
+		{"while a long tick ran, partly rested", at(650), at(0), at(400), ms(150), ms(150)},
+		{"while a short tick ran: the window still rules", at(20), at(0), at(20), ms(80), ms(20)},
+		{"while a very long tick ran: at most maxRest", at(5000), at(0), at(5000), maxRest, maxRest},
 	} {
-		if got := triggerWait(tc.now, tc.start, tc.end, debounce); got != tc.want {
-			t.Errorf("%s: waits %s, want %s", tc.name, got, tc.want)
+		if got := triggerWait(tc.now, tc.start, tc.end, debounce); got != tc.trigger {
+			t.Errorf("%s: a trigger waits %s, want %s", tc.name, got, tc.trigger)
+		}
+		if got := restWait(tc.now, tc.start, tc.end); got != tc.rest {
+			t.Errorf("%s: a deadline waits %s, want %s", tc.name, got, tc.rest)
 		}
 	}
 }
