@@ -30,6 +30,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
@@ -125,6 +126,37 @@ func SelfSignedCert(key ed25519.PrivateKey, name string, now time.Time) (tls.Cer
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
+// certReuse is how long a client presents the same self-signed
+// certificate: well inside its validity (SelfSignedCert), so that a
+// session resumed with it (rfcs/0007 §Authentication 6) outlives the
+// hour too.
+const certReuse = time.Hour
+
+// certCache makes a client's certificate once per certReuse instead of
+// at every handshake (a signature and an encoding each); the handshake's
+// own signature still proves the key at every one.
+type certCache struct {
+	key  ed25519.PrivateKey
+	name string
+
+	mu   sync.Mutex
+	cert *tls.Certificate
+	made time.Time
+}
+
+func (c *certCache) get(now time.Time) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cert == nil || now.Before(c.made) || now.Sub(c.made) >= certReuse {
+		cert, err := SelfSignedCert(c.key, c.name, now)
+		if err != nil {
+			return nil, err
+		}
+		c.cert, c.made = &cert, now
+	}
+	return c.cert, nil
+}
+
 // Options configure a Client.
 type Options struct {
 	// Key is the caller's identity (nil for --insecure-dev servers).
@@ -189,10 +221,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 		tc := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: opts.ServerCAs,
 			ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}
 		if opts.Key != nil {
-			key, name := opts.Key, opts.Name
+			cc := &certCache{key: opts.Key, name: opts.Name}
 			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-				c, err := SelfSignedCert(key, name, time.Now())
-				return &c, err
+				return cc.get(time.Now())
 			}
 		}
 		tr.TLSClientConfig = tc
