@@ -24,10 +24,9 @@ import (
 //   - the leader ticks every TickInterval, at the WakeAt the last tick
 //     named, and when kicked (a status change, a release, an intent): at
 //     once, or at the end of the Debounce window when a tick started
-//     within it; triggers during a tick, and deadlines due as it ends,
-//     wait until the replica has rested as long as the tick took (at most
-//     maxRest), so that a stream of them takes about half the replica's
-//     time at most;
+//     within it; ticks that run on triggers and deadlines take at most
+//     half the replica's time beyond a burst (tickShare), so that a
+//     stream of them leaves the rest to the check-ins they wait for;
 //   - each tick is store.Tick: one transaction that fences on the lease, so
 //     a replica that lost the lease cannot write, and that extends the
 //     lease by LeaseTTL as it commits, so a tick longer than LeaseTTL does
@@ -161,9 +160,9 @@ func (t *ticker) lead(ctx context.Context) {
 // its own goroutine (leadLoop), so that a long tick never lets it lapse.
 // A trigger ticks at once when no tick started within the last Debounce
 // (leading edge); triggers within that window, or during a tick, become
-// one tick at its end. Triggers during a tick, and a deadline due as it
-// ends, wait until the replica has rested as long as the tick took (at
-// most maxRest, restWait). Besides the periodic tick, the loop ticks when the
+// one tick at its end. A trigger or a deadline also waits while the ticks
+// have taken more than their share of the replica's time (tickShare).
+// Besides the periodic tick, the loop ticks when the
 // last tick's QuietUntil comes (rfcs/0003 §Quiet ticks): a confirm window
 // closing or a soak ending is decided then, not at the next period.
 func (t *ticker) run(ctx context.Context) {
@@ -175,7 +174,7 @@ func (t *ticker) run(ctx context.Context) {
 	defer tickT.Stop()
 	var (
 		lastStart  time.Time
-		lastEnd    time.Time   // set when triggers came while the ticks ran
+		share      = tickShare{credit: tickBurst}
 		delayed    clock.Timer // the end of a debounce window
 		delayedC   <-chan time.Time
 		quietT     clock.Timer // the last tick's QuietUntil
@@ -195,14 +194,8 @@ func (t *ticker) run(ctx context.Context) {
 		// next: each goes on from the last.
 		for t.tick(ctx) && ctx.Err() == nil {
 		}
-		// When more work waited as they ended (a trigger came while they
-		// ran, or a deadline they named is due), it waits for the replica
-		// to rest (restWait); work that comes later does not.
 		at, now := t.wakeAt(), t.cfg.Clock.Now()
-		lastEnd = time.Time{}
-		if len(t.kickCh) > 0 || (!at.IsZero() && !at.After(now)) {
-			lastEnd = now
-		}
+		share.spend(lastStart, now)
 		// Wake at the next deadline the last tick named.
 		if !at.Equal(quietArmed) {
 			stop(quietT)
@@ -236,7 +229,7 @@ func (t *ticker) run(ctx context.Context) {
 			if delayed != nil {
 				continue // a tick is due at the end of the window already
 			}
-			if wait := restWait(t.cfg.Clock.Now(), lastStart, lastEnd); wait > 0 {
+			if wait := share.wait(t.cfg.Clock.Now()); wait > 0 {
 				delayed = t.cfg.Clock.NewTimer(wait)
 				delayedC = delayed.C()
 				continue
@@ -249,7 +242,8 @@ func (t *ticker) run(ctx context.Context) {
 			if delayed != nil {
 				continue // a tick is due at the end of the window already
 			}
-			if wait := triggerWait(t.cfg.Clock.Now(), lastStart, lastEnd, t.cfg.Debounce); wait > 0 {
+			now := t.cfg.Clock.Now()
+			if wait := max(t.cfg.Debounce-now.Sub(lastStart), share.wait(now)); !lastStart.IsZero() && wait > 0 {
 				delayed = t.cfg.Clock.NewTimer(wait)
 				delayedC = delayed.C()
 				continue
@@ -259,32 +253,51 @@ func (t *ticker) run(ctx context.Context) {
 	}
 }
 
-// maxRest bounds how long the replica rests after long ticks (restWait).
-const maxRest = time.Second
-
-// triggerWait is how long a trigger at now waits before it ticks, after
-// ticks that started at start (zero: none yet) and, when more work waited
-// as they ended, ended at end (else zero): until debounce has passed
-// since they started, and restWait.
-func triggerWait(now, start, end time.Time, debounce time.Duration) time.Duration {
-	if start.IsZero() {
-		return 0
-	}
-	return max(debounce-now.Sub(start), restWait(now, start, end))
+// tickShare keeps the ticks that run on triggers and deadlines to half
+// the replica's time, beyond a burst of tickBurst. Its credit is the tick
+// time left: ticks spend what they take, time refills half of what
+// passes, up to tickBurst. Under a stream of triggers (a fleet onboarding,
+// a reconnect storm) that would tick back to back, ticks then take about
+// half the replica's time and the check-ins they wait for the rest; a
+// push or a status change in a calm fleet finds the credit full and ticks
+// at once.
+type tickShare struct {
+	credit time.Duration
+	at     time.Time // when credit was counted
 }
 
-// restWait is how long work that waited as ticks ended at end (zero: none
-// waited) waits still at now: until the replica has rested as long as
-// they took since start, at most maxRest. Under a stream of triggers and
-// deadlines (a fleet onboarding, a wide wave confirming) the leader then
-// ticks about half its time at most, and the rest goes to the check-ins
-// the ticks wait for; work after a quiet spell ticks at once however long
-// the last tick took.
-func restWait(now, start, end time.Time) time.Duration {
-	if end.IsZero() || end.Before(start) {
+// tickBurst is the tick time ticks may take back to back before their
+// share applies; maxRest bounds a wait for credit.
+const (
+	tickBurst = 5 * time.Second
+	maxRest   = time.Second
+)
+
+func (s *tickShare) refill(now time.Time) {
+	if !s.at.IsZero() && now.After(s.at) {
+		s.credit = min(s.credit+now.Sub(s.at)/2, tickBurst)
+	}
+	if now.After(s.at) {
+		s.at = now
+	}
+}
+
+// spend counts ticks that ran from start to end. The credit owed is
+// bounded: after a storm, a calm spell as long as the burst's refill and
+// a rest gives the whole burst back.
+func (s *tickShare) spend(start, end time.Time) {
+	s.refill(end)
+	s.credit = max(s.credit-max(end.Sub(start), 0), -maxRest)
+}
+
+// wait is how long work at now waits for credit: until the refill brings
+// it back to zero, at most maxRest.
+func (s *tickShare) wait(now time.Time) time.Duration {
+	s.refill(now)
+	if s.credit >= 0 {
 		return 0
 	}
-	return min(end.Sub(start), maxRest) - now.Sub(end)
+	return min(-2*s.credit, maxRest)
 }
 
 // leadLoop keeps or takes the lease every LeaseTTL/3 until ctx ends.

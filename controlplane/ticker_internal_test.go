@@ -474,35 +474,54 @@ func TestLongTickKeepsTheLease(t *testing.T) {
 	}
 }
 
-// TestTriggerWait: a trigger waits out the debounce window from the last
-// ticks' start; when work waited as those ticks ended, also a rest as
-// long as they took, at most maxRest, and a deadline only that rest;
-// after a quiet spell both tick at once however long the last tick took.
-func TestTriggerWait(t *testing.T) {
+// TestTickShare: ticks on triggers and deadlines run back to back for
+// a burst of tickBurst, then take about half the replica's time, never
+// waiting more than maxRest at once; after a calm spell the burst is
+// back, and the ticks of a push-dispatch trial at 100,000 hosts (an
+// opening tick of 1.9 s, then shorter ones) never wait.
+func TestTickShare(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	const debounce = 100 * time.Millisecond
-	for _, tc := range []struct {
-		name          string
-		now           time.Time
-		start, end    time.Time
-		trigger, rest time.Duration // what a trigger and a deadline wait
-	}{
-		{"the first trigger", at(0), time.Time{}, time.Time{}, 0, 0},
-		{"within the window of a short tick", at(30), at(0), time.Time{}, ms(70), 0},
-		{"after the window", at(150), at(0), time.Time{}, 0, 0},
-		{"after a long tick, alone", at(400), at(0), time.Time{}, 0, 0},
-		{"while a long tick ran: rests as long", at(400), at(0), at(400), ms(400), ms(400)},
-		{"while a long tick ran, partly rested", at(650), at(0), at(400), ms(150), ms(150)},
-		{"while a short tick ran: the window still rules", at(20), at(0), at(20), ms(80), ms(20)},
-		{"while a very long tick ran: at most maxRest", at(5000), at(0), at(5000), maxRest, maxRest},
+	s := tickShare{credit: tickBurst}
+	now := t0
+	var busy, waited time.Duration
+	for now.Sub(t0) < 2*time.Minute {
+		w := s.wait(now)
+		if w > maxRest {
+			t.Fatalf("at %s: waits %s, more than maxRest", now.Sub(t0), w)
+		}
+		if now.Sub(t0) < tickBurst && w > 0 {
+			t.Fatalf("at %s, within the burst: waits %s", now.Sub(t0), w)
+		}
+		now = now.Add(max(w, 0))
+		waited += max(w, 0)
+		const d = 400 * time.Millisecond
+		s.spend(now, now.Add(d))
+		now, busy = now.Add(d), busy+d
+	}
+	total := now.Sub(t0)
+	if share := float64(busy-2*tickBurst) / float64(total-2*tickBurst); share < 0.45 || share > 0.55 {
+		t.Errorf("back to back after the burst, ticks took %.0f%% of the time, want about half", 100*share)
+	}
+	if waited == 0 {
+		t.Error("a stream of ticks never waited")
+	}
+
+	// A calm spell refills the burst: it refills at half the time passed.
+	now = now.Add(2*tickBurst + 2*maxRest)
+	if w := s.wait(now); w > 0 || s.credit != tickBurst {
+		t.Errorf("after a calm spell: waits %s with %s of credit, want none and %s", w, s.credit, tickBurst)
+	}
+	// A trial: the opening tick, a confirm a second later, then the
+	// status change and the tick after it, each right after the last.
+	for _, step := range []struct{ gap, d time.Duration }{
+		{0, 1900 * time.Millisecond}, {time.Second, 160 * time.Millisecond},
+		{100 * time.Millisecond, 400 * time.Millisecond}, {0, 70 * time.Millisecond},
 	} {
-		if got := triggerWait(tc.now, tc.start, tc.end, debounce); got != tc.trigger {
-			t.Errorf("%s: a trigger waits %s, want %s", tc.name, got, tc.trigger)
+		now = now.Add(step.gap)
+		if w := s.wait(now); w > 0 {
+			t.Fatalf("a trial's tick waits %s", w)
 		}
-		if got := restWait(tc.now, tc.start, tc.end); got != tc.rest {
-			t.Errorf("%s: a deadline waits %s, want %s", tc.name, got, tc.rest)
-		}
+		s.spend(now, now.Add(step.d))
+		now = now.Add(step.d)
 	}
 }
