@@ -191,6 +191,13 @@ type Client struct {
 	clock  func() time.Time // Options.Now
 }
 
+// CloseIdleConnections closes the client's connections that no request
+// uses (its next request opens one, resuming its TLS session).
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+	c.stream.CloseIdleConnections()
+}
+
 // Link is the control plane's URL with a path (and query) appended, as
 // the server names it: what a person opens in a browser.
 func (c *Client) Link(pathAndQuery string) string {

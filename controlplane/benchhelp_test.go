@@ -120,6 +120,7 @@ type loadOp struct {
 	//   - "release": waits for the long-polls of the last hold to end, or,
 	//     with Cancel, ends them (closing their connections); Latency is
 	//     each one's duration.
+	//   - "close": every host closes its idle connections.
 	Kind    string        `json:"kind"`
 	Count   int           `json:"count,omitempty"`
 	Workers int           `json:"workers,omitempty"`
@@ -130,6 +131,9 @@ type loadOp struct {
 	// Kept: a closed or open run goes over the hosts that keep their
 	// connection only, in a rotation of their own.
 	Kept bool `json:"kept,omitempty"`
+	// Hosts: a closed run goes over these hosts only (indexes among the
+	// load process's, Count not used), outside the rotation.
+	Hosts []int `json:"hosts,omitempty"`
 }
 
 // loadResult is what a run measured.
@@ -291,6 +295,11 @@ func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 		return d.hold(op)
 	case "release":
 		return d.release(op)
+	case "close":
+		for _, h := range d.hosts {
+			h.Client.CloseIdleConnections()
+		}
+		return loadResult{Latency: []int64{}}, nil
 	case "refresh":
 		// The hosts due, those heard from least recently first.
 		var due []*loadHost
@@ -305,6 +314,14 @@ func (d *loadDriver) run(ctx context.Context, op loadOp) (loadResult, error) {
 			return loadResult{Latency: []int64{}}, nil
 		}
 		return d.closed(ctx, op.Workers, len(due), func(j int) *loadHost { return due[j] }), nil
+	}
+	if op.Kind == "closed" && len(op.Hosts) > 0 {
+		for _, j := range op.Hosts {
+			if j < 0 || j >= len(d.hosts) {
+				return loadResult{}, fmt.Errorf("no host %d of %d", j, len(d.hosts))
+			}
+		}
+		return d.closed(ctx, op.Workers, len(op.Hosts), func(j int) *loadHost { return d.hosts[op.Hosts[j]] }), nil
 	}
 	if op.Count <= 0 || n == 0 {
 		return loadResult{}, fmt.Errorf("a run of %d check-ins over %d hosts", op.Count, n)
@@ -725,8 +742,8 @@ func (cb *checkinBench) logSetup(tb testing.TB) {
 		cb.rssBefore>>20, cb.rssAfter>>20, cb.fdsAfter, cb.loadRSS>>20, cb.loadFDs, cb.conns)
 }
 
-// drive has every host check in, pass after pass, with a tick after each,
-// until all converged in the current rollout. A soaking host converges
+// drive has every host check in, then those not converged, pass after
+// pass, with a tick after each, until all converged in the current rollout. A soaking host converges
 // once a check-in after its confirm is recorded, and check-ins are
 // recorded in batches a second apart (the hub's flush): after a pass that
 // found every host soaking or converged, drive waits for the flush. A
@@ -745,14 +762,26 @@ func (cb *checkinBench) drive(tb testing.TB) {
 			}
 		}
 		stop := cb.stepCanary(ctx)
-		res := cb.load.run(tb, loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: driveWorkers})
+		op := loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: driveWorkers}
+		if pass > 1 {
+			// Only the hosts not converged: a converged host's agent only
+			// long-polls, and one whose state moved is woken to check in
+			// again (the hub answers its long-poll).
+			op.Hosts = cb.unconverged(tb)
+		}
+		var res loadResult
+		if pass == 1 || len(op.Hosts) > 0 {
+			res = cb.load.run(tb, op)
+		}
 		if err := stop(); err != nil {
 			tb.Fatalf("pass %d: the canary: %v", pass, err)
 		}
 		if res.Errors > 0 {
 			tb.Fatalf("pass %d: %d check-ins failed, the first: %s", pass, res.Errors, res.FirstError)
 		}
-		cb.loadRSS, cb.loadFDs = res.RSS, res.FDs
+		if res.RSS > 0 {
+			cb.loadRSS, cb.loadFDs = res.RSS, res.FDs
+		}
 		tb.Logf("onboarding pass %d: %s, %v", pass, res.Elapsed, cb.counts(tb))
 		if soaking {
 			time.Sleep(1100 * time.Millisecond)
@@ -796,6 +825,27 @@ func (cb *checkinBench) stepCanary(ctx context.Context) (stop func() error) {
 		close(done)
 		return <-errc
 	}
+}
+
+// unconverged returns the load process's hosts (their indexes) not
+// converged in the rollout the fleet onboards in.
+func (cb *checkinBench) unconverged(tb testing.TB) []int {
+	tb.Helper()
+	r, err := cb.st.Rollout(context.Background(), cb.rollout)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []int
+	for _, h := range r.Hosts {
+		var i int
+		if _, err := fmt.Sscanf(h.Hostname, "host-%d", &i); err != nil {
+			tb.Fatalf("host %q: %v", h.Hostname, err)
+		}
+		if h.State != reconciler.HostConverged && i >= cb.first {
+			out = append(out, i-cb.first)
+		}
+	}
+	return out
 }
 
 // canaryStep is how often the canary checks in during a pass.
