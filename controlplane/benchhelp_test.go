@@ -768,6 +768,7 @@ func (cb *checkinBench) drive(tb testing.TB) {
 			// long-polls, and one whose state moved is woken to check in
 			// again (the hub answers its long-poll).
 			op.Hosts = cb.unconverged(tb)
+			op.Count = len(op.Hosts)
 		}
 		var res loadResult
 		if pass == 1 || len(op.Hosts) > 0 {

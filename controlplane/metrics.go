@@ -38,8 +38,8 @@ type metrics struct {
 	divergences   prometheus.Counter
 	memoryTrims   prometheus.Counter
 	rechecks      prometheus.Counter
-	// handshakes counts the TLS handshakes completed, full ([0]) and
-	// resumed ([1]).
+	// handshakes counts the TLS handshakes that reached the server's
+	// check of the connection, full ([0]) and resumed ([1]).
 	handshakes [2]prometheus.Counter
 	notify     *notify.Metrics
 }
@@ -117,7 +117,7 @@ func newMetrics() *metrics {
 		Name: "nixfleet_memory_trims_total", Help: "Collections a quiet replica ran to return to the system the memory a burst left (rfcs/0006 §Check-ins at scale 6).",
 	})
 	handshakes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nixfleet_tls_handshakes_total", Help: "TLS handshakes completed, by whether the client resumed an earlier session (rfcs/0007 §Authentication 6).",
+		Name: "nixfleet_tls_handshakes_total", Help: "TLS handshakes that reached the server's check of the connection (before the client's signature and Finished are read), by whether the client resumed an earlier session (rfcs/0007 §Authentication 6).",
 	}, []string{"resumed"})
 	m.handshakes = [2]prometheus.Counter{handshakes.WithLabelValues("false"), handshakes.WithLabelValues("true")}
 	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,

@@ -418,8 +418,9 @@ func (s *Server) wrap(route string, h handler, acc access) http.Handler {
 	})
 }
 
-// countHandshake counts a completed TLS handshake, full or resumed; it
-// refuses none (the identity is checked per request).
+// countHandshake counts a TLS handshake, full or resumed, as crypto/tls
+// checks the connection (a full one before the client's signature is
+// read); it refuses none: the identity is checked per request.
 func (s *Server) countHandshake(cs tls.ConnectionState) error {
 	if cs.DidResume {
 		s.m.handshakes[1].Inc()

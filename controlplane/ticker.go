@@ -24,9 +24,9 @@ import (
 //   - the leader ticks every TickInterval, at the WakeAt the last tick
 //     named, and when kicked (a status change, a release, an intent): at
 //     once, or at the end of the Debounce window when a tick started
-//     within it; ticks that run on triggers and deadlines take at most
-//     half the replica's time beyond a burst (tickShare), so that a
-//     stream of them leaves the rest to the check-ins they wait for;
+//     within it; ticks that run on triggers and deadlines take about half
+//     the replica's time beyond a burst (tickShare), so that a stream of
+//     them leaves the rest to the check-ins they wait for;
 //   - each tick is store.Tick: one transaction that fences on the lease, so
 //     a replica that lost the lease cannot write, and that extends the
 //     lease by LeaseTTL as it commits, so a tick longer than LeaseTTL does
@@ -189,15 +189,15 @@ func (t *ticker) run(ctx context.Context) {
 	defer func() { stop(delayed); stop(quietT) }()
 	tickNow := func() {
 		lastStart = t.cfg.Clock.Now()
+		began := time.Now() // tick time is the process's, whatever cfg.Clock says
 		// A tick that left changed statuses unread, or host moves past
 		// its bound (store.TickReport.More), is followed at once by the
 		// next: each goes on from the last.
 		for t.tick(ctx) && ctx.Err() == nil {
 		}
-		at, now := t.wakeAt(), t.cfg.Clock.Now()
-		share.spend(lastStart, now)
+		share.spend(began, time.Now())
 		// Wake at the next deadline the last tick named.
-		if !at.Equal(quietArmed) {
+		if at := t.wakeAt(); !at.Equal(quietArmed) {
 			stop(quietT)
 			quietT, quietC, quietArmed = nil, nil, at
 			if !at.IsZero() {
@@ -229,8 +229,8 @@ func (t *ticker) run(ctx context.Context) {
 			if delayed != nil {
 				continue // a tick is due at the end of the window already
 			}
-			if wait := share.wait(t.cfg.Clock.Now()); wait > 0 {
-				delayed = t.cfg.Clock.NewTimer(wait)
+			if wait := share.wait(time.Now()); wait > 0 {
+				delayed = clock.Real{}.NewTimer(wait)
 				delayedC = delayed.C()
 				continue
 			}
@@ -242,9 +242,18 @@ func (t *ticker) run(ctx context.Context) {
 			if delayed != nil {
 				continue // a tick is due at the end of the window already
 			}
-			now := t.cfg.Clock.Now()
-			if wait := max(t.cfg.Debounce-now.Sub(lastStart), share.wait(now)); !lastStart.IsZero() && wait > 0 {
-				delayed = t.cfg.Clock.NewTimer(wait)
+			// The debounce runs on the replica's clock, the tick budget on
+			// the process's time.
+			var debounce time.Duration
+			if !lastStart.IsZero() {
+				debounce = t.cfg.Debounce - t.cfg.Clock.Since(lastStart)
+			}
+			if rest := share.wait(time.Now()); rest > 0 && rest >= debounce {
+				delayed = clock.Real{}.NewTimer(rest)
+				delayedC = delayed.C()
+				continue
+			} else if debounce > 0 {
+				delayed = t.cfg.Clock.NewTimer(debounce)
 				delayedC = delayed.C()
 				continue
 			}
@@ -253,14 +262,19 @@ func (t *ticker) run(ctx context.Context) {
 	}
 }
 
-// tickShare keeps the ticks that run on triggers and deadlines to half
-// the replica's time, beyond a burst of tickBurst. Its credit is the tick
-// time left: ticks spend what they take, time refills half of what
-// passes, up to tickBurst. Under a stream of triggers (a fleet onboarding,
-// a reconnect storm) that would tick back to back, ticks then take about
-// half the replica's time and the check-ins they wait for the rest; a
-// push or a status change in a calm fleet finds the credit full and ticks
-// at once.
+// tickShare keeps the ticks that run on triggers and deadlines to about
+// half the replica's time. Its credit is the tick time left: ticks spend
+// what they take, time refills half of what passes (ticks included), up
+// to tickBurst, so a stream of ticks runs back to back for about twice
+// tickBurst. Below zero, a trigger or a deadline waits until the credit
+// is back, at most maxRest: ticks of up to maxRest then take about half
+// the time, longer ones get maxRest of rest each. The debt is floored at
+// maxRest, so a calm spell of 2 × (tickBurst + maxRest) gives the whole
+// burst back. Under a stream of triggers (a fleet onboarding, a
+// reconnect storm) the check-ins the ticks wait for get the other half; a
+// push or a status change in a calm fleet finds credit and ticks at once.
+// It counts the process's time (time.Now), not the replica's clock, which
+// tests move by hand.
 type tickShare struct {
 	credit time.Duration
 	at     time.Time // when credit was counted
@@ -282,9 +296,8 @@ func (s *tickShare) refill(now time.Time) {
 	}
 }
 
-// spend counts ticks that ran from start to end. The credit owed is
-// bounded: after a storm, a calm spell as long as the burst's refill and
-// a rest gives the whole burst back.
+// spend counts ticks that ran from start to end; the debt stops at
+// maxRest.
 func (s *tickShare) spend(start, end time.Time) {
 	s.refill(end)
 	s.credit = max(s.credit-max(end.Sub(start), 0), -maxRest)
