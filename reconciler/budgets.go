@@ -209,8 +209,8 @@ func (t *tick) take(w *work, i int) {
 	for _, g := range gs {
 		g.inflight++
 	}
-	if len(w.held) <= i {
-		w.held = slices.Grow(w.held, len(w.r.Hosts)-len(w.held))[:len(w.r.Hosts)]
+	if w.held == nil {
+		w.held = make([][]*budgetGroup, len(w.r.Hosts)) // a rollout's hosts are fixed
 	}
 	w.held[i] = gs
 	t.inFlight[w.r.Hosts[i].Hostname] = w
