@@ -98,6 +98,11 @@ func (t *tick) observeOnce(w *work, i int) {
 	case HostSoaking:
 		t.wake(h.Since.Add(w.soak(h.Wave))) // the soak ends
 	}
+	if (h.State == HostActivating || h.State == HostRollingBack) && h.Blocked.Code != codes.ConfirmUnheard && t.heard(o) &&
+		(h.Blocked.Gate == codes.Unheard || h.Blocked.Gate == codes.PartialVisibility) {
+		t.block(w, i, Reason{}) // heard again: the silence hold is over
+		h = &w.r.Hosts[i]
+	}
 	switch h.State {
 	case HostActivating:
 		switch {
@@ -139,7 +144,7 @@ func (t *tick) observeOnce(w *work, i int) {
 			// store lost it (rule 7, rfcs/0013 rule 8).
 			t.setHost(w, i, EvConfirm, Reason{Code: codes.ConfirmInferred,
 				Message: fmt.Sprintf("no confirmation on record, but the host still ran the target %s after its confirm window closed, which its agent does only after a confirm was accepted: the store lost the confirm", approx(said.Sub(end)))})
-		case o.LastSeen.After(end):
+		case o.LastSeen.After(end) && t.heard(o):
 			// Heard since the window closed, but what it runs then is not
 			// known yet, or it runs the target and may still be rolling
 			// back: what it says next decides.
@@ -148,6 +153,11 @@ func (t *tick) observeOnce(w *work, i int) {
 			// Not heard since the window closed, but not silent either: a
 			// missing confirm of a host not heard from since is a verdict
 			// on its silence, judged once it is offline (rule 6).
+		case o.LastSeen.After(end) && !t.judges(w.r.Channel):
+			// Heard after the window closed, then silent before what it
+			// said decided, while silence is not judged: it waits, marked.
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "silent since "+stamp(o.LastSeen)+
+				", before what it said after its confirm window closed decided"))
 		case !t.judges(w.r.Channel):
 			// Not heard since the window closed, and silence is not judged:
 			// what the host says when it is heard again decides.
@@ -193,13 +203,15 @@ func (t *tick) observeOnce(w *work, i int) {
 		case o.Current == h.Previous && said.After(h.Since):
 			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "back on the previous closure " + h.Previous})
 		case t.now.Sub(h.Since) <= confirm:
-		case o.LastSeen.After(end) && !said.After(end):
+		case o.LastSeen.After(end) && !said.After(end) && t.heard(o):
 			// Heard since the window closed, but what it runs then is not
 			// known yet: what it says next decides.
 		case !o.LastSeen.After(end) && t.heard(o):
 			// Not heard since the window closed, and not silent yet.
-		case !o.LastSeen.After(end) && !t.judges(w.r.Channel):
-			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window, and not heard since"))
+		case !said.After(end) && !t.judges(w.r.Channel):
+			// Silent, and nothing it said since the window closed decides,
+			// while silence is not judged.
+			t.block(w, i, t.silenceHold(w.r.Channel, "", "not back on the previous closure within the confirm window; "+heardLast(o)))
 		default:
 			t.setHost(w, i, EvRollbackTimeout, Reason{Code: codes.RollbackTimeout,
 				Message: fmt.Sprintf("not seen on the previous closure within %s", confirm)})

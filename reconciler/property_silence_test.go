@@ -294,14 +294,19 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 			if !ok {
 				continue
 			}
-			heardAfter := c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(confirm))
+			// Rule 7: what the host said after its window closed decides
+			// (it runs another closure), or else its silence does.
+			o := c.in.Hosts[e.Host]
+			saidOther := o.Said().After(h.Since.Add(confirm)) && o.Current != h.Target
 			blind := c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == codes.ConfirmUnheard
 			switch {
-			case heardAfter && blind:
-				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although it was heard after a confirm window the control plane could not hear: that is confirm_unheard",
+			case saidOther && blind:
+				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout although it said it runs another closure after a confirm window the control plane could not hear: that is confirm_unheard",
 					e.Host, e.RolloutID))
-			case !heardAfter && why != "":
-				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout, not heard since its window closed, while %s", e.Host, e.RolloutID, why))
+			case !saidOther && why != "":
+				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout for its silence while %s", e.Host, e.RolloutID, why))
+			case !saidOther && c.in.Tunables.Heard(o.LastSeen, c.in.Now):
+				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout while it is heard and said nothing that decides", e.Host, e.RolloutID))
 			}
 		case e.Reason.Code == codes.ConfirmUnheard:
 			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
@@ -591,9 +596,13 @@ func checkSaid(_ *rapid.T, c tickCase) []string {
 					e.Host, e.RolloutID, e.Reason.Message, h.Since.Format(time.RFC3339)))
 			}
 		case codes.ConfirmTimeout:
-			// A host not heard since its window closed is judged on its
-			// silence, which invariant 4 governs (checkSilence).
-			silent := !c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(c.in.Tunables.ConfirmWindow()))
+			// A host not heard since its window closed, or silent now
+			// without having said after it that it runs another closure,
+			// is judged on its silence, which invariant 4 governs
+			// (checkSilence).
+			o, end := c.in.Hosts[e.Host], h.Since.Add(c.in.Tunables.ConfirmWindow())
+			saidOther := o.Said().After(end) && o.Current != h.Target
+			silent := !o.LastSeen.After(end) || (!c.in.Tunables.Heard(o.LastSeen, c.in.Now) && !saidOther)
 			if at, fine := a.fine[[2]string{e.RolloutID, h.Target}]; fine && !at.Before(h.Since) && !silent {
 				problems = append(problems, fmt.Sprintf("host %s of %s failed confirm_timeout, but its agent confirmed (or staged) the activation at %s: the verdict rests on a record the store lost",
 					e.Host, e.RolloutID, at.Format(time.RFC3339Nano)))

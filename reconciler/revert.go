@@ -21,6 +21,22 @@ func (t *tick) revert(w *work) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(w.r.Hosts[b].Wave, w.r.Hosts[a].Wave) })
+	// Failed hosts already back need no rollback. They are settled first,
+	// so that a host they gate is free to go before the budgets are given
+	// out, whether or not the tick is cut short in between: ticks cut at
+	// their bound then end where one tick ends (rule 12).
+	for _, i := range order {
+		h := &w.r.Hosts[i]
+		if !w.needsRollback(i) || h.State != HostFailed {
+			continue
+		}
+		if o := t.obs[h.Hostname]; o.Current == h.Previous && !o.Said().Before(h.Since) {
+			if t.spent() {
+				return
+			}
+			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "already back on the previous closure " + h.Previous})
+		}
+	}
 	remaining := 0
 	for _, i := range order {
 		h := &w.r.Hosts[i]
@@ -34,11 +50,6 @@ func (t *tick) revert(w *work) {
 		remaining++
 		if h.State == HostActivating || h.State == HostRollingBack {
 			continue // let the switch finish first
-		}
-		if h.State == HostFailed && o.Current == h.Previous && !o.Said().Before(h.Since) {
-			t.setHost(w, i, EvRolledBack, Reason{Code: codes.RolledBack, Message: "already back on the previous closure " + h.Previous})
-			remaining--
-			continue
 		}
 		if h.State == HostFailed && h.Reason.Code == codes.RollbackTimeout && !h.Since.Before(w.r.UpdatedAt) {
 			continue // tried in this revert already; the deadline will report it

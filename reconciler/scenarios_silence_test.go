@@ -285,6 +285,32 @@ var silenceScenarios = []goldenCase{
 			noTransitionTo(rc.HostFailed)),
 	},
 	{
+		name: "rule07-heard-in-the-grace-then-silent-is-judged",
+		desc: "rule 7: a is heard once just after its confirm window closed, on its target (within the grace: what it says next decides), then falls silent through a control plane outage; once silence is judged again, its silence decides (confirm_timeout), it does not stay Activating",
+		build: func(s *scenario) {
+			started(s)
+			target := s.hostIn(id1, "a").Target
+			s.observe("a", func(o *rc.ObservedHost) { o.Current, o.Booted = target, target })
+			s.advance(4*time.Minute + 30*time.Second).tick() // t0+5m30s: past the window, within the grace
+			s.outage(38*time.Minute).online("b", "c").tick().advance(6 * time.Minute)
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Failed", codes.ConfirmTimeout),
+			wantMessage(rc.EventHostTransition, codes.ConfirmTimeout, "not heard since")),
+	},
+	{
+		name: "rule07-heard-in-the-grace-then-silent-is-held",
+		desc: "rule 7: a is heard once just after its confirm window closed, on its target, then falls silent with most of its channel: silence is not judged, so a stays Activating, held and saying since when it is silent",
+		build: func(s *scenario) {
+			started(s)
+			target := s.hostIn(id1, "a").Target
+			s.observe("a", func(o *rc.ObservedHost) { o.Current, o.Booted = target, target })
+			s.advance(4*time.Minute + 30*time.Second).tick()
+			heard := s.in.Now
+			s.offline("b", "c").advance(6*time.Minute).observe("a", func(o *rc.ObservedHost) { o.LastSeen = heard })
+		},
+		check: all(noTransitionTo(rc.HostFailed), wantHold("a", codes.PartialVisibility, codes.PartialVisibility), noRolloutTransition),
+	},
+	{
 		name: "rule07-confirm-window-closed-in-silence-is-held",
 		desc: "rule 7: the confirm window closes while a and most of its channel are silent: a stays Activating, held (confirm_unheard), and is not failed",
 		build: func(s *scenario) {
