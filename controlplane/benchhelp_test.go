@@ -482,19 +482,7 @@ func (d *loadDriver) release(op loadOp) (loadResult, error) {
 }
 
 // residentBytes is this process's resident memory (VmRSS), 0 if unknown.
-func residentBytes() int64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func residentBytes() int64 { return residentOf("/proc/self/status") }
 
 // openFiles counts this process's open file descriptors, -1 if unknown.
 func openFiles() int {
@@ -687,7 +675,7 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 			c.Tunables.ConfirmWindowSeconds = int(o.offline / time.Second)
 		}
 	})
-	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, signed: time.Now(), limit: trialLimit, heardAge: heardAge(o.offline), rssBefore: residentBytes(), before: sampleMemory(), sign: time.Since(began)}
+	cb := &checkinBench{e: e, n: n, rollout: rolloutID("stable", 1), release: 1, signed: time.Now(), limit: trialLimit, heardAge: heardAge(o.offline), rssBefore: e.cpResident(), before: e.sampleMemory(tb), sign: time.Since(began)}
 	tb.Logf("%d hosts: fleet signed, control plane ready in %s", n, cb.sign.Round(time.Millisecond))
 	st, err := store.Open(ctx, e.cfg.DB)
 	if err != nil {
@@ -725,7 +713,7 @@ func newBench(tb testing.TB, o benchOpts) *checkinBench {
 	if res := cb.load.run(tb, loadOp{Kind: "closed", Count: cb.loadHosts(), Workers: driveWorkers}); res.Errors > 0 {
 		tb.Fatalf("%d check-ins failed, the first: %s", res.Errors, res.FirstError)
 	}
-	cb.rssAfter, cb.fdsAfter = residentBytes(), openFiles()
+	cb.rssAfter, cb.fdsAfter = e.cpResident(), openFiles()
 	cb.logSetup(tb)
 	return cb
 }
@@ -787,13 +775,26 @@ func (cb *checkinBench) drive(tb testing.TB) {
 		if soaking {
 			time.Sleep(1100 * time.Millisecond)
 		}
-		cb.e.srv.TickNow(ctx)
+		cb.tickNow(tb)
 		c := cb.counts(tb)
 		if c[reconciler.HostConverged] == cb.n {
 			return
 		}
 		soaking = c[reconciler.HostSoaking]+c[reconciler.HostConverged] == cb.n
 	}
+}
+
+// tickNow has the control plane tick and waits for it; in its own
+// process, it waits for a tick that begins now (a trigger or its interval).
+func (cb *checkinBench) tickNow(tb testing.TB) {
+	tb.Helper()
+	if cb.e.srv != nil {
+		cb.e.srv.TickNow(context.Background())
+		return
+	}
+	const ticks = "nixfleet_tick_duration_seconds_count"
+	n := cb.scrape(tb)[ticks]
+	cb.pollMetricsFor(tb, time.Minute, "two ticks", func(m map[string]float64) bool { return m[ticks] >= n+2 })
 }
 
 // stepCanary has the canary check in every canaryStep while a pass runs,

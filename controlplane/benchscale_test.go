@@ -375,7 +375,7 @@ func (cb *checkinBench) awaitEvent(tb testing.TB, id string, after int64, what s
 	limit := time.NewTimer(cb.limit)
 	defer limit.Stop()
 	for {
-		changed := cb.e.srv.Changed()
+		changed := cb.e.changed()
 		ev, ok, next := cb.findEvent(tb, id, after, match)
 		if ok {
 			return ev
@@ -444,7 +444,7 @@ func (cb *checkinBench) awaitMetrics(tb testing.TB, what string, cond func(map[s
 	limit := time.NewTimer(cb.limit)
 	defer limit.Stop()
 	for {
-		changed := cb.e.srv.Changed()
+		changed := cb.e.changed()
 		if cond(cb.scrape(tb)) {
 			return
 		}
@@ -461,7 +461,12 @@ func (cb *checkinBench) awaitMetrics(tb testing.TB, what string, cond func(map[s
 // 2 ms for at most 45 s.
 func (cb *checkinBench) pollMetrics(tb testing.TB, what string, cond func(map[string]float64) bool) map[string]float64 {
 	tb.Helper()
-	const limit = 45 * time.Second
+	return cb.pollMetricsFor(tb, 45*time.Second, what, cond)
+}
+
+// pollMetricsFor is pollMetrics with its limit.
+func (cb *checkinBench) pollMetricsFor(tb testing.TB, limit time.Duration, what string, cond func(map[string]float64) bool) map[string]float64 {
+	tb.Helper()
 	poll := time.NewTicker(2 * time.Millisecond)
 	defer poll.Stop()
 	began := time.Now()
@@ -514,6 +519,19 @@ func sampleMemory() memSample {
 	return memSample{heapStack: int64(ms.HeapInuse + ms.StackInuse), rss: residentBytes(), goroutines: runtime.NumGoroutine()}
 }
 
+// sampleMemory is the control plane's memory: this process's
+// (sampleMemory), or, in its own process, as its metrics and
+// /proc/PID/status say, not collected first.
+func (e *env) sampleMemory(tb testing.TB) memSample {
+	tb.Helper()
+	if e.proc == nil {
+		return sampleMemory()
+	}
+	m := e.metrics()
+	return memSample{heapStack: int64(m["go_memstats_heap_inuse_bytes"] + m["go_memstats_stack_inuse_bytes"]),
+		rss: e.cpResident(), goroutines: int(m["go_goroutines"])}
+}
+
 // longPolls is what measureLongPolls found.
 type longPolls struct {
 	held, waiting int
@@ -552,11 +570,11 @@ func (cb *checkinBench) measureLongPolls(tb testing.TB, cancel bool) longPolls {
 	cb.keepHeard(tb)
 	// Measured from no connection at all: an idle kept connection holds
 	// more than a parked long-poll (net/http's goroutine and buffers).
-	g := runtime.NumGoroutine()
+	g := cb.e.goroutines(tb)
 	cb.load.run(tb, loadOp{Kind: "close"})
-	awaitGoroutines(g - cb.conns*9/10)
+	cb.e.awaitGoroutines(tb, g-cb.conns*9/10)
 	var lp longPolls
-	lp.before = sampleMemory()
+	lp.before = cb.e.sampleMemory(tb)
 	// Every long-poll must be waiting before the first one's wait runs
 	// out: connections opened by the hold itself would all come at once,
 	// past the listen backlog.
@@ -570,8 +588,8 @@ func (cb *checkinBench) measureLongPolls(tb testing.TB, cancel bool) longPolls {
 	// Settled: the agents wait, nothing else happens, and the runtime
 	// has had time to return what earlier work freed (its scavenger).
 	time.Sleep(settle)
-	lp.seen = residentBytes()
-	lp.after = sampleMemory()
+	lp.seen = cb.e.cpResident()
+	lp.after = cb.e.sampleMemory(tb)
 	if path := os.Getenv("NIXFLEET_BENCH_HEAPPROFILE"); path != "" {
 		// What the memory is, while they wait: go tool pprof -sample_index=inuse_space.
 		writeHeapProfile(tb, path)
@@ -589,13 +607,24 @@ func (cb *checkinBench) measureLongPolls(tb testing.TB, cancel bool) longPolls {
 	return lp
 }
 
-// awaitGoroutines waits, for up to 10 s, until this process runs at most
-// n goroutines: the server's ends of the connections its clients closed
-// are gone. Other tests may run beside it, so it never fails.
-func awaitGoroutines(n int) {
-	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > n && time.Now().Before(deadline); {
+// awaitGoroutines waits, for up to 10 s, until the control plane runs at
+// most n goroutines: the server's ends of the connections its clients
+// closed are gone. Other tests may run beside it, so it never fails.
+func (e *env) awaitGoroutines(tb testing.TB, n int) {
+	tb.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.goroutines(tb) > n && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// goroutines is how many goroutines the control plane runs: this
+// process's, or its own process's as its metrics say.
+func (e *env) goroutines(tb testing.TB) int {
+	tb.Helper()
+	if e.proc == nil {
+		return runtime.NumGoroutine()
+	}
+	return int(e.metrics()["go_goroutines"])
 }
 
 // writeHeapProfile writes this process's heap profile to path.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ type env struct {
 	cert    devcert.Files
 	cfg     controlplane.Config
 	srv     *controlplane.Server
+	proc    *exec.Cmd // the control plane, when it runs in its own process (benchprocess_test.go)
 	url     string
 	cancel  context.CancelFunc
 	done    chan error
@@ -175,6 +177,10 @@ func (e *env) httpClient() *http.Client {
 
 func (e *env) start() {
 	e.t.Helper()
+	if !inProcess() {
+		e.startProcess()
+		return
+	}
 	var w io.Writer = e.log
 	if path := os.Getenv("NIXFLEET_BENCH_CPLOG"); path != "" {
 		// A benchmark's control plane log, kept (it is shown only when
@@ -266,7 +272,7 @@ func (e *env) await(d time.Duration, what string, cond func() bool) {
 	recheck := time.NewTicker(awaitRecheck)
 	defer recheck.Stop()
 	for {
-		changed := e.srv.Changed()
+		changed := e.changed()
 		if cond() {
 			return
 		}
