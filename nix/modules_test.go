@@ -400,6 +400,7 @@ func TestAgentModule(t *testing.T) {
 		"checkinWait": "20s",
 		"quarantine":  "2h",
 		"logLevel":    "debug",
+		"logFormat":   "text",
 		"restartSec":  "10s",
 	}
 	config := map[string]any{
@@ -441,7 +442,7 @@ func TestAgentModule(t *testing.T) {
 		"host-key": {"/etc/ssh/ssh_host_ed25519_key"}, "trust": flags["trust"], "probes": flags["probes"],
 		"state-dir":   {"/var/lib/" + u.ServiceConfig["StateDirectory"].(string)},
 		"substituter": {"https://cache.example.org", "https://cache2.example.org"},
-		"wait":        {"20s"}, "quarantine": {"2h"}, "log-level": {"debug"},
+		"wait":        {"20s"}, "quarantine": {"2h"}, "log-level": {"debug"}, "log-format": {"text"},
 	}
 	if diff := cmp.Diff(want, flags); diff != "" {
 		t.Errorf("flags (-want +got):\n%s", diff)
@@ -474,7 +475,7 @@ func TestAgentModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	setFlag(args, "cp-ca", caFiles.CertFile)
-	runUntil(t, append([]string{binary(t, "nixfleet-agent"), "run"}, args...), "agent running")
+	runUntil(t, append([]string{binary(t, "nixfleet-agent"), "run"}, args...), `level=INFO msg="agent running"`)
 }
 
 // TestAgentModuleDefaults: with only what it needs, the agent module
@@ -511,7 +512,7 @@ func TestAgentModuleDefaults(t *testing.T) {
 	want := map[string][]string{
 		"cp": {"https://cp.example.org:8443"}, "hostname": {"db-01"}, "host-key": {"/etc/ssh/ssh_host_ed25519_key"},
 		"trust": {"/etc/nixfleet/trust.json"}, "probes": {"/etc/nixfleet/probes.json"}, "state-dir": {"/var/lib/nixfleet-agent"},
-		"wait": {"30s"}, "log-level": {"info"},
+		"wait": {"30s"}, "log-level": {"info"}, "log-format": {"json"},
 	}
 	if diff := cmp.Diff(want, flags); diff != "" {
 		t.Errorf("flags (-want +got):\n%s", diff)
@@ -641,6 +642,7 @@ func TestControlPlaneModule(t *testing.T) {
 		"watchRefs":         []string{"refs/heads/main", "refs/heads/release/*"},
 		"retention":         "1440h",
 		"logLevel":          "debug",
+		"logFormat":         "text",
 		"environmentFile":   "/run/secrets/nixfleet-cp.env",
 		"extraArgs":         []string{"--confirm-window", "10m"},
 	}
@@ -705,7 +707,7 @@ func TestControlPlaneModule(t *testing.T) {
 	flags := flagValues(t, args)
 	want := map[string][]string{
 		"listen": {"127.0.0.1:0"}, "state-dir": {"/var/lib/nixfleet-cp"}, "repo": {repo},
-		"trust": flags["trust"], "operators": flags["operators"], "log-level": {"debug"},
+		"trust": flags["trust"], "operators": flags["operators"], "log-level": {"debug"}, "log-format": {"text"},
 		"tls-cert": {certs.CertFile}, "tls-key": {filepath.Join(creds, "tls-key")},
 		"webhook-secret-file": {filepath.Join(creds, "webhook-secret")}, "replica-id": {"cp-1"},
 		"tick-interval": {"15s"}, "poll-interval": {"2s"}, "retention": {"1440h"}, "confirm-window": {"10m"},
@@ -730,7 +732,7 @@ func TestControlPlaneModule(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "state"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	runUntil(t, append([]string{binary(t, "nixfleet-cp"), "serve"}, args...), "control plane serving")
+	runUntil(t, append([]string{binary(t, "nixfleet-cp"), "serve"}, args...), `level=INFO msg="control plane serving"`)
 }
 
 // postgresqlUnits is what the control plane module reads of the rest of
@@ -965,6 +967,7 @@ func TestModuleOptionTypes(t *testing.T) {
 		{"agent.nix", "checkinWait", "soon", "services.nixfleet-agent.checkinWait"},
 		{"agent.nix", "probes", []map[string]any{{"name": "a b", "type": "http"}}, "services.nixfleet-agent.probes.*.name"},
 		{"agent.nix", "logLevel", "loud", "services.nixfleet-agent.logLevel"},
+		{"control-plane.nix", "logFormat", "logfmt", "services.nixfleet-control-plane.logFormat"},
 		{"control-plane.nix", "operators", []map[string]any{{"name": "x", "key": "k", "role": "admin"}}, "services.nixfleet-control-plane.operators.*.role"},
 		{"control-plane.nix", "listn", "0.0.0.0:1", "services.nixfleet-control-plane.listn does not exist"},
 		{"control-plane.nix", "notifications", map[string]any{"webhooks": []map[string]any{{"name": "ops", "url": "https://h/x", "events": []string{"halt"}}}},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -68,7 +67,8 @@ func runCommand() *cli.Command {
 				Usage: "`COMMAND` prefix that runs the switch outside the agent; \"\" runs it as a child"},
 			&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, EnvVars: env("wait"), Usage: "long-poll of a check-in"},
 			&cli.DurationFlag{Name: "quarantine", Value: agent.DefaultQuarantine, EnvVars: env("quarantine"), Usage: "hold a failed closure back this long"},
-			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level")},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"), Usage: "text (key=value lines) or json"},
 		},
 		Action: runAgent,
 	}
@@ -78,11 +78,10 @@ func runAgent(c *cli.Context) error {
 	if _, err := cliapp.Configure(c, cliapp.ConfigFile{Path: c.String("config")}); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return cliapp.Usage(fmt.Errorf("--log-level: %w", err))
+	log, err := cliapp.Logger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 	if c.String("cp") == "" {
 		return cliapp.Usage(errors.New("--cp is required"))
 	}

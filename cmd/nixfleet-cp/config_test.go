@@ -173,6 +173,109 @@ func TestConfigSources(t *testing.T) {
 	}
 }
 
+// TestLogFormat: --log-format text writes key=value lines (level=INFO
+// msg=…) for the journal, json (the default) JSON objects; like every
+// setting it comes from the flag, NIXFLEET_CP_LOG_FORMAT or the --config
+// file; another value is a usage error naming the flag and the values it
+// takes. The last case is a replica that serves, its own lines as text.
+func TestLogFormat(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	textFile, badFile := write("text.toml", "log-format = \"text\"\n"), write("bad.toml", "\nlog-format = \"logfmt\"\n")
+	// configured runs serve up to its configuration, then logs one line.
+	configured := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := serveCommand()
+		cmd.Action = func(c *cli.Context) error {
+			_, log, err := configure(c)
+			if err == nil {
+				log.Info("configured", "listen", c.String("listen"))
+			}
+			return err
+		}
+		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
+		var stdout, stderr bytes.Buffer
+		code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
+		return code, stderr.String()
+	}
+	const textLine = "level=INFO msg=configured listen=127.0.0.1:8443\n"
+	jsonLine := func(log string) bool {
+		var rec struct{ Level, Msg, Listen string }
+		return json.Unmarshal([]byte(log), &rec) == nil && rec == struct{ Level, Msg, Listen string }{"INFO", "configured", "127.0.0.1:8443"}
+	}
+
+	for _, tc := range []struct {
+		name string
+		env  string // NIXFLEET_CP_LOG_FORMAT
+		args []string
+		json bool
+	}{
+		{name: "default", json: true},
+		{name: "flag text", args: []string{"--log-format", "text"}},
+		{name: "flag json", args: []string{"--log-format", "json"}, json: true},
+		{name: "environment", env: "text"},
+		{name: "the file", args: []string{"--config", textFile}},
+		{name: "the flag over the file", args: []string{"--config", textFile, "--log-format", "json"}, json: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("NIXFLEET_CP_LOG_FORMAT", tc.env)
+			}
+			code, log := configured(tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, log)
+			}
+			if tc.json && !jsonLine(log) {
+				t.Errorf("want one JSON object, got %q", log)
+			}
+			if !tc.json && (!strings.HasPrefix(log, "time=") || !strings.HasSuffix(log, " "+textLine) || strings.Count(log, "\n") != 1) {
+				t.Errorf("want one text line ending %q, got %q", textLine, log)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		args  []string
+		value string
+	}{
+		{[]string{"--log-format", "xml"}, "xml"},
+		{[]string{"--log-format", "Text"}, "Text"},
+		{[]string{"--config", badFile}, "logfmt"},
+	} {
+		want := `nixfleet-cp: --log-format "` + tc.value + `": want text or json` + "\n"
+		if code, log := configured(tc.args...); code != 2 || log != want {
+			t.Errorf("%v: exit %d (want 2), output %q, want %q", tc.args, code, log, want)
+		}
+	}
+
+	// A replica that serves writes its own lines as text.
+	f := newGitFleet(t, twoWaveSpec())
+	f.Release("v0")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stdout bytes.Buffer
+	stderr := &cancelOn{msg: "control plane serving", cancel: cancel}
+	code := run(ctx, []string{"nixfleet-cp", "serve", "--repo", f.Bare, "--trust", f.TrustFile, "--state-dir", dir,
+		"--insecure-dev", "--listen", "127.0.0.1:0", "--log-format", "text"}, &stdout, stderr)
+	log := stderr.String()
+	if code != 0 || !strings.Contains(log, ` level=INFO msg="control plane serving" listen=127.0.0.1:`) ||
+		!strings.Contains(log, ` level=WARN msg="INSECURE DEV MODE: plain HTTP, no authentication; loopback only"`) {
+		t.Errorf("exit %d, log:\n%s", code, log)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
+		if !strings.HasPrefix(line, "time=") {
+			t.Errorf("not a text line: %s", line)
+		}
+	}
+}
+
 // TestRateLimitSettings: the rate limits default to controlplane's
 // Default… values, come from the flag, the environment or the --config
 // file like every setting, 0 turns one off, and nonsense is a usage error.

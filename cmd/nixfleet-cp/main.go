@@ -113,6 +113,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "prometheus-bearer-token-file", EnvVars: env("prometheus-bearer-token-file"), Usage: "bearer token `FILE` for Prometheus"},
 			&cli.DurationFlag{Name: "prometheus-timeout", Value: 10 * time.Second, EnvVars: env("prometheus-timeout"), Usage: "how long one analysis query may take"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"), Usage: "text (key=value lines) or json"},
 		},
 		Action: serve,
 	}
@@ -140,11 +141,10 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	if err != nil {
 		return cfg, nil, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return cfg, nil, cliapp.Usage(fmt.Errorf("--log-level: %w", err))
+	log, err := cliapp.Logger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return cfg, nil, err
 	}
-	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 	for _, w := range src.Warnings {
 		log.Warn(w)
 	}

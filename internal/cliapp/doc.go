@@ -1,8 +1,9 @@
 // Package cliapp is what the nixfleet commands share: running a urfave/cli
 // app with the project's exit codes (0 ok, 1 failed, 2 usage), the
 // binary's version from its build information ([Version], behind every
-// command's --version), the environment variables that mirror flags, and
-// the configuration file.
+// command's --version), the environment variables that mirror flags, the
+// daemons' log ([Logger]: --log-level and --log-format) and the
+// configuration file.
 //
 // # Configuration
 //

@@ -77,6 +77,8 @@ let
     cfg.checkinWait
     "--log-level"
     cfg.logLevel
+    "--log-format"
+    cfg.logFormat
   ]
   ++ lib.optionals (cfg.controlPlane.caFile != null) [
     "--cp-ca"
@@ -191,6 +193,7 @@ in
     quarantine = nullable common.duration "How long a closure that failed here is not tried again (default: the agent's).";
 
     logLevel = common.logLevel;
+    logFormat = common.logFormat;
 
     restartSec = mkOption {
       type = common.duration;

@@ -59,7 +59,16 @@ rec {
       "error"
     ];
     default = "info";
-    description = "Minimum level of the JSON log lines written to the journal.";
+    description = "Minimum level of the log lines written to the journal.";
+  };
+
+  logFormat = mkOption {
+    type = types.enum [
+      "text"
+      "json"
+    ];
+    default = "json";
+    description = "Format of the log lines: `json` objects, or `text` key=value lines for people reading `journalctl`.";
   };
 
   # services.<name>.trust and .trustFile (rfcs/0002 §5).

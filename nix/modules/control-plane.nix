@@ -102,6 +102,8 @@ let
     "${common.trustPath pkgs "nixfleet-cp" cfg}"
     "--log-level"
     cfg.logLevel
+    "--log-format"
+    cfg.logFormat
   ]
   ++ lib.optionals (database != null) [
     "--db"
@@ -465,6 +467,7 @@ in
     };
 
     logLevel = common.logLevel;
+    logFormat = common.logFormat;
 
     environmentFile = mkOption {
       type = types.nullOr types.str;
