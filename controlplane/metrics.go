@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -32,6 +33,7 @@ type metrics struct {
 	watching      prometheus.Gauge
 	partial       *prometheus.GaugeVec
 	silent        *prometheus.GaugeVec
+	rollouts      *prometheus.GaugeVec
 	rateLimited   *prometheus.CounterVec
 	fullLoads     prometheus.Counter
 	parked        prometheus.Gauge
@@ -90,14 +92,17 @@ func newMetrics() *metrics {
 		Name: "nixfleet_http_requests_total", Help: "API requests by route and status code.",
 	}, []string{"route", "code"})
 	m.watching = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "nixfleet_watching_since_seconds", Help: "Unix time the control plane's current unbroken watch over its hosts began (the leader's last tick).",
+		Name: "nixfleet_watching_since_timestamp_seconds", Help: "Unix time the control plane's current unbroken watch over its hosts began (the leader's last tick).",
 	})
 	m.partial = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "nixfleet_partial_visibility", Help: "1 while a channel is in partial visibility: too many of its hosts late at once to judge any (the leader's last tick).",
+		Name: "nixfleet_partial_visibility", Help: "1 while a channel is in partial visibility: too many of its hosts late at once to judge any, else 0 (the leader's last tick).",
 	}, []string{"channel"})
 	m.silent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "nixfleet_partial_visibility_silent_hosts", Help: "Silent hosts of a channel in partial visibility (the leader's last tick).",
+		Name: "nixfleet_partial_visibility_silent_hosts", Help: "Silent hosts of a channel in partial visibility, else 0 (the leader's last tick).",
 	}, []string{"channel"})
+	m.rollouts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nixfleet_rollouts", Help: "Rollouts the leader drives (every unfinished one, and each channel's latest), by state (the leader's last tick).",
+	}, []string{"state"})
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_rate_limited_total", Help: "Requests refused with 429 rate_limited, by the bucket they found empty (host, operator, address).",
 	}, []string{"kind"})
@@ -121,11 +126,24 @@ func newMetrics() *metrics {
 	}, []string{"resumed"})
 	m.handshakes = [2]prometheus.Counter{handshakes.WithLabelValues("false"), handshakes.WithLabelValues("true")}
 	m.reg.MustRegister(m.tickDuration, m.statusBatch, m.ticks, m.actions, m.transitions, m.gateBlocks, m.hostsByState,
-		m.checkin, m.verifyFailure, m.verifiedAhead, m.verifying, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rateLimited,
+		m.checkin, m.verifyFailure, m.verifiedAhead, m.verifying, m.leader, m.httpRequests, m.watching, m.partial, m.silent, m.rollouts, m.rateLimited,
 		m.fullLoads, m.divergences, m.rechecks, m.parked, m.memoryTrims, handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range reconciler.HostStates {
 		m.hostsByState.WithLabelValues(string(s))
+	}
+	for _, s := range reconciler.RolloutStates {
+		m.rollouts.WithLabelValues(string(s))
+	}
+	for _, g := range []string{codes.ChannelEdge, codes.PartialVisibility, codes.Busy, codes.Quarantined, codes.WaveNotActive,
+		codes.HostEdge, codes.Budget, codes.ComplianceEarlierWave, codes.NoPreviousClosure, codes.RollbackOrder,
+		codes.RolloutStopped, codes.Unheard, codes.Window, codes.Freeze, codes.Approval} {
+		m.gateBlocks.WithLabelValues(g)
+	}
+	// Every result from the start: an alert on the increase of one sees
+	// its first.
+	for _, r := range []string{"ok", "partial", "quiet", "not_leader", "error"} {
+		m.ticks.WithLabelValues(r)
 	}
 	m.verifiedAhead.WithLabelValues("verified")
 	for _, how := range []string{verifiedFull, verifiedKept} {
@@ -139,20 +157,57 @@ func newMetrics() *metrics {
 }
 
 // observeSight shows what the leader could see at its last tick: its
-// watch, and the channels in partial visibility (a channel that left it
-// has no series).
-func (m *metrics) observeSight(watching time.Time, vis []reconciler.Visibility) {
+// watch, and which of the channels is in partial visibility (0 for the
+// others; a channel no longer in the fleet has no series).
+func (m *metrics) observeSight(watching time.Time, channels []string, vis []reconciler.Visibility) {
 	if !watching.IsZero() {
 		m.watching.Set(float64(watching.Unix()))
 	}
 	m.partial.Reset()
 	m.silent.Reset()
+	for _, c := range channels {
+		m.partial.WithLabelValues(c).Set(0)
+		m.silent.WithLabelValues(c).Set(0)
+	}
 	for _, v := range vis {
 		if v.Ended.IsZero() {
 			m.partial.WithLabelValues(v.Channel).Set(1)
 			m.silent.WithLabelValues(v.Channel).Set(float64(v.Silent))
 		}
 	}
+}
+
+// countRollouts counts the rollouts a tick leaves by state: those of its
+// input, with the changes of its output.
+func countRollouts(in []reconciler.Rollout, changed []reconciler.RolloutUpdate) map[reconciler.RolloutState]int {
+	state := make(map[string]reconciler.RolloutState, len(in)+len(changed))
+	for i := range in {
+		state[in[i].ID] = in[i].State
+	}
+	for _, u := range changed {
+		state[u.Rollout.ID] = u.Rollout.State
+	}
+	counts := make(map[reconciler.RolloutState]int, len(reconciler.RolloutStates))
+	for _, s := range state {
+		counts[s]++
+	}
+	return counts
+}
+
+// observeRollouts shows the rollouts the leader's last tick left, by
+// state.
+func (m *metrics) observeRollouts(counts map[reconciler.RolloutState]int) {
+	for _, s := range reconciler.RolloutStates {
+		m.rollouts.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+}
+
+// forgetTicks drops the series that show the leader's last tick, when
+// this replica stops leading: the new leader's are the ones to read.
+func (m *metrics) forgetTicks() {
+	m.partial.Reset()
+	m.silent.Reset()
+	m.rollouts.Reset()
 }
 
 // observeTick counts what a tick decided.

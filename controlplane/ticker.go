@@ -125,6 +125,7 @@ func (t *ticker) setLeader(l store.Lease, ok bool) { t.setLeaderWhy(l, ok, "lost
 func (t *ticker) setLeaderWhy(l store.Lease, ok bool, why string) {
 	if t.leader.set(l, ok) && !ok {
 		t.log.Warn(why, "replica", t.replica)
+		t.m.forgetTicks() // another replica shows them now
 	}
 }
 
@@ -377,6 +378,8 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	rewound := rewinds > t.rewindsDone && now.Sub(t.rewoundAt) <= t.maxGap()
 	t.mu.Unlock()
 	var watching time.Time
+	var channels []string
+	var rollouts map[reconciler.RolloutState]int
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
 	decided := false
@@ -395,7 +398,15 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		}},
 		func(in reconciler.Input) (reconciler.Output, error) {
 			watching, decided = in.WatchingSince, true
-			return reconciler.Reconcile(in), nil
+			out := reconciler.Reconcile(in)
+			// Taken here: the store applies the output to the input it
+			// keeps once this returns.
+			channels = make([]string, len(in.Channels))
+			for i, c := range in.Channels {
+				channels[i] = c.Name
+			}
+			rollouts = countRollouts(in.Rollouts, out.Rollouts)
+			return out, nil
 		})
 	t.m.tickDuration.Observe(time.Since(start).Seconds())
 	switch {
@@ -450,7 +461,10 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 		t.measure(out.Measure)
 	}
 	t.m.observeTick(out)
-	t.m.observeSight(watching, out.Visibility)
+	t.m.observeSight(watching, channels, out.Visibility)
+	if decided {
+		t.m.observeRollouts(rollouts)
+	}
 	if len(out.Events) > 0 || rep.Full {
 		t.log.Info("tick", "actions", len(out.Actions), "events", len(out.Events),
 			"rollouts", len(out.Rollouts), "hosts", len(out.Hosts), "committed", committed, "duration", time.Since(start), "full", rep.Full)

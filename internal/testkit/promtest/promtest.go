@@ -46,6 +46,28 @@ func Binary(t testing.TB) string {
 	return b
 }
 
+// Tool is promtool, which Debian's prometheus package ships beside it:
+// $NIXFLEET_PROMTOOL, else promtool next to Binary, else on PATH.
+func Tool(t testing.TB) string {
+	t.Helper()
+	if b := os.Getenv("NIXFLEET_PROMTOOL"); b != "" {
+		return b
+	}
+	if b := filepath.Join(filepath.Dir(Binary(t)), "promtool"); fileExists(b) {
+		return b
+	}
+	b, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed: run .ci/run as root, which installs Debian's prometheus package (apt-get install prometheus)")
+	}
+	return b
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
+
 // Server is a running Prometheus.
 type Server struct {
 	t    testing.TB
