@@ -9,6 +9,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/internal/clock"
+	"github.com/nixfleet/nixfleet/internal/sdnotify"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -80,6 +81,11 @@ type Config struct {
 	// Version is this build's, in the User-Agent of notifications
 	// ("dev" when empty).
 	Version string
+	// Systemd is told when the replica is ready (the store answers and
+	// the fleet repository was read once), keeps it alive while its loop
+	// runs (its watchdog), and when it stops; nil tells nobody
+	// (rfcs/0006 §Service manager).
+	Systemd *sdnotify.Notifier
 
 	// Clock is the replica's one seam to time (clock.Real when nil): the
 	// time every rule reads, and the tickers and timers of its loops. How

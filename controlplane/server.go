@@ -252,14 +252,39 @@ func (s *Server) Run(ctx context.Context) error {
 // board (wake.go) becomes a tick or a reload, until ctx ends or the HTTP
 // server fails.
 func (s *Server) loop(ctx context.Context, errc <-chan error) error {
+	// The service manager's watchdog hears from this loop itself: a loop
+	// that stops reacting stops the keep-alives, and systemd restarts the
+	// replica.
+	var dog <-chan time.Time
+	if every := s.cfg.Systemd.WatchdogEvery(); every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		dog = t.C
+	}
+	ready := false
 	for {
 		select {
 		case <-ctx.Done():
+			s.tellSystemd("STOPPING=1")
 			return nil
 		case err := <-errc:
 			return err
+		case <-dog:
+			s.tellSystemd("WATCHDOG=1")
 		case <-s.board.ch:
 			w := s.board.take()
+			if w&wakePolled != 0 && !ready {
+				// Started: the store answered (New opened and migrated
+				// it) and the first read of the fleet repository ended.
+				// One that failed is the log's and /readyz's to say; the
+				// replica serves what the store holds meanwhile.
+				ready = true
+				status := "STATUS=serving"
+				if polled, _ := s.src.status(); !polled {
+					status += "; the fleet repository could not be read yet"
+				}
+				s.tellSystemd("READY=1\n" + status)
+			}
 			if w&wakeTick != 0 {
 				s.ticker.kick()
 			}
@@ -269,6 +294,13 @@ func (s *Server) loop(ctx context.Context, errc <-chan error) error {
 				s.hub.signal()
 			}
 		}
+	}
+}
+
+// tellSystemd sends a state to the service manager, if one asked.
+func (s *Server) tellSystemd(state string) {
+	if err := s.cfg.Systemd.Notify(state); err != nil {
+		s.log.Warn("telling the service manager", "state", state, "err", err)
 	}
 }
 

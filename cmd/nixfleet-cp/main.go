@@ -19,6 +19,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/internal/cliapp"
+	"github.com/nixfleet/nixfleet/internal/sdnotify"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -170,6 +171,8 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		Prometheus: prom.Config{URL: c.String("prometheus-url"), CAFile: c.String("prometheus-ca"),
 			CertFile: c.String("prometheus-cert"), KeyFile: c.String("prometheus-key"),
 			BearerTokenFile: c.String("prometheus-bearer-token-file"), Timeout: c.Duration("prometheus-timeout")},
+		// Under systemd (Type=notify): readiness, watchdog and stop.
+		Systemd: sdnotify.FromEnv(),
 	}
 	if _, err := prom.New(cfg.Prometheus); err != nil {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--prometheus-*: %w", err))

@@ -76,7 +76,8 @@ type replica struct {
 	name string
 	site *site
 	args []string
-	Addr string // host:port, once started
+	env  []string // added to the test's environment
+	Addr string   // host:port, once started
 
 	op     *apiclient.Client // the operator's, once started
 	cmd    *exec.Cmd
@@ -93,15 +94,20 @@ type replica struct {
 // in package controlplane and TestRateLimitSettings).
 func startReplica(t *testing.T, s *site, name, listen string, args ...string) *replica {
 	t.Helper()
+	r := newReplica(t, s, name, listen, args...)
+	r.start()
+	return r
+}
+
+// newReplica is startReplica's replica, not started yet.
+func newReplica(t *testing.T, s *site, name, listen string, args ...string) *replica {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	r := &replica{t: t, name: name, site: s, out: &logBuffer{}, exited: make(chan struct{}),
+	return &replica{t: t, name: name, site: s, out: &logBuffer{}, exited: make(chan struct{}),
 		args: append([]string{"serve", "--listen", listen, "--tls-cert", s.Cert.CertFile, "--tls-key", s.Cert.KeyFile,
 			"--operators", s.Operators, "--webhook-secret-file", s.SecretFile, "--log-level", "debug",
 			"--rate-limit-per-host", "0"}, args...)}
-	r.start()
-	return r
 }
 
 // Restart starts a replica again with the same arguments and address,
@@ -119,7 +125,7 @@ func (r *replica) Restart() *replica {
 			args[i+1] = r.Addr
 		}
 	}
-	n := &replica{t: r.t, name: r.name + "'", site: r.site, args: args, out: &logBuffer{}, exited: make(chan struct{})}
+	n := &replica{t: r.t, name: r.name + "'", site: r.site, args: args, env: r.env, out: &logBuffer{}, exited: make(chan struct{})}
 	n.start()
 	return n
 }
@@ -128,7 +134,7 @@ func (r *replica) start() {
 	t := r.t
 	t.Helper()
 	r.cmd = exec.Command(bin.cp, r.args...)
-	r.cmd.Env = testbin.Env(os.Environ())
+	r.cmd.Env = append(testbin.Env(os.Environ()), r.env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	// Its own process group, so cleanup kills whatever it started.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

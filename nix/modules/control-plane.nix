@@ -61,6 +61,9 @@ let
     in
     if m == null then null else builtins.fromJSON (builtins.head m);
 
+  # Binding a port under 1024 takes CAP_NET_BIND_SERVICE.
+  lowPort = port != null && port < 1024;
+
   database =
     if cfg.database.url != null then
       cfg.database.url
@@ -563,10 +566,19 @@ in
           "serve"
         ]
         ++ args);
+        # Ready once the store answers (migrated) and the fleet repository
+        # was read once; keep-alives come from the replica's loop, so one
+        # that stops reacting is restarted (rfcs/0006 §Service manager).
+        Type = "notify";
+        NotifyAccess = "main";
+        WatchdogSec = "2min";
+        # A migration of a large store may run before the replica is ready.
+        TimeoutStartSec = "15min";
         User = user;
         Group = user;
         StateDirectory = "nixfleet-cp";
         StateDirectoryMode = "0750";
+        UMask = "0077";
         Restart = "on-failure";
         RestartSec = "5s";
         LimitNOFILE = cfg.maxOpenFiles;
@@ -578,9 +590,36 @@ in
           ) "prometheus-token:${cfg.prometheus.bearerTokenFile}"
           ++ map (w: "notify-${w.name}:${w.secretFile}") (builtins.filter (w: w.secretFile != null) webhooks);
         EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
-        AmbientCapabilities = lib.optional (port != null && port < 1024) "CAP_NET_BIND_SERVICE";
+        AmbientCapabilities = lib.optional lowPort "CAP_NET_BIND_SERVICE";
+        CapabilityBoundingSet = if lowPort then [ "CAP_NET_BIND_SERVICE" ] else [ "" ];
+        # Its own user namespace has no capability to give to a low port.
+        PrivateUsers = !lowPort;
         NoNewPrivileges = true;
         PrivateTmp = true;
+        PrivateDevices = true;
+        ProtectClock = true;
+        ProtectHostname = true;
+        ProtectKernelLogs = true;
+        ProtectKernelModules = true;
+        ProtectProc = "invisible";
+        ProcSubset = "pid";
+        # TCP for agents, operators, PostgreSQL, git and webhooks; a Unix
+        # socket for a local PostgreSQL and the service manager.
+        RestrictAddressFamilies = [
+          "AF_UNIX"
+          "AF_INET"
+          "AF_INET6"
+        ];
+        RestrictNamespaces = true;
+        RestrictRealtime = true;
+        RemoveIPC = true;
+        MemoryDenyWriteExecute = true;
+        SystemCallArchitectures = "native";
+        SystemCallFilter = [
+          "@system-service"
+          "~@privileged"
+        ];
+        SystemCallErrorNumber = "EPERM";
         ProtectSystem = "strict";
         ProtectHome = "read-only";
         # A local repository is read in place and never written, so
