@@ -51,6 +51,17 @@
           # The Go tests need root, Nix, PostgreSQL and the network
           # namespaces of .ci/run; the flake's checks run the Nix side.
           doCheck = false;
+          # The manual page, from the command itself (`man`): nixfleet(1),
+          # nixfleet-cp(8), nixfleet-agent(8). A cross build cannot run it.
+          nativeBuildInputs = [ pkgs.installShellFiles ];
+          postInstall =
+            let
+              page = "${name}.${if name == "nixfleet" then "1" else "8"}";
+            in
+            nixpkgs.lib.optionalString (pkgs.stdenv.buildPlatform.canExecute pkgs.stdenv.hostPlatform) ''
+              $out/bin/${name} man > ${page}
+              installManPage ${page}
+            '';
           meta = {
             inherit description;
             mainProgram = name;

@@ -25,6 +25,7 @@ type flakeEval struct {
 			Env           map[string]string `json:"env"`
 			DoCheck       *bool             `json:"doCheck"`
 			Text          string            `json:"text"`
+			PostInstall   string            `json:"postInstall"`
 			RuntimeInputs []string          `json:"runtimeInputs"`
 			Meta          struct {
 				MainProgram string `json:"mainProgram"`
@@ -87,6 +88,13 @@ func TestFlakeOutputs(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(repoRoot, "cmd", cmdName, "main.go")); err != nil {
 				t.Errorf("packages.%s.%s: %v", system, cmdName, err)
+			}
+			page := cmdName + ".8"
+			if cmdName == "nixfleet" {
+				page = cmdName + ".1"
+			}
+			if !strings.Contains(a.PostInstall, "$out/bin/"+cmdName+" man > "+page) || !strings.Contains(a.PostInstall, "installManPage "+page) {
+				t.Errorf("packages.%s.%s does not install its manual page %s: postInstall %q", system, cmdName, page, a.PostInstall)
 			}
 			if a.Src != root || a.VendorHash == "" || a.Env["CGO_ENABLED"] != "0" || a.DoCheck == nil || *a.DoCheck {
 				t.Errorf("packages.%s.%s: src %q, vendorHash %q, env %v, doCheck %v", system, cmdName, a.Src, a.VendorHash, a.Env, a.DoCheck)

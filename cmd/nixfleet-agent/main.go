@@ -34,7 +34,11 @@ func env(flag string) []string { return cliapp.Env("NIXFLEET_AGENT", flag) }
 
 // run is the whole command: tests call it directly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &cli.App{Name: "nixfleet-agent", Usage: "the nixfleet agent", Commands: []*cli.Command{runCommand()}}
+	app := &cli.App{Name: "nixfleet-agent", Usage: "the nixfleet agent",
+		Description: "The agent of one host: it checks in with the control plane, verifies what it\n" +
+			"is told to run, switches to it, confirms, and rolls itself back when it cannot\n" +
+			"confirm (rfcs/0008). Run it with `run`.",
+		Commands: []*cli.Command{runCommand(), cliapp.ManCommand(8)}}
 	return cliapp.Run(ctx, app, args, stdout, stderr)
 }
 

@@ -46,7 +46,11 @@ func main() {
 
 // run is the whole command: tests call it directly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &cli.App{Name: "nixfleet-cp", Usage: "the nixfleet control plane", Commands: []*cli.Command{serveCommand()}}
+	app := &cli.App{Name: "nixfleet-cp", Usage: "the nixfleet control plane",
+		Description: "A replica of the control plane: it verifies the releases CI signed in the fleet\n" +
+			"repository and rolls them out to the hosts' agents, wave by wave, under the\n" +
+			"rollout policy (rfcs/0006). Run it with `serve`.",
+		Commands: []*cli.Command{serveCommand(), cliapp.ManCommand(8)}}
 	return cliapp.Run(ctx, app, args, stdout, stderr)
 }
 
