@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/nixfleet/nixfleet/codes"
 )
 
@@ -35,10 +37,10 @@ const (
 	DefaultRateAddressBurst = 20
 )
 
-// maxAddressBuckets caps the per-address table: about 150 bytes each with
-// the map, 10 MiB at most. When it is full and no bucket in it is idle,
-// new addresses share one bucket (a flood from many addresses is limited
-// as one).
+// maxAddressBuckets caps the per-address table: about 200 bytes each with
+// the map and the key, 12.5 MiB at most. When it is full and no bucket in
+// it is idle, new addresses share one bucket (a flood from many addresses
+// is limited as one).
 const maxAddressBuckets = 1 << 16
 
 // RateLimit configures the rate limits. A rate of 0 turns its limit off;
@@ -74,32 +76,10 @@ func (r RateLimit) Check() error {
 	return nil
 }
 
-// bucket is a token bucket: it holds up to a burst of tokens, gains rate
-// tokens a second, and every request admitted takes one.
+// bucket is one key's token bucket, and when the log last heard of it.
 type bucket struct {
-	tokens float64
-	last   time.Time // when tokens was right
-	warned time.Time // last log line about it
-}
-
-// take admits a request at now, or returns how long until a token is
-// there. Refused requests take nothing.
-func (b *bucket) take(now time.Time, rate, burst float64) time.Duration {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(burst, b.tokens+d.Seconds()*rate)
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0
-	}
-	return time.Duration(max(math.Ceil((1-b.tokens)/rate*float64(time.Second)), 1))
-}
-
-// idle reports whether the bucket is full again at now: it is then no
-// different from a new one, and can be dropped.
-func (b *bucket) idle(now time.Time, rate, burst float64) bool {
-	return b.tokens+now.Sub(b.last).Seconds()*rate >= burst
+	*rate.Limiter
+	warned time.Time
 }
 
 // Sweeps of a limiter's table: one a minute, and, when the table is full,
@@ -109,13 +89,16 @@ const (
 	sweepFullEvery = time.Second
 )
 
-// limiter is a table of buckets by key. Buckets that filled up again are
-// dropped by sweeps; a capped table that is full sends new keys to one
-// shared overflow bucket.
+// limiter is a table of token buckets by key, under one mutex: each holds
+// up to burst tokens, gains rate tokens a second, and every request
+// admitted takes one. Buckets that filled up again are dropped by sweeps; a
+// capped table that is full sends new keys to one shared overflow bucket.
+// Every call into x/time/rate passes the time of l.now.
 type limiter struct {
-	rate, burst float64
-	max         int // most buckets kept; 0: no cap
-	now         func() time.Time
+	rate  rate.Limit
+	burst int
+	max   int // most buckets kept; 0: no cap
+	now   func() time.Time
 
 	mu       sync.Mutex
 	buckets  map[string]*bucket
@@ -123,18 +106,18 @@ type limiter struct {
 	swept    time.Time
 }
 
-// newLimiter returns a limiter, or nil (no limit) when rate is 0.
-func newLimiter(rate float64, burst, max int, now func() time.Time) *limiter {
-	if rate <= 0 {
+// newLimiter returns a limiter, or nil (no limit) when r is 0.
+func newLimiter(r float64, burst, max int, now func() time.Time) *limiter {
+	if r <= 0 {
 		return nil
 	}
-	t := now()
-	return &limiter{rate: rate, burst: float64(burst), max: max, now: now, buckets: map[string]*bucket{},
-		overflow: bucket{tokens: float64(burst), last: t}, swept: t}
+	return &limiter{rate: rate.Limit(r), burst: burst, max: max, now: now, buckets: map[string]*bucket{},
+		overflow: bucket{Limiter: rate.NewLimiter(rate.Limit(r), burst)}, swept: now()}
 }
 
 // take admits a request of key, or returns how long until it would be
-// admitted; warn is set at most once a minute per bucket, for the log.
+// admitted; a refused request takes nothing. warn is set at most once a
+// minute per bucket, for the log.
 func (l *limiter) take(key string) (wait time.Duration, warn bool) {
 	if l == nil {
 		return 0, false
@@ -153,21 +136,27 @@ func (l *limiter) take(key string) (wait time.Duration, warn bool) {
 		if l.max > 0 && len(l.buckets) >= l.max {
 			b = &l.overflow
 		} else {
-			b = &bucket{tokens: l.burst, last: now}
+			b = &bucket{Limiter: rate.NewLimiter(l.rate, l.burst)}
 			l.buckets[key] = b
 		}
 	}
-	wait = b.take(now, l.rate, l.burst)
-	if wait > 0 && now.Sub(b.warned) >= time.Minute {
+	if b.AllowN(now, 1) {
+		return 0, false
+	}
+	// Refused, so nothing was taken: wait until the missing part of a
+	// token is back, rounded up to the nanosecond.
+	wait = time.Duration(max(math.Ceil((1-b.TokensAt(now))/float64(l.rate)*float64(time.Second)), 1))
+	if now.Sub(b.warned) >= time.Minute {
 		b.warned, warn = now, true
 	}
 	return wait, warn
 }
 
-// sweep drops the buckets that are full again.
+// sweep drops the buckets that are full again: they are no different from
+// new ones.
 func (l *limiter) sweep(now time.Time) {
 	for k, b := range l.buckets {
-		if b.idle(now, l.rate, l.burst) {
+		if b.TokensAt(now) >= float64(l.burst) {
 			delete(l.buckets, k)
 		}
 	}

@@ -20,8 +20,8 @@ func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 var limitEpoch = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// TestBucket drives one token bucket through sequences of requests: after
-// each pause, the waits the bucket answers (0: admitted).
+// TestBucket drives one key's token bucket through sequences of requests:
+// after each pause, the waits the limiter answers (0: admitted).
 func TestBucket(t *testing.T) {
 	t.Parallel()
 	type step struct {
@@ -31,9 +31,10 @@ func TestBucket(t *testing.T) {
 	}
 	ms := time.Millisecond
 	for _, tc := range []struct {
-		name        string
-		rate, burst float64
-		steps       []step
+		name  string
+		rate  float64
+		burst int
+		steps []step
 	}{
 		{"a full bucket admits a burst, then waits for a token", 2, 3, []step{
 			{0, 5, []time.Duration{0, 0, 0, 500 * ms, 500 * ms}},
@@ -64,13 +65,14 @@ func TestBucket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			now := limitEpoch
-			b := bucket{tokens: tc.burst, last: now}
+			c := &fakeClock{t: limitEpoch}
+			l := newLimiter(tc.rate, tc.burst, 0, c.now)
 			for i, s := range tc.steps {
-				now = now.Add(s.after)
+				c.advance(s.after)
 				var got []time.Duration
 				for range s.n {
-					got = append(got, b.take(now, tc.rate, tc.burst))
+					wait, _ := l.take("host web-1")
+					got = append(got, wait)
 				}
 				if d := cmp.Diff(s.want, got); d != "" {
 					t.Errorf("step %d (-want +got):\n%s", i, d)
