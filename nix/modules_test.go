@@ -44,6 +44,24 @@ type moduleEval struct {
 			Services map[string]unit `json:"services"`
 		} `json:"systemd"`
 		Services struct {
+			Grafana *struct {
+				Provision struct {
+					Dashboards struct {
+						Settings struct {
+							Providers []struct {
+								Name    string `json:"name"`
+								Type    string `json:"type"`
+								Options struct {
+									Path string `json:"path"`
+								} `json:"options"`
+							} `json:"providers"`
+						} `json:"settings"`
+					} `json:"dashboards"`
+				} `json:"provision"`
+			} `json:"grafana"`
+			Prometheus *struct {
+				RuleFiles []string `json:"ruleFiles"`
+			} `json:"prometheus"`
 			PostgreSQL *struct {
 				Enable          bool     `json:"enable"`
 				EnsureDatabases []string `json:"ensureDatabases"`
@@ -1194,4 +1212,50 @@ func renderUnit(t *testing.T, u unit) string {
 	section("Unit", map[string]any{"Description": "nixfleet control plane"})
 	section("Service", u.ServiceConfig)
 	return b.String()
+}
+
+// TestControlPlaneModuleMonitoring: asked, the module provisions the
+// dashboard of monitoring/ into the machine's Grafana (a file provider
+// whose directory holds dashboard.json alone) and the alerting rules into
+// its Prometheus; not asked, it adds neither. The store paths are the
+// ones Nix gives those files (nix store add-path --dry-run).
+func TestControlPlaneModuleMonitoring(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	settings := func(on bool) map[string]any {
+		return map[string]any{
+			"enable": true, "package": map[string]string{"outPath": cpPackage},
+			"repository": "/srv/git/fleet.git", "trustFile": "/etc/nixfleet/trust.json",
+			"tls":        map[string]any{"certFile": "/c.pem", "keyFile": "/k.pem"},
+			"monitoring": map[string]any{"grafanaDashboard": on, "prometheusRules": on},
+		}
+	}
+	off := evalModule(t, "control-plane.nix", settings(false), map[string]any{})
+	if g := off.Config.Services.Grafana; g != nil && len(g.Provision.Dashboards.Settings.Providers) > 0 {
+		t.Errorf("not asked, the module provisions %+v", g.Provision.Dashboards.Settings.Providers)
+	}
+	if p := off.Config.Services.Prometheus; p != nil && len(p.RuleFiles) > 0 {
+		t.Errorf("not asked, the module loads the rules %q", p.RuleFiles)
+	}
+	on := evalModule(t, "control-plane.nix", settings(true), map[string]any{})
+	g, p := on.Config.Services.Grafana, on.Config.Services.Prometheus
+	if g == nil || len(g.Provision.Dashboards.Settings.Providers) != 1 || p == nil || len(p.RuleFiles) != 1 {
+		t.Fatalf("asked, the module set Grafana %+v, Prometheus %+v", g, p)
+	}
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dashboard.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dashboards := strings.TrimSpace(string(mustNix(t, "nix", "store", "add-path", "--dry-run", "--name", "nixfleet-dashboards", dir)))
+	rules := strings.TrimSpace(string(mustNix(t, "nix", "store", "add-path", "--dry-run", filepath.Join("monitoring", "alerts.yml"))))
+	if prov := g.Provision.Dashboards.Settings.Providers[0]; prov.Type != "file" || prov.Options.Path != dashboards {
+		t.Errorf("the provider %+v, want type file reading %s (dashboard.json alone)", prov, dashboards)
+	}
+	if p.RuleFiles[0] != rules {
+		t.Errorf("the rule file %s, want monitoring/alerts.yml, %s", p.RuleFiles[0], rules)
+	}
 }

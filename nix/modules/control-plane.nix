@@ -61,6 +61,13 @@ let
     in
     if m == null then null else builtins.fromJSON (builtins.head m);
 
+  # The directory Grafana's file provider reads: the dashboard alone.
+  dashboards = builtins.path {
+    name = "nixfleet-dashboards";
+    path = ../../monitoring;
+    filter = path: _: baseNameOf path == "dashboard.json";
+  };
+
   # Binding a port under 1024 takes CAP_NET_BIND_SERVICE.
   lowPort = port != null && port < 1024;
 
@@ -285,6 +292,11 @@ in
       type = types.bool;
       default = false;
       description = "Whether to open the port of `listen` in the firewall.";
+    };
+
+    monitoring = {
+      grafanaDashboard = mkEnableOption "the nixfleet dashboard (`monitoring/dashboard.json`) in this machine's Grafana, through a file provider of `services.grafana.provision`";
+      prometheusRules = mkEnableOption "the nixfleet alerting rules (`monitoring/alerts.yml`) in this machine's Prometheus (`services.prometheus.ruleFiles`)";
     };
 
     repository = mkOption {
@@ -552,6 +564,15 @@ in
     };
 
     networking.firewall.allowedTCPPorts = lib.optionals (cfg.openFirewall && port != null) [ port ];
+
+    services.grafana.provision.dashboards.settings.providers = mkIf cfg.monitoring.grafanaDashboard [
+      {
+        name = "nixfleet";
+        type = "file";
+        options.path = dashboards;
+      }
+    ];
+    services.prometheus.ruleFiles = mkIf cfg.monitoring.prometheusRules [ ../../monitoring/alerts.yml ];
 
     systemd.services.nixfleet-control-plane = {
       description = "nixfleet control plane";
