@@ -82,9 +82,9 @@ type Config struct {
 	// ("dev" when empty).
 	Version string
 	// Systemd is told when the replica is ready (the store answers and
-	// the fleet repository was read once), keeps it alive while its loop
-	// runs (its watchdog), and when it stops; nil tells nobody
-	// (rfcs/0006 §Service manager).
+	// the first read of the fleet repository ended), kept alive while its
+	// loop runs (its watchdog), and told when it stops; nil tells nobody
+	// (rfcs/0006 §Processes and configuration).
 	Systemd *sdnotify.Notifier
 
 	// Clock is the replica's one seam to time (clock.Real when nil): the

@@ -642,6 +642,8 @@ func TestControlPlaneModule(t *testing.T) {
 	}
 	_, alice := sshHostKey(t, t.TempDir())
 	bob := ciKey(t)
+	prometheus := map[string]any{"url": "https://prometheus.example.org", "caFile": certs.CertFile, "bearerTokenFile": promToken, "timeout": "5s",
+		"headers": map[string]string{"X-Scope-OrgID": "team-a"}, "proxyUrl": "http://proxy.example.org:3128"}
 	settings := map[string]any{
 		"enable":     true,
 		"package":    map[string]string{"outPath": cpPackage},
@@ -655,7 +657,7 @@ func TestControlPlaneModule(t *testing.T) {
 		},
 		"tls":               map[string]any{"certFile": certs.CertFile, "keyFile": certs.KeyFile},
 		"webhookSecretFile": secret,
-		"prometheus":        map[string]any{"url": "https://prometheus.example.org", "caFile": certs.CertFile, "bearerTokenFile": promToken, "timeout": "5s"},
+		"prometheus":        prometheus,
 		"replicaId":         "cp-1",
 		"tickInterval":      "15s",
 		"pollInterval":      "2s",
@@ -734,6 +736,7 @@ func TestControlPlaneModule(t *testing.T) {
 		"watch-ref":      {"refs/heads/main", "refs/heads/release/*"},
 		"prometheus-url": {"https://prometheus.example.org"}, "prometheus-ca": {certs.CertFile},
 		"prometheus-bearer-token-file": {filepath.Join(creds, "prometheus-token")}, "prometheus-timeout": {"5s"},
+		"prometheus-header": {"X-Scope-OrgID: team-a"}, "prometheus-proxy-url": {"http://proxy.example.org:3128"},
 	}
 	if diff := cmp.Diff(want, flags); diff != "" {
 		t.Errorf("flags (-want +got):\n%s", diff)
@@ -753,6 +756,40 @@ func TestControlPlaneModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntil(t, append([]string{binary(t, "nixfleet-cp"), "serve"}, args...), `level=INFO msg="control plane serving"`)
+
+	// Basic auth instead of the bearer token: the password is the
+	// credential prometheus-password; both at once, a password without a
+	// user, or an Authorization header fail assertions.
+	promPassword := filepath.Join(dir, "prometheus-password")
+	if err := os.WriteFile(promPassword, []byte("pa55word\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings["prometheus"] = map[string]any{"url": "https://prometheus.example.org", "basicAuth": map[string]any{"user": "nixfleet", "passwordFile": promPassword}}
+	e = evalModule(t, "control-plane.nix", settings, map[string]any{})
+	if len(e.FailedAssertions)+len(e.Warnings) > 0 {
+		t.Errorf("basic auth: assertions %q, warnings %q", e.FailedAssertions, e.Warnings)
+	}
+	u = e.unit(t, "nixfleet-control-plane")
+	if got := fmt.Sprint(u.ServiceConfig["LoadCredential"]); got != "[tls-key:"+certs.KeyFile+" webhook-secret:"+secret+" prometheus-password:"+promPassword+"]" {
+		t.Errorf("basic auth: LoadCredential = %s, want tls-key, webhook-secret and prometheus-password", got)
+	}
+	flags = flagValues(t, execStart(t, u, creds)[2:])
+	for k, want := range map[string][]string{"prometheus-basic-auth-user": {"nixfleet"},
+		"prometheus-basic-auth-password-file": {filepath.Join(creds, "prometheus-password")}, "prometheus-bearer-token-file": nil, "prometheus-header": nil} {
+		if !slices.Equal(flags[k], want) {
+			t.Errorf("basic auth: --%s %q, want %q", k, flags[k], want)
+		}
+	}
+	for name, p := range map[string]map[string]any{
+		"basic auth and a bearer token": {"url": "https://p", "basicAuth": map[string]any{"user": "u", "passwordFile": promPassword}, "bearerTokenFile": promToken},
+		"a password without a user":     {"url": "https://p", "basicAuth": map[string]any{"passwordFile": promPassword}},
+		"an Authorization header":       {"url": "https://p", "headers": map[string]string{"authorization": "Basic eA=="}},
+	} {
+		settings["prometheus"] = p
+		if e := evalModule(t, "control-plane.nix", settings, map[string]any{}); len(e.FailedAssertions) != 1 || !strings.Contains(e.FailedAssertions[0], "prometheus.") {
+			t.Errorf("%s: failed assertions %q, want one about prometheus", name, e.FailedAssertions)
+		}
+	}
 }
 
 // postgresqlUnits is what the control plane module reads of the rest of

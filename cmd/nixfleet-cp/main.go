@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -112,10 +113,15 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "prefetch-concurrency", Value: controlplane.DefaultPrefetchConcurrency, EnvVars: env("prefetch-concurrency"),
 				Usage: "hosts (`NUMBER`) this replica lets fetch their coming closure at once, ahead of their wave (per replica); 0 turns prefetch off"},
 			&cli.StringFlag{Name: "prometheus-url", EnvVars: env("prometheus-url"), Usage: "Prometheus `URL` the canary analyses query (rfcs/0006 §Canary analysis)"},
-			&cli.StringFlag{Name: "prometheus-ca", EnvVars: env("prometheus-ca"), Usage: "CA `FILE` (PEM) for an https Prometheus, besides the system's"},
+			&cli.StringFlag{Name: "prometheus-ca", EnvVars: env("prometheus-ca"), Usage: "CA `FILE` (PEM) to trust for an https Prometheus, instead of the system's"},
 			&cli.StringFlag{Name: "prometheus-cert", EnvVars: env("prometheus-cert"), Usage: "client certificate `FILE` (PEM) for Prometheus"},
 			&cli.StringFlag{Name: "prometheus-key", EnvVars: env("prometheus-key"), Usage: "client key `FILE` (PEM) for Prometheus"},
 			&cli.StringFlag{Name: "prometheus-bearer-token-file", EnvVars: env("prometheus-bearer-token-file"), Usage: "bearer token `FILE` for Prometheus"},
+			&cli.StringFlag{Name: "prometheus-basic-auth-user", EnvVars: env("prometheus-basic-auth-user"), Usage: "basic auth user `NAME` for Prometheus (not with a bearer token)"},
+			&cli.StringFlag{Name: "prometheus-basic-auth-password-file", EnvVars: env("prometheus-basic-auth-password-file"), Usage: "basic auth password `FILE` for Prometheus"},
+			&cli.StringSliceFlag{Name: "prometheus-header", EnvVars: env("prometheus-header"),
+				Usage: "send this header with every query, like a tenant's 'X-Scope-OrgID: team-a' (`'NAME: VALUE'`, repeatable; not Authorization)"},
+			&cli.StringFlag{Name: "prometheus-proxy-url", EnvVars: env("prometheus-proxy-url"), Usage: "HTTP proxy `URL` to reach Prometheus through (default: the environment's)"},
 			&cli.DurationFlag{Name: "prometheus-timeout", Value: 10 * time.Second, EnvVars: env("prometheus-timeout"), Usage: "how long one analysis query may take"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"), Usage: "text (key=value lines) or json"},
@@ -174,9 +180,14 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		},
 		Prometheus: prom.Config{URL: c.String("prometheus-url"), CAFile: c.String("prometheus-ca"),
 			CertFile: c.String("prometheus-cert"), KeyFile: c.String("prometheus-key"),
-			BearerTokenFile: c.String("prometheus-bearer-token-file"), Timeout: c.Duration("prometheus-timeout")},
+			BearerTokenFile: c.String("prometheus-bearer-token-file"), Timeout: c.Duration("prometheus-timeout"),
+			BasicAuthUser: c.String("prometheus-basic-auth-user"), BasicAuthPasswordFile: c.String("prometheus-basic-auth-password-file"),
+			ProxyURL: c.String("prometheus-proxy-url")},
 		// Under systemd (Type=notify): readiness, watchdog and stop.
 		Systemd: sdnotify.FromEnv(),
+	}
+	if cfg.Prometheus.Headers, err = promHeaders(c.StringSlice("prometheus-header")); err != nil {
+		return cfg, nil, cliapp.Usage(err)
 	}
 	if _, err := prom.New(cfg.Prometheus); err != nil {
 		return cfg, nil, cliapp.Usage(fmt.Errorf("--prometheus-*: %w", err))
@@ -205,6 +216,27 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	}
 	cfg.Notifications, cfg.Version = sinks, c.App.Version
 	return cfg, log, nil
+}
+
+// promHeaders reads the --prometheus-header values, "Name: value" each.
+// Authorization is refused: the auth flags set it, and a secret does not
+// belong on a command line.
+func promHeaders(vals []string) (http.Header, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	h := http.Header{}
+	for _, v := range vals {
+		name, value, ok := strings.Cut(v, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" {
+			return nil, fmt.Errorf("--prometheus-header %q: want 'Name: value'", v)
+		}
+		if http.CanonicalHeaderKey(name) == "Authorization" {
+			return nil, fmt.Errorf("--prometheus-header %s: use --prometheus-bearer-token-file or --prometheus-basic-auth-user and -password-file", name)
+		}
+		h.Add(name, strings.TrimSpace(value))
+	}
+	return h, nil
 }
 
 // checkJSON applies the strict JSON syntax rules (proto.CheckSyntax:

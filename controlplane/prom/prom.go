@@ -2,10 +2,14 @@
 // plane's canary analyses (rfcs/0006 §Canary analysis): one instant query
 // at a given time, answered as the series of its result.
 //
-// It speaks the API's stable v1 endpoint directly (POST /api/v1/query,
-// form-encoded, so that a long query with a wave's host names does not
-// meet a URL length limit), with a request timeout, an optional bearer
-// token and CA, and a cap on what it reads:
+// The query goes out through Prometheus's own client (client_golang's
+// api/prometheus/v1: a form-encoded POST /api/v1/query, so that a long
+// query with a wave's host names meets no URL length limit; the same
+// query as a GET only when a server answers the POST 403, 405 or 501),
+// over an HTTP client built as Prometheus builds its own
+// (prometheus/common/config: basic auth or a bearer token, a CA and a
+// client certificate, a proxy, extra headers such as X-Scope-OrgID), with
+// a request timeout and a cap on what it reads:
 //
 //  1. an answer larger than MaxBody, a result of more than MaxSeries
 //     series, or a result that is neither an instant vector nor a scalar
@@ -14,15 +18,13 @@
 //     error, whatever its HTTP status; any other non-2xx status is an
 //     error with the status and the start of the body;
 //  3. every error says what failed: the reconciler records it as the
-//     reason of an inconclusive measurement.
+//     reason of an inconclusive measurement. Warnings in an answer are
+//     ignored.
 package prom
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +36,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 
 	"github.com/nixfleet/nixfleet/proto"
 )
@@ -48,20 +55,31 @@ const (
 // plane has no --prometheus-url.
 var ErrNotConfigured = errors.New("prom: no Prometheus is configured (nixfleet-cp serve --prometheus-url)")
 
-// Config says how to reach Prometheus.
+// Config says how to reach Prometheus. The files are checked at New and
+// read again as each query needs them, so a rotated secret is picked up.
 type Config struct {
 	// URL is the server's base URL ("http://prometheus:9090", or with a
 	// path prefix); the API's paths are appended to it.
 	URL string
-	// CAFile is a PEM bundle of CAs to trust for an https URL, besides the
-	// system's; empty for the system's only.
+	// CAFile is a PEM bundle of the CAs to trust for an https URL, instead
+	// of the system's; empty for the system's.
 	CAFile string
 	// CertFile and KeyFile are a client certificate and key (PEM), for a
 	// Prometheus behind mutual TLS; both or neither.
 	CertFile, KeyFile string
 	// BearerTokenFile holds a token sent as "Authorization: Bearer …"
-	// (surrounding white space trimmed); read once, at New.
+	// (surrounding white space trimmed).
 	BearerTokenFile string
+	// BasicAuthUser and BasicAuthPasswordFile are HTTP basic auth (the
+	// password's surrounding white space trimmed); not with a bearer token.
+	BasicAuthUser, BasicAuthPasswordFile string
+	// Headers are sent with every query, like a Mimir, Cortex or Thanos
+	// tenant (X-Scope-OrgID); Authorization and the headers HTTP itself
+	// sets are refused.
+	Headers http.Header
+	// ProxyURL is an HTTP proxy to reach Prometheus through; empty for the
+	// environment's ($HTTPS_PROXY, $HTTP_PROXY, $NO_PROXY).
+	ProxyURL string
 	// Timeout bounds one query, answer included (default 10 s).
 	Timeout time.Duration
 }
@@ -69,9 +87,8 @@ type Config struct {
 // Client queries one Prometheus server. A nil *Client answers every query
 // with ErrNotConfigured.
 type Client struct {
-	base   *url.URL
-	http   *http.Client
-	bearer string
+	base *url.URL
+	api  v1.API
 }
 
 // New checks cfg and builds a client; an empty URL gives a nil client.
@@ -86,44 +103,89 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("prom: CA: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("prom: CA: %s holds no PEM certificate", cfg.CAFile)
-		}
-		tlsCfg.RootCAs = pool
+	hc, err := httpConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
+	rt, err := config.NewRoundTripperFromConfig(hc, "prometheus")
+	if err != nil {
+		return nil, fmt.Errorf("prom: %w", err)
+	}
+	ac, err := api.NewClient(api.Config{Address: u.String(),
+		Client: &http.Client{Transport: capBody{rt}, Timeout: cfg.Timeout}})
+	if err != nil {
+		return nil, fmt.Errorf("prom: %w", err)
+	}
+	return &Client{base: u, api: v1.NewAPI(statusClient{ac})}, nil
+}
+
+// httpConfig checks cfg's authentication, headers and proxy, and states
+// them as Prometheus's own HTTP client configuration.
+func httpConfig(cfg Config) (config.HTTPClientConfig, error) {
+	hc := config.DefaultHTTPClientConfig
+	hc.TLSConfig = config.TLSConfig{CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile}
 	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
-		return nil, fmt.Errorf("prom: a client certificate needs both a certificate and a key file")
+		return hc, errors.New("prom: a client certificate needs both a certificate and a key file")
 	}
-	if cfg.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("prom: client certificate: %w", err)
-		}
-		tlsCfg.Certificates = []tls.Certificate{cert}
+	switch {
+	case cfg.BasicAuthPasswordFile != "" && cfg.BasicAuthUser == "":
+		return hc, errors.New("prom: a basic auth password file needs a user")
+	case cfg.BasicAuthUser != "" && cfg.BearerTokenFile != "":
+		return hc, errors.New("prom: basic auth and a bearer token together: give one")
 	}
-	c := &Client{base: u, http: &http.Client{Timeout: cfg.Timeout,
-		Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment, MaxIdleConns: 4,
-			IdleConnTimeout: time.Minute, ResponseHeaderTimeout: cfg.Timeout}}}
 	if cfg.BearerTokenFile != "" {
-		b, err := os.ReadFile(cfg.BearerTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("prom: bearer token: %w", err)
+		if err := checkSecret("bearer token", cfg.BearerTokenFile); err != nil {
+			return hc, err
 		}
-		if c.bearer = strings.TrimSpace(string(b)); c.bearer == "" {
-			return nil, fmt.Errorf("prom: bearer token file %s is empty", cfg.BearerTokenFile)
+		hc.Authorization = &config.Authorization{Type: "Bearer", CredentialsFile: cfg.BearerTokenFile}
+	}
+	if cfg.BasicAuthUser != "" {
+		hc.BasicAuth = &config.BasicAuth{Username: cfg.BasicAuthUser, PasswordFile: cfg.BasicAuthPasswordFile}
+		if cfg.BasicAuthPasswordFile != "" {
+			if err := checkSecret("basic auth password", cfg.BasicAuthPasswordFile); err != nil {
+				return hc, err
+			}
 		}
 	}
-	return c, nil
+	if len(cfg.Headers) > 0 {
+		hc.HTTPHeaders = &config.Headers{Headers: map[string]config.Header{}}
+		for name, values := range cfg.Headers {
+			if name == "" || strings.ContainsAny(name, " \t\r\n:") {
+				return hc, fmt.Errorf("prom: %q is not a header name", name)
+			}
+			for _, v := range values {
+				if strings.ContainsAny(v, "\r\n") {
+					return hc, fmt.Errorf("prom: header %s: a value holds a line break", name)
+				}
+			}
+			hc.HTTPHeaders.Headers[name] = config.Header{Values: values}
+		}
+	}
+	if cfg.ProxyURL != "" {
+		p, err := url.Parse(cfg.ProxyURL)
+		if err != nil || p.Scheme == "" || p.Host == "" {
+			return hc, fmt.Errorf("prom: proxy %q is not a URL", cfg.ProxyURL)
+		}
+		hc.ProxyURL = config.URL{URL: p}
+	} else {
+		hc.ProxyFromEnvironment = true
+	}
+	if err := hc.Validate(); err != nil {
+		return hc, fmt.Errorf("prom: %w", err)
+	}
+	return hc, nil
+}
+
+// checkSecret reads a secret's file, which must not be empty.
+func checkSecret(what, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("prom: %s: %w", what, err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return fmt.Errorf("prom: %s file %s is empty", what, path)
+	}
+	return nil
 }
 
 // URL is the server's base URL, for messages ("" for a nil client).
@@ -134,140 +196,124 @@ func (c *Client) URL() string {
 	return c.base.String()
 }
 
-// answer is the API's envelope.
-type answer struct {
-	Status    string          `json:"status"`
-	Data      json.RawMessage `json:"data"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
-}
-
-type queryData struct {
-	ResultType string          `json:"resultType"`
-	Result     json.RawMessage `json:"result"`
-}
-
-type vectorSample struct {
-	Metric map[string]string `json:"metric"`
-	Value  []json.RawMessage `json:"value"`
-}
-
 // Query evaluates an instant query at a time and returns its series,
 // sorted by their labels.
 func (c *Client) Query(ctx context.Context, query string, at time.Time) ([]proto.MetricSample, error) {
 	if c == nil {
 		return nil, ErrNotConfigured
 	}
-	form := url.Values{"query": {query}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}
-	endpoint := c.base.JoinPath("api", "v1", "query")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), strings.NewReader(form.Encode()))
+	v, _, _, err := c.api.Query(ctx, query, at)
+	var apiErr *v1.Error
+	if errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadResponse {
+		// v1 decodes only scalars, vectors and matrices.
+		if t, ok := strings.CutPrefix(apiErr.Msg, "unexpected value type "); ok {
+			return nil, resultErr(strings.Trim(t, `"`))
+		}
+		return nil, fmt.Errorf("prom: %s did not answer as the query API: %w", c.URL(), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prom: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if c.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+c.bearer)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("prom: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("prom: reading the answer: %w", err)
-	}
-	if len(body) > MaxBody {
-		return nil, fmt.Errorf("prom: the answer is larger than %d bytes", MaxBody)
-	}
-	var a answer
-	if err := json.Unmarshal(body, &a); err != nil || (a.Status != "success" && a.Status != "error") {
-		return nil, fmt.Errorf("prom: HTTP %d from %s, not the query API's answer: %s", resp.StatusCode, endpoint.Redacted(), snippet(body))
-	}
-	if a.Status == "error" {
-		return nil, fmt.Errorf("prom: %s: %s", a.ErrorType, a.Error)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("prom: HTTP %d: %s", resp.StatusCode, snippet(body))
-	}
-	return decodeResult(a.Data)
-}
-
-// decodeResult reads an instant vector or a scalar.
-func decodeResult(data json.RawMessage) ([]proto.MetricSample, error) {
-	var d queryData
-	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("prom: the answer's data: %w", err)
-	}
-	switch d.ResultType {
-	case "scalar":
-		var pair []json.RawMessage
-		if err := json.Unmarshal(d.Result, &pair); err != nil {
-			return nil, fmt.Errorf("prom: a scalar result: %w", err)
+	switch r := v.(type) {
+	case *model.Scalar:
+		return []proto.MetricSample{{Value: r.Value.String()}}, nil
+	case model.Vector:
+		if len(r) > MaxSeries {
+			return nil, fmt.Errorf("prom: the query returned %d series, more than %d: an analysis query must aggregate (sum, max, …)", len(r), MaxSeries)
 		}
-		v, err := value(pair)
-		if err != nil {
-			return nil, err
-		}
-		return []proto.MetricSample{{Value: v}}, nil
-	case "vector":
-		var vs []vectorSample
-		if err := json.Unmarshal(d.Result, &vs); err != nil {
-			return nil, fmt.Errorf("prom: a vector result: %w", err)
-		}
-		if len(vs) > MaxSeries {
-			return nil, fmt.Errorf("prom: the query returned %d series, more than %d: an analysis query must aggregate (sum, max, …)", len(vs), MaxSeries)
-		}
-		out := make([]proto.MetricSample, 0, len(vs))
-		for _, s := range vs {
-			v, err := value(s.Value)
-			if err != nil {
-				return nil, err
+		out := make([]proto.MetricSample, 0, len(r))
+		for _, s := range r {
+			if s.Histogram != nil {
+				return nil, resultErr("native histogram")
 			}
-			out = append(out, proto.MetricSample{Metric: labels(s.Metric), Value: v})
+			out = append(out, proto.MetricSample{Metric: labels(s.Metric), Value: s.Value.String()})
 		}
 		slices.SortFunc(out, func(a, b proto.MetricSample) int { return strings.Compare(a.Metric, b.Metric) })
 		return out, nil
+	case nil:
+		return nil, resultErr("")
 	}
-	return nil, fmt.Errorf("prom: the result is a %s: an analysis query must return an instant vector or a scalar", cmp.Or(d.ResultType, "nothing"))
+	return nil, resultErr(v.Type().String())
 }
 
-// value reads a [time, "value"] pair's value, as Prometheus wrote it.
-func value(pair []json.RawMessage) (string, error) {
-	var v string
-	if len(pair) != 2 || json.Unmarshal(pair[1], &v) != nil {
-		return "", fmt.Errorf("prom: a sample is not [time, \"value\"]")
-	}
-	return v, nil
+func resultErr(kind string) error {
+	return fmt.Errorf("prom: the result is a %s: an analysis query must return an instant vector or a scalar", cmp.Or(kind, "nothing"))
 }
 
-// labels writes a series' labels as PromQL does: name{a="1", b="2"}.
-func labels(m map[string]string) string {
-	name := m["__name__"]
-	var keys []string
+// labels writes a series' labels as PromQL does: name{a="1", b="2"},
+// sorted by name (model.Metric's String sorts the pairs as text instead).
+func labels(m model.Metric) string {
+	var b strings.Builder
+	b.WriteString(string(m[model.MetricNameLabel]))
+	names := make([]string, 0, len(m))
 	for k := range m {
-		if k != "__name__" {
-			keys = append(keys, k)
+		if k != model.MetricNameLabel {
+			names = append(names, string(k))
 		}
 	}
-	slices.Sort(keys)
-	if len(keys) == 0 {
-		return name
-	}
-	var b bytes.Buffer
-	b.WriteString(name)
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
+	slices.Sort(names)
+	for i, k := range names {
+		if i == 0 {
+			b.WriteByte('{')
+		} else {
 			b.WriteString(", ")
 		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(m[k]))
+		b.WriteString(k + "=" + strconv.Quote(string(m[model.LabelName(k)])))
 	}
-	b.WriteByte('}')
+	if len(names) > 0 {
+		b.WriteByte('}')
+	}
 	return b.String()
+}
+
+// statusClient turns an answer that is not 2xx into an error with its
+// status: v1 keeps the errorType and error of 400 and 422 answers only.
+type statusClient struct{ api.Client }
+
+func (c statusClient) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	resp, body, err := c.Client.Do(ctx, req)
+	if err != nil || resp.StatusCode/100 == 2 {
+		return resp, body, err
+	}
+	var a struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}
+	if json.Unmarshal(body, &a) == nil && a.Status == "error" {
+		return resp, body, fmt.Errorf("%s: %s", a.ErrorType, a.Error)
+	}
+	return resp, body, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(body))
+}
+
+// capBody caps the body of every answer at MaxBody.
+type capBody struct{ next http.RoundTripper }
+
+func (c capBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: MaxBody}
+	}
+	return resp, err
+}
+
+type cappedBody struct {
+	io.ReadCloser
+	left int
+}
+
+// Read reads at most one byte past the cap, to tell an answer of exactly
+// MaxBody bytes from a larger one.
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if len(p) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if n > b.left {
+		return b.left, fmt.Errorf("the answer is larger than %d bytes", MaxBody)
+	}
+	b.left -= n
+	return n, err
 }
 
 func snippet(b []byte) string {

@@ -3,6 +3,7 @@ package prom_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,5 +170,140 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := prom.New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("t0ken"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  prom.Config
+		err  string
+	}{
+		{"basic auth and a bearer token", prom.Config{URL: "https://p", BasicAuthUser: "u", BasicAuthPasswordFile: token, BearerTokenFile: token},
+			"basic auth and a bearer token together"},
+		{"a password without a user", prom.Config{URL: "https://p", BasicAuthPasswordFile: token}, "a basic auth password file needs a user"},
+		{"a missing password file", prom.Config{URL: "https://p", BasicAuthUser: "u", BasicAuthPasswordFile: "/nonexistent/password"}, "/nonexistent/password"},
+		{"an empty password file", prom.Config{URL: "https://p", BasicAuthUser: "u", BasicAuthPasswordFile: empty}, empty + " is empty"},
+		{"a missing token file", prom.Config{URL: "https://p", BearerTokenFile: "/nonexistent/token"}, "/nonexistent/token"},
+		{"a missing CA file", prom.Config{URL: "https://p", CAFile: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
+		{"an Authorization header", prom.Config{URL: "https://p", Headers: http.Header{"Authorization": {"Basic eA=="}}}, `"Authorization" is not allowed`},
+		{"a header name with a colon", prom.Config{URL: "https://p", Headers: http.Header{"X-Scope-OrgID:": {"a"}}}, "not a header name"},
+		{"a header value with a line break", prom.Config{URL: "https://p", Headers: http.Header{"X-Scope-OrgID": {"a\r\nX-Other: b"}}}, "line break"},
+		{"a proxy that is not a URL", prom.Config{URL: "https://p", ProxyURL: "proxy:3128"}, "not a URL"},
+	} {
+		if _, err := prom.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v; want an error saying %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// TestQueryWithBasicAuthAHeaderAndAProxy: Prometheus requiring basic auth
+// (its own web config), reached through an HTTP proxy that records what
+// each request carries, as a Mimir, Cortex or Thanos gateway reads its
+// tenant header. The password file is read at each query: a rotated one
+// that is wrong is refused with HTTP 401, as is no auth at all.
+func TestQueryWithBasicAuthAHeaderAndAProxy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	exp := promtest.NewExporter(t)
+	exp.Set("app_error_ratio", "host", "web-01", 0.125)
+	srv := promtest.StartBasicAuth(t, []string{exp.Target()}, "nixfleet", "pa55 word")
+	srv.WaitScraped(`app_error_ratio`)
+
+	type seen struct{ method, contentType, user, password, tenant, target string }
+	var mu sync.Mutex
+	var requests []seen
+	forward := &httputil.ReverseProxy{Rewrite: func(*httputil.ProxyRequest) {}} // a proxy's request names its target
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, password, _ := r.BasicAuth()
+		mu.Lock()
+		requests = append(requests, seen{r.Method, r.Header.Get("Content-Type"), user, password, r.Header.Get("X-Scope-OrgID"), r.URL.String()})
+		mu.Unlock()
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	last := func() seen {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(requests) == 0 {
+			t.Fatal("no request went through the proxy")
+		}
+		return requests[len(requests)-1]
+	}
+
+	password := filepath.Join(dir, "password")
+	if err := os.WriteFile(password, []byte("pa55 word\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := prom.New(prom.Config{URL: srv.URL(), BasicAuthUser: "nixfleet", BasicAuthPasswordFile: password,
+		Headers: http.Header{"X-Scope-OrgID": {"tenant-1"}}, ProxyURL: proxy.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	got, err := c.Query(ctx, `max(app_error_ratio)`, time.Now())
+	if err != nil || !cmp.Equal(got, []proto.MetricSample{{Value: "0.125"}}) {
+		t.Fatalf("with basic auth and a tenant: %v, %v", got, err)
+	}
+	want := seen{http.MethodPost, "application/x-www-form-urlencoded", "nixfleet", "pa55 word", "tenant-1", srv.URL() + "/api/v1/query"}
+	if diff := cmp.Diff(want, last(), cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("the request Prometheus was sent (-want +got):\n%s", diff)
+	}
+
+	if err := os.WriteFile(password, []byte("wrong\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Query(ctx, `up`, time.Now()); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+		t.Errorf("a wrong password: %v; want HTTP 401", err)
+	}
+	if r := last(); r.password != "wrong" {
+		t.Errorf("the rotated password file was not read again: sent %q", r.password)
+	}
+
+	noAuth, err := prom.New(prom.Config{URL: srv.URL(), Headers: http.Header{"X-Scope-OrgID": {"tenant-1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noAuth.Query(ctx, `up`, time.Now()); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+		t.Errorf("no auth: %v; want HTTP 401", err)
+	}
+}
+
+// TestQueryCapsTheAnswer: an answer over MaxBody is not read past it.
+// The server is a stand-in: a real Prometheus answering 4 MiB for one
+// instant query would need a hundred thousand series.
+func TestQueryCapsTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		size int
+		err  string
+	}{
+		{name: "at the cap", size: prom.MaxBody, err: ""},
+		{name: "over the cap", size: prom.MaxBody + 1, err: fmt.Sprintf("the answer is larger than %d bytes", prom.MaxBody)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			head, tail := `{"status":"success","data":{"resultType":"scalar","result":[1,"0.5"]}`, `}`
+			pad := strings.Repeat(" ", tc.size-len(head)-len(tail))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, head+pad+tail)
+			}))
+			defer srv.Close()
+			c, err := prom.New(prom.Config{URL: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Query(context.Background(), `scalar(up)`, time.Now())
+			if tc.err == "" {
+				if err != nil || !cmp.Equal(got, []proto.MetricSample{{Value: "0.5"}}) {
+					t.Errorf("%d bytes: %v, %v", tc.size, got, err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%d bytes: %v, %v; want an error saying %q", tc.size, got, err, tc.err)
+			}
+		})
 	}
 }

@@ -168,6 +168,22 @@ let
       "--prometheus-bearer-token-file"
       (credential "prometheus-token")
     ]
+    ++ lib.optionals (cfg.prometheus.basicAuth.user != null) [
+      "--prometheus-basic-auth-user"
+      cfg.prometheus.basicAuth.user
+    ]
+    ++ lib.optionals (cfg.prometheus.basicAuth.passwordFile != null) [
+      "--prometheus-basic-auth-password-file"
+      (credential "prometheus-password")
+    ]
+    ++ builtins.concatMap (name: [
+      "--prometheus-header"
+      "${name}: ${cfg.prometheus.headers.${name}}"
+    ]) (builtins.attrNames cfg.prometheus.headers)
+    ++ lib.optionals (cfg.prometheus.proxyUrl != null) [
+      "--prometheus-proxy-url"
+      cfg.prometheus.proxyUrl
+    ]
     ++ lib.optionals (cfg.prometheus.timeout != null) [
       "--prometheus-timeout"
       cfg.prometheus.timeout
@@ -453,12 +469,41 @@ in
       caFile = mkOption {
         type = types.nullOr types.str;
         default = null;
-        description = "A CA bundle (PEM) to trust for an https Prometheus, besides the system's.";
+        description = "A CA bundle (PEM) to trust for an https Prometheus, instead of the system's.";
       };
       bearerTokenFile = mkOption {
         type = types.nullOr types.str;
         default = null;
         description = "A file holding a bearer token for Prometheus, handed over as the systemd credential `prometheus-token`.";
+      };
+      basicAuth.user = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "A user for HTTP basic auth to Prometheus; not with `bearerTokenFile`.";
+      };
+      basicAuth.passwordFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "A file holding the basic auth password, handed over as the systemd credential `prometheus-password`; needs `basicAuth.user`.";
+      };
+      headers = mkOption {
+        type = types.attrsOf types.str;
+        default = { };
+        example = {
+          "X-Scope-OrgID" = "team-a";
+        };
+        description = ''
+          Headers sent with every query, such as the tenant of a Mimir,
+          Cortex or Thanos gateway. They are on the command line, in the
+          Nix store: no secrets (and no `Authorization`; use the options
+          above).
+        '';
+      };
+      proxyUrl = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "http://proxy.example.org:3128";
+        description = "An HTTP proxy to reach Prometheus through; null: the service's environment (`HTTPS_PROXY`, `NO_PROXY`).";
       };
       timeout = mkOption {
         type = types.nullOr common.duration;
@@ -537,6 +582,18 @@ in
         assertion = notificationsFile == null || !(builtins.elem "--config" cfg.extraArgs);
         message = "services.nixfleet-control-plane: notifications.webhooks make the --config file; extraArgs cannot name another.";
       }
+      {
+        assertion = cfg.prometheus.basicAuth.user == null || cfg.prometheus.bearerTokenFile == null;
+        message = "services.nixfleet-control-plane: set prometheus.basicAuth or prometheus.bearerTokenFile, not both.";
+      }
+      {
+        assertion = cfg.prometheus.basicAuth.passwordFile == null || cfg.prometheus.basicAuth.user != null;
+        message = "services.nixfleet-control-plane: prometheus.basicAuth.passwordFile needs prometheus.basicAuth.user.";
+      }
+      {
+        assertion = !(builtins.any (n: builtins.match "[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]" n != null) (builtins.attrNames cfg.prometheus.headers));
+        message = "services.nixfleet-control-plane: prometheus.headers cannot set Authorization; use prometheus.basicAuth or prometheus.bearerTokenFile.";
+      }
     ];
 
     boot.kernel.sysctl = {
@@ -589,7 +646,7 @@ in
         ++ args);
         # Ready once the store answers (migrated) and the fleet repository
         # was read once; keep-alives come from the replica's loop, so one
-        # that stops reacting is restarted (rfcs/0006 §Service manager).
+        # that stops reacting is restarted (rfcs/0006 §Processes and configuration).
         Type = "notify";
         NotifyAccess = "main";
         WatchdogSec = "2min";
@@ -609,6 +666,9 @@ in
           ++ lib.optional (
             cfg.prometheus.url != null && cfg.prometheus.bearerTokenFile != null
           ) "prometheus-token:${cfg.prometheus.bearerTokenFile}"
+          ++ lib.optional (
+            cfg.prometheus.url != null && cfg.prometheus.basicAuth.passwordFile != null
+          ) "prometheus-password:${cfg.prometheus.basicAuth.passwordFile}"
           ++ map (w: "notify-${w.name}:${w.secretFile}") (builtins.filter (w: w.secretFile != null) webhooks);
         EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
         AmbientCapabilities = lib.optional lowPort "CAP_NET_BIND_SERVICE";

@@ -29,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/nixfleet/nixfleet/internal/devcert"
 )
 
@@ -74,9 +76,10 @@ type Server struct {
 	bin  string
 	dir  string
 	addr string
-	// extra are more command-line flags (the TLS web config).
+	// extra are more command-line flags (the web config).
 	extra []string
-	// scheme and client reach the server's API (https with StartTLS).
+	// scheme and client reach the server's API (https with StartTLS,
+	// with the user and password with StartBasicAuth).
 	scheme string
 	client *http.Client
 
@@ -90,28 +93,56 @@ type Server struct {
 // the test ends.
 func Start(t testing.TB, targets []string) *Server {
 	t.Helper()
-	return start(t, targets, nil)
+	return start(t, targets, web{})
 }
 
 // StartTLS is Start with Prometheus serving its API over TLS with a
 // certificate (its own web configuration).
 func StartTLS(t testing.TB, targets []string, cert devcert.Files) *Server {
 	t.Helper()
-	return start(t, targets, &cert)
+	return start(t, targets, web{cert: &cert})
 }
 
-func start(t testing.TB, targets []string, cert *devcert.Files) *Server {
+// StartBasicAuth is Start with Prometheus answering only requests with
+// HTTP basic auth of the user and password (its own web configuration,
+// which holds the password's bcrypt hash); anything else is 401.
+func StartBasicAuth(t testing.TB, targets []string, user, password string) *Server {
+	t.Helper()
+	return start(t, targets, web{user: user, password: password})
+}
+
+// web is Prometheus's web configuration (--web.config.file).
+type web struct {
+	cert           *devcert.Files
+	user, password string
+}
+
+func start(t testing.TB, targets []string, w web) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), addr: freeAddr(t), scheme: "http", client: &http.Client{Timeout: 5 * time.Second}}
-	if cert != nil {
-		web := filepath.Join(s.dir, "web.yml")
-		conf := fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\n", cert.CertFile, cert.KeyFile)
-		if err := os.WriteFile(web, []byte(conf), 0o644); err != nil {
+	var conf strings.Builder
+	var rt http.RoundTripper = http.DefaultTransport
+	if w.cert != nil {
+		fmt.Fprintf(&conf, "tls_server_config:\n  cert_file: %s\n  key_file: %s\n", w.cert.CertFile, w.cert.KeyFile)
+		s.scheme = "https"
+		rt = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.cert.Pool, MinVersion: tls.VersionTLS12}}
+	}
+	if w.user != "" {
+		// The lowest cost: Prometheus checks the hash at every request.
+		hash, err := bcrypt.GenerateFromPassword([]byte(w.password), bcrypt.MinCost)
+		if err != nil {
 			t.Fatal(err)
 		}
-		s.extra = append(s.extra, "--web.config.file="+web)
-		s.scheme = "https"
-		s.client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool, MinVersion: tls.VersionTLS12}}
+		fmt.Fprintf(&conf, "basic_auth_users:\n  %s: %s\n", strconv.Quote(w.user), strconv.Quote(string(hash)))
+		rt = basicAuth{user: w.user, password: w.password, next: rt}
+	}
+	if conf.Len() > 0 {
+		path := filepath.Join(s.dir, "web.yml")
+		if err := os.WriteFile(path, []byte(conf.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.extra = append(s.extra, "--web.config.file="+path)
+		s.client.Transport = rt
 	}
 	quoted := make([]string, len(targets))
 	for i, tg := range targets {
@@ -222,6 +253,18 @@ func (s *Server) waitFor(d time.Duration, what string, cond func() bool) {
 		case <-tk.C:
 		}
 	}
+}
+
+// basicAuth sets the server's own requests' basic auth.
+type basicAuth struct {
+	user, password string
+	next           http.RoundTripper
+}
+
+func (b basicAuth) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.SetBasicAuth(b.user, b.password)
+	return b.next.RoundTrip(req)
 }
 
 func freeAddr(t testing.TB) string {

@@ -90,6 +90,13 @@ rec {
       fill = path: v: map (x: t.fill "${path}.*" x) v;
       inherit (t) subOptions;
     };
+    attrsOf = t: {
+      _type = "type";
+      description = "attribute set of ${t.description}";
+      check = v: isAttrs v && all t.check (builtins.attrValues v);
+      fill = path: v: mapAttrs (k: x: t.fill "${path}.${k}" x) v;
+      inherit (t) subOptions;
+    };
     either = a: b: {
       _type = "type";
       description = "${a.description} or ${b.description}";
