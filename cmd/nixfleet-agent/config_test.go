@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nixfleet/nixfleet/internal/testkit/logtest"
 	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
 	"github.com/nixfleet/nixfleet/proto"
 )
@@ -88,31 +88,6 @@ substituter = ["https://cache.example.org"]
 	}
 }
 
-// cancelOn is a log writer that cancels a context once a line contains
-// a message, so that run returns as soon as the agent runs.
-type cancelOn struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	msg    string
-	cancel context.CancelFunc
-}
-
-func (w *cancelOn) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.msg) {
-		w.cancel()
-	}
-	return len(p), nil
-}
-
-func (w *cancelOn) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // TestLogFormat: --log-format text writes key=value lines (level=INFO
 // msg=…) for the journal, json (the default) JSON objects; like every
 // setting it comes from the flag, NIXFLEET_AGENT_LOG_FORMAT or the
@@ -147,7 +122,7 @@ func TestLogFormat(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var stdout bytes.Buffer
-		stderr := &cancelOn{msg: "agent running", cancel: cancel}
+		stderr := &logtest.CancelOn{Msg: "agent running", Cancel: cancel}
 		code := run(ctx, append([]string{"nixfleet-agent", "run", "--cp", "https://127.0.0.1:1", "--hostname", "web-1",
 			"--host-key", hostKey, "--trust", trustFile, "--probes", probes, "--state-dir", filepath.Join(dir, "state")}, args...), &stdout, stderr)
 		return code, stderr.String()

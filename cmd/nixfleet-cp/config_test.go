@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +20,8 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/internal/cliapp"
 	"github.com/nixfleet/nixfleet/internal/devcert"
+	"github.com/nixfleet/nixfleet/internal/testkit/logtest"
 )
-
-// cancelOn is a log writer that cancels a context once a line contains
-// a message, so that run returns as soon as the replica serves.
-type cancelOn struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	msg    string
-	cancel context.CancelFunc
-}
-
-func (w *cancelOn) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.msg) {
-		w.cancel()
-	}
-	return len(p), nil
-}
-
-func (w *cancelOn) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
 
 // TestConfigSources: a setting comes from the flag, else the environment
 // (NIXFLEET_CP_<FLAG>), else the --config file (TOML; a file in the former
@@ -75,7 +50,7 @@ func TestConfigSources(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var stdout bytes.Buffer
-		stderr := &cancelOn{msg: "control plane serving", cancel: cancel}
+		stderr := &logtest.CancelOn{Msg: "control plane serving", Cancel: cancel}
 		code := run(ctx, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, stderr)
 		return code, stderr.String()
 	}
@@ -261,7 +236,7 @@ func TestLogFormat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stdout bytes.Buffer
-	stderr := &cancelOn{msg: "control plane serving", cancel: cancel}
+	stderr := &logtest.CancelOn{Msg: "control plane serving", Cancel: cancel}
 	code := run(ctx, []string{"nixfleet-cp", "serve", "--repo", f.Bare, "--trust", f.TrustFile, "--state-dir", dir,
 		"--insecure-dev", "--listen", "127.0.0.1:0", "--log-format", "text"}, &stdout, stderr)
 	log := stderr.String()
