@@ -251,6 +251,23 @@ func TestLogFormat(t *testing.T) {
 	}
 }
 
+// configured runs the configuration step of nixfleet-cp serve with args
+// (not the replica) and returns what it made, the exit status and stderr.
+func configured(t *testing.T, args ...string) (controlplane.Config, int, string) {
+	t.Helper()
+	cmd := serveCommand()
+	var got controlplane.Config
+	cmd.Action = func(c *cli.Context) error {
+		cfg, _, err := configure(c)
+		got = cfg
+		return err
+	}
+	app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
+	var stdout, stderr bytes.Buffer
+	code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
+	return got, code, stderr.String()
+}
+
 // TestRateLimitSettings: the rate limits default to controlplane's
 // Default… values, come from the flag, the environment or the --config
 // file like every setting, 0 turns one off, and nonsense is a usage error.
@@ -258,17 +275,8 @@ func TestRateLimitSettings(t *testing.T) {
 	dir := t.TempDir()
 	settings := func(args ...string) (controlplane.RateLimit, int, string) {
 		t.Helper()
-		cmd := serveCommand()
-		var got controlplane.RateLimit
-		cmd.Action = func(c *cli.Context) error {
-			cfg, _, err := configure(c)
-			got = cfg.RateLimit
-			return err
-		}
-		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
-		var stdout, stderr bytes.Buffer
-		code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
-		return got, code, stderr.String()
+		cfg, code, stderr := configured(t, args...)
+		return cfg.RateLimit, code, stderr
 	}
 	file := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(file, []byte("rate-limit-per-host = 0.5\nrate-limit-burst = 7\nrate-limit-per-address = 0\n"), 0o600); err != nil {

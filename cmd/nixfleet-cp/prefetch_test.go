@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/nixfleet/nixfleet/controlplane"
-	"github.com/nixfleet/nixfleet/internal/cliapp"
 )
 
 // TestPrefetchSetting: --prefetch-concurrency defaults to
@@ -22,17 +17,8 @@ func TestPrefetchSetting(t *testing.T) {
 	dir := t.TempDir()
 	settings := func(args ...string) (int, int, string) {
 		t.Helper()
-		cmd := serveCommand()
-		got := -1
-		cmd.Action = func(c *cli.Context) error {
-			cfg, _, err := configure(c)
-			got = cfg.PrefetchConcurrency
-			return err
-		}
-		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
-		var stdout, stderr bytes.Buffer
-		code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
-		return got, code, stderr.String()
+		cfg, code, stderr := configured(t, args...)
+		return cfg.PrefetchConcurrency, code, stderr
 	}
 	file := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(file, []byte("prefetch-concurrency = 7\n"), 0o600); err != nil {

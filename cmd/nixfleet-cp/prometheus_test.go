@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,10 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/urfave/cli/v2"
 
 	"github.com/nixfleet/nixfleet/controlplane/prom"
-	"github.com/nixfleet/nixfleet/internal/cliapp"
 )
 
 // TestPrometheusSettings: the --prometheus-* flags, like every setting,
@@ -34,17 +30,8 @@ func TestPrometheusSettings(t *testing.T) {
 	}
 	settings := func(args ...string) (prom.Config, int, string) {
 		t.Helper()
-		cmd := serveCommand()
-		var got prom.Config
-		cmd.Action = func(c *cli.Context) error {
-			cfg, _, err := configure(c)
-			got = cfg.Prometheus
-			return err
-		}
-		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
-		var stdout, stderr bytes.Buffer
-		code := cliapp.Run(context.Background(), app, append([]string{"nixfleet-cp", "serve"}, args...), &stdout, &stderr)
-		return got, code, stderr.String()
+		cfg, code, stderr := configured(t, args...)
+		return cfg.Prometheus, code, stderr
 	}
 	file := filepath.Join(dir, "config.toml")
 	conf := `prometheus-url = "https://prometheus.example.org"
