@@ -81,7 +81,8 @@ func TestEveryNixFileParses(t *testing.T) {
 // resolves the policies' selectors to the same waves, and, with a closure
 // for every host that has a configuration (as CI fills them), validates it
 // with the same warnings, signs it and projects one manifest per channel
-// that places every built host in the wave mkFleet put it in.
+// that places every built host in the wave mkFleet put it in; its output
+// and the signed artifacts validate against schema/'s JSON Schemas.
 func TestMkFleetFleets(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
@@ -107,6 +108,7 @@ func TestMkFleetFleets(t *testing.T) {
 				t.Errorf("nix eval and nix-instantiate disagree:\n%s\n%s", ev, raw)
 			}
 			checkGolden(t, strings.TrimSuffix(file, ".nix")+".resolved.json", raw)
+			checkSchema(t, "fleet.resolved.schema.json", raw)
 
 			f, err := proto.DecodeFleetResolved(raw)
 			if err != nil {
@@ -122,6 +124,10 @@ func TestMkFleetFleets(t *testing.T) {
 				t.Errorf("Go warnings (-Nix's +Go's):\n%s", diff)
 			}
 			checkManifests(t, f, built, b)
+			checkSchema(t, "fleet.resolved.schema.json", b.Fleet.Body)
+			for _, m := range b.Rollouts {
+				checkSchema(t, "rollout-manifest.schema.json", m.Body)
+			}
 		})
 	}
 }
