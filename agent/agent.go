@@ -7,7 +7,6 @@ import (
 	"github.com/nixfleet/nixfleet/codes"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"time"
@@ -55,6 +54,9 @@ type Config struct {
 	Now func() time.Time
 	// Log receives the agent's structured log.
 	Log *slog.Logger
+	// MetricsFile, when set, is the node-exporter textfile the agent
+	// rewrites after each check-in and activation outcome (Metrics).
+	MetricsFile string
 }
 
 // Agent is one host's agent.
@@ -71,6 +73,8 @@ type Agent struct {
 	// reports it refused so, sent again before the next check-in.
 	notBefore time.Time
 	pending   []proto.ReportRequest
+	// metrics are written to Config.MetricsFile (nil: none).
+	metrics *Metrics
 
 	// Prefetch (prefetch.go): the fetch under way, the outcomes of ended
 	// ones (folded into the state by the loop), and the back-off of the
@@ -105,7 +109,11 @@ func New(c Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{c: c, st: st, after: time.After}, nil
+	a := &Agent{c: c, st: st, after: time.After}
+	if c.MetricsFile != "" {
+		a.metrics = NewMetrics(c.MetricsFile)
+	}
+	return a, nil
 }
 
 // State returns the agent's current state.
@@ -125,6 +133,7 @@ func (a *Agent) State() State {
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.stopFetch()
 	a.startPrefetch(ctx)
+	a.writeMetrics()
 	a.act(ctx, nil)
 	backoff := time.Duration(0)
 	var pause time.Duration
@@ -152,13 +161,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		if errors.Is(err, errFetchEnded) {
 			continue // check in again at once, reporting what was fetched
 		}
+		if err != nil && ctx.Err() != nil {
+			break // stopping: no failure
+		}
 		if err != nil {
+			a.metrics.CheckinFailed()
+			a.writeMetrics()
 			backoff = min(max(2*backoff, time.Second), time.Minute)
 			pause, unanswered = backoff/2+rand.N(backoff/2+1), true
 			a.c.Log.Warn("check-in failed", "err", err, "retryIn", a.pace(pause).Round(time.Millisecond))
 			continue
 		}
 		backoff = 0
+		a.metrics.CheckedIn(a.c.Now())
+		a.writeMetrics()
 		// Before acting, so that a dispatch of another closure cancels a
 		// fetch under way first; after, for what acting changed.
 		a.prefetch(ctx, resp)
@@ -316,20 +332,14 @@ func (a *Agent) Checkin(ctx context.Context) (proto.CheckinResponse, error) {
 	probes, units := a.health()
 	a.mu.Lock()
 	st := a.st
-	req := proto.CheckinRequest{Hostname: a.c.Hostname, Current: filepath.Base(a.c.Exec.Current()),
-		Booted: filepath.Base(a.c.Exec.Booted()), BootID: a.c.Exec.BootID(), Probes: probes, FailedUnits: units,
+	req := proto.CheckinRequest{Hostname: a.c.Hostname, Current: closureName(a.c.Exec.Current()),
+		Booted: closureName(a.c.Exec.Booted()), BootID: a.c.Exec.BootID(), Probes: probes, FailedUnits: units,
 		Compliance: []proto.ComplianceResult{}, Deferred: st.Phase == PhaseDeferred,
 		Quarantine: st.activeQuarantine(a.c.Now()), Known: a.known, Wait: int(a.c.Wait / time.Second), StatusTag: a.tag}
 	if p := st.Prefetched; p != nil {
 		req.Prefetched = p.Closure
 	}
 	a.mu.Unlock()
-	if req.Current == "." {
-		req.Current = ""
-	}
-	if req.Booted == "." {
-		req.Booted = ""
-	}
 	resp, err := a.c.API.Checkin(ctx, req)
 	a.heard(err)
 	a.mu.Lock()
@@ -392,11 +402,15 @@ func (a *Agent) act(ctx context.Context, t *proto.Target) {
 			a.st = next
 			a.mu.Unlock()
 		}
+		counted := a.countStep(st, next, step, res, rep)
 		if step.Report != nil {
 			a.report(ctx, step.Report)
 		}
 		if rep != nil {
 			a.report(ctx, rep)
+		}
+		if counted {
+			a.writeMetrics()
 		}
 		if res.Retry || (step.Kind == StepConfirm || step.Kind == StepRollBack) && res.Err != nil && !res.Rejected {
 			return // retried at the next check-in

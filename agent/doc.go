@@ -25,5 +25,9 @@
 //     rooted in the state directory, report it in every check-in, drop it
 //     when no answer names it (prefetch.go, rfcs/0008 §Prefetch).
 //
+// With Config.MetricsFile, the loop also writes its Metrics there, a
+// node-exporter textfile replaced atomically, after each check-in attempt,
+// activation outcome and ended prefetch (metrics.go, rfcs/0008 §Metrics).
+//
 // Health probes live in agent/probe; the agent reads them through Health.
 package agent

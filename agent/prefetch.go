@@ -342,6 +342,7 @@ func (a *Agent) settlePrefetch() {
 	if len(outs) == 0 {
 		return
 	}
+	defer a.writeMetrics()
 	defer func() {
 		a.mu.Lock()
 		orphan := a.job == nil && a.st.Prefetched == nil
@@ -356,8 +357,10 @@ func (a *Agent) settlePrefetch() {
 		pf := o.target
 		if o.res.Err != nil {
 			if o.cancelled {
+				a.metrics.Prefetch(prefetchCancelled)
 				continue
 			}
+			a.metrics.Prefetch(prefetchFailed)
 			a.mu.Lock()
 			if a.progress.Failed != pf.Closure {
 				a.failures = 0
@@ -384,6 +387,7 @@ func (a *Agent) settlePrefetch() {
 		a.mu.Lock()
 		a.st = next
 		a.mu.Unlock()
+		a.metrics.Prefetch(prefetchFetched)
 		a.c.Log.Info("prefetched", "rollout", pf.RolloutID, "closure", pf.Closure)
 	}
 }

@@ -144,6 +144,12 @@ type pfWorld struct {
 	// fetchErr fails fetches; holds reports what Holds answers.
 	fetchErr error
 	holds    bool
+	// switches: the host realises closures and switches to them, or
+	// fails the switch with switchErr (else both fail); metrics is the
+	// agent's metrics file ("" none).
+	switches  bool
+	switchErr error
+	metrics   string
 
 	calls []string
 }
@@ -220,10 +226,23 @@ func (w *pfWorld) Booted() string  { return w.Current() }
 func (w *pfWorld) Profile() string { return w.Current() }
 func (w *pfWorld) BootID() string  { return "boot-1" }
 func (w *pfWorld) Realise(context.Context, string) Result {
+	if w.switches {
+		return Result{}
+	}
 	return Result{Err: errors.New("no realising here")}
 }
-func (w *pfWorld) Activate(context.Context, string, time.Time) Result {
-	return Result{Err: errors.New("no activating here")}
+func (w *pfWorld) Activate(_ context.Context, path string, _ time.Time) Result {
+	switch {
+	case !w.switches:
+		return Result{Err: errors.New("no activating here")}
+	case w.switchErr != nil:
+		return Result{Err: w.switchErr, Code: codes.SwitchFailed}
+	}
+	w.record("switch " + filepath.Base(path))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.current = path
+	return Result{}
 }
 func (w *pfWorld) SwitchTo(context.Context, string, time.Time) Result { return Result{} }
 func (w *pfWorld) Wait(context.Context, string, time.Time) Result     { return Result{} }
@@ -255,7 +274,7 @@ func (w *pfWorld) run(t *testing.T, st State, roots *trust.Roots) ([]string, Sta
 	}
 	w.now = t0
 	a, err := New(Config{Policy: policy, API: w, Roots: roots, StateDir: dir, Exec: w, Now: w.clock,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MetricsFile: w.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +331,8 @@ func TestAgentPrefetch(t *testing.T) {
 		want     []string
 		// prefetched: the state's at the end ("" none).
 		prefetched string
+		// counted: nixfleet_agent_prefetches_total by result, 0 if absent.
+		counted map[string]float64
 	}{
 		{name: "fetched, reported while it comes, dropped when it does not",
 			st:     idle(),
@@ -319,6 +340,7 @@ func TestAgentPrefetch(t *testing.T) {
 			want: []string{"unroot prefetched", // nothing prefetched at the start: no stale root
 				"checkin prefetched=", "manifest " + id, "fetch " + v2n + " rooted at prefetched", "checkin cut short",
 				"checkin prefetched=" + v2n, "checkin prefetched=" + v2n, "unroot prefetched", "checkin prefetched="},
+			counted: map[string]float64{"fetched": 1},
 		},
 		{name: "another host's closure: verified, refused, nothing fetched",
 			st:     idle(),
@@ -326,6 +348,7 @@ func TestAgentPrefetch(t *testing.T) {
 			want: []string{"unroot prefetched", "checkin prefetched=", "manifest " + id, "checkin cut short",
 				"unroot prefetched", // a failed fetch may have left a root: nothing owns it
 				"checkin prefetched="},
+			counted: map[string]float64{"failed": 1},
 		},
 		{name: "another wave: refused",
 			st:     idle(),
@@ -333,6 +356,7 @@ func TestAgentPrefetch(t *testing.T) {
 			want: []string{"unroot prefetched", "checkin prefetched=", "manifest " + id, "checkin cut short",
 				"unroot prefetched", // a failed fetch may have left a root: nothing owns it
 				"checkin prefetched="},
+			counted: map[string]float64{"failed": 1},
 		},
 		{name: "a failed fetch backs off",
 			st: idle(), fetchErr: errors.New("the cache is down"),
@@ -341,6 +365,7 @@ func TestAgentPrefetch(t *testing.T) {
 			script: []answer{say(pf(v2, 1)), {hold: true}, say(pf(v2, 1)), say(pf(v2, 1))},
 			want: []string{"unroot prefetched", "checkin prefetched=", "manifest " + id, "fetch " + v2n + " rooted at prefetched",
 				"checkin cut short", "unroot prefetched", "checkin prefetched=", "checkin prefetched="},
+			counted: map[string]float64{"failed": 1},
 		},
 		{name: "restarted holding it, still valid: reported",
 			st: holding(idle(), v2), holds: true,
@@ -357,7 +382,7 @@ func TestAgentPrefetch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := &pfWorld{current: v1, id: id, body: body, sig: sig, script: tc.script, fetchErr: tc.fetchErr, holds: tc.holds,
-				gate: make(chan struct{})}
+				gate: make(chan struct{}), metrics: filepath.Join(t.TempDir(), "nixfleet-agent.prom")}
 			calls, st := w.run(t, tc.st, roots)
 			if d := cmp.Diff(tc.want, calls); d != "" {
 				t.Errorf("calls (-want +got):\n%s", d)
@@ -372,6 +397,15 @@ func TestAgentPrefetch(t *testing.T) {
 			for _, c := range calls {
 				if strings.HasPrefix(c, "report") {
 					t.Errorf("a prefetch reported %q", c)
+				}
+			}
+			series, err := readMetrics(w.metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range prefetchResults {
+				if got := series[`nixfleet_agent_prefetches_total{result="`+r+`"}`]; got != tc.counted[r] {
+					t.Errorf("prefetches %s: %v, want %v", r, got, tc.counted[r])
 				}
 			}
 		})

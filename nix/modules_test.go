@@ -393,7 +393,8 @@ const (
 // `nixfleet-agent run` from its package with a flag for each option,
 // flags the real agent accepts: started with that command line (files
 // and directories moved to the test's), it loads its host key, the trust
-// roots and the probes and starts checking in. The unit restarts always,
+// roots and the probes and starts checking in, its metrics file counting
+// the check-in that failed. The unit restarts always,
 // keeps its state in the directory it passes, and is restarted, not
 // stopped, by a switch.
 func TestAgentModule(t *testing.T) {
@@ -419,6 +420,7 @@ func TestAgentModule(t *testing.T) {
 		},
 		"checkinWait": "20s",
 		"quarantine":  "2h",
+		"metricsFile": "/var/lib/prometheus-node-exporter-text-files/nixfleet-agent.prom",
 		"logLevel":    "debug",
 		"logFormat":   "text",
 		"restartSec":  "10s",
@@ -463,6 +465,7 @@ func TestAgentModule(t *testing.T) {
 		"state-dir":   {"/var/lib/" + u.ServiceConfig["StateDirectory"].(string)},
 		"substituter": {"https://cache.example.org", "https://cache2.example.org"},
 		"wait":        {"20s"}, "quarantine": {"2h"}, "log-level": {"debug"}, "log-format": {"text"},
+		"metrics-file": {"/var/lib/prometheus-node-exporter-text-files/nixfleet-agent.prom"},
 	}
 	if diff := cmp.Diff(want, flags); diff != "" {
 		t.Errorf("flags (-want +got):\n%s", diff)
@@ -495,7 +498,15 @@ func TestAgentModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	setFlag(args, "cp-ca", caFiles.CertFile)
-	runUntil(t, append([]string{binary(t, "nixfleet-agent"), "run"}, args...), `level=INFO msg="agent running"`)
+	metricsFile := filepath.Join(dir, "nixfleet-agent.prom")
+	setFlag(args, "metrics-file", metricsFile)
+	// The control plane is not there: the first check-in fails, and the
+	// metrics file says so.
+	runUntil(t, append([]string{binary(t, "nixfleet-agent"), "run"}, args...), `level=WARN msg="check-in failed"`)
+	metrics, err := os.ReadFile(metricsFile)
+	if err != nil || !strings.Contains(string(metrics), "\nnixfleet_agent_checkin_failures_total 1\n") {
+		t.Errorf("the metrics file after a failed check-in: %v\n%s", err, metrics)
+	}
 }
 
 // TestAgentModuleDefaults: with only what it needs, the agent module
@@ -1024,6 +1035,7 @@ func TestModuleOptionTypes(t *testing.T) {
 		{"agent.nix", "checkinWait", "soon", "services.nixfleet-agent.checkinWait"},
 		{"agent.nix", "probes", []map[string]any{{"name": "a b", "type": "http"}}, "services.nixfleet-agent.probes.*.name"},
 		{"agent.nix", "logLevel", "loud", "services.nixfleet-agent.logLevel"},
+		{"agent.nix", "metricsFile", "/var/lib/node-exporter/nixfleet-agent.txt", "services.nixfleet-agent.metricsFile"},
 		{"control-plane.nix", "logFormat", "logfmt", "services.nixfleet-control-plane.logFormat"},
 		{"control-plane.nix", "operators", []map[string]any{{"name": "x", "key": "k", "role": "admin"}}, "services.nixfleet-control-plane.operators.*.role"},
 		{"control-plane.nix", "listn", "0.0.0.0:1", "services.nixfleet-control-plane.listn does not exist"},

@@ -71,6 +71,8 @@ func runCommand() *cli.Command {
 				Usage: "`COMMAND` prefix that runs the switch outside the agent; \"\" runs it as a child"},
 			&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, EnvVars: env("wait"), Usage: "long-poll of a check-in"},
 			&cli.DurationFlag{Name: "quarantine", Value: agent.DefaultQuarantine, EnvVars: env("quarantine"), Usage: "hold a failed closure back this long"},
+			&cli.StringFlag{Name: "metrics-file", EnvVars: env("metrics-file"),
+				Usage: "node-exporter textfile `FILE` (NAME.prom) the agent rewrites, atomically, after each check-in and activation outcome; \"\" writes none"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"), Usage: "text (key=value lines) or json"},
 		},
@@ -132,7 +134,8 @@ func runAgent(c *cli.Context) error {
 		Substituters: c.StringSlice("substituter"), TrustedKeys: roots.CacheKeys(),
 		Detach: strings.Fields(c.String("detach")), DetachSet: true})
 	cfg := agent.Config{Policy: agent.Policy{Hostname: hostname, StoreDir: c.String("store-dir"), QuarantineFor: c.Duration("quarantine")},
-		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Wait: c.Duration("wait"), Log: log}
+		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Wait: c.Duration("wait"), Log: log,
+		MetricsFile: c.String("metrics-file")}
 	if err := addProbes(c.Context, &cfg, c.String("probes")); err != nil {
 		return err
 	}

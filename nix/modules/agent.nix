@@ -92,6 +92,10 @@ let
     "--quarantine"
     cfg.quarantine
   ]
+  ++ lib.optionals (cfg.metricsFile != null) [
+    "--metrics-file"
+    cfg.metricsFile
+  ]
   ++ cfg.extraArgs;
 in
 {
@@ -191,6 +195,24 @@ in
     };
 
     quarantine = nullable common.duration "How long a closure that failed here is not tried again (default: the agent's).";
+
+    metricsFile = mkOption {
+      type = types.nullOr (types.strMatching "/.*\\.prom");
+      default = null;
+      example = "/var/lib/prometheus-node-exporter-text-files/nixfleet-agent.prom";
+      description = ''
+        A node-exporter textfile (an absolute path ending in `.prom`) the
+        agent rewrites, atomically, after each check-in and activation
+        outcome: its `nixfleet_agent_*` series (docs/agent.md, Metrics).
+        Put it in the directory of node-exporter's textfile collector to
+        publish them: `services.prometheus.exporters.node` with
+        `enabledCollectors = [ "textfile" ]` and `extraFlags = [
+        "--collector.textfile.directory=/var/lib/prometheus-node-exporter-text-files" ]`,
+        the directory existing (`systemd.tmpfiles.rules = [ "d
+        /var/lib/prometheus-node-exporter-text-files 0755 root root -" ]`).
+        null writes none.
+      '';
+    };
 
     logLevel = common.logLevel;
     logFormat = common.logFormat;
