@@ -10,7 +10,6 @@ package controlplane_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -68,15 +67,7 @@ func (e *env) startProcess() {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var w io.Writer = &lockedWriter{mu: e.logMu, w: e.log}
-	if path := os.Getenv("NIXFLEET_BENCH_CPLOG"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		e.t.Cleanup(func() { f.Close() })
-		w = io.MultiWriter(w, f)
-	}
+	w := e.logWriter()
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

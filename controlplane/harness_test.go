@@ -181,18 +181,7 @@ func (e *env) start() {
 		e.startProcess()
 		return
 	}
-	var w io.Writer = e.log
-	if path := os.Getenv("NIXFLEET_BENCH_CPLOG"); path != "" {
-		// A benchmark's control plane log, kept (it is shown only when
-		// a test fails otherwise).
-		f, err := os.Create(path)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		e.t.Cleanup(func() { f.Close() })
-		w = io.MultiWriter(w, f)
-	}
-	log := slog.New(slog.NewJSONHandler(&lockedWriter{mu: e.logMu, w: w}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewJSONHandler(e.logWriter(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := controlplane.New(context.Background(), e.cfg, log)
 	if err != nil {
 		e.t.Fatal(err)
@@ -206,6 +195,22 @@ func (e *env) start() {
 	}
 	e.t.Cleanup(e.stop)
 	e.waitReady()
+}
+
+// logWriter is where the control plane logs: the test's buffer, shown
+// when it fails, and NIXFLEET_BENCH_CPLOG's file when a benchmark keeps
+// its log.
+func (e *env) logWriter() io.Writer {
+	var w io.Writer = e.log
+	if path := os.Getenv("NIXFLEET_BENCH_CPLOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { f.Close() })
+		w = io.MultiWriter(w, f)
+	}
+	return &lockedWriter{mu: e.logMu, w: w}
 }
 
 func (e *env) stop() {
