@@ -27,19 +27,10 @@ type Metrics struct {
 	shown [3]string // the labels of info: current, booted, target
 }
 
-// The outcome label of nixfleet_agent_activations_total: what the control
-// plane records of an activation (reconciler.Outcome…), from the agent's
-// reports and its confirm.
-const (
-	outcomeStarted          = "started"
-	outcomeConfirmed        = "confirmed"
-	outcomeFailed           = "failed"
-	outcomeDeferred         = "deferred"
-	outcomeRolledBack       = "rolled_back"
-	outcomeManifestRejected = "manifest_rejected"
-)
-
-var outcomes = []string{outcomeStarted, outcomeConfirmed, outcomeFailed, outcomeDeferred, outcomeRolledBack, outcomeManifestRejected}
+// outcomes label nixfleet_agent_activations_total: what the control plane
+// records of an activation, from the agent's reports and its confirm.
+var outcomes = []string{proto.OutcomeStarted, proto.OutcomeConfirmed, proto.OutcomeFailed,
+	proto.OutcomeDeferred, proto.OutcomeRolledBack, proto.OutcomeManifestRejected}
 
 // The result label of nixfleet_agent_prefetches_total.
 const (
@@ -142,19 +133,6 @@ func (m *Metrics) Write() error {
 	return prometheus.WriteToTextfile(m.path, m.reg)
 }
 
-// outcomeOf is the activation outcome a report records ("" for none).
-func outcomeOf(kind string) string {
-	switch kind {
-	case proto.ReportActivationStarted:
-		return outcomeStarted
-	case proto.ReportActivationFailed:
-		return outcomeFailed
-	case proto.ReportDeferred, proto.ReportRolledBack, proto.ReportManifestRejected:
-		return kind
-	}
-	return ""
-}
-
 // countStep counts what a step the loop folded in (st to next) ended in:
 // the outcomes its reports and an accepted confirm record, and a rollback
 // begun. It reports whether it counted anything.
@@ -164,14 +142,14 @@ func (a *Agent) countStep(st, next State, step Step, res Result, rep *proto.Repo
 	}
 	counted := false
 	if step.Kind == StepConfirm && res.Err == nil {
-		a.metrics.Activation(outcomeConfirmed)
+		a.metrics.Activation(proto.OutcomeConfirmed)
 		counted = true
 	}
 	for _, r := range []*proto.ReportRequest{step.Report, rep} {
 		if r == nil {
 			continue
 		}
-		if o := outcomeOf(r.Kind); o != "" {
+		if o := proto.ReportOutcome(r.Kind); o != "" {
 			a.metrics.Activation(o)
 			counted = true
 		}

@@ -237,15 +237,6 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *code
 	return nil
 }
 
-// reportOutcomes maps report kinds to activation outcomes.
-var reportOutcomes = map[string]string{
-	proto.ReportActivationStarted: reconciler.OutcomeStarted,
-	proto.ReportActivationFailed:  reconciler.OutcomeFailed,
-	proto.ReportDeferred:          reconciler.OutcomeDeferred,
-	proto.ReportRolledBack:        reconciler.OutcomeRolledBack,
-	proto.ReportManifestRejected:  reconciler.OutcomeManifestRejected,
-}
-
 // report is POST /v1/agent/report: an activation outcome, signed by the
 // host key.
 func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
@@ -267,8 +258,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c client) *codes
 	if req.Kind == proto.ReportProbeResults {
 		return s.probeReport(w, r, req)
 	}
-	outcome, ok := reportOutcomes[req.Kind]
-	if !ok {
+	outcome := proto.ReportOutcome(req.Kind)
+	if outcome == "" {
 		return codes.Errorf(codes.BadRequest, "unknown report kind %q", req.Kind)
 	}
 	if req.RolloutID == "" || req.Closure == "" {

@@ -174,6 +174,35 @@ const (
 	ReportProbeResults = "probe_results"
 )
 
+// Activation outcomes: what a control plane records of an activation, from
+// an agent's reports and an accepted confirm.
+const (
+	OutcomeStarted          = "started"
+	OutcomeConfirmed        = "confirmed"
+	OutcomeFailed           = "failed"
+	OutcomeDeferred         = "deferred"
+	OutcomeRolledBack       = "rolled_back"
+	OutcomeManifestRejected = "manifest_rejected"
+)
+
+// ReportOutcome is the activation outcome a report of a kind records, ""
+// for a kind that records none (probe results, or one unknown).
+func ReportOutcome(kind string) string {
+	switch kind {
+	case ReportActivationStarted:
+		return OutcomeStarted
+	case ReportActivationFailed:
+		return OutcomeFailed
+	case ReportDeferred:
+		return OutcomeDeferred
+	case ReportRolledBack:
+		return OutcomeRolledBack
+	case ReportManifestRejected:
+		return OutcomeManifestRejected
+	}
+	return ""
+}
+
 // ReportRequest is POST /v1/agent/report. The body is signed with the
 // host's SSH ed25519 key: header X-Nixfleet-Signature carries the standard
 // base64 of the 64-byte signature over the exact body bytes.

@@ -61,7 +61,8 @@ type Measurement struct {
 	// MaxMeasuredQuery bytes).
 	Query string `json:"query"`
 	// Samples are the result's series; Error says why there is none (a
-	// query error, Prometheus unreachable or not configured).
+	// query error, Prometheus unreachable or not configured, or
+	// SourceUnknownError).
 	Samples []proto.MetricSample `json:"samples,omitempty"`
 	Error   string               `json:"error,omitempty"`
 }
@@ -427,14 +428,14 @@ const (
 // wire type).
 type ComplianceResult = proto.ComplianceResult
 
-// Activation outcomes an agent reports.
+// Activation outcomes an agent reports (proto.ReportOutcome).
 const (
-	OutcomeStarted          = "started"
-	OutcomeConfirmed        = "confirmed"
-	OutcomeFailed           = "failed"
-	OutcomeDeferred         = "deferred"
-	OutcomeRolledBack       = "rolled_back"
-	OutcomeManifestRejected = "manifest_rejected"
+	OutcomeStarted          = proto.OutcomeStarted
+	OutcomeConfirmed        = proto.OutcomeConfirmed
+	OutcomeFailed           = proto.OutcomeFailed
+	OutcomeDeferred         = proto.OutcomeDeferred
+	OutcomeRolledBack       = proto.OutcomeRolledBack
+	OutcomeManifestRejected = proto.OutcomeManifestRejected
 )
 
 // Activation is an agent's latest report about activating a closure.
