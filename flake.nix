@@ -31,7 +31,7 @@
       # `go test ./nix` fails while it is stale (TestFlakeVendorHash); it
       # was computed with Go 1.26 and is not checked against a nixpkgs
       # build in this repository's CI, which has no nixpkgs.
-      vendorHash = "sha256-Dy+qSp2/ZDCLNd+oj5piPLv3HoPHkoepj7SmFc28les=";
+      vendorHash = "sha256-6Fkd0gENtbCb+kjquXM4DxSmuleN+Zgui440umnHcKY=";
 
       # One package per command: the agent's closure need not carry the
       # control plane.

@@ -2,6 +2,7 @@ package cliapp
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -160,11 +161,12 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 		return src, Usage(err)
 	}
 	var entries []entry
+	var lines map[string]int
 	if cf.LegacyJSON != nil && isJSONObject(data) {
 		entries, err = decodeJSON(cf.Path, data, cf.LegacyJSON)
 		src.Warnings = append(src.Warnings, fmt.Sprintf("%s: a JSON config file is deprecated: write the same keys in TOML (rfcs/0006)", cf.Path))
 	} else {
-		entries, err = decodeTOML(cf.Path, data)
+		entries, lines, err = decodeTOML(cf.Path, data)
 	}
 	if err != nil {
 		return src, Usage(err)
@@ -183,15 +185,15 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 		}
 		flag, ok := flagOf[e.key]
 		if !ok {
-			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: cf.unknownKey(c, e.key, keys)})
+			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line, Msg: cf.unknownKey(c, e.key, keys)})
 		}
 		if first, twice := setBy[flag]; twice {
-			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: sameSetting(first, e, keyOf(keys, flag))})
+			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line, Msg: sameSetting(first, e, keyOf(keys, flag))})
 		}
 		setBy[flag] = e
 		vals, msg := e.text(flagDef(c, flag))
 		if msg != "" {
-			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q %s", e.key, msg)})
+			return src, Usage(&ConfigError{Path: cf.Path, Line: e.line, Msg: fmt.Sprintf("%q %s", e.key, msg)})
 		}
 		if src.from[flag] != "" || (cf.EmptyIsUnset && len(vals) == 1 && vals[0] == "") {
 			continue
@@ -201,15 +203,15 @@ func Configure(c *cli.Context, cf ConfigFile) (*Sources, error) {
 		}
 		for _, v := range vals {
 			if err := c.Set(flag, v); err != nil {
-				return src, Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q: invalid value %q: %v", e.key, v, err)})
+				return src, Usage(&ConfigError{Path: cf.Path, Line: e.line, Msg: fmt.Sprintf("%q: invalid value %q: %v", e.key, v, err)})
 			}
 		}
 		src.from[flag] = cf.Path
-		if line := e.line(); line > 0 {
-			src.from[flag] = fmt.Sprintf("%s:%d", cf.Path, line)
+		if e.line > 0 {
+			src.from[flag] = fmt.Sprintf("%s:%d", cf.Path, e.line)
 		}
 	}
-	if err := readSections(cf, data, sections); err != nil {
+	if err := readSections(cf, lines, sections); err != nil {
 		return src, err
 	}
 	return src, nil
@@ -229,8 +231,8 @@ func keyOf(keys []Key, flag string) string {
 // flag, whose key is named name.
 func sameSetting(first, e entry, name string) string {
 	where := ""
-	if l := first.line(); l > 0 {
-		where = fmt.Sprintf(" (line %d)", l)
+	if first.line > 0 {
+		where = fmt.Sprintf(" (line %d)", first.line)
 	}
 	msg := fmt.Sprintf("%q and %q%s are the same setting: keep one", e.key, first.key, where)
 	if name != "" {
@@ -240,19 +242,15 @@ func sameSetting(first, e entry, name string) string {
 }
 
 // readSections hands each table of ConfigFile.Sections the file holds to
-// its function.
-func readSections(cf ConfigFile, data []byte, sections []entry) error {
-	var lines map[string]int
+// its function, with the lines of the file's keys (keyLines).
+func readSections(cf ConfigFile, lines map[string]int, sections []entry) error {
 	for _, e := range sections {
 		if e.raw {
 			return Usage(&ConfigError{Path: cf.Path, Msg: fmt.Sprintf("%q: a JSON config file cannot hold tables: write the file in TOML", e.key)})
 		}
 		m, ok := e.value.(map[string]any)
 		if !ok {
-			return Usage(&ConfigError{Path: cf.Path, Line: e.line(), Msg: fmt.Sprintf("%q is %s; want a table", e.key, tomlType(e.value))})
-		}
-		if lines == nil {
-			lines = keyLines(data)
+			return Usage(&ConfigError{Path: cf.Path, Line: e.line, Msg: fmt.Sprintf("%q is %s; want a table", e.key, tomlType(e.value))})
 		}
 		sec := &Section{Name: e.key, File: cf.Path, value: m, lines: lines}
 		if err := cf.Sections[e.key](sec); err != nil {
@@ -406,23 +404,15 @@ func readConfig(path string) ([]byte, error) {
 }
 
 // entry is one top-level key of a configuration file and its value, as
-// TOML decodes it (string, int64, float64, bool, time.Time, []any,
-// map[string]any), or as text (raw) from a legacy JSON file.
+// TOML decodes it (string, int64, float64, bool, time.Time, toml.LocalDate,
+// toml.LocalTime, toml.LocalDateTime, []any, map[string]any), or as text
+// (raw) from a legacy JSON file.
 type entry struct {
 	key   string
 	value any
 	raw   bool
-	// pos finds the line of the value (nil: unknown). It costs a pass over
-	// the file, so Configure asks only for the keys it sets or refuses.
-	pos func() int
-}
-
-// line is the line of the entry's value, 0 when it is not known.
-func (e entry) line() int {
-	if e.pos == nil {
-		return 0
-	}
-	return e.pos()
+	// line is the line of the key (keyLines), 0 when it is not known.
+	line int
 }
 
 // text is the entry's value as the text(s) c.Set takes for flag f, or a
@@ -502,9 +492,13 @@ func tomlType(v any) string {
 		return "a float"
 	case bool:
 		return "a boolean"
-	case time.Time:
+	case time.Time, toml.LocalDateTime:
 		return "a date-time"
-	case []any, []map[string]any:
+	case toml.LocalDate:
+		return "a date"
+	case toml.LocalTime:
+		return "a time"
+	case []any:
 		return "an array"
 	case map[string]any:
 		return "a table"
@@ -512,75 +506,25 @@ func tomlType(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// decodeTOML reads a TOML document's top-level keys in file order.
-func decodeTOML(path string, data []byte) ([]entry, error) {
-	var m map[string]toml.Primitive
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&m)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &ConfigError{Path: path, Line: pe.Position.Line, Msg: pe.Message}
+// decodeTOML reads a TOML document's top-level keys in file order, and
+// the line of every key (keyLines).
+func decodeTOML(path string, data []byte) ([]entry, map[string]int, error) {
+	var m map[string]any
+	if err := toml.Unmarshal(trimBOM(data), &m); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, _ := de.Position()
+			return nil, nil, &ConfigError{Path: path, Line: line, Msg: strings.TrimPrefix(de.Error(), "toml: ")}
 		}
-		return nil, &ConfigError{Path: path, Msg: err.Error()}
+		return nil, nil, &ConfigError{Path: path, Msg: err.Error()}
 	}
-	var out []entry
-	seen := map[string]bool{}
-	for _, k := range md.Keys() {
-		name := k[0]
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		p := m[name]
-		var v any
-		if err := md.PrimitiveDecode(p, &v); err != nil {
-			return nil, &ConfigError{Path: path, Msg: err.Error()}
-		}
-		out = append(out, entry{key: name, value: v, pos: func() int { return valueLine(&md, p, toml.Key{name}) }})
+	lines := keyLines(data)
+	out := make([]entry, 0, len(m))
+	for k, v := range m {
+		out = append(out, entry{key: k, value: v, line: lines[keyPath("", k)]})
 	}
-	return out, nil
-}
-
-// maxLineDepth bounds how deep valueLine looks into nested tables for a
-// line; deeper, the line is not known (0).
-const maxLineDepth = 8
-
-// lineProbe always fails to decode: see valueLine.
-type lineProbe struct{}
-
-var errLineProbe = errors.New("cliapp: line probe")
-
-func (lineProbe) UnmarshalTOML(any) error { return errLineProbe }
-
-// valueLine is the line of the value p of key, 0 when it is not known.
-// BurntSushi/toml keeps key positions private but gives the key's position
-// in the ParseError for an error a toml.Unmarshaler returns, so decoding
-// into a lineProbe, which always fails, reads it out (one pass over the
-// file). A table made by its children's dotted keys or headers has no
-// position of its own: its first child's in the file is taken, down to
-// maxLineDepth tables (each costs a pass; no setting is a table).
-func valueLine(md *toml.MetaData, p toml.Primitive, key toml.Key) int {
-	var pe toml.ParseError
-	if err := md.PrimitiveDecode(p, &lineProbe{}); errors.As(err, &pe) && pe.Message == errLineProbe.Error() && pe.Position.Line > 0 {
-		return pe.Position.Line
-	}
-	if len(key) >= maxLineDepth {
-		return 0
-	}
-	for _, k := range md.Keys() {
-		if len(k) > len(key) && slices.Equal(k[:len(key)], key) {
-			var children map[string]toml.Primitive
-			if md.PrimitiveDecode(p, &children) != nil {
-				return 0
-			}
-			c, ok := children[k[len(key)]]
-			if !ok {
-				return 0
-			}
-			return valueLine(md, c, k[:len(key)+1])
-		}
-	}
-	return 0
+	slices.SortFunc(out, func(a, b entry) int { return cmp.Or(cmp.Compare(a.line, b.line), strings.Compare(a.key, b.key)) })
+	return out, lines, nil
 }
 
 // isJSONObject reports whether data starts, after white space, with "{":

@@ -14,7 +14,7 @@
 //  1. the flag, when it was given on the command line (before the command
 //     or on it: the innermost wins);
 //  2. else its environment variable;
-//  3. else its key in the configuration file, a TOML 1.0 document;
+//  3. else its key in the configuration file, a TOML 1.1 document;
 //  4. else the flag's default.
 //
 // The file is decoded strictly: a key the command does not know, a key given

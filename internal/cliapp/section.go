@@ -65,11 +65,6 @@ func (s *Section) Has(key string) bool {
 			if v, ok = x[step.key]; !ok {
 				return false
 			}
-		case []map[string]any:
-			if step.index < 0 || step.index >= len(x) {
-				return false
-			}
-			v = x[step.index]
 		case []any:
 			if step.index < 0 || step.index >= len(x) {
 				return false
@@ -160,15 +155,8 @@ func (s *Section) decode(key string, val any, rv reflect.Value) error {
 		}
 		return s.decodeTable(key, m, rv)
 	case t.Kind() == reflect.Slice:
-		var elems []any
-		switch x := val.(type) {
-		case []any:
-			elems = x
-		case []map[string]any:
-			for _, m := range x {
-				elems = append(elems, m)
-			}
-		default:
+		elems, ok := val.([]any)
+		if !ok {
 			return s.Errorf(key, "is %s; want %s", tomlType(val), want(t))
 		}
 		out := reflect.MakeSlice(t, len(elems), len(elems))
