@@ -150,9 +150,9 @@
                 services.openssh.enable = true;
                 services.nixfleet-agent = {
                   enable = true;
-                  controlPlane.url = "https://fleet.example.org:8443";
+                  settings.cp = "https://fleet.example.org:8443";
+                  settings.substituter = [ "https://cache.example.org" ];
                   trust.ciReleaseKey.current.public = "2Y3nl2cZk8T1m0a8B0yN0x3v6zJj6h3cX8f5oKq7b0Q=";
-                  substituters = [ "https://cache.example.org" ];
                   probes = [
                     {
                       name = "ssh";
@@ -163,7 +163,7 @@
                 };
                 services.nixfleet-control-plane = {
                   enable = true;
-                  listen = "0.0.0.0:8443";
+                  settings.listen = "0.0.0.0:8443";
                   repository = "/srv/git/fleet.git";
                   trust.ciReleaseKey.current.public = "2Y3nl2cZk8T1m0a8B0yN0x3v6zJj6h3cX8f5oKq7b0Q=";
                   tls.certFile = "/var/lib/nixfleet-cp/cert.pem";

@@ -18,10 +18,15 @@ let
     ;
   common = import ./common.nix { inherit lib; };
   cfg = config.services.nixfleet-agent;
+  settingsFormat = pkgs.formats.toml { };
 
-  # `nixfleet-agent run --state-dir` must be the unit's StateDirectory.
-  stateDir = "/var/lib/nixfleet-agent";
+  stateDir = common.agentStateDir;
   defaultHostKey = "/etc/ssh/ssh_host_ed25519_key";
+  opt = path: [
+    "services"
+    "nixfleet-agent"
+  ]
+  ++ path;
 
   nullable =
     type: description:
@@ -30,6 +35,10 @@ let
       default = null;
       inherit description;
     };
+
+  # `nixfleet-agent run --config FILE`: every setting is in the file.
+  configFile = settingsFormat.generate "nixfleet-agent.toml" (common.daemonSettings.nixfleet-agent pkgs cfg);
+  metricsFile = cfg.settings.metrics-file;
 
   probeType = types.submodule {
     options = {
@@ -54,51 +63,23 @@ let
     };
   };
 
-  probesFile =
-    if cfg.probesFile != null then
-      cfg.probesFile
-    else
-      pkgs.writeText "nixfleet-agent-probes.json" (common.probesJSON cfg);
-
-  args = [
-    "--cp"
-    cfg.controlPlane.url
-    "--hostname"
-    cfg.hostname
-    "--host-key"
-    cfg.hostKeyFile
-    "--trust"
-    "${common.trustPath pkgs "nixfleet-agent" cfg}"
-    "--state-dir"
-    stateDir
-    "--probes"
-    "${probesFile}"
-    "--wait"
-    cfg.checkinWait
-    "--log-level"
-    cfg.logLevel
-    "--log-format"
-    cfg.logFormat
-  ]
-  ++ lib.optionals (cfg.controlPlane.caFile != null) [
-    "--cp-ca"
-    cfg.controlPlane.caFile
-  ]
-  ++ builtins.concatMap (s: [
-    "--substituter"
-    s
-  ]) cfg.substituters
-  ++ lib.optionals (cfg.quarantine != null) [
-    "--quarantine"
-    cfg.quarantine
-  ]
-  ++ lib.optionals (cfg.metricsFile != null) [
-    "--metrics-file"
-    cfg.metricsFile
-  ]
-  ++ cfg.extraArgs;
 in
 {
+  # The options that became settings (rfcs/0010 §3).
+  imports = [
+    (lib.mkRenamedOptionModule (opt [ "controlPlane" "url" ]) (opt [ "settings" "cp" ]))
+    (lib.mkRenamedOptionModule (opt [ "controlPlane" "caFile" ]) (opt [ "settings" "cp-ca" ]))
+    (lib.mkRenamedOptionModule (opt [ "hostname" ]) (opt [ "settings" "hostname" ]))
+    (lib.mkRenamedOptionModule (opt [ "hostKeyFile" ]) (opt [ "settings" "host-key" ]))
+    (lib.mkRenamedOptionModule (opt [ "substituters" ]) (opt [ "settings" "substituter" ]))
+    (lib.mkRenamedOptionModule (opt [ "checkinWait" ]) (opt [ "settings" "wait" ]))
+    (lib.mkRenamedOptionModule (opt [ "quarantine" ]) (opt [ "settings" "quarantine" ]))
+    (lib.mkRenamedOptionModule (opt [ "metricsFile" ]) (opt [ "settings" "metrics-file" ]))
+    (lib.mkRenamedOptionModule (opt [ "logLevel" ]) (opt [ "settings" "log-level" ]))
+    (lib.mkRenamedOptionModule (opt [ "logFormat" ]) (opt [ "settings" "log-format" ]))
+    (lib.mkRemovedOptionModule (opt [ "extraArgs" ]) "Set the flags of `nixfleet-agent run` as keys of services.nixfleet-agent.settings instead (`--quarantine 2h` is `settings.quarantine = \"2h\"`).")
+  ];
+
   options.services.nixfleet-agent = {
     enable = mkEnableOption "the nixfleet agent, which rolls this host forward to the systems CI signed";
 
@@ -107,53 +88,99 @@ in
       description = "The package providing `bin/nixfleet-agent` (the flake's module sets it).";
     };
 
-    controlPlane = {
-      url = mkOption {
-        type = types.str;
-        example = "https://fleet.example.org:8443";
-        description = "The control plane's URL. The agent authenticates with mutual TLS, its client key being the host key.";
+    settings = mkOption {
+      default = { };
+      description = ''
+        The agent's settings, written to the TOML file of
+        `nixfleet-agent run --config`: each key is a flag of the command
+        (rfcs/0008 §Command), such as `profile` or `detach`. The keys
+        below are typed; any other is passed as it is, and the agent
+        refuses a key it does not know. The module sets `state-dir` (the
+        unit's StateDirectory), `trust` and `probes` itself; `config` is
+        the file.
+      '';
+      example = lib.literalExpression ''
+        {
+          cp = "https://fleet.example.org:8443";
+          substituter = [ "https://cache.example.org" ];
+          quarantine = "2h";
+        }
+      '';
+      type = types.submodule {
+        freeformType = settingsFormat.type;
+        options = {
+          cp = mkOption {
+            type = types.str;
+            example = "https://fleet.example.org:8443";
+            description = "The control plane's URL. The agent authenticates with mutual TLS, its client key being the host key.";
+          };
+          cp-ca = mkOption {
+            type = types.nullOr types.str;
+            default = null;
+            example = "/etc/nixfleet/cp-ca.pem";
+            description = "PEM file of the CA that signs the control plane's certificate; null trusts the system roots.";
+          };
+          hostname = mkOption {
+            type = types.str;
+            default = config.networking.hostName;
+            defaultText = lib.literalExpression "config.networking.hostName";
+            description = ''
+              This host's name in the fleet: its key under `hosts` in mkFleet.
+              It must not be empty (an empty networking.hostName leaves the name
+              to DHCP; set this then), and a warning says when it is `nixos`,
+              networking.hostName's default, which every host that sets no name
+              shares.
+            '';
+          };
+          host-key = mkOption {
+            type = types.str;
+            default = defaultHostKey;
+            description = ''
+              The host's SSH ed25519 private key: the agent's mutual-TLS identity
+              and the key that signs its reports. The control plane admits the
+              host only if the public half is the `pubkey` CI signed for it
+              (mkFleet's `hosts.<name>.pubkey`). The default is the key OpenSSH
+              generates.
+            '';
+          };
+          substituter = mkOption {
+            type = types.listOf types.str;
+            default = [ ];
+            example = [ "https://cache.example.org" ];
+            description = ''
+              Binary caches closures are realised from. Nix checks every path
+              against `trust.cacheKeys` (`require-sigs`).
+            '';
+          };
+          wait = mkOption {
+            type = common.duration;
+            default = "30s";
+            description = "How long a check-in long-polls for a new target (at most 60s).";
+          };
+          quarantine = nullable common.duration "How long a closure that failed here is not tried again (default: the agent's).";
+          metrics-file = mkOption {
+            type = types.nullOr (types.strMatching "/.*\\.prom");
+            default = null;
+            example = "/var/lib/prometheus-node-exporter-text-files/nixfleet-agent.prom";
+            description = ''
+              A node-exporter textfile (an absolute path ending in `.prom`) the
+              agent rewrites, atomically and world-readable, after each
+              check-in and activation outcome: its `nixfleet_agent_*` series
+              (docs/agent.md, Metrics). Its directory is writable in the
+              unit's sandbox (`ReadWritePaths`). Put it in the directory of
+              node-exporter's textfile collector to publish them:
+              `services.prometheus.exporters.node` with `enabledCollectors = [
+              "textfile" ]` and `extraFlags = [
+              "--collector.textfile.directory=/var/lib/prometheus-node-exporter-text-files" ]`,
+              the directory existing (`systemd.tmpfiles.rules = [ "d
+              /var/lib/prometheus-node-exporter-text-files 0755 root root -" ]`).
+              null writes none.
+            '';
+          };
+          log-level = common.logLevel;
+          log-format = common.logFormat;
+        };
       };
-      caFile = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = "/etc/nixfleet/cp-ca.pem";
-        description = "PEM file of the CA that signs the control plane's certificate; null trusts the system roots.";
-      };
-    };
-
-    hostname = mkOption {
-      type = types.str;
-      default = config.networking.hostName;
-      defaultText = lib.literalExpression "config.networking.hostName";
-      description = ''
-        This host's name in the fleet: its key under `hosts` in mkFleet.
-        It must not be empty (an empty networking.hostName leaves the name
-        to DHCP; set this then), and a warning says when it is `nixos`,
-        networking.hostName's default, which every host that sets no name
-        shares.
-      '';
-    };
-
-    hostKeyFile = mkOption {
-      type = types.str;
-      default = defaultHostKey;
-      description = ''
-        The host's SSH ed25519 private key: the agent's mutual-TLS identity
-        and the key that signs its reports. The control plane admits the
-        host only if the public half is the `pubkey` CI signed for it
-        (mkFleet's `hosts.<name>.pubkey`). The default is the key OpenSSH
-        generates.
-      '';
-    };
-
-    substituters = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-      example = [ "https://cache.example.org" ];
-      description = ''
-        Binary caches closures are realised from. Nix checks every path
-        against `trust.cacheKeys` (`require-sigs`).
-      '';
     };
 
     failedUnits = {
@@ -188,67 +215,41 @@ in
       description = "A probes file managed outside Nix; when set, `failedUnits` and `probes` are ignored.";
     };
 
-    checkinWait = mkOption {
-      type = common.duration;
-      default = "30s";
-      description = "How long a check-in long-polls for a new target (at most 60s).";
-    };
-
-    quarantine = nullable common.duration "How long a closure that failed here is not tried again (default: the agent's).";
-
-    metricsFile = mkOption {
-      type = types.nullOr (types.strMatching "/.*\\.prom");
-      default = null;
-      example = "/var/lib/prometheus-node-exporter-text-files/nixfleet-agent.prom";
-      description = ''
-        A node-exporter textfile (an absolute path ending in `.prom`) the
-        agent rewrites, atomically, after each check-in and activation
-        outcome: its `nixfleet_agent_*` series (docs/agent.md, Metrics).
-        Put it in the directory of node-exporter's textfile collector to
-        publish them: `services.prometheus.exporters.node` with
-        `enabledCollectors = [ "textfile" ]` and `extraFlags = [
-        "--collector.textfile.directory=/var/lib/prometheus-node-exporter-text-files" ]`,
-        the directory existing (`systemd.tmpfiles.rules = [ "d
-        /var/lib/prometheus-node-exporter-text-files 0755 root root -" ]`).
-        null writes none.
-      '';
-    };
-
-    logLevel = common.logLevel;
-    logFormat = common.logFormat;
-
     restartSec = mkOption {
       type = common.duration;
       default = "5s";
       description = "How long systemd waits before restarting the agent after it exits.";
     };
 
-    extraArgs = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-      example = [
-        "--detach"
-        ""
-      ];
-      description = "More arguments for `nixfleet-agent run`.";
-    };
   }
   // common.trustOptions;
 
   config = mkIf cfg.enable {
-    assertions = common.trustAssertions "nixfleet-agent" cfg ++ [
-      {
-        assertion = cfg.hostname != "";
-        message = "services.nixfleet-agent: hostname is empty; set networking.hostName, or services.nixfleet-agent.hostname, to this host's name in the fleet.";
+    assertions =
+      common.trustAssertions "nixfleet-agent" cfg
+      ++ common.settingsAssertions "nixfleet-agent" cfg.settings {
+        config = "it is the file the module writes from settings";
+        state-dir = "the module sets it to the unit's StateDirectory, ${stateDir}";
+        trust = "set trust or trustFile";
+        probes = "set probes and failedUnits, or probesFile";
       }
-    ];
+      ++ [
+        {
+          assertion = cfg.settings.hostname != "";
+          message = "services.nixfleet-agent: hostname is empty; set networking.hostName, or services.nixfleet-agent.settings.hostname, to this host's name in the fleet.";
+        }
+        {
+          assertion = (cfg.settings.detach or null) != "";
+          message = "services.nixfleet-agent: settings.detach is empty, which would run the switch inside the agent's sandbox, where it cannot activate a system; leave detach unset (systemd-run).";
+        }
+      ];
 
     warnings =
-      lib.optional (cfg.hostname == "nixos")
-        "services.nixfleet-agent: hostname is \"nixos\", networking.hostName's default, which every host that sets no name shares; set networking.hostName, or services.nixfleet-agent.hostname, to this host's name in the fleet."
+      lib.optional (cfg.settings.hostname == "nixos")
+        "services.nixfleet-agent: hostname is \"nixos\", networking.hostName's default, which every host that sets no name shares; set networking.hostName, or services.nixfleet-agent.settings.hostname, to this host's name in the fleet."
       ++ lib.optional (
-        cfg.hostKeyFile == defaultHostKey && !config.services.openssh.enable
-      ) "services.nixfleet-agent: services.openssh is disabled, so nothing generates ${defaultHostKey}; create it, or point hostKeyFile at the host's key.";
+        cfg.settings.host-key == defaultHostKey && !config.services.openssh.enable
+      ) "services.nixfleet-agent: services.openssh is disabled, so nothing generates ${defaultHostKey}; create it, or point settings.host-key at the host's key.";
 
     systemd.services.nixfleet-agent = {
       description = "nixfleet agent";
@@ -263,15 +264,97 @@ in
       # directory, so a change to this unit never stops a rollout.
       stopIfChanged = false;
       serviceConfig = {
-        ExecStart = common.execLine ([
+        ExecStart = common.execLine [
           "${cfg.package}/bin/nixfleet-agent"
           "run"
-        ]
-        ++ args);
+          "--config"
+          "${configFile}"
+        ];
         Restart = "always";
         RestartSec = cfg.restartSec;
         StateDirectory = "nixfleet-agent";
         StateDirectoryMode = "0700";
+
+        # The sandbox (rfcs/0008 §Sandbox). It holds what the agent runs
+        # itself: nix-store and nix-env as root on the local store (which
+        # write /nix, and remount the read-only /nix/store writable in a
+        # mount namespace of their own), `switch-to-configuration boot`
+        # (the boot loader: /boot, the ESP, block devices, EFI variables),
+        # systemctl and systemd-run (D-Bus, systemd's socket), the probes'
+        # commands. A live switch runs in a unit of its own (systemd-run)
+        # and is not confined by it.
+        #
+        # /usr and /etc read-only; /nix, /var and /run stay writable.
+        ProtectSystem = "full";
+        # The boot loader's files (ProtectSystem makes both read-only),
+        # and the metrics file's directory; "-": one that does not exist is
+        # left out.
+        ReadWritePaths = map (p: "-${common.unitPath p}") (
+          [
+            "/boot"
+            "/efi"
+          ]
+          ++ lib.optional (metricsFile != null) (dirOf metricsFile)
+        );
+        # /root readable (ssh substituters read root's keys); Nix's cache
+        # of binary-cache lookups moves out of ~/.cache.
+        ProtectHome = "read-only";
+        CacheDirectory = "nixfleet-agent";
+        CacheDirectoryMode = "0700";
+        Environment = [ "XDG_CACHE_HOME=/var/cache/nixfleet-agent" ];
+        PrivateTmp = true;
+        # Not PrivateDevices, ProtectKernelTunables or a tight capability
+        # bound: the boot loader's installer writes block devices and EFI
+        # variables (/sys/firmware/efi/efivars) as root. Only what none of
+        # the agent's commands use is dropped.
+        # One line: NixOS writes a list as one assignment per element, and
+        # a second "~" line would not drop more.
+        CapabilityBoundingSet =
+          "~"
+          + builtins.concatStringsSep " " [
+            "CAP_BLOCK_SUSPEND"
+            "CAP_BPF"
+            "CAP_LEASE"
+            "CAP_MAC_ADMIN"
+            "CAP_MAC_OVERRIDE"
+            "CAP_SYS_BOOT"
+            "CAP_SYS_PACCT"
+            "CAP_SYS_TTY_CONFIG"
+            "CAP_WAKE_ALARM"
+          ];
+        ProtectKernelModules = true;
+        ProtectKernelLogs = true;
+        ProtectControlGroups = true;
+        ProtectClock = true;
+        ProtectHostname = true;
+        ProtectProc = "invisible";
+        # HTTP(S) to the control plane and the caches, Unix sockets to
+        # systemd and D-Bus, netlink for the resolver.
+        RestrictAddressFamilies = [
+          "AF_UNIX"
+          "AF_INET"
+          "AF_INET6"
+          "AF_NETLINK"
+        ];
+        # Nix remounts /nix/store writable in a mount namespace (unshare,
+        # mount): that namespace and @mount, nothing more.
+        RestrictNamespaces = "mnt";
+        SystemCallFilter = [
+          "@system-service"
+          "@mount"
+        ];
+        SystemCallErrorNumber = "EPERM";
+        SystemCallArchitectures = "native";
+        RestrictRealtime = true;
+        RestrictSUIDSGID = true;
+        LockPersonality = true;
+        MemoryDenyWriteExecute = true;
+        # Root already holds every capability a setuid wrapper would give.
+        NoNewPrivileges = true;
+        # As an administrator's: Nix and the boot loader write files other
+        # programs read; the state directory is 0700, and the metrics file
+        # is made 0644 on every write.
+        UMask = "0022";
       };
     };
   };

@@ -1,8 +1,10 @@
 # What the agent and control-plane modules share: the trust.json options,
-# the JSON files the modules write, and the quoting of ExecStart.
+# the files the modules write (the JSON files and the settings of the
+# --config file), and the quoting of ExecStart and of unit paths.
 #
-# A function of nixpkgs' lib; the JSON builders use builtins only, so the
-# tests (nix/tests/modules) call them on the options' values too.
+# A function of nixpkgs' lib; the builders use builtins and the lib
+# functions the stub has, so the tests (nix/tests/modules) call them on
+# the options' values too.
 { lib }:
 let
   inherit (lib) mkOption types;
@@ -46,8 +48,101 @@ let
         inherit (k) algorithm public;
       };
   nonNull = attrs: builtins.removeAttrs attrs (builtins.filter (n: attrs.${n} == null) (builtins.attrNames attrs));
+  nonEmpty = attrs: builtins.removeAttrs attrs (builtins.filter (n: attrs.${n} == null || attrs.${n} == [ ]) (builtins.attrNames attrs));
 in
 rec {
+  # The daemons' state directories: the --state-dir of the --config file
+  # must be the unit's StateDirectory.
+  agentStateDir = "/var/lib/nixfleet-agent";
+  cpStateDir = "/var/lib/nixfleet-cp";
+  cpUser = "nixfleet-cp";
+  # The local database of the control plane's postgresql.enable: its
+  # socket, peer authentication as the service's user, a database of the
+  # same name.
+  cpLocalDatabase = "postgres://${cpUser}@/${cpUser}?host=/run/postgresql";
+
+  # What a daemon's --config file holds (rfcs/0010 §3), by service: the
+  # values of `settings` but nulls (a typed setting left null leaves the
+  # daemon's default), and the keys the module sets from its other
+  # options. The modules refuse those keys in `settings`
+  # (settingsAssertions), so that no key has two sources.
+  daemonSettings = {
+    nixfleet-agent =
+      pkgs: cfg:
+      nonNull cfg.settings
+      // {
+        state-dir = agentStateDir;
+        trust = "${trustPath pkgs "nixfleet-agent" cfg}";
+        probes =
+          if cfg.probesFile != null then
+            cfg.probesFile
+          else
+            "${pkgs.writeText "nixfleet-agent-probes.json" (probesJSON cfg)}";
+      };
+    nixfleet-control-plane =
+      pkgs: cfg:
+      let
+        s = nonNull cfg.settings;
+        operatorsFile =
+          if cfg.operatorsFile != null then
+            cfg.operatorsFile
+          else if cfg.operators == [ ] then
+            null
+          else
+            "${pkgs.writeText "nixfleet-cp-operators.json" (operatorsJSON cfg.operators)}";
+      in
+      s
+      // {
+        state-dir = cpStateDir;
+        repo = cfg.repository;
+        trust = "${trustPath pkgs "nixfleet-cp" cfg}";
+      }
+      # An empty list of refs: none (an empty array would leave the
+      # daemon's default).
+      // lib.optionalAttrs (s ? watch-ref && s.watch-ref == [ ]) { watch-ref = [ "none" ]; }
+      // lib.optionalAttrs cfg.postgresql.enable { db = cpLocalDatabase; }
+      // lib.optionalAttrs (operatorsFile != null) { operators = operatorsFile; }
+      // lib.optionalAttrs (cfg.tls.certFile != null) { tls-cert = cfg.tls.certFile; }
+      // lib.optionalAttrs (cfg.notifications.webhooks != [ ]) {
+        notifications.webhook = map webhookTable cfg.notifications.webhooks;
+      };
+  };
+
+  # Assertions that settings holds none of the keys a module sets itself:
+  # owned is { <key> = "<what sets it instead>"; }.
+  settingsAssertions =
+    name: settings: owned:
+    map (k: {
+      assertion = !(settings ? ${k});
+      message = "services.${name}: settings cannot hold `${k}`: ${owned.${k}}.";
+    }) (builtins.attrNames owned);
+
+  # One [[notifications.webhook]] table of the control plane's --config
+  # file; a secretFile is read from the credential notify-<name> in
+  # systemd's credentials directory, which nixfleet-cp expands.
+  webhookTable =
+    w:
+    nonEmpty {
+      inherit (w)
+        name
+        url
+        format
+        events
+        channels
+        timeout
+        ca
+        ;
+      secret-file = if w.secretFile == null then null else "\${CREDENTIALS_DIRECTORY}/notify-${w.name}";
+      min-backoff = w.minBackoff;
+      max-backoff = w.maxBackoff;
+    };
+
+  # A path in a systemd path list (ReadOnlyPaths=, ReadWritePaths=,
+  # RequiresMountsFor=): one double-quoted C-style string with % doubled,
+  # so that systemd splits it nowhere and expands no specifier in it ($ is
+  # not expanded there).
+  unitPath = p: builtins.toJSON (builtins.replaceStrings [ "%" ] [ "%%" ] p);
+
   # A Go duration ("30s", "5m", "1h30m").
   duration = types.strMatching "([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+";
 
@@ -211,33 +306,6 @@ rec {
     "release_refused"
     "analysis"
   ];
-
-  # The control plane's [[notifications.webhook]] tables (a TOML file for
-  # --config; JSON strings and arrays of strings are TOML's too). A
-  # secretFile is read from the credential notify-<name> in systemd's
-  # credentials directory, which nixfleet-cp expands.
-  notificationsTOML =
-    webhooks:
-    let
-      line = k: v: "${k} = ${builtins.toJSON v}\n";
-      opt = k: v: if v == null || v == [ ] then "" else line k v;
-    in
-    builtins.concatStringsSep "\n" (
-      map (
-        w:
-        "[[notifications.webhook]]\n"
-        + line "name" w.name
-        + line "url" w.url
-        + line "format" w.format
-        + opt "events" w.events
-        + opt "channels" w.channels
-        + opt "secret-file" (if w.secretFile == null then null else "\${CREDENTIALS_DIRECTORY}/notify-${w.name}")
-        + opt "timeout" w.timeout
-        + opt "min-backoff" w.minBackoff
-        + opt "max-backoff" w.maxBackoff
-        + opt "ca" w.ca
-      ) webhooks
-    );
 
   # One ExecStart argument, quoted for systemd: a JSON string (systemd
   # reads C-style escapes inside double quotes) with % and $ doubled, so

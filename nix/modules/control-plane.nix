@@ -19,13 +19,16 @@ let
     ;
   common = import ./common.nix { inherit lib; };
   cfg = config.services.nixfleet-control-plane;
+  settingsFormat = pkgs.formats.toml { };
 
-  user = "nixfleet-cp";
-  # `nixfleet-cp serve --state-dir` must be the unit's StateDirectory.
-  stateDir = "/var/lib/nixfleet-cp";
-  # The local database of postgresql.enable: its socket, peer
-  # authentication as the service's user, a database of the same name.
-  localDatabase = "postgres://${user}@/${user}?host=/run/postgresql";
+  user = common.cpUser;
+  # The state-dir of the --config file must be the unit's StateDirectory.
+  stateDir = common.cpStateDir;
+  opt = path: [
+    "services"
+    "nixfleet-control-plane"
+  ]
+  ++ path;
 
   # The unit after which that database and its owner exist. nixpkgs 25.11
   # runs ensureDatabases and ensureUsers in postgresql-setup.service, which
@@ -50,14 +53,11 @@ let
       has = re: builtins.match re r != null;
     in
     has ".*://.*" || (has ".*@.*" && has ".*:.*" && builtins.substring 0 1 r != "/");
-  # A path in a systemd path list (ReadOnlyPaths=, RequiresMountsFor=): one
-  # double-quoted C-style string with % doubled, so that systemd splits it
-  # nowhere and expands no specifier in it ($ is not expanded there).
-  unitPath = p: builtins.toJSON (builtins.replaceStrings [ "%" ] [ "%%" ] p);
+  inherit (common) unitPath;
 
   port =
     let
-      m = builtins.match ".*:([0-9]+)" cfg.listen;
+      m = builtins.match ".*:([0-9]+)" cfg.settings.listen;
     in
     if m == null then null else builtins.fromJSON (builtins.head m);
 
@@ -71,129 +71,48 @@ let
   # Binding a port under 1024 takes CAP_NET_BIND_SERVICE.
   lowPort = port != null && port < 1024;
 
-  database =
-    if cfg.database.url != null then
-      cfg.database.url
-    else if cfg.postgresql.enable then
-      localDatabase
-    else
-      null;
-
-  operatorsFile =
-    if cfg.operatorsFile != null then
-      cfg.operatorsFile
-    else if cfg.operators == [ ] then
-      null
-    else
-      pkgs.writeText "nixfleet-cp-operators.json" (common.operatorsJSON cfg.operators);
-
   # Secrets reach the unprivileged service as systemd credentials, so the
-  # files may stay readable by root alone.
+  # files may stay readable by root alone. Their paths are the only flags
+  # (%d, the credentials directory, is expanded by systemd on the command
+  # line, not in the file); everything else is in the --config file.
   credential = name: { raw = "%d/${name}"; };
+  withURL = cfg.settings.prometheus-url != null;
+  credentials =
+    lib.optional (cfg.tls.keyFile != null) {
+      flag = "tls-key";
+      name = "tls-key";
+      file = cfg.tls.keyFile;
+    }
+    ++ lib.optional (cfg.webhookSecretFile != null) {
+      flag = "webhook-secret-file";
+      name = "webhook-secret";
+      file = cfg.webhookSecretFile;
+    }
+    ++ lib.optional (withURL && cfg.prometheus.bearerTokenFile != null) {
+      flag = "prometheus-bearer-token-file";
+      name = "prometheus-token";
+      file = cfg.prometheus.bearerTokenFile;
+    }
+    ++ lib.optional (withURL && cfg.prometheus.basicAuth.passwordFile != null) {
+      flag = "prometheus-basic-auth-password-file";
+      name = "prometheus-password";
+      file = cfg.prometheus.basicAuth.passwordFile;
+    };
 
   # The notification webhooks, as the --config file's tables; each
   # secretFile is the credential notify-<name>.
   webhooks = cfg.notifications.webhooks;
-  notificationsFile =
-    if webhooks == [ ] then
-      null
-    else
-      pkgs.writeText "nixfleet-cp-notifications.toml" (common.notificationsTOML webhooks);
   webhookNames = map (w: w.name) webhooks;
 
-  args = [
-    "--listen"
-    cfg.listen
-    "--state-dir"
-    stateDir
-    "--repo"
-    cfg.repository
-    "--trust"
-    "${common.trustPath pkgs "nixfleet-cp" cfg}"
-    "--log-level"
-    cfg.logLevel
-    "--log-format"
-    cfg.logFormat
-  ]
-  ++ lib.optionals (database != null) [
-    "--db"
-    database
-  ]
-  ++ lib.optionals (operatorsFile != null) [
-    "--operators"
-    "${operatorsFile}"
-  ]
-  ++ lib.optionals (cfg.tls.certFile != null) [
-    "--tls-cert"
-    cfg.tls.certFile
-  ]
-  ++ lib.optionals (cfg.tls.keyFile != null) [
-    "--tls-key"
-    (credential "tls-key")
-  ]
-  ++ lib.optionals (cfg.webhookSecretFile != null) [
-    "--webhook-secret-file"
-    (credential "webhook-secret")
-  ]
-  ++ lib.optionals (cfg.replicaId != null) [
-    "--replica-id"
-    cfg.replicaId
-  ]
-  ++ lib.optionals (cfg.tickInterval != null) [
-    "--tick-interval"
-    cfg.tickInterval
-  ]
-  ++ lib.optionals (cfg.pollInterval != null) [
-    "--poll-interval"
-    cfg.pollInterval
-  ]
-  ++ lib.optionals (cfg.watchRefs != null) (builtins.concatMap (r: [
-    "--watch-ref"
-    r
-  ]) (if cfg.watchRefs == [ ] then [ "none" ] else cfg.watchRefs))
-  ++ lib.optionals (cfg.retention != null) [
-    "--retention"
-    cfg.retention
-  ]
-  ++ lib.optionals (cfg.prometheus.url != null) (
-    [
-      "--prometheus-url"
-      cfg.prometheus.url
-    ]
-    ++ lib.optionals (cfg.prometheus.caFile != null) [
-      "--prometheus-ca"
-      cfg.prometheus.caFile
-    ]
-    ++ lib.optionals (cfg.prometheus.bearerTokenFile != null) [
-      "--prometheus-bearer-token-file"
-      (credential "prometheus-token")
-    ]
-    ++ lib.optionals (cfg.prometheus.basicAuth.user != null) [
-      "--prometheus-basic-auth-user"
-      cfg.prometheus.basicAuth.user
-    ]
-    ++ lib.optionals (cfg.prometheus.basicAuth.passwordFile != null) [
-      "--prometheus-basic-auth-password-file"
-      (credential "prometheus-password")
-    ]
-    ++ builtins.concatMap (name: [
-      "--prometheus-header"
-      "${name}: ${cfg.prometheus.headers.${name}}"
-    ]) (builtins.attrNames cfg.prometheus.headers)
-    ++ lib.optionals (cfg.prometheus.proxyUrl != null) [
-      "--prometheus-proxy-url"
-      cfg.prometheus.proxyUrl
-    ]
-    ++ lib.optionals (cfg.prometheus.timeout != null) [
-      "--prometheus-timeout"
-      cfg.prometheus.timeout
-    ]
-  )
-  ++ lib.optionals (notificationsFile != null) [
-    "--config"
-    "${notificationsFile}"
-  ]
-  ++ cfg.extraArgs;
+  configFile = settingsFormat.generate "nixfleet-cp.toml" (common.daemonSettings.nixfleet-control-plane pkgs cfg);
+
+  nullable =
+    type: example: description:
+    mkOption {
+      type = types.nullOr type;
+      default = null;
+      inherit example description;
+    };
 
   operatorType = types.submodule {
     options = {
@@ -289,6 +208,29 @@ let
   };
 in
 {
+  # The options that became settings (rfcs/0010 §3).
+  imports = [
+    (lib.mkRenamedOptionModule (opt [ "listen" ]) (opt [ "settings" "listen" ]))
+    (lib.mkRenamedOptionModule (opt [ "database" "url" ]) (opt [ "settings" "db" ]))
+    (lib.mkRenamedOptionModule (opt [ "replicaId" ]) (opt [ "settings" "replica-id" ]))
+    (lib.mkRenamedOptionModule (opt [ "tickInterval" ]) (opt [ "settings" "tick-interval" ]))
+    (lib.mkRenamedOptionModule (opt [ "pollInterval" ]) (opt [ "settings" "poll-interval" ]))
+    (lib.mkRenamedOptionModule (opt [ "watchRefs" ]) (opt [ "settings" "watch-ref" ]))
+    (lib.mkRenamedOptionModule (opt [ "retention" ]) (opt [ "settings" "retention" ]))
+    (lib.mkRenamedOptionModule (opt [ "prometheus" "url" ]) (opt [ "settings" "prometheus-url" ]))
+    (lib.mkRenamedOptionModule (opt [ "prometheus" "caFile" ]) (opt [ "settings" "prometheus-ca" ]))
+    (lib.mkRenamedOptionModule (opt [ "prometheus" "basicAuth" "user" ]) (opt [ "settings" "prometheus-basic-auth-user" ]))
+    (lib.mkRenamedOptionModule (opt [ "prometheus" "proxyUrl" ]) (opt [ "settings" "prometheus-proxy-url" ]))
+    (lib.mkRenamedOptionModule (opt [ "prometheus" "timeout" ]) (opt [ "settings" "prometheus-timeout" ]))
+    (lib.mkChangedOptionModule (opt [ "prometheus" "headers" ]) (opt [ "settings" "prometheus-header" ]) (
+      config:
+      lib.mapAttrsToList (name: value: "${name}: ${value}") config.services.nixfleet-control-plane.prometheus.headers
+    ))
+    (lib.mkRenamedOptionModule (opt [ "logLevel" ]) (opt [ "settings" "log-level" ]))
+    (lib.mkRenamedOptionModule (opt [ "logFormat" ]) (opt [ "settings" "log-format" ]))
+    (lib.mkRemovedOptionModule (opt [ "extraArgs" ]) "Set the flags of `nixfleet-cp serve` as keys of services.nixfleet-control-plane.settings instead (`--confirm-window 10m` is `settings.confirm-window = \"10m\"`).")
+  ];
+
   options.services.nixfleet-control-plane = {
     enable = mkEnableOption "the nixfleet control plane, which rolls out what CI signed as channel refs move";
 
@@ -297,17 +239,101 @@ in
       description = "The package providing `bin/nixfleet-cp` (the flake's module sets it).";
     };
 
-    listen = mkOption {
-      type = types.str;
-      default = "127.0.0.1:8443";
-      example = "0.0.0.0:8443";
-      description = "The `host:port` the API (agents and operators, HTTPS) listens on.";
+    settings = mkOption {
+      default = { };
+      description = ''
+        The control plane's settings, written to the TOML file of
+        `nixfleet-cp serve --config`: each key is a flag of the command
+        (rfcs/0006 §Processes and configuration), such as
+        `confirm-window` or `partial-visibility-pct`, and
+        `[[notifications.webhook]]` tables may be given here when
+        `notifications.webhooks` is empty. The keys below are typed; any
+        other is passed as it is, and the control plane refuses a key it
+        does not know. The module sets `state-dir` (the unit's
+        StateDirectory), `repo`, `trust`, `operators`, `tls-cert` and, with
+        `postgresql.enable`, `db` from its other options; the secrets'
+        flags (`tls-key`, `webhook-secret-file`,
+        `prometheus-bearer-token-file`,
+        `prometheus-basic-auth-password-file`) are systemd credentials on
+        the command line. The file is in the Nix store: no secrets here.
+      '';
+      example = lib.literalExpression ''
+        {
+          listen = "0.0.0.0:8443";
+          confirm-window = "10m";
+          prometheus-url = "https://prometheus.example.org";
+          prometheus-header = [ "X-Scope-OrgID: team-a" ];
+        }
+      '';
+      type = types.submodule {
+        freeformType = settingsFormat.type;
+        options = {
+          listen = mkOption {
+            type = types.str;
+            default = "127.0.0.1:8443";
+            example = "0.0.0.0:8443";
+            description = "The `host:port` the API (agents and operators, HTTPS) listens on.";
+          };
+          db =
+            nullable types.str "postgres://nixfleet@db.example.org/nixfleet"
+              ''
+                The store: `postgres://…` (several replicas may share one database)
+                or `sqlite:///path`. Null, without `postgresql.enable`, is the
+                embedded SQLite database in ${stateDir}. Keep passwords out of the
+                Nix store: put `NIXFLEET_CP_DB=…` in `environmentFile` instead
+                (the environment wins over the file).
+              '';
+          insecure-dev = mkOption {
+            type = types.bool;
+            default = false;
+            description = "Plain HTTP without authentication, on loopback only: for tests and demonstrations, never a fleet.";
+          };
+          replica-id = nullable types.str "cp-1" "This replica's name in the tick lease (default: the hostname and a random suffix).";
+          tick-interval = nullable common.duration "30s" "The periodic reconcile tick (default 30s).";
+          poll-interval = nullable common.duration "5s" "How often the channel refs are polled (default 5s).";
+          watch-ref =
+            nullable (types.listOf types.str) [ "refs/heads/main" ]
+              ''
+                The refs CI commits its signed releases to: each new commit there is
+                verified ahead of its promotion, so that moving a channel's ref to it
+                costs only the time checks (default every branch, refs/heads/*; the
+                empty list: none).
+              '';
+          retention = nullable common.duration "720h" "How long events and finished rollouts are kept, and hosts that left the fleet are remembered while unheard (default 720h).";
+          prometheus-url =
+            nullable types.str "https://prometheus.example.org"
+              ''
+                The Prometheus that the rollout policies' canary analyses query
+                (`healthGate.analysis`, rfcs/0006 §Canary analysis). Null: a
+                policy with analyses measures nothing, and its rollouts halt
+                with `analysis_inconclusive`. The credentials of
+                `prometheus.bearerTokenFile` and
+                `prometheus.basicAuth.passwordFile` are passed only with it.
+              '';
+          prometheus-ca = nullable types.str "/etc/ssl/prometheus-ca.pem" "A CA bundle (PEM) to trust for an https Prometheus, instead of the system's.";
+          prometheus-basic-auth-user = nullable types.str "nixfleet" "A user for HTTP basic auth to Prometheus (its password: `prometheus.basicAuth.passwordFile`); not with `prometheus.bearerTokenFile`.";
+          prometheus-header = mkOption {
+            type = types.listOf types.str;
+            default = [ ];
+            example = [ "X-Scope-OrgID: team-a" ];
+            description = ''
+              Headers sent with every query (`Name: value`), such as the tenant
+              of a Mimir, Cortex or Thanos gateway. They are in the Nix store:
+              no secrets (and no `Authorization`; use the prometheus options).
+            '';
+          };
+          prometheus-proxy-url = nullable types.str "http://proxy.example.org:3128" "An HTTP proxy to reach Prometheus through; null: the service's environment (`HTTPS_PROXY`, `NO_PROXY`).";
+          prometheus-timeout = nullable common.duration "10s" "How long one analysis query may take (default 10s).";
+          log-level = common.logLevel;
+          log-format = common.logFormat;
+        };
+      };
     };
 
     openFirewall = mkOption {
       type = types.bool;
       default = false;
-      description = "Whether to open the port of `listen` in the firewall.";
+      description = "Whether to open the port of `settings.listen` in the firewall.";
     };
 
     monitoring = {
@@ -326,19 +352,6 @@ in
         the unit, whose file system is read-only (`ProtectSystem=strict`),
         lists it in `ReadOnlyPaths` and waits for its mount
         (`RequiresMountsFor`). It cannot be under /tmp (`PrivateTmp`).
-      '';
-    };
-
-    database.url = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-      example = "postgres://nixfleet@db.example.org/nixfleet";
-      description = ''
-        The store: `postgres://…` (several replicas may share one database)
-        or `sqlite:///path`. Null, without `postgresql.enable`, is the
-        embedded SQLite database in ${stateDir}. Keep passwords out of the
-        Nix store: put `NIXFLEET_CP_DB=…` in `environmentFile` instead (a
-        `--db` given here would win over it).
       '';
     };
 
@@ -373,7 +386,7 @@ in
         type = types.nullOr types.str;
         default = null;
         example = "/var/lib/acme/fleet.example.org/fullchain.pem";
-        description = "The server certificate (PEM). Required with `keyFile`, unless `extraArgs` has `--insecure-dev`.";
+        description = "The server certificate (PEM). Required with `keyFile`, unless `settings.insecure-dev`.";
       };
       keyFile = mkOption {
         type = types.nullOr types.str;
@@ -387,45 +400,6 @@ in
       type = types.nullOr types.str;
       default = null;
       description = "A file holding the secret of `POST /v1/hooks/git` (HMAC-SHA256), handed over as a systemd credential; null disables the webhook.";
-    };
-
-    replicaId = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-      description = "This replica's name in the tick lease (default: the hostname and a random suffix).";
-    };
-
-    tickInterval = mkOption {
-      type = types.nullOr common.duration;
-      default = null;
-      example = "30s";
-      description = "The periodic reconcile tick (default 30s).";
-    };
-
-    pollInterval = mkOption {
-      type = types.nullOr common.duration;
-      default = null;
-      example = "5s";
-      description = "How often the channel refs are polled (default 5s).";
-    };
-
-    watchRefs = mkOption {
-      type = types.nullOr (types.listOf types.str);
-      default = null;
-      example = [ "refs/heads/main" ];
-      description = ''
-        The refs CI commits its signed releases to: each new commit there is
-        verified ahead of its promotion, so that moving a channel's ref to it
-        costs only the time checks (default every branch, refs/heads/*; the
-        empty list: none).
-      '';
-    };
-
-    retention = mkOption {
-      type = types.nullOr common.duration;
-      default = null;
-      example = "720h";
-      description = "How long events and finished rollouts are kept, and hosts that left the fleet are remembered while unheard (default 720h).";
     };
 
     maxOpenFiles = mkOption {
@@ -455,61 +429,15 @@ in
     };
 
     prometheus = {
-      url = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = "https://prometheus.example.org";
-        description = ''
-          The Prometheus that the rollout policies' canary analyses query
-          (`healthGate.analysis`, rfcs/0006 §Canary analysis). Null: a
-          policy with analyses measures nothing, and its rollouts halt
-          with `analysis_inconclusive`.
-        '';
-      };
-      caFile = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        description = "A CA bundle (PEM) to trust for an https Prometheus, instead of the system's.";
-      };
       bearerTokenFile = mkOption {
         type = types.nullOr types.str;
         default = null;
-        description = "A file holding a bearer token for Prometheus, handed over as the systemd credential `prometheus-token`.";
-      };
-      basicAuth.user = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        description = "A user for HTTP basic auth to Prometheus; not with `bearerTokenFile`.";
+        description = "A file holding a bearer token for the Prometheus of `settings.prometheus-url`, handed over as the systemd credential `prometheus-token`.";
       };
       basicAuth.passwordFile = mkOption {
         type = types.nullOr types.str;
         default = null;
-        description = "A file holding the basic auth password, handed over as the systemd credential `prometheus-password`; needs `basicAuth.user`.";
-      };
-      headers = mkOption {
-        type = types.attrsOf types.str;
-        default = { };
-        example = {
-          "X-Scope-OrgID" = "team-a";
-        };
-        description = ''
-          Headers sent with every query, such as the tenant of a Mimir,
-          Cortex or Thanos gateway. They are on the command line, in the
-          Nix store: no secrets (and no `Authorization`; use the options
-          above).
-        '';
-      };
-      proxyUrl = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = "http://proxy.example.org:3128";
-        description = "An HTTP proxy to reach Prometheus through; null: the service's environment (`HTTPS_PROXY`, `NO_PROXY`).";
-      };
-      timeout = mkOption {
-        type = types.nullOr common.duration;
-        default = null;
-        example = "10s";
-        description = "How long one analysis query may take (default 10s).";
+        description = "A file holding the basic auth password of `settings.prometheus-basic-auth-user`, handed over as the systemd credential `prometheus-password`.";
       };
     };
 
@@ -520,81 +448,85 @@ in
         Webhooks the journal is sent to: a rollout opened, a wave promoted,
         a rollout halted, reverted, converged or failed, an approval
         needed, partial visibility, a release refused, an analysis that
-        ended (rfcs/0006 §Notifications). They are written to a TOML file
-        passed with `--config`; each `secretFile` is handed over as the
-        credential `notify-<name>`.
+        ended (rfcs/0006 §Notifications). They are the
+        `[[notifications.webhook]]` tables of the --config file; each
+        `secretFile` is handed over as the credential `notify-<name>`.
       '';
     };
-
-    logLevel = common.logLevel;
-    logFormat = common.logFormat;
 
     environmentFile = mkOption {
       type = types.nullOr types.str;
       default = null;
       example = "/run/secrets/nixfleet-cp.env";
-      description = "A systemd EnvironmentFile, for settings that must stay out of the Nix store (`NIXFLEET_CP_DB=postgres://…`).";
-    };
-
-    extraArgs = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-      example = [
-        "--confirm-window"
-        "10m"
-      ];
-      description = "More arguments for `nixfleet-cp serve`.";
+      description = "A systemd EnvironmentFile, for settings that must stay out of the Nix store (`NIXFLEET_CP_DB=postgres://…`); the environment wins over the --config file.";
     };
   }
   // common.trustOptions;
 
   config = mkIf cfg.enable {
-    assertions = common.trustAssertions "nixfleet-control-plane" cfg ++ [
-      {
-        assertion = (cfg.tls.certFile == null) == (cfg.tls.keyFile == null);
-        message = "services.nixfleet-control-plane: set both tls.certFile and tls.keyFile, or neither.";
+    assertions =
+      common.trustAssertions "nixfleet-control-plane" cfg
+      ++ common.settingsAssertions "nixfleet-control-plane" cfg.settings {
+        config = "it is the file the module writes from settings";
+        state-dir = "the module sets it to the unit's StateDirectory, ${stateDir}";
+        repo = "set repository";
+        trust = "set trust or trustFile";
+        operators = "set operators or operatorsFile";
+        tls-cert = "set tls.certFile";
+        tls-key = "set tls.keyFile (a systemd credential)";
+        webhook-secret-file = "set webhookSecretFile (a systemd credential)";
+        prometheus-bearer-token-file = "set prometheus.bearerTokenFile (a systemd credential)";
+        prometheus-basic-auth-password-file = "set prometheus.basicAuth.passwordFile (a systemd credential)";
       }
-      {
-        assertion = cfg.tls.certFile != null || builtins.elem "--insecure-dev" cfg.extraArgs;
-        message = "services.nixfleet-control-plane: set tls.certFile and tls.keyFile; the control plane serves HTTPS only (--insecure-dev is for tests on loopback).";
-      }
-      {
-        assertion = !(cfg.postgresql.enable && cfg.database.url != null);
-        message = "services.nixfleet-control-plane: postgresql.enable sets the database; unset database.url.";
-      }
-      {
-        assertion = cfg.operators == [ ] || cfg.operatorsFile == null;
-        message = "services.nixfleet-control-plane: set operators or operatorsFile, not both.";
-      }
-      {
-        assertion = repoIsRemote || builtins.substring 0 1 cfg.repository == "/";
-        message = "services.nixfleet-control-plane: repository must be a URL or an absolute path, not ${builtins.toJSON cfg.repository}.";
-      }
-      {
-        assertion = port != null;
-        message = "services.nixfleet-control-plane: listen must be host:port, not ${builtins.toJSON cfg.listen}.";
-      }
-      {
-        assertion = builtins.all (n: builtins.length (builtins.filter (m: m == n) webhookNames) == 1) webhookNames;
-        message = "services.nixfleet-control-plane: notifications.webhooks need names of their own.";
-      }
-      {
-        assertion = notificationsFile == null || !(builtins.elem "--config" cfg.extraArgs);
-        message = "services.nixfleet-control-plane: notifications.webhooks make the --config file; extraArgs cannot name another.";
-      }
-      {
-        assertion = cfg.prometheus.basicAuth.user == null || cfg.prometheus.bearerTokenFile == null;
-        message = "services.nixfleet-control-plane: set prometheus.basicAuth or prometheus.bearerTokenFile, not both.";
-      }
-      {
-        assertion = cfg.prometheus.basicAuth.passwordFile == null || cfg.prometheus.basicAuth.user != null;
-        message = "services.nixfleet-control-plane: prometheus.basicAuth.passwordFile needs prometheus.basicAuth.user.";
-      }
-      {
-        assertion = !(builtins.any (n: builtins.match "[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]" n != null) (builtins.attrNames cfg.prometheus.headers));
-        message = "services.nixfleet-control-plane: prometheus.headers cannot set Authorization; use prometheus.basicAuth or prometheus.bearerTokenFile.";
-      }
-    ];
+      ++ [
+        {
+          assertion = (cfg.tls.certFile == null) == (cfg.tls.keyFile == null);
+          message = "services.nixfleet-control-plane: set both tls.certFile and tls.keyFile, or neither.";
+        }
+        {
+          assertion = cfg.tls.certFile != null || cfg.settings.insecure-dev;
+          message = "services.nixfleet-control-plane: set tls.certFile and tls.keyFile; the control plane serves HTTPS only (settings.insecure-dev is for tests on loopback).";
+        }
+        {
+          assertion = !(cfg.postgresql.enable && cfg.settings.db != null);
+          message = "services.nixfleet-control-plane: postgresql.enable sets the database; unset settings.db.";
+        }
+        {
+          assertion = cfg.operators == [ ] || cfg.operatorsFile == null;
+          message = "services.nixfleet-control-plane: set operators or operatorsFile, not both.";
+        }
+        {
+          assertion = repoIsRemote || builtins.substring 0 1 cfg.repository == "/";
+          message = "services.nixfleet-control-plane: repository must be a URL or an absolute path, not ${builtins.toJSON cfg.repository}.";
+        }
+        {
+          assertion = port != null;
+          message = "services.nixfleet-control-plane: settings.listen must be host:port, not ${builtins.toJSON cfg.settings.listen}.";
+        }
+        {
+          assertion = builtins.all (n: builtins.length (builtins.filter (m: m == n) webhookNames) == 1) webhookNames;
+          message = "services.nixfleet-control-plane: notifications.webhooks need names of their own.";
+        }
+        {
+          assertion = webhooks == [ ] || !(cfg.settings ? notifications);
+          message = "services.nixfleet-control-plane: set notifications.webhooks or settings.notifications, not both.";
+        }
+        {
+          assertion = cfg.settings.prometheus-basic-auth-user == null || cfg.prometheus.bearerTokenFile == null;
+          message = "services.nixfleet-control-plane: set settings.prometheus-basic-auth-user or prometheus.bearerTokenFile, not both.";
+        }
+        {
+          assertion = cfg.prometheus.basicAuth.passwordFile == null || cfg.settings.prometheus-basic-auth-user != null;
+          message = "services.nixfleet-control-plane: prometheus.basicAuth.passwordFile needs settings.prometheus-basic-auth-user.";
+        }
+        {
+          assertion =
+            !(builtins.any (
+              h: builtins.match "[[:space:]]*[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn][[:space:]]*:.*" h != null
+            ) cfg.settings.prometheus-header);
+          message = "services.nixfleet-control-plane: settings.prometheus-header cannot set Authorization; use settings.prometheus-basic-auth-user or prometheus.bearerTokenFile.";
+        }
+      ];
 
     boot.kernel.sysctl = {
       "net.core.somaxconn" = lib.mkDefault cfg.listenBacklog;
@@ -639,11 +571,18 @@ in
       requires = lib.optional cfg.postgresql.enable postgresqlUnit;
       unitConfig.RequiresMountsFor = lib.optional (!repoIsRemote) (unitPath cfg.repository);
       serviceConfig = {
-        ExecStart = common.execLine ([
-          "${cfg.package}/bin/nixfleet-cp"
-          "serve"
-        ]
-        ++ args);
+        ExecStart = common.execLine (
+          [
+            "${cfg.package}/bin/nixfleet-cp"
+            "serve"
+            "--config"
+            "${configFile}"
+          ]
+          ++ builtins.concatMap (c: [
+            "--${c.flag}"
+            (credential c.name)
+          ]) credentials
+        );
         # Ready once the store answers (migrated) and the fleet repository
         # was read once; keep-alives come from the replica's loop, so one
         # that stops reacting is restarted (rfcs/0006 §Processes and configuration).
@@ -661,14 +600,7 @@ in
         RestartSec = "5s";
         LimitNOFILE = cfg.maxOpenFiles;
         LoadCredential =
-          lib.optional (cfg.tls.keyFile != null) "tls-key:${cfg.tls.keyFile}"
-          ++ lib.optional (cfg.webhookSecretFile != null) "webhook-secret:${cfg.webhookSecretFile}"
-          ++ lib.optional (
-            cfg.prometheus.url != null && cfg.prometheus.bearerTokenFile != null
-          ) "prometheus-token:${cfg.prometheus.bearerTokenFile}"
-          ++ lib.optional (
-            cfg.prometheus.url != null && cfg.prometheus.basicAuth.passwordFile != null
-          ) "prometheus-password:${cfg.prometheus.basicAuth.passwordFile}"
+          map (c: "${c.name}:${c.file}") credentials
           ++ map (w: "notify-${w.name}:${w.secretFile}") (builtins.filter (w: w.secretFile != null) webhooks);
         EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
         AmbientCapabilities = lib.optional lowPort "CAP_NET_BIND_SERVICE";

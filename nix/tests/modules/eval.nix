@@ -30,7 +30,12 @@ let
   };
   name = builtins.head (builtins.attrNames m.options.services);
   decls = m.options.services.${name};
-  values = lib.evalOptions "services.${name}" decls settings;
+  # The module's renamed, changed and removed options (its imports).
+  moved = lib.applyOptionModules [
+    "services"
+    name
+  ] (m.imports or [ ]) settings;
+  values = lib.evalOptions "services.${name}" decls moved.defs;
   full = config // {
     services = (config.services or { }) // {
       ${name} = values;
@@ -41,21 +46,19 @@ in
 {
   inherit name;
   config = out;
-  failedAssertions = map (a: a.message) (builtins.filter (a: !a.assertion) (out.assertions or [ ]));
-  warnings = out.warnings or [ ];
+  failedAssertions = map (a: a.message) (
+    builtins.filter (a: !a.assertion) (moved.assertions ++ out.assertions or [ ])
+  );
+  warnings = moved.warnings ++ out.warnings or [ ];
   # Options without a type or a description.
   undocumented = lib.undocumented "services.${name}" decls;
   # The files the module writes, as the shared builders make them from
   # these values.
   files = {
     trust = common.trustJSON values.trust;
+    # The --config file.
+    config = ((pkgs.formats.toml { }).generate "config" (common.daemonSettings.${name} pkgs values)).text;
   }
   // (if values ? probes then { probes = common.probesJSON values; } else { })
-  // (if values ? operators then { operators = common.operatorsJSON values.operators; } else { })
-  // (
-    if values ? notifications then
-      { notifications = common.notificationsTOML values.notifications.webhooks; }
-    else
-      { }
-  );
+  // (if values ? operators then { operators = common.operatorsJSON values.operators; } else { });
 }

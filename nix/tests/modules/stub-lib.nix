@@ -5,7 +5,15 @@
 #     checked against the declared types (a small subset of lib.types);
 #     there is no merging of several definitions and no priorities;
 #   - mkIf, mkMerge and mkDefault are resolved structurally in the
-#     module's config (mkDefault simply yields its value).
+#     module's config (mkDefault simply yields its value);
+#   - a submodule's freeformType takes the definitions of no declared
+#     option, as one attribute set checked against it (as in nixpkgs,
+#     where a settings format's type is the usual freeformType);
+#   - mkRenamedOptionModule, mkChangedOptionModule and
+#     mkRemovedOptionModule return a description of the option module
+#     rather than the module: eval.nix applies those of a module's
+#     imports to the test's definitions (applyOptionModules), with
+#     nixpkgs' warnings and assertion messages.
 #
 # So it shows what a module does with given option values (its unit, its
 # command line, its files, its assertions), not that nixpkgs accepts the
@@ -20,8 +28,10 @@ let
     filter
     isAttrs
     isBool
+    isFloat
     isInt
     isList
+    isPath
     isString
     mapAttrs
     match
@@ -66,10 +76,135 @@ rec {
   };
   optional = cond: x: if cond then [ x ] else [ ];
   optionals = cond: xs: if cond then xs else [ ];
+  optionalAttrs = cond: attrs: if cond then attrs else { };
+  filterAttrs = pred: attrs: removeAttrs attrs (filter (k: !(pred k attrs.${k})) (attrNames attrs));
+  mapAttrsToList = f: attrs: map (k: f k attrs.${k}) (attrNames attrs);
+
+  # The option modules of nixpkgs' lib/modules.nix, described (see the
+  # header). from and to are full option paths.
+  mkRenamedOptionModule = from: to: {
+    _type = "optionModule";
+    kind = "renamed";
+    inherit from to;
+  };
+  mkChangedOptionModule = from: to: changeFn: {
+    _type = "optionModule";
+    kind = "changed";
+    inherit from to changeFn;
+  };
+  mkRemovedOptionModule = from: replacementInstructions: {
+    _type = "optionModule";
+    kind = "removed";
+    inherit from replacementInstructions;
+  };
+
+  # Applies option modules to defs, the definitions of the options under
+  # prefix (a path): a definition of a renamed option becomes one of its
+  # new path, with nixpkgs' warning; a changed one is replaced by
+  # changeFn's value (changeFn sees a config holding the old value) at the
+  # new path, with nixpkgs' warning; a removed one fails nixpkgs'
+  # assertion. The option modules' warnings and assertions come back
+  # beside the new definitions (the module system adds them to the
+  # configuration's).
+  applyOptionModules =
+    prefix: modules: defs:
+    let
+      n = builtins.length prefix;
+      rel = path: builtins.genList (i: builtins.elemAt path (n + i)) (builtins.length path - n);
+      show = path: builtins.concatStringsSep "." path;
+      files = "`<the test's definitions>'";
+      hasPath =
+        path: v: path == [ ] || (isAttrs v && v ? ${builtins.head path} && hasPath (builtins.tail path) v.${builtins.head path});
+      getPath = path: v: builtins.foldl' (x: k: x.${k}) v path;
+      setPath =
+        path: x: v:
+        if path == [ ] then
+          x
+        else
+          let
+            k = builtins.head path;
+          in
+          v // { ${k} = setPath (builtins.tail path) x (v.${k} or { }); };
+      # Removes path, and the attribute sets it leaves empty.
+      removePath =
+        path: v:
+        let
+          k = builtins.head path;
+          rest = removePath (builtins.tail path) v.${k};
+        in
+        if builtins.length path == 1 then
+          removeAttrs v [ k ]
+        else if rest == { } then
+          removeAttrs v [ k ]
+        else
+          v // { ${k} = rest; };
+      step =
+        acc: m:
+        let
+          from = rel m.from;
+          defined = hasPath from acc.defs;
+          value = getPath from acc.defs;
+          to = rel m.to;
+          moved =
+            x:
+            if hasPath to acc.defs then
+              throw "stub: ${show m.to} is defined twice (also as ${show m.from}); the stub cannot merge definitions"
+            else
+              setPath to x (removePath from acc.defs);
+        in
+        if !defined then
+          acc
+        else if m.kind == "renamed" then
+          acc
+          // {
+            defs = moved value;
+            warnings = acc.warnings ++ [ "The option `${show m.from}' defined in ${files} has been renamed to `${show m.to}'." ];
+          }
+        else if m.kind == "changed" then
+          acc
+          // {
+            defs = moved (m.changeFn (setPath m.from value { }));
+            warnings = acc.warnings ++ [
+              "The option `${show m.from}' defined in ${files} has been changed to `${show m.to}' that has a different type. Please read `${show m.to}' documentation and update your configuration accordingly."
+            ];
+          }
+        else
+          acc
+          // {
+            defs = removePath from acc.defs;
+            assertions = acc.assertions ++ [
+              {
+                assertion = false;
+                message = "The option definition `${show m.from}' in ${files} no longer has any effect; please remove it.\n${m.replacementInstructions}\n";
+              }
+            ];
+          };
+    in
+    builtins.foldl' step {
+      inherit defs;
+      warnings = [ ];
+      assertions = [ ];
+    } (filter (m: isAttrs m && (m._type or null) == "optionModule") modules);
 
   types = {
     bool = mkType "boolean" isBool;
     str = mkType "string" isString;
+    int = mkType "signed integer" isInt;
+    float = mkType "floating point number" isFloat;
+    # nixpkgs: a value that coerces to a string starting with /.
+    path = mkType "path" (v: isPath v || (isString v && builtins.substring 0 1 v == "/"));
+    oneOf = ts: {
+      _type = "type";
+      description = builtins.concatStringsSep " or " (map (t: t.description) ts);
+      check = v: builtins.any (t: t.check v) ts;
+      fill =
+        path: v:
+        let
+          t = builtins.head (filter (t: t.check v) ts);
+        in
+        t.fill path v;
+      subOptions = null;
+    };
     package = mkType "package" (v: isAttrs v && v ? outPath);
     enum = values: mkType "one of ${toJSON values}" (v: elem v values);
     strMatching = re: mkType "string matching ${toJSON re}" (v: isString v && match re v != null);
@@ -104,11 +239,24 @@ rec {
       fill = path: v: if a.check v then a.fill path v else b.fill path v;
       subOptions = if a.subOptions != null then a.subOptions else b.subOptions;
     };
+    # m.freeformType (optional): the type of the attribute set of the
+    # definitions that match no option of m.options.
     submodule = m: {
       _type = "type";
       description = "submodule";
       check = isAttrs;
-      fill = path: v: evalOptions path m.options v;
+      fill =
+        path: v:
+        if m ? freeformType then
+          let
+            free = removeAttrs v (attrNames m.options);
+          in
+          if m.freeformType.check free then
+            m.freeformType.fill path free // evalOptions path m.options (removeAttrs v (attrNames free))
+          else
+            throw "stub: ${path}: ${toJSON free} is not a ${m.freeformType.description}"
+        else
+          evalOptions path m.options v;
       subOptions = m.options;
     };
   };
