@@ -17,7 +17,9 @@
 //  3. interval is a whole number of seconds, minutes or hours, at most a
 //     day;
 //  4. count is from 1 to proto.MaxAnalysisCount; the limits are not
-//     negative.
+//     negative;
+//  5. source, when given, is a Prometheus source name
+//     (proto.ValidSourceName).
 package analysis
 
 import (
@@ -95,7 +97,19 @@ func Problems(a proto.Analysis) []string {
 	if a.InconclusiveLimit < 0 {
 		out = append(out, fmt.Sprintf("inconclusiveLimit %d is negative", a.InconclusiveLimit))
 	}
+	if a.Source != "" && !proto.ValidSourceName(a.Source) {
+		out = append(out, SourceNameProblem(a.Source))
+	}
 	return out
+}
+
+// SourceNameProblem says why name is not a Prometheus source name
+// (proto.ValidSourceName).
+func SourceNameProblem(name string) string {
+	if name == proto.DefaultSource {
+		return fmt.Sprintf("source %q is reserved: leave source out to query the control plane's default Prometheus", name)
+	}
+	return fmt.Sprintf("source %q must be 1 to %d of a-z, 0-9, '_' and '-', starting with a letter or digit", name, proto.MaxSourceNameLen)
 }
 
 // queryProblems reports unknown placeholders, once each in the order they

@@ -45,6 +45,16 @@ func TestProblems(t *testing.T) {
 		{"no count", func(a *proto.Analysis) { a.Count = 0 }, []string{"count 0 must be between 1 and 1000"}},
 		{"negative limits", func(a *proto.Analysis) { a.FailureLimit, a.InconclusiveLimit = -1, -2 },
 			[]string{"failureLimit -1 is negative", "inconclusiveLimit -2 is negative"}},
+		{"a source", func(a *proto.Analysis) { a.Source = "team-a_2" }, nil},
+		{"a source of 63 characters", func(a *proto.Analysis) { a.Source = strings.Repeat("a", 63) }, nil},
+		{"a source of 64 characters", func(a *proto.Analysis) { a.Source = strings.Repeat("a", 64) },
+			[]string{`source "` + strings.Repeat("a", 64) + `" must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit`}},
+		{"a source in capitals", func(a *proto.Analysis) { a.Source = "Team-A" },
+			[]string{`source "Team-A" must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit`}},
+		{"a source starting with a dash", func(a *proto.Analysis) { a.Source = "-a" },
+			[]string{`source "-a" must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit`}},
+		{"the default source by name", func(a *proto.Analysis) { a.Source = "default" },
+			[]string{`source "default" is reserved: leave source out to query the control plane's default Prometheus`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := good()

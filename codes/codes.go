@@ -75,6 +75,7 @@ const (
 	MeasurementSuccessful   = "measurement_successful"
 	MeasurementFailed       = "measurement_failed"
 	MeasurementInconclusive = "measurement_inconclusive"
+	AnalysisSourceUnknown   = "analysis_source_unknown"
 )
 
 // Host transitions: reasons the reconciler records for a host.
@@ -256,6 +257,7 @@ var registry = []Info{
 	{MeasurementSuccessful, 0, exitNone, "an analysis query's result met its successCondition"},
 	{MeasurementFailed, 0, exitNone, "an analysis query's result met its failureCondition, or missed its successCondition"},
 	{MeasurementInconclusive, 0, exitNone, "an analysis query gave no usable result (no data, an error, Prometheus unreachable)"},
+	{AnalysisSourceUnknown, 0, exitNone, "an analysis names a Prometheus source the control plane does not have: its measurements are inconclusive"},
 
 	{Dispatched, 0, exitNone, "the host was given its target"},
 	{CatchUp, 0, exitNone, "a skipped host came back and is given the current target"},

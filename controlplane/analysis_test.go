@@ -2,6 +2,9 @@ package controlplane_test
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +13,7 @@ import (
 	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
@@ -43,9 +47,18 @@ type analysisFixture struct {
 
 func newAnalysisFixture(t *testing.T, backend, onFailure string) *analysisFixture {
 	t.Helper()
+	return newAnalysisFixtureOf(t, backend, onFailure, []proto.Analysis{errorRatio}, nil)
+}
+
+// newAnalysisFixtureOf is newAnalysisFixture with other analyses, and
+// tune (when not nil) to change the control plane's configuration, given
+// the exporter.
+func newAnalysisFixtureOf(t *testing.T, backend, onFailure string, analyses []proto.Analysis,
+	tune func(*controlplane.Config, *promtest.Exporter)) *analysisFixture {
+	t.Helper()
 	exp := promtest.NewExporter(t)
 	spec := smallSpec()
-	spec.Analysis, spec.OnHealthFailure = []proto.Analysis{errorRatio}, onFailure
+	spec.Analysis, spec.OnHealthFailure = analyses, onFailure
 	for _, h := range spec.Hosts {
 		exp.Set("app_error_ratio", "host", h.Name, 0.01)
 	}
@@ -54,6 +67,9 @@ func newAnalysisFixture(t *testing.T, backend, onFailure string) *analysisFixtur
 	e := newEnv(t, backend, spec, func(c *controlplane.Config) {
 		c.Clock = clock.Real{}
 		c.Prometheus.URL = srv.URL()
+		if tune != nil {
+			tune(c, exp)
+		}
 	})
 	roots, err := trust.ParseRoots(e.repo.TrustJSON())
 	if err != nil {
@@ -238,5 +254,92 @@ func TestAnalysisInconclusiveHaltsAndResumes(t *testing.T) {
 	}
 	if r.Analyses[0].Forgiven == 0 {
 		t.Errorf("wave 0's run %+v forgave nothing", r.Analyses[0])
+	}
+}
+
+// TestAnalysisSources: one analysis on the default Prometheus, another
+// on source team-a, a Prometheus that wants basic auth behind a
+// multi-tenant gateway that wants team-a's X-Scope-OrgID (as Mimir's
+// does). Both measure with their own source's credentials and tenant,
+// succeed, and the rollout converges.
+func TestAnalysisSources(t *testing.T) {
+	t.Parallel()
+	tenant := errorRatio
+	tenant.Name, tenant.Source = "tenant-error-ratio", "team-a"
+	var gw *promtest.Gateway
+	f := newAnalysisFixtureOf(t, "sqlite", proto.OnHealthFailureHalt, []proto.Analysis{errorRatio, tenant},
+		func(c *controlplane.Config, exp *promtest.Exporter) {
+			team := promtest.StartBasicAuth(t, []string{exp.Target()}, "team-a", "s3cret")
+			team.WaitScraped(`app_error_ratio{host="web-3"}`)
+			gw = team.NewGateway("team-a")
+			password := filepath.Join(t.TempDir(), "password")
+			if err := os.WriteFile(password, []byte("s3cret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c.PrometheusSources = []prom.Source{{Name: "team-a", Config: prom.Config{URL: gw.URL(),
+				BasicAuthUser: "team-a", BasicAuthPasswordFile: password, Headers: http.Header{"X-Scope-Orgid": {"team-a"}}}}}
+		})
+	f.await(60*time.Second, "the first release's rollout converges", func() bool {
+		f.step()
+		return f.rollout(rolloutID("stable", 1)).State == string(reconciler.RolloutConverged)
+	})
+	before := gw.Forwarded() // the first release's analyses
+	f.push()
+	r := f.until("the rollout converges", func(r proto.Rollout) bool { return r.State == string(reconciler.RolloutConverged) })
+	if len(r.Analyses) != 4 {
+		t.Fatalf("analysis runs %+v, want two per wave", r.Analyses)
+	}
+	for _, run := range r.Analyses {
+		if run.Outcome != string(analysis.Successful) || run.Successful != 3 {
+			t.Errorf("wave %d %s: %+v, want successful with 3 measurements", run.Wave, run.Name, run)
+		}
+	}
+	if n := gw.Forwarded() - before; n != 6 {
+		t.Errorf("team-a's gateway forwarded %d queries, want 6 (3 a wave)", n)
+	}
+}
+
+// TestAnalysisUnknownSourceHolds: the release's analysis names source
+// team-z, which the control plane does not have. The release is
+// accepted with a warning naming it; the canary's measurements are
+// inconclusive (analysis_source_unknown, saying how to configure the
+// source) without a query, the run ends inconclusive and the rollout
+// halts for an operator: wave 1 is never dispatched.
+func TestAnalysisUnknownSourceHolds(t *testing.T) {
+	t.Parallel()
+	f := newAnalysisFixtureOf(t, "sqlite", proto.OnHealthFailureRollbackAndHalt, []proto.Analysis{errorRatio},
+		func(c *controlplane.Config, _ *promtest.Exporter) {
+			c.PrometheusSources = []prom.Source{{Name: "team-a", Config: prom.Config{URL: c.Prometheus.URL}}}
+		})
+	unknown := errorRatio
+	unknown.Source = "team-z"
+	f.spec.Analysis = []proto.Analysis{unknown}
+	id := f.push()
+	r := f.until("the rollout halts", func(r proto.Rollout) bool { return r.State == string(reconciler.RolloutHalted) })
+	if r.Reason.Code != codes.AnalysisInconclusive || !strings.Contains(r.Next, "resume") {
+		t.Fatalf("halted with %s (%s), next %q; want analysis_inconclusive and a resume", r.Reason.Code, r.Reason.Message, r.Next)
+	}
+	if len(r.Analyses) != 1 || r.Analyses[0].Outcome != string(analysis.Inconclusive) || r.Analyses[0].Last.Code != codes.AnalysisSourceUnknown {
+		t.Errorf("analysis runs %+v, want wave 0's inconclusive for its unknown source", r.Analyses)
+	}
+	evs := f.events(id)
+	if n := count(evs, reconciler.EventAnalysisMeasured, codes.AnalysisSourceUnknown); n != 2 {
+		t.Errorf("%d measurements of the unknown source journalled, want 2", n)
+	}
+	for _, e := range evs {
+		if e.Reason.Code == codes.AnalysisSourceUnknown &&
+			!strings.Contains(e.Reason.Message, `names Prometheus source "team-z", which this control plane does not have (its sources: team-a): add a [[prometheus.source]] table with name = "team-z"`) {
+			t.Errorf("a measurement of the unknown source says %q; want it to say which and how to configure it", e.Reason.Message)
+		}
+		if e.Wave == 1 && e.To == string(reconciler.HostActivating) {
+			t.Errorf("%s of wave 1 was dispatched", e.Host)
+		}
+	}
+	f.logMu.Lock()
+	logged := f.log.String()
+	f.logMu.Unlock()
+	if !strings.Contains(logged, "the release's analyses name Prometheus sources this control plane does not have") ||
+		!strings.Contains(logged, `"sources":["team-z"]`) {
+		t.Error("no warning that the accepted release names an unknown source")
 	}
 }

@@ -1,13 +1,18 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
@@ -22,9 +27,13 @@ import (
 //     list of measurements due (Output.Measure); a replica that stops
 //     leading hands it nothing, and it forgets the list;
 //  2. when a measurement is due it reads the rollout, fills in the
-//     analysis's query for the wave's hosts, asks Prometheus for it at
+//     analysis's query for the wave's hosts, asks the Prometheus source
+//     the analysis names (its default one when it names none) for it at
 //     that moment, and records what came back — the series, or the error
-//     that left none — as one measurement, then asks for a tick;
+//     that left none — as one measurement, then asks for a tick; an
+//     analysis naming a source this replica does not have is recorded
+//     without a query, as a reconciler.SourceUnknownError saying how to
+//     configure it, which the tick judges inconclusive;
 //  3. measurements run concurrently, each at most once at a time, and
 //     never block a tick or a check-in; a query that hangs ends with its
 //     timeout, as an inconclusive measurement.
@@ -32,7 +41,7 @@ import (
 // The reconciler judges the results: the analyzer only reports them.
 type analyzer struct {
 	st    store.Store
-	prom  *prom.Client
+	prom  *prom.Sources
 	clock clock.Clock
 	board *board
 	log   *slog.Logger
@@ -43,18 +52,22 @@ type analyzer struct {
 	mu       sync.Mutex
 	due      []reconciler.MeasureRequest
 	inFlight map[reconciler.MeasureRequest]bool
+	// recorded are the measurements of due recorded since the tick that
+	// asked for them: not taken again while a tick that has not read them
+	// yet still asks.
+	recorded map[reconciler.MeasureRequest]bool
 	changed  chan struct{}
 	wg       sync.WaitGroup
 }
 
-func newAnalyzer(st store.Store, p *prom.Client, clk clock.Clock, b *board, log *slog.Logger,
+func newAnalyzer(st store.Store, p *prom.Sources, clk clock.Clock, b *board, log *slog.Logger,
 	reg *prometheus.Registry) *analyzer {
 	a := &analyzer{st: st, prom: p, clock: clk, board: b, log: log,
-		inFlight: map[reconciler.MeasureRequest]bool{}, changed: make(chan struct{}, 1)}
+		inFlight: map[reconciler.MeasureRequest]bool{}, recorded: map[reconciler.MeasureRequest]bool{}, changed: make(chan struct{}, 1)}
 	a.queries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_analysis_queries_total",
-		Help: "Canary analysis queries sent to Prometheus, by result (ok: a result came back; error: none did).",
-	}, []string{"result"})
+		Help: "Canary analysis queries sent to Prometheus, by source (default, or a [[prometheus.source]]'s name) and result (ok: a result came back; error: none did).",
+	}, []string{"source", "result"})
 	a.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "nixfleet_analysis_query_duration_seconds", Help: "Time Prometheus took to answer a canary analysis query.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -68,6 +81,11 @@ func newAnalyzer(st store.Store, p *prom.Client, clk clock.Clock, b *board, log 
 func (a *analyzer) schedule(due []reconciler.MeasureRequest) {
 	a.mu.Lock()
 	a.due = due
+	for r := range a.recorded {
+		if !slices.Contains(due, r) {
+			delete(a.recorded, r)
+		}
+	}
 	a.mu.Unlock()
 	select {
 	case a.changed <- struct{}{}:
@@ -115,7 +133,7 @@ func (a *analyzer) ready() (next time.Time, ready []reconciler.MeasureRequest) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.due {
-		if a.inFlight[r] {
+		if a.inFlight[r] || a.recorded[r] {
 			continue
 		}
 		if r.At.After(now) {
@@ -158,19 +176,26 @@ func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
 	}
 	m.Query = reconciler.AnalysisQuery(&ro, r.Wave, spec)
 	m.At = a.clock.Now().UTC()
-	start := time.Now()
-	samples, err := a.prom.Query(ctx, m.Query, m.At)
-	if ctx.Err() != nil {
-		return // shutting down: not a verdict on the wave
-	}
-	a.duration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		m.Error = err.Error()
-		a.queries.WithLabelValues("error").Inc()
-		a.log.Warn("analysis query failed", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis, "seq", r.Seq, "err", err)
+	if client, ok := a.prom.Client(spec.Source); !ok {
+		m.Error = reconciler.SourceUnknownError(unknownSource(spec, a.prom.Names()))
+		a.log.Warn("analysis names an unknown Prometheus source", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis,
+			"seq", r.Seq, "source", spec.Source, "code", codes.AnalysisSourceUnknown)
 	} else {
-		m.Samples = samples
-		a.queries.WithLabelValues("ok").Inc()
+		source := cmp.Or(spec.Source, proto.DefaultSource)
+		start := time.Now()
+		samples, err := client.Query(ctx, m.Query, m.At)
+		if ctx.Err() != nil {
+			return // shutting down: not a verdict on the wave
+		}
+		a.duration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.Error = err.Error()
+			a.queries.WithLabelValues(source, "error").Inc()
+			a.log.Warn("analysis query failed", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis, "seq", r.Seq, "source", source, "err", err)
+		} else {
+			m.Samples = samples
+			a.queries.WithLabelValues(source, "ok").Inc()
+		}
 	}
 	if _, err := a.st.RecordMeasurement(ctx, m); err != nil {
 		if ctx.Err() == nil {
@@ -178,7 +203,35 @@ func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
 		}
 		return
 	}
+	a.mu.Lock()
+	a.recorded[r] = true
+	a.mu.Unlock()
 	a.board.post(wakeTick)
+}
+
+// unknownSource says that an analysis names a Prometheus source the
+// control plane does not have (known: its named sources), and how to
+// configure it.
+func unknownSource(a proto.Analysis, known []string) string {
+	have := "none besides its default"
+	if len(known) > 0 {
+		have = strings.Join(known, ", ")
+	}
+	return fmt.Sprintf("analysis %s names Prometheus source %q, which this control plane does not have (its sources: %s): "+
+		"add a [[prometheus.source]] table with name = %q to the --config file of every replica and restart them, "+
+		"then resume the rollout; or take source out of the analysis to use the default Prometheus", a.Name, a.Source, have, a.Source)
+}
+
+// unknownSources returns the Prometheus sources that the analyses of a
+// channel's rollout policy name and sources lacks, in the policy's order.
+func unknownSources(f *proto.FleetResolved, channel string, sources *prom.Sources) []string {
+	var out []string
+	for _, a := range f.RolloutPolicies[f.Channels[channel].RolloutPolicy].HealthGate.Analysis {
+		if _, ok := sources.Client(a.Source); !ok && !slices.Contains(out, a.Source) {
+			out = append(out, a.Source)
+		}
+	}
+	return out
 }
 
 // specOf finds a rollout's analysis by name.

@@ -64,8 +64,13 @@ type Config struct {
 	// Tunables go to the reconciler.
 	Tunables reconciler.Tunables
 	// Prometheus is where canary analyses are measured (rfcs/0006
-	// §Canary analysis); no URL: every measurement is inconclusive.
+	// §Canary analysis): the default source, for analyses that name none;
+	// no URL: their every measurement is inconclusive.
 	Prometheus prom.Config
+	// PrometheusSources are the named Prometheus sources analyses may
+	// name (proto.Analysis.Source); a measurement of an analysis naming
+	// another is inconclusive (analysis_source_unknown).
+	PrometheusSources []prom.Source
 	// RateLimit bounds how fast each client may call the API (rfcs/0006
 	// §Rate limits). The zero value serves without limits; cmd/nixfleet-cp
 	// sets the Default… values. --insecure-dev has none.

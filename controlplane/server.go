@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.DB == "" {
 		cfg.DB = "sqlite://" + filepath.Join(cfg.StateDir, "nixfleet-cp.db")
 	}
-	pc, err := prom.New(cfg.Prometheus)
+	pc, err := prom.NewSources(cfg.Prometheus, cfg.PrometheusSources)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
@@ -114,7 +114,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.statuses = newStatusBatcher(st, m.statusBatch)
 	s.src = newSource(cfg.Repo, cfg.StateDir, roots, st, cfg.Clock, log, m)
 	s.src.watch, _ = CheckWatchRefs(cfg.WatchRefs) // checked by cfg.check
-	s.src.ids, s.src.board = s.ids, s.board
+	s.src.ids, s.src.board, s.src.prom = s.ids, s.board, pc
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule

@@ -24,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/internal/clock"
 	"github.com/nixfleet/nixfleet/manifest"
@@ -85,6 +86,9 @@ type source struct {
 	m        *metrics
 	ids      *identities // takes the host keys of each verified fleet; nil in tests that need none
 	board    *board      // wakeTick when a release is stored
+	// prom are the Prometheus sources of the canary analyses: a new
+	// release whose analyses name another is logged (warnUnknownSources).
+	prom *prom.Sources
 	// reacting, when set, is told when a poll starts reading moved refs
 	// and called back when it ends (ticker.releaseBegins).
 	reacting func() (end func())
@@ -473,11 +477,28 @@ func (s *source) storeVerified(ctx context.Context, batch []verified, st *stager
 			continue
 		}
 		s.seen[v.channel] = v.hash
+		if errs[i] == nil {
+			s.warnUnknownSources(v)
+		}
 		if f, ok := s.failures[v.channel]; ok && f.Code == codes.StoreUnavailable {
 			delete(s.failures, v.channel)
 		}
 	}
 	return errors.Join(failed...)
+}
+
+// warnUnknownSources logs a warning for a new release whose channel's
+// analyses name Prometheus sources this replica does not have: their
+// measurements will be inconclusive and hold the rollout when it reaches
+// a wave, so an operator should hear of it before.
+func (s *source) warnUnknownSources(v verified) {
+	if v.fleet == nil {
+		return
+	}
+	if unknown := unknownSources(v.fleet, v.channel, s.prom); len(unknown) > 0 {
+		s.log.Warn("the release's analyses name Prometheus sources this control plane does not have: their measurements will be inconclusive and halt the rollout; add [[prometheus.source]] tables to the --config file",
+			"channel", v.channel, "ref", v.rel.Ref, "commit", v.hash.String(), "sources", unknown, "known", s.prom.Names(), "code", codes.AnalysisSourceUnknown)
+	}
 }
 
 // parseKeys starts parsing the host keys of each fleet of the batch, so

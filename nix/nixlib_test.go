@@ -259,8 +259,9 @@ func TestMkFleetReproducesSampleFleet(t *testing.T) {
 // TestMkFleetHealthGateRoundTrip: the health-gate minimums and canary
 // analyses declared in testdata/nix/fleets/promotion.nix reach
 // fleet.resolved as mkFleet writes it (the JSON members, not only the Go
-// fields: an analysis's defaults filled in, an empty failureCondition and
-// an empty list of analyses left out) and, through signing and
+// fields: an analysis's defaults filled in, an analysis's Prometheus
+// source, an empty failureCondition or source and an empty list of
+// analyses left out) and, through signing and
 // projection, the healthGate of each channel's manifest.
 func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -295,7 +296,7 @@ func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 				`"successCondition":"result < 0.01"},` +
 				`{"count":5,"failureCondition":"result > 1","failureLimit":1,"inconclusiveLimit":2,"interval":"30s","name":"latency",` +
 				`"query":"histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{host=~\"{{.HostsRegex}}\",wave=\"{{ .Wave }}\"}[5m])))",` +
-				`"successCondition":"result <= 0.25"},` +
+				`"source":"team-a","successCondition":"result <= 0.25"},` +
 				`{"count":3,"failureLimit":0,"inconclusiveLimit":0,"interval":"1m","name":"up",` +
 				`"query":"min(up{job=\"nixfleet-agent\",host=~\"{{ .HostsRegex }}\"})",` +
 				`"successCondition":"result == 1"}` +
@@ -333,6 +334,7 @@ func TestMkFleetHealthGateRoundTrip(t *testing.T) {
 			Count:             5,
 			FailureLimit:      1,
 			InconclusiveLimit: 2,
+			Source:            "team-a",
 		},
 		{
 			Name:             "up",

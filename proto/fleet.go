@@ -237,6 +237,12 @@ type Analysis struct {
 	// Query is PromQL with placeholders ({{ .HostsRegex }}, {{ .RolloutID }},
 	// {{ .Channel }}, {{ .Wave }}) the control plane fills in for the wave.
 	Query string `json:"query"`
+	// Source names the Prometheus source of the control plane the query
+	// is sent to (a [[prometheus.source]] of its config file, rfcs/0006
+	// §Canary analysis); empty: its default one (--prometheus-url). How to
+	// reach it and its credentials live on the control plane, never here.
+	// ValidSourceName holds its syntax; "default" is reserved.
+	Source string `json:"source,omitempty"`
 	// SuccessCondition is "result <op> <number>": every sample of the
 	// result must meet it.
 	SuccessCondition string `json:"successCondition"`
@@ -244,6 +250,33 @@ type Analysis struct {
 
 // MaxAnalysisCount bounds an analysis's measurements.
 const MaxAnalysisCount = 1000
+
+// MaxSourceNameLen bounds the name of a Prometheus source.
+const MaxSourceNameLen = 63
+
+// DefaultSource is the name no Prometheus source may take: an analysis
+// without a Source is measured on the control plane's default one.
+const DefaultSource = "default"
+
+// ValidSourceName reports whether s can name a Prometheus source (an
+// Analysis's Source, a control plane's [[prometheus.source]]): 1 to
+// MaxSourceNameLen of a-z, 0-9, '_' and '-', starting with a letter or a
+// digit, and not DefaultSource.
+func ValidSourceName(s string) bool {
+	if len(s) == 0 || len(s) > MaxSourceNameLen || s == DefaultSource {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // MetricSample is one series of a query's result: its labels, rendered
 // as PromQL writes them ({instance="web-01"}, empty for a scalar), and

@@ -452,7 +452,7 @@ func richSpec() fleetrepo.Spec {
 			Reason: "year end", Channels: []string{"stable"}}},
 		Approvals: map[string]map[int]proto.Approval{"stable": {1: {Required: true, Approvers: 2}}},
 		Analysis: []proto.Analysis{{Name: "error-rate", Query: `sum(rate(errors_total{host=~"{{ .HostsRegex }}"}[2m]))`,
-			SuccessCondition: "result < 0.01", FailureCondition: "result > 0.05", Interval: "1m", Count: 5, InconclusiveLimit: 1}},
+			SuccessCondition: "result < 0.01", FailureCondition: "result > 0.05", Interval: "1m", Count: 5, InconclusiveLimit: 1, Source: "team-a"}},
 	}
 }
 

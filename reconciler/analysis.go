@@ -146,6 +146,9 @@ func (t *tick) count(w *work, i int, spec proto.Analysis) {
 		n := run.Successful + run.Failed + run.Inconclusive
 		code := map[analysis.Outcome]string{analysis.Successful: codes.MeasurementSuccessful,
 			analysis.Failed: codes.MeasurementFailed, analysis.Inconclusive: codes.MeasurementInconclusive}[outcome]
+		if why, ok := sourceUnknown(m.Error); ok {
+			code, msg = codes.AnalysisSourceUnknown, "no result: "+why
+		}
 		run.Last = Reason{Code: code, Message: msg}
 		t.emit(Event{Kind: EventAnalysisMeasured, RolloutID: w.r.ID, Channel: w.r.Channel, Wave: run.Wave,
 			Reason: Reason{Code: code, Message: fmt.Sprintf("analysis %s of %s, measurement %d of %d: %s: %s; query: %s",
@@ -172,6 +175,17 @@ func (t *tick) count(w *work, i int, spec proto.Analysis) {
 			return
 		}
 	}
+}
+
+// SourceUnknownError is the Error of a measurement the control plane did
+// not take because its analysis names a Prometheus source it does not
+// have: the code analysis_source_unknown, ": " and why. The tick journals
+// such a measurement as inconclusive with that code (rule 16).
+func SourceUnknownError(why string) string { return codes.AnalysisSourceUnknown + ": " + why }
+
+// sourceUnknown returns why of a SourceUnknownError.
+func sourceUnknown(err string) (why string, ok bool) {
+	return strings.CutPrefix(err, codes.AnalysisSourceUnknown+": ")
 }
 
 // runCounts says how a run's measurements came out, against its limits.

@@ -199,6 +199,17 @@ var analysisScenarios = []goldenCase{
 			wantEventSaying(rc.EventRolloutTransition, codes.AnalysisInconclusive, "resume (measures again) or roll back"), wantIntents()),
 	},
 	{
+		name: "rule16-unknown-source-is-inconclusive",
+		desc: "rule 16: the analysis names a Prometheus source the control plane does not have: the measurement is inconclusive with analysis_source_unknown, past inconclusiveLimit 0, and the rollout halts for an operator",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureRollbackAndHalt, errorRate(func(a *proto.Analysis) { a.Source = "team-a" }))
+			s.measure(id1, 0, "error-rate", 1, "", rc.SourceUnknownError(`the control plane has no Prometheus source "team-a"`))
+		},
+		check: all(wantEventSaying(rc.EventAnalysisMeasured, codes.AnalysisSourceUnknown, `inconclusive: no result: the control plane has no Prometheus source "team-a"`),
+			wantEvent(rc.EventAnalysisCompleted, "", "", codes.AnalysisInconclusive),
+			wantEventSaying(rc.EventRolloutTransition, codes.AnalysisInconclusive, "resume (measures again) or roll back"), wantIntents()),
+	},
+	{
 		name: "rule16-no-data-is-inconclusive",
 		desc: "rule 16: the query returned no series: inconclusive, within inconclusiveLimit 1; the run goes on",
 		build: func(s *scenario) {

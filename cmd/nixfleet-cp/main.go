@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,7 +69,9 @@ func serveCommand() *cli.Command {
 			"insecure-dev = false). Flags win over the environment, which wins over the\n" +
 			"file. A file that starts with { is read as the former JSON format, deprecated.\n" +
 			"The file may also hold [[notifications.webhook]] tables: the webhooks the\n" +
-			"journal is sent to (rfcs/0006 §Notifications).",
+			"journal is sent to (rfcs/0006 §Notifications); and [[prometheus.source]]\n" +
+			"tables: the named Prometheus servers canary analyses may query besides\n" +
+			"the --prometheus-* one (rfcs/0006 §Canary analysis).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "TOML config `FILE`: keys are flag names (rfcs/0006)"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8443", EnvVars: env("listen"), Usage: "listen `ADDRESS`"},
@@ -147,8 +150,9 @@ func serve(c *cli.Context) error {
 func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 	var cfg controlplane.Config
 	var sinks []notify.Sink
+	var sources []prom.Source
 	src, err := cliapp.Configure(c, cliapp.ConfigFile{Path: c.String("config"), LegacyJSON: checkJSON,
-		Sections: map[string]func(*cliapp.Section) error{"notifications": readNotifications(&sinks)}})
+		Sections: map[string]func(*cliapp.Section) error{"notifications": readNotifications(&sinks), "prometheus": readPrometheus(&sources)}})
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -214,27 +218,27 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		}
 		cfg.WebhookSecret = strings.TrimSpace(string(b))
 	}
-	cfg.Notifications, cfg.Version = sinks, c.App.Version
+	cfg.Notifications, cfg.PrometheusSources, cfg.Version = sinks, sources, c.App.Version
 	return cfg, log, nil
 }
 
-// promHeaders reads the --prometheus-header values, "Name: value" each.
-// Authorization is refused: the auth flags set it, and a secret does not
-// belong on a command line.
+// promHeaders reads the --prometheus-header values, "Name: value" each
+// (promHeader).
 func promHeaders(vals []string) (http.Header, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
 	h := http.Header{}
 	for _, v := range vals {
-		name, value, ok := strings.Cut(v, ":")
-		if name = strings.TrimSpace(name); !ok || name == "" {
-			return nil, fmt.Errorf("--prometheus-header %q: want 'Name: value'", v)
+		name, value, err := promHeader(v)
+		switch {
+		case errors.Is(err, errAuthorization):
+			name, _, _ := strings.Cut(v, ":")
+			return nil, fmt.Errorf("--prometheus-header %s: use --prometheus-bearer-token-file or --prometheus-basic-auth-user and -password-file", strings.TrimSpace(name))
+		case err != nil:
+			return nil, fmt.Errorf("--prometheus-header %q: %w", v, err)
 		}
-		if http.CanonicalHeaderKey(name) == "Authorization" {
-			return nil, fmt.Errorf("--prometheus-header %s: use --prometheus-bearer-token-file or --prometheus-basic-auth-user and -password-file", name)
-		}
-		h.Add(name, strings.TrimSpace(value))
+		h.Add(name, value)
 	}
 	return h, nil
 }

@@ -155,12 +155,22 @@ func (w webhookConfig) sink(sec *cliapp.Section, key string) (notify.Sink, error
 // readSetting reads a file a setting names, with ${CREDENTIALS_DIRECTORY}
 // in its name as that environment variable.
 func readSetting(name string) ([]byte, error) {
+	name, err := expandSetting(name)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(name)
+}
+
+// expandSetting returns the file name a setting gives, with
+// ${CREDENTIALS_DIRECTORY} in it as that environment variable.
+func expandSetting(name string) (string, error) {
 	if strings.Contains(name, credentialsDir) {
 		dir := os.Getenv("CREDENTIALS_DIRECTORY")
 		if dir == "" {
-			return nil, fmt.Errorf("%s is not set (systemd sets it for a unit with LoadCredential)", credentialsDir)
+			return "", fmt.Errorf("%s is not set (systemd sets it for a unit with LoadCredential)", credentialsDir)
 		}
 		name = strings.ReplaceAll(name, credentialsDir, dir)
 	}
-	return os.ReadFile(name)
+	return name, nil
 }

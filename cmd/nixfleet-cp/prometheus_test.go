@@ -103,3 +103,90 @@ prometheus-proxy-url = "http://proxy.example.org:3128"
 		}
 	}
 }
+
+// TestPrometheusSourceSettings: the --config file's [[prometheus.source]]
+// tables become the replica's named Prometheus sources, with the
+// settings and the checks of the --prometheus-* flags and
+// ${CREDENTIALS_DIRECTORY} expanded in file names; a mistake in one is a
+// usage error naming the file, the line and the key, also in the second
+// table.
+func TestPrometheusSourceSettings(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"password", "token"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("s3cret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", dir)
+	sources := func(body string) ([]prom.Source, int, string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "cp.toml")
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, code, out := configured(t, "--config", file)
+		return cfg.PrometheusSources, code, strings.TrimPrefix(out, "nixfleet-cp: bad config file: "+file)
+	}
+
+	got, code, out := sources(`prometheus-url = "http://127.0.0.1:9090"
+
+[[prometheus.source]]
+name = "team-a"
+url = "https://mimir.example.org/prometheus"
+basic-auth-user = "team-a"
+basic-auth-password-file = "${CREDENTIALS_DIRECTORY}/password"
+header = ["X-Scope-OrgID: team-a"]
+timeout = "5s"
+
+[[prometheus.source]]
+name = "thanos_eu-1"
+url = "http://thanos.example.org:10902"
+bearer-token-file = "` + filepath.Join(dir, "token") + `"
+proxy-url = "http://proxy.example.org:3128"
+`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	want := []prom.Source{
+		{Name: "team-a", Config: prom.Config{URL: "https://mimir.example.org/prometheus", BasicAuthUser: "team-a",
+			BasicAuthPasswordFile: filepath.Join(dir, "password"), Headers: http.Header{"X-Scope-Orgid": {"team-a"}}, Timeout: 5 * time.Second}},
+		{Name: "thanos_eu-1", Config: prom.Config{URL: "http://thanos.example.org:10902", BearerTokenFile: filepath.Join(dir, "token"),
+			ProxyURL: "http://proxy.example.org:3128"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sources (-want +got):\n%s", diff)
+	}
+
+	const ok = "[[prometheus.source]]\nname = \"a\"\nurl = \"https://a.example\"\n"
+	for _, tc := range []struct{ name, in, err string }{
+		{"unknown key", ok + "password = \"x\"\n",
+			`:4: unknown key "prometheus.source[0].password" (known in [prometheus.source]: name, url, ca, cert, key, bearer-token-file, basic-auth-user, basic-auth-password-file, header, proxy-url, timeout)`},
+		{"no name", "[[prometheus.source]]\nurl = \"https://a.example\"\n", `:1: "prometheus.source[0]" has no name`},
+		{"bad name", ok + "[[prometheus.source]]\nname = \"Team A\"\n", `:5: "prometheus.source[1].name" is "Team A"; want 1 to 63 of a-z, 0-9, _ and -`},
+		{"the default's name", "[[prometheus.source]]\nname = \"default\"\n", `:2: "prometheus.source[0].name" is "default", which names the --prometheus-* source`},
+		{"same name", ok + ok, `:5: "prometheus.source[1].name" is "a", the name of prometheus.source[0] too: names must differ`},
+		{"no url", ok + "[[prometheus.source]]\nname = \"b\"\n", `:4: "prometheus.source[1]" has no url`},
+		{"not a URL", "[[prometheus.source]]\nname = \"a\"\nurl = \"prometheus:9090\"\n", `:1: "prometheus.source[0]" cannot be used: "prometheus:9090" is not an http or https URL`},
+		{"Authorization as a header", ok + "header = [\"X-Scope-OrgID: a\", \"authorization: Bearer x\"]\n",
+			`:4: "prometheus.source[0].header[1]" is "authorization: Bearer x": the authentication settings set the Authorization header: use bearer-token-file, or basic-auth-user and basic-auth-password-file`},
+		{"a header without a colon", ok + "header = [\"X-Scope-OrgID a\"]\n", `:4: "prometheus.source[0].header[0]" is "X-Scope-OrgID a": want 'Name: value'`},
+		{"basic auth and a bearer token", ok + "basic-auth-user = \"u\"\nbearer-token-file = \"${CREDENTIALS_DIRECTORY}/token\"\n",
+			`:1: "prometheus.source[0]" cannot be used: basic auth and a bearer token together: give one`},
+		{"a missing password file", ok + "basic-auth-user = \"u\"\nbasic-auth-password-file = \"${CREDENTIALS_DIRECTORY}/none\"\n",
+			`:1: "prometheus.source[0]" cannot be used: basic auth password: open ` + filepath.Join(dir, "none")},
+		{"a zero timeout", ok + "timeout = \"0s\"\n", `:4: "prometheus.source[0].timeout" is 0s; want more than 0`},
+		{"not an array of tables", "[prometheus.source]\nname = \"a\"\n", `:1: "prometheus.source" is a table; want an array of tables`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, code, out := sources(tc.in); code != 2 || !strings.HasPrefix(out, tc.err) {
+				t.Errorf("exit %d (want 2), output:\n%s\nwant the prefix\n%s", code, out, tc.err)
+			}
+		})
+	}
+
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	if _, code, out := sources(ok + "bearer-token-file = \"${CREDENTIALS_DIRECTORY}/token\"\n"); code != 2 ||
+		!strings.Contains(out, `:4: "prometheus.source[0].bearer-token-file" cannot be used: ${CREDENTIALS_DIRECTORY} is not set`) {
+		t.Errorf("without a credentials directory: exit %d, %s", code, out)
+	}
+}

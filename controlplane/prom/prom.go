@@ -20,6 +20,11 @@
 //  3. every error says what failed: the reconciler records it as the
 //     reason of an inconclusive measurement. Warnings in an answer are
 //     ignored.
+//
+// A control plane may know several Prometheus servers (Sources): its
+// default one and named ones, each with its own address, credentials and
+// headers (a Mimir, Cortex or Thanos tenant each); an analysis names the
+// one it is measured on (proto.Analysis.Source).
 package prom
 
 import (
@@ -186,6 +191,78 @@ func checkSecret(what, path string) error {
 		return fmt.Errorf("prom: %s file %s is empty", what, path)
 	}
 	return nil
+}
+
+// Source is a named Prometheus of the control plane (a
+// [[prometheus.source]] of nixfleet-cp's config file).
+type Source struct {
+	// Name is what analyses call it (proto.ValidSourceName).
+	Name string
+	Config
+}
+
+// Sources are the clients of a control plane's Prometheus servers: the
+// default one, which analyses without a source are measured on, and the
+// named ones.
+type Sources struct {
+	def   *Client
+	named map[string]*Client
+}
+
+// NewSources checks the default configuration and every named source
+// (New's checks; a name of proto.ValidSourceName, not repeated; a URL) and
+// builds their clients. An error names the source.
+func NewSources(def Config, named []Source) (*Sources, error) {
+	c, err := New(def)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sources{def: c, named: make(map[string]*Client, len(named))}
+	for _, src := range named {
+		switch {
+		case !proto.ValidSourceName(src.Name):
+			return nil, fmt.Errorf("prom: source %q: want 1 to %d of a-z, 0-9, _ and -, starting with a letter or digit, not %q",
+				src.Name, proto.MaxSourceNameLen, proto.DefaultSource)
+		case s.named[src.Name] != nil:
+			return nil, fmt.Errorf("prom: source %q is configured twice", src.Name)
+		case src.URL == "":
+			return nil, fmt.Errorf("prom: source %q has no URL", src.Name)
+		}
+		c, err := New(src.Config)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", src.Name, err)
+		}
+		s.named[src.Name] = c
+	}
+	return s, nil
+}
+
+// Client returns the client of the source an analysis names ("": the
+// default one, nil when it has no URL, which answers ErrNotConfigured);
+// ok is false when there is no source of that name. A nil *Sources has
+// only a default source, without a URL.
+func (s *Sources) Client(name string) (c *Client, ok bool) {
+	if s == nil {
+		return nil, name == ""
+	}
+	if name == "" {
+		return s.def, true
+	}
+	c, ok = s.named[name]
+	return c, ok
+}
+
+// Names lists the named sources, sorted.
+func (s *Sources) Names() []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, 0, len(s.named))
+	for n := range s.named {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // URL is the server's base URL, for messages ("" for a nil client).

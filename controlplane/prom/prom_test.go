@@ -307,3 +307,86 @@ func TestQueryCapsTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestSources: a control plane's default Prometheus and a named source
+// behind a tenant gateway that wants basic auth: each analysis's source
+// picks its client, with its own credentials and tenant; an unknown name
+// has none. NewSources refuses bad names, a name given twice, a source
+// without a URL, and a source's own bad settings, naming it.
+func TestSources(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	exp := promtest.NewExporter(t)
+	exp.Set("app_error_ratio", "host", "web-01", 0.25)
+	def := promtest.Start(t, []string{exp.Target()})
+	team := promtest.StartBasicAuth(t, []string{exp.Target()}, "team-a", "s3cret")
+	def.WaitScraped(`app_error_ratio`)
+	team.WaitScraped(`app_error_ratio`)
+	gw := team.NewGateway("team-a")
+	password := filepath.Join(dir, "password")
+	if err := os.WriteFile(password, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	teamA := prom.Config{URL: gw.URL(), BasicAuthUser: "team-a", BasicAuthPasswordFile: password,
+		Headers: http.Header{"X-Scope-Orgid": {"team-a"}}}
+	srcs, err := prom.NewSources(prom.Config{URL: def.URL()}, []prom.Source{
+		{Name: "team-a", Config: teamA},
+		{Name: "team-b", Config: prom.Config{URL: gw.URL(), BasicAuthUser: "team-a", BasicAuthPasswordFile: password,
+			Headers: http.Header{"X-Scope-Orgid": {"team-b"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srcs.Names(); !cmp.Equal(got, []string{"team-a", "team-b"}) {
+		t.Errorf("Names() = %q", got)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct{ source, err string }{
+		{source: ""}, {source: "team-a"}, {source: "team-b", err: "HTTP 403"},
+	} {
+		c, ok := srcs.Client(tc.source)
+		if !ok {
+			t.Fatalf("source %q: none", tc.source)
+		}
+		got, err := c.Query(ctx, `max(app_error_ratio)`, time.Now())
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("source %q: %v, %v; want an error saying %q", tc.source, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !cmp.Equal(got, []proto.MetricSample{{Value: "0.25"}}) {
+			t.Errorf("source %q: %v, %v", tc.source, got, err)
+		}
+	}
+	if gw.Forwarded() != 1 {
+		t.Errorf("the gateway forwarded %d requests, want team-a's one", gw.Forwarded())
+	}
+	if c, ok := srcs.Client("team-c"); ok || c != nil {
+		t.Errorf("an unknown source: %v, %v", c, ok)
+	}
+	var none *prom.Sources
+	if c, ok := none.Client(""); !ok || c != nil {
+		t.Errorf("no sources, the default: %v, %v; want a nil client", c, ok)
+	}
+	if _, ok := none.Client("team-a"); ok {
+		t.Error("no sources: team-a found")
+	}
+
+	for _, tc := range []struct {
+		name  string
+		named []prom.Source
+		err   string
+	}{
+		{"a name in capitals", []prom.Source{{Name: "Team-A", Config: teamA}}, `source "Team-A": want 1 to 63 of a-z`},
+		{"the default source by name", []prom.Source{{Name: "default", Config: teamA}}, `source "default": want`},
+		{"a name given twice", []prom.Source{{Name: "team-a", Config: teamA}, {Name: "team-a", Config: teamA}}, `source "team-a" is configured twice`},
+		{"no URL", []prom.Source{{Name: "team-a"}}, `source "team-a" has no URL`},
+		{"an Authorization header", []prom.Source{{Name: "team-a", Config: prom.Config{URL: "https://p", Headers: http.Header{"Authorization": {"Bearer x"}}}}},
+			`source "team-a": prom: `},
+	} {
+		if _, err := prom.NewSources(prom.Config{}, tc.named); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v; want an error saying %q", tc.name, err, tc.err)
+		}
+	}
+}

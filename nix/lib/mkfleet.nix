@@ -21,7 +21,9 @@
 #     # { selector.all = true; approval = { required = true; approvers = 2; }; }
 #     # canary analysis: queries that judge each wave while it soaks
 #     # rolloutPolicies.canary.healthGate.analysis = [ { name = "error-rate";
-#     #   query = "…{{ .HostsRegex }}…"; successCondition = "result < 0.01"; } ];
+#     #   query = "…{{ .HostsRegex }}…"; successCondition = "result < 0.01";
+#     #   source = "team-a"; } ];  # source: a [[prometheus.source]] of the
+#     #   # control plane (its credentials stay there); none: its default
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -149,7 +151,7 @@ let
   # Input problems of the canary analyses of a health gate g, the member
   # `analysis` of the gate of `where` (absent and null: none): a list of
   # { name; query; successCondition; failureCondition?; interval?; count?;
-  # failureLimit?; inconclusiveLimit?; }, each member of its type. Their
+  # failureLimit?; inconclusiveLimit?; source?; }, each member of its type. Their
   # values (an empty name, a bad condition, a count of 0, …) are the
   # document's business (validate.nix, as analysis.Problems on the Go
   # side), since fleet.resolved carries them as given.
@@ -181,6 +183,7 @@ let
             "count"
             "failureLimit"
             "inconclusiveLimit"
+            "source"
           ];
         } x
         ++ requiredTyped aw xa "name" isString "a string"
@@ -191,12 +194,14 @@ let
         ++ optionalTyped aw xa "count" isInt "an integer (measurements, 1 to 1000)"
         ++ optionalTyped aw xa "failureLimit" isInt "an integer (failed measurements tolerated)"
         ++ optionalTyped aw xa "inconclusiveLimit" isInt "an integer (inconclusive measurements tolerated)"
+        ++ optionalTyped aw xa "source" isString "a string (a Prometheus source of the control plane, like \"team-a\")"
       ) as;
 
   # An analysis as fleet.resolved carries it: the defaults filled in,
-  # failureCondition left out when not given or empty (Go's omitempty:
-  # none), the required members null and the optional ones their defaults
-  # where mistyped (an input problem).
+  # failureCondition and source left out when not given or empty (Go's
+  # omitempty: none; no source is the control plane's default Prometheus),
+  # the required members null and the optional ones their defaults where
+  # mistyped (an input problem).
   analysisOut =
     x:
     let
@@ -216,7 +221,8 @@ let
         { inherit (xa) failureCondition; }
       else
         { }
-    );
+    )
+    // (if isString (xa.source or null) && xa.source != "" then { inherit (xa) source; } else { });
 
   # A window as fleet.resolved carries it: its four members, null where
   # mistyped (an input problem).

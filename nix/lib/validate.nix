@@ -302,6 +302,8 @@ let
   placeholderRE = "[{][{] *[.]([A-Za-z]+) *[}][}]";
   conditionRE = " *result *(<=|>=|==|!=|<|>) *(-?([0-9]{1,15}([.][0-9]{0,15})?|[.][0-9]{1,15})([eE][+-]?[0-9]{1,2})?) *";
   intervalRE = "([1-9][0-9]{0,5})(s|m|h)";
+  # proto.ValidSourceName: a Prometheus source of the control plane.
+  sourceRE = "[a-z0-9][a-z0-9_-]{0,62}";
   intervalUnits = {
     s = 1;
     m = 60;
@@ -352,6 +354,7 @@ let
       n = a.count or null;
       failureLimit = a.failureLimit or null;
       inconclusiveLimit = a.inconclusiveLimit or null;
+      source = a.source or null;
     in
     (
       if !(isString query) then
@@ -381,6 +384,18 @@ let
     ++ (
       if isInt inconclusiveLimit && inconclusiveLimit < 0 then
         [ "inconclusiveLimit ${toString inconclusiveLimit} is negative" ]
+      else
+        [ ]
+    )
+    ++ (
+      if !(isString source) || source == "" then
+        [ ]
+      else if source == "default" then
+        [
+          "source ${u.q source} is reserved: leave source out to query the control plane's default Prometheus"
+        ]
+      else if match sourceRE source == null then
+        [ "source ${u.q source} must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit" ]
       else
         [ ]
     );

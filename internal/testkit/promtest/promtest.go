@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -253,6 +254,55 @@ func (s *Server) waitFor(d time.Duration, what string, cond func() bool) {
 		case <-tk.C:
 		}
 	}
+}
+
+// Gateway is a multi-tenant front of a Prometheus, as a Mimir, Cortex
+// or Thanos gateway is: it answers 401 "no org id" to a request without
+// the tenant header X-Scope-OrgID, 403 to one of another tenant, and
+// forwards the others to the server, its basic auth and all. It is
+// stopped when the test ends.
+type Gateway struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	// tenants are the X-Scope-OrgID of the requests it forwarded.
+	tenants []string
+}
+
+// NewGateway starts a gateway on loopback for tenant in front of s (an
+// http server: not StartTLS's).
+func (s *Server) NewGateway(tenant string) *Gateway {
+	s.t.Helper()
+	target, err := url.Parse(s.URL())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	g := &Gateway{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch org := r.Header.Get("X-Scope-OrgID"); org {
+		case "":
+			http.Error(w, "no org id", http.StatusUnauthorized)
+		case tenant:
+			g.mu.Lock()
+			g.tenants = append(g.tenants, org)
+			g.mu.Unlock()
+			proxy.ServeHTTP(w, r)
+		default:
+			http.Error(w, "unknown tenant "+org, http.StatusForbidden)
+		}
+	}))
+	s.t.Cleanup(g.srv.Close)
+	return g
+}
+
+// URL is the gateway's base URL.
+func (g *Gateway) URL() string { return g.srv.URL }
+
+// Forwarded is how many requests the gateway forwarded.
+func (g *Gateway) Forwarded() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.tenants)
 }
 
 // basicAuth sets the server's own requests' basic auth.

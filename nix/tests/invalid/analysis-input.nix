@@ -25,6 +25,7 @@ in
             count = "5";
             failureLimit = 1.5;
             inconclusiveLimit = null;
+            source = 1;
           }
           { }
           {
@@ -57,6 +58,7 @@ in
     "rollout policy \"all\": healthGate.analysis[1]: interval must be a string such as \"30s\", \"5m\" or \"1h\""
     "rollout policy \"all\": healthGate.analysis[1]: count must be an integer (measurements, 1 to 1000)"
     "rollout policy \"all\": healthGate.analysis[1]: failureLimit must be an integer (failed measurements tolerated)"
+    "rollout policy \"all\": healthGate.analysis[1]: source must be a string (a Prometheus source of the control plane, like \"team-a\")"
     "rollout policy \"all\": healthGate.analysis[2]: name is required"
     "rollout policy \"all\": healthGate.analysis[2]: query is required"
     "rollout policy \"all\": healthGate.analysis[2]: successCondition is required"

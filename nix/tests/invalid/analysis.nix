@@ -4,9 +4,10 @@
 # malformed name takes none, and another gate may reuse a name), the
 # query (empty, too long, unknown placeholders once each in the order
 # they first appear, braces outside a placeholder), the conditions, the
-# interval (its form, then at most 24h), the count and the limits. The
-# bounds themselves, placeholders with and without spaces and an empty
-# failureCondition (none) are fine. Strings with quotes, backslashes and
+# interval (its form, then at most 24h), the count, the limits and the
+# Prometheus source (its form; "default" is reserved). The bounds
+# themselves, placeholders with and without spaces, a source of 63
+# characters and an empty failureCondition or source (none) are fine. Strings with quotes, backslashes and
 # control characters are quoted as Go's %q quotes them.
 { system }:
 let
@@ -14,6 +15,8 @@ let
   waves = c.fleet.rolloutPolicies.all.waves;
   # 4097 bytes.
   longQuery = builtins.concatStringsSep "" (builtins.genList (_: "x") 4097);
+  # The longest source name.
+  long63 = builtins.concatStringsSep "" (builtins.genList (_: "s") 63);
 in
 {
   input = c.fleet // {
@@ -94,6 +97,42 @@ in
             query = "up";
             successCondition = "result == 1";
           }
+          {
+            name = "tenant-a";
+            query = "up";
+            successCondition = "result == 1";
+            source = "Team A";
+          }
+          {
+            name = "tenant-b";
+            query = "up";
+            successCondition = "result == 1";
+            source = "default";
+          }
+          {
+            name = "tenant-c";
+            query = "up";
+            successCondition = "result == 1";
+            source = "-team";
+          }
+          {
+            name = "tenant-d";
+            query = "up";
+            successCondition = "result == 1";
+            source = long63;
+          }
+          {
+            name = "tenant-e";
+            query = "up";
+            successCondition = "result == 1";
+            source = "";
+          }
+          {
+            name = "tenant-f";
+            query = "up";
+            successCondition = "result == 1";
+            source = "${long63}x";
+          }
         ];
       };
     };
@@ -127,5 +166,9 @@ in
     "rollout policy \"all\": healthGate.analysis[6]: query: {{ .wave }} is not a placeholder (known: .HostsRegex, .RolloutID, .Channel, .Wave)"
     "rollout policy \"all\": healthGate.analysis[6]: query: \"{{\" or \"}}\" outside a placeholder"
     ''rollout policy "other": healthGate.analysis[1]: name "a\tb" must be letters, digits, '.', '_' or '-', at most 40 long''
+    "rollout policy \"other\": healthGate.analysis[2]: source \"Team A\" must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit"
+    "rollout policy \"other\": healthGate.analysis[3]: source \"default\" is reserved: leave source out to query the control plane's default Prometheus"
+    "rollout policy \"other\": healthGate.analysis[4]: source \"-team\" must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit"
+    "rollout policy \"other\": healthGate.analysis[7]: source \"${long63}x\" must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit"
   ];
 }

@@ -81,13 +81,16 @@ in
               count = 5;
               failureLimit = 1;
               inconclusiveLimit = 2;
+              source = "team-a";
             }
-            # An empty failureCondition is none: left out.
+            # An empty failureCondition is none, and an empty source the
+            # control plane's default Prometheus: both left out.
             {
               name = "up";
               query = "min(up{job=\"nixfleet-agent\",host=~\"{{ .HostsRegex }}\"})";
               successCondition = "result == 1";
               failureCondition = "";
+              source = "";
               count = 3;
             }
           ];
