@@ -160,3 +160,28 @@ func BenchmarkReconcileAllInFlight(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkForecast measures a forecast of the mid-flight fleet of
+// benchInput, every host taking the default two minutes, over its first
+// 100 ticks: its cost is its ticks times the cost of one (a tick and its
+// Apply). Its racks' budgets of two let 400 hosts through two at a time,
+// so the whole forecast runs thousands of ticks (BENCHMARKS.md).
+func BenchmarkForecast(b *testing.B) {
+	const ticks = 100
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			in := benchInput(b, n)
+			var f rc.ForecastResult
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				f = rc.Forecast(in, rc.Model{MaxTicks: ticks})
+			}
+			if f.Ticks != ticks {
+				b.Fatalf("the forecast ran %d ticks (%s), want %d", f.Ticks, f.Cut, ticks)
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/ticks, "ms/tick")
+			b.ReportMetric(f.Until.Sub(f.From).Minutes(), "simulated-min")
+		})
+	}
+}

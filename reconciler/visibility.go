@@ -29,6 +29,9 @@ import (
 // A check-in later than now (recorded while the tick loaded its input)
 // counts as heard now.
 func (t *tick) heard(o ObservedHost) bool {
+	if o.heardAlways {
+		return true
+	}
 	h := t.in.Tunables.Heard(o.LastSeen, t.now)
 	if h {
 		t.wake(o.LastSeen.Add(t.in.Tunables.offline() + time.Nanosecond)) // it falls silent then
@@ -40,6 +43,9 @@ func (t *tick) heard(o ObservedHost) bool {
 // threshold (Tunables.LateAfter), or never did: it counts toward its
 // channel's silent share.
 func (t *tick) late(o ObservedHost) bool {
+	if o.heardAlways {
+		return false
+	}
 	if t.in.Tunables.Late(o.LastSeen, t.now) {
 		return true
 	}
