@@ -97,7 +97,9 @@ func TestDiff(t *testing.T) {
 			"GET /v1/new: operation added", false},
 		{"response member removed", func(d map[string]any) { delete(at(schemaOf(d, "Thing"), "properties"), "at") },
 			"Thing.at: response member removed", true},
-		{"response member added", func(d map[string]any) { at(schemaOf(d, "Thing"), "properties")["extra"] = map[string]any{"type": "string"} },
+		{"response member added", func(d map[string]any) {
+			at(schemaOf(d, "Thing"), "properties")["extra"] = map[string]any{"type": "string"}
+		},
 			"Thing.extra: response member added", false},
 		{"response member made optional", func(d map[string]any) { schemaOf(d, "Thing")["required"] = []any{"state"} },
 			"Thing.count: response member no longer always present", true},
