@@ -309,12 +309,12 @@ func (s *db) Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, err
 
 // Prune deletes, under the tick lock, events older than before, and
 // terminal rollouts last updated before it that are not the latest of
-// their channel, with their hosts and manifests. A rollout that still
-// matters to a tick — a host in flight, or an unconsumed intent naming it —
-// is kept until it no longer does. The release log loses the refs whose
-// fate is settled and last changed before it: superseded and refused
-// ones, and opened ones whose rollout went. It returns how many events
-// and rollouts went.
+// their channel, with their hosts, manifests, measurements and forecasts.
+// A rollout that still matters to a tick — a host in flight, or an
+// unconsumed intent naming it — is kept until it no longer does. The
+// release log loses the refs whose fate is settled and last changed
+// before it: superseded and refused ones, and opened ones whose rollout
+// went. It returns how many events and rollouts went.
 func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error) {
 	cut := micros(before)
 	err = s.write(ctx, func(tx *txn) error {
@@ -348,7 +348,8 @@ func (s *db) Prune(ctx context.Context, before time.Time) (events, rollouts int6
 		}
 		err = inChunks(ids, idChunk, func(chunk []string) error {
 			// Hosts go with their rollout (no foreign key on PostgreSQL:
-			// 0011), manifests and measurements too (ON DELETE CASCADE).
+			// 0011), manifests, measurements and forecasts too (ON DELETE
+			// CASCADE).
 			for _, table := range []string{"rollout_hosts", "rollout_hosts_owed"} {
 				if _, err := tx.exec(ctx, "DELETE FROM "+table+" WHERE rollout_id IN ("+placeholders(len(chunk))+")", anys(chunk)...); err != nil {
 					return err

@@ -48,6 +48,10 @@
 //     in byte order, also on a PostgreSQL database whose collation sorts
 //     otherwise, so that the caller's fleet (HostQuery.Fleet, in memory)
 //     merges into them.
+//  9. A rollout's forecast (PutForecasts, rfcs/0014) is written beside
+//     the ticks, without the tick lock, and no tick reads it: the latest
+//     replaces the one before, the first is kept, and it goes with its
+//     rollout.
 package store
 
 import (
@@ -62,8 +66,8 @@ import (
 
 // Errors. Functions document which they return; wrap-check with errors.Is.
 var (
-	// ErrNotFound: the rollout, host, lease, release, dashboard sign-in
-	// or session does not exist (or no longer counts).
+	// ErrNotFound: the rollout, host, lease, release, forecast,
+	// dashboard sign-in or session does not exist (or no longer counts).
 	ErrNotFound = errors.New("store: not found")
 	// ErrNotLeader: the caller's lease is not (or no longer) the current
 	// holder of the tick lease; nothing was written.
@@ -84,6 +88,9 @@ var (
 	// ErrCursorMoved: a notification cursor was not where the caller
 	// said it was (another replica moved it); nothing was written.
 	ErrCursorMoved = errors.New("store: notification cursor moved")
+	// ErrTooLarge: a value over its cap (a forecast's Body over
+	// MaxForecastBody); nothing was written.
+	ErrTooLarge = errors.New("store: too large")
 )
 
 // TickLease is the name of the lease that elects the replica that ticks.
@@ -454,8 +461,8 @@ type IntentStore interface {
 	Intent(ctx context.Context, id string) (IntentRecord, error)
 }
 
-// RolloutStore is rollouts, their plans and hosts, and their canary analysis
-// measurements.
+// RolloutStore is rollouts, their plans and hosts, their canary analysis
+// measurements, and their forecasts.
 type RolloutStore interface {
 	// Rollouts returns every rollout without hosts, newest first.
 	Rollouts(ctx context.Context) ([]reconciler.Rollout, error)
@@ -488,6 +495,18 @@ type RolloutStore interface {
 	// Measurements returns the measurements of a rollout's wave, by
 	// analysis and seq.
 	Measurements(ctx context.Context, rolloutID string, wave int) ([]reconciler.Measurement, error)
+	// PutForecasts records the latest forecast of each rollout given,
+	// replacing the one before, and keeps each rollout's first (the
+	// FirstMadeAt and FirstEnd of the row already there; a rollout's
+	// first put sets them from its MadeAt and End, whatever the caller
+	// passes). A forecast older than the one stored (MadeAt before it) is
+	// ignored, so that a slow forecaster never overwrites a newer one. A
+	// rollout the store does not have is skipped. It takes no tick lock.
+	// A Body over MaxForecastBody returns ErrTooLarge, and nothing is
+	// written.
+	PutForecasts(ctx context.Context, fs []Forecast) error
+	// Forecast returns a rollout's latest forecast (ErrNotFound when none).
+	Forecast(ctx context.Context, rolloutID string) (Forecast, error)
 }
 
 // JournalStore is the journal, and retention of it and of finished rollouts.
@@ -501,9 +520,9 @@ type JournalStore interface {
 	// MaxEventLimit).
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
 	// Prune deletes events older than before, terminal rollouts (with
-	// their hosts and manifests) last updated before it that are not the
-	// latest of their channel, and the refs of the release log whose
-	// fate is settled and last changed before it. It returns how many
+	// their hosts, manifests, measurements and forecasts) last updated
+	// before it that are not the latest of their channel, and the refs of
+	// the release log whose fate is settled and last changed before it. It returns how many
 	// events and rollouts went, and keeps the newest event id it deleted
 	// as Watermark.PrunedEvents.
 	Prune(ctx context.Context, before time.Time) (events, rollouts int64, err error)

@@ -104,6 +104,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StateConstraints", testStateConstraints},
 		{"TickManyHosts", testTickManyHosts},
 		{"Analysis", testAnalysis},
+		{"Forecasts", testForecasts},
 		{"KeptEqualsColdLoad", testKeptEqualsColdLoad},
 		{"DeferredHostRows", testDeferredHostRows},
 		{"PruneHosts", testPruneHosts},
