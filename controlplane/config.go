@@ -63,6 +63,9 @@ type Config struct {
 	WebSessionTTL time.Duration
 	// Tunables go to the reconciler.
 	Tunables reconciler.Tunables
+	// ForecastActivation is how long the forecasts assume a host takes to
+	// switch (rfcs/0014; default reconciler.DefaultForecastActivation).
+	ForecastActivation time.Duration
 	// Prometheus is where canary analyses are measured (rfcs/0006
 	// §Canary analysis): the default source, for analyses that name none;
 	// no URL: their every measurement is inconclusive.
@@ -157,6 +160,9 @@ func (c *Config) check() error {
 	}
 	if err := c.RateLimit.Check(); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
+	}
+	if c.ForecastActivation < 0 {
+		return fmt.Errorf("controlplane: --forecast-activation %s is negative", c.ForecastActivation)
 	}
 	if _, err := CheckWatchRefs(c.WatchRefs); err != nil {
 		return err

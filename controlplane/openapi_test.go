@@ -513,6 +513,8 @@ var openAPITypes = map[string]reflect.Type{
 	"Release": reflect.TypeFor[proto.Release](), "ReleaseList": reflect.TypeFor[proto.ReleaseList](),
 	"HostView": reflect.TypeFor[proto.HostView](), "HostList": reflect.TypeFor[proto.HostList](),
 	"BudgetUse": reflect.TypeFor[proto.BudgetUse](), "Event": reflect.TypeFor[proto.Event](),
+	"Forecast": reflect.TypeFor[proto.Forecast](), "ForecastModel": reflect.TypeFor[proto.ForecastModel](),
+	"ForecastWave": reflect.TypeFor[proto.ForecastWave](), "ForecastHost": reflect.TypeFor[proto.ForecastHost](),
 	"EventList": reflect.TypeFor[proto.EventList](), "Watch": reflect.TypeFor[proto.Watch](),
 	"Visibility": reflect.TypeFor[proto.Visibility](), "SourceFailure": reflect.TypeFor[proto.SourceFailure](),
 	"ChannelStatus": reflect.TypeFor[proto.ChannelStatus](), "Status": reflect.TypeFor[proto.Status](),

@@ -27,6 +27,7 @@ import (
 	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
 	"github.com/nixfleet/nixfleet/trust"
 )
 
@@ -116,6 +117,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.src.watch, _ = CheckWatchRefs(cfg.WatchRefs) // checked by cfg.check
 	s.src.ids, s.src.board, s.src.prom = s.ids, s.board, pc
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
+	s.ticker.forecasts = newForecaster(st, log, m, reconciler.Model{Activation: cfg.ForecastActivation, Checkin: cfg.Tunables.CheckinPeriod()})
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule
 	s.ticker.leader.subscribe(func(_ store.Lease, leading bool) {
@@ -373,6 +375,7 @@ func (s *Server) routes() {
 		"GET /v1/rollouts":                   s.listRollouts,
 		"GET /v1/rollouts/{id}":              s.getRollout,
 		"GET /v1/rollouts/{id}/events":       s.rolloutEvents,
+		"GET /v1/rollouts/{id}/forecast":     s.getForecast,
 		"GET /v1/events":                     s.fleetEvents,
 		"GET /v1/releases":                   s.listReleases,
 		"POST /v1/rollouts/{id}/{action}":    s.act,

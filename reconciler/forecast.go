@@ -40,6 +40,9 @@ type Model struct {
 	Horizon time.Duration `json:"horizon,omitempty"`
 	// MaxTicks bounds the ticks simulated: DefaultForecastTicks when zero.
 	MaxTicks int `json:"maxTicks,omitempty"`
+	// Done, when it is closed, stops the forecast at its next tick (Cut
+	// "stopped"): a caller shutting down need not wait for a long one.
+	Done <-chan struct{} `json:"-"`
 }
 
 // HostModel is what a forecast assumes of one host.
@@ -79,7 +82,8 @@ type ForecastResult struct {
 	// Cut is why the forecast stopped before every rollout ended:
 	// "horizon" or "ticks" (its bounds), "waiting" (no time passing
 	// changes anything: an approval owed, a freeze without end, a host
-	// silent for good), "" when every rollout ended.
+	// silent for good), "stopped" (Model.Done), "" when every rollout
+	// ended.
 	Cut string `json:"cut,omitempty"`
 	// Rollouts, by opening time and id.
 	Rollouts []RolloutForecast `json:"rollouts"`
@@ -252,8 +256,49 @@ func newForecaster(in Input, m Model) *forecaster {
 		if !r.State.Terminal() {
 			f.note(r)
 		}
+		f.inFlight(r)
 	}
 	return f
+}
+
+// inFlight schedules the answers of a rollout's hosts that were told to
+// move before the forecast: an activating host confirms, a rolling-back
+// one is back, as long after it was told (its state's Since) as the
+// model says, and not before the forecast's start.
+func (f *forecaster) inFlight(r Rollout) {
+	for _, h := range r.Hosts {
+		act := HostAction{Host: h.Hostname, RolloutID: r.ID, Wave: h.Wave}
+		switch h.State {
+		case HostActivating:
+			act.Kind, act.Target = ActionDispatch, h.Target
+		case HostRollingBack:
+			act.Kind, act.Target = ActionRollback, h.Previous
+		default:
+			continue
+		}
+		a := f.agents[h.Hostname]
+		switch {
+		case a == nil:
+			continue
+		case !a.heard:
+			a.queued = &act
+			continue
+		}
+		o := f.in.Hosts[h.Hostname]
+		started := o.Activation != nil && o.Activation.RolloutID == r.ID && o.Activation.Closure == act.Target
+		start := h.Since.Add(a.learn)
+		if !started {
+			f.push(modelEvent{at: latest(start, f.in.Now), host: h.Hostname, kind: "started", action: act})
+		}
+		f.push(modelEvent{at: latest(start.Add(a.activation), f.in.Now), host: h.Hostname, kind: "done", action: act})
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (f *forecaster) push(e modelEvent) {
@@ -289,9 +334,22 @@ func (f *forecaster) run() {
 		case f.ticks >= f.m.MaxTicks:
 			f.cut = "ticks"
 			return
+		case f.stopped():
+			f.cut = "stopped"
+			return
 		}
 		f.in.Now = next
 		f.fire(next)
+	}
+}
+
+// stopped reports whether the caller closed Model.Done.
+func (f *forecaster) stopped() bool {
+	select {
+	case <-f.m.Done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -305,7 +363,7 @@ func (f *forecaster) hear() {
 		}
 		o := f.in.Hosts[name]
 		o.LastSeen = a.checkinBefore(f.in.Now, f.m.Checkin)
-		o.StatusAt, o.heardAlways = o.LastSeen, true
+		o.StatusAt, o.AlwaysHeard = o.LastSeen, true
 		f.in.Hosts[name] = o
 	}
 }

@@ -403,11 +403,12 @@ type ObservedHost struct {
 	// activation to come ("" when none). Informational: no decision of
 	// the reconciler depends on it (explanations mention it).
 	Prefetched string `json:"prefetched,omitempty"`
-	// heardAlways: a forecast's model hears the host all the time (an
+	// AlwaysHeard: a forecast's model hears the host all the time (an
 	// agent in its long-poll), so no time to come makes it late or
-	// silent, and a tick need not wake for that (Forecast). The control
-	// plane never sets it: it hears hosts as they check in.
-	heardAlways bool
+	// silent, and a tick need not wake for that (Forecast). Never
+	// encoded; the control plane never sets it: it hears hosts as they
+	// check in.
+	AlwaysHeard bool `json:"-"`
 }
 
 // Said is when the host last said the status held here: StatusAt, or

@@ -29,7 +29,7 @@ import (
 // A check-in later than now (recorded while the tick loaded its input)
 // counts as heard now.
 func (t *tick) heard(o ObservedHost) bool {
-	if o.heardAlways {
+	if o.AlwaysHeard {
 		return true
 	}
 	h := t.in.Tunables.Heard(o.LastSeen, t.now)
@@ -43,7 +43,7 @@ func (t *tick) heard(o ObservedHost) bool {
 // threshold (Tunables.LateAfter), or never did: it counts toward its
 // channel's silent share.
 func (t *tick) late(o ObservedHost) bool {
-	if o.heardAlways {
+	if o.AlwaysHeard {
 		return false
 	}
 	if t.in.Tunables.Late(o.LastSeen, t.now) {

@@ -95,6 +95,8 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: 30 * 24 * time.Hour, EnvVars: env("retention"), Usage: "keep events and finished rollouts this long, and hosts that left the fleet while unheard (negative: keep everything)"},
 			&cli.DurationFlag{Name: "offline-threshold", Value: reconciler.DefaultOfflineThreshold, EnvVars: env("offline-threshold"),
 				Usage: "a host silent this long is offline: a Pending one is skipped, an in-flight one fails (rfcs/0003 rule 6)"},
+			&cli.DurationFlag{Name: "forecast-activation", Value: reconciler.DefaultForecastActivation, EnvVars: env("forecast-activation"),
+				Usage: "how long forecasts assume a host takes to switch (rfcs/0014)"},
 			&cli.DurationFlag{Name: "confirm-window", Value: reconciler.DefaultConfirmWindow, EnvVars: env("confirm-window"),
 				Usage: "how long an agent has to confirm a switch before it rolls itself back and the host fails (rfcs/0008)"},
 			&cli.DurationFlag{Name: "readiness-deadline", Value: reconciler.DefaultReadinessDeadline, EnvVars: env("readiness-deadline"),
@@ -169,7 +171,7 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"), InsecureDev: c.Bool("insecure-dev"),
 		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"), WatchRefs: c.StringSlice("watch-ref"),
 		LeaseTTL: c.Duration("lease-ttl"), Debounce: c.Duration("debounce"), EventRetention: c.Duration("retention"),
-		WebSessionTTL: c.Duration("web-session-ttl"),
+		WebSessionTTL: c.Duration("web-session-ttl"), ForecastActivation: c.Duration("forecast-activation"),
 		Tunables: reconciler.Tunables{
 			OfflineThresholdSeconds:   int(c.Duration("offline-threshold") / time.Second),
 			ConfirmWindowSeconds:      int(c.Duration("confirm-window") / time.Second),

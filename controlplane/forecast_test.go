@@ -1,0 +1,120 @@
+package controlplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nixfleet/nixfleet/apiclient"
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// TestForecastServed: the leader forecasts a rollout beside its ticks and
+// every client reads it at GET /v1/rollouts/{id}/forecast: the canary is
+// dispatched now, wave 1 after the canary's 2 minutes to switch and its
+// 5-minute soak (held by the wave gate), and the rollout ends after wave
+// 1's own 3 minutes and 10-minute soak; the first forecast's end is kept
+// as later ones replace it.
+func TestForecastServed(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			spec := fleetrepo.Spec{Channels: map[string][]int{"stable": {5, 10}}, Hosts: []fleetrepo.Host{
+				fleetrepo.NewHost("canary", "stable", 0), fleetrepo.NewHost("web-1", "stable", 1), fleetrepo.NewHost("web-2", "stable", 1)}}
+			e := newEnv(t, backend, spec, func(c *controlplane.Config) { c.ForecastActivation = 3 * time.Minute })
+			hosts := e.hosts()
+			ctx := context.Background()
+			viewer := e.client(e.viewKey.priv, "victor")
+			// Onboard through the soaks: the clock stands still unless moved.
+			for i := 0; ; i++ {
+				for _, h := range hosts {
+					_ = h.Step(ctx, 0)
+				}
+				var r proto.Rollout
+				if viewer.Get(ctx, "/v1/rollouts/"+rolloutID("stable", 1), &r) == nil && r.Counts[string(reconciler.HostConverged)] == len(hosts) {
+					break
+				}
+				if i == 60 {
+					t.Fatalf("the hosts do not converge on the first release: %+v", r.Counts)
+				}
+				e.clock.Advance(time.Minute)
+				e.tick()
+			}
+			id := rolloutID("stable", 2)
+
+			var missing proto.Forecast
+			err := viewer.Get(ctx, "/v1/rollouts/stable@nope/forecast", &missing)
+			if ae := (*apiclient.Error)(nil); !errors.As(err, &ae) || ae.Code != codes.NotFound {
+				t.Fatalf("the forecast of an unknown rollout: %v", err)
+			}
+
+			e.release("v1", 2)
+			opened := e.clock.Now()
+			var f proto.Forecast
+			e.await(10*time.Second, "a forecast of the new rollout", func() bool {
+				return viewer.Get(ctx, "/v1/rollouts/"+id+"/forecast", &f) == nil
+			})
+			var raw json.RawMessage
+			if err := viewer.Get(ctx, "/v1/rollouts/"+id+"/forecast", &raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := validateJSON(newOpenAPISchemas(t).response("GET", "/v1/rollouts/{id}/forecast", 200, "application/json"), raw); err != nil {
+				t.Errorf("the forecast does not validate against schema/openapi.json: %v\n%s", err, raw)
+			}
+			if f.RolloutID != id || f.State != string(reconciler.RolloutConverged) || f.End == nil || f.Assumes.Activation != "3m0s" {
+				t.Fatalf("forecast: %+v waiting %+v", f, f.Waiting)
+			}
+			// The canary was dispatched as the rollout opened, before the
+			// forecast: wave 0 has no start in it, only its end.
+			if len(f.Waves) != 2 || f.Waves[0].Done == nil || f.Waves[1].Start == nil || !f.Waves[1].Start.Equal(*f.Waves[0].Done) ||
+				f.Waves[1].Gate == nil || f.Waves[1].Gate.Gate != codes.WaveNotActive {
+				t.Fatalf("waves: %+v", f.Waves)
+			}
+			// The canary switches in 3 minutes and soaks 5; the soak ends at
+			// its first check-in after that, within a check-in period.
+			period := reconciler.Tunables{}.CheckinPeriod()
+			if w1 := f.Waves[1].Start.Sub(opened); w1 < 8*time.Minute || w1 > 8*time.Minute+period {
+				t.Errorf("wave 1 starts %s after the rollout opened; want 8 minutes and at most a check-in period more", w1)
+			}
+			if d := f.End.Sub(*f.Waves[1].Start); d < 13*time.Minute || d > 13*time.Minute+period {
+				t.Errorf("the rollout ends %s after wave 1 starts; want 13 minutes and at most a check-in period more", d)
+			}
+			if f.FirstEnd == nil || !f.FirstEnd.Equal(*f.End) || f.MadeAt.Before(opened.Add(-time.Minute)) {
+				t.Errorf("first forecast: made %s, first %s end %v", f.MadeAt, f.FirstMadeAt, f.FirstEnd)
+			}
+			hostsOf := map[string]proto.ForecastHost{}
+			for _, h := range f.Hosts {
+				hostsOf[h.Host] = h
+			}
+			if h := hostsOf["web-1"]; h.Dispatch == nil || !h.Dispatch.Equal(*f.Waves[1].Start) || h.Converged == nil {
+				t.Errorf("web-1: %+v", h)
+			}
+
+			// The canary switches: a later forecast replaces this one and
+			// keeps the first one's end.
+			first := *f.End
+			for _, h := range hosts {
+				_ = h.Step(ctx, 0)
+			}
+			e.clock.Advance(time.Minute)
+			e.tick()
+			e.await(10*time.Second, "a newer forecast", func() bool {
+				var g proto.Forecast
+				if viewer.Get(ctx, "/v1/rollouts/"+id+"/forecast", &g) != nil || !g.MadeAt.After(f.MadeAt) {
+					return false
+				}
+				f = g
+				return true
+			})
+			if f.FirstEnd == nil || !f.FirstEnd.Equal(first) {
+				t.Errorf("the first forecast's end is %v, want %s", f.FirstEnd, first)
+			}
+		})
+	}
+}

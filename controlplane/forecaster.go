@@ -1,0 +1,230 @@
+package controlplane
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/store"
+	"github.com/nixfleet/nixfleet/proto"
+	"github.com/nixfleet/nixfleet/reconciler"
+)
+
+// forecaster makes the leader's forecasts (rfcs/0014) beside its ticks:
+// after a committed tick that decided something, from the state that tick
+// left, one at a time (a tick that comes while one runs is taken up by the
+// next), and records them in the store, where every replica serves them.
+// The tick never waits for one: it hands over a copy of what it left.
+type forecaster struct {
+	st    store.Store
+	log   *slog.Logger
+	model reconciler.Model
+	// made is how long forecasts take; errors how far off a rollout's
+	// first forecast was, by channel, when the rollout ends.
+	made   prometheus.Histogram
+	errors *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	running bool
+	// offered: a tick decided something since the running forecast's
+	// input was taken.
+	offered bool
+	wg      sync.WaitGroup
+}
+
+func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconciler.Model) *forecaster {
+	f := &forecaster{st: st, log: log, model: model,
+		made: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nixfleet_forecast_duration_seconds", Help: "Time to make a forecast of the live rollouts (rfcs/0014), beside the ticks.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
+		}),
+		errors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nixfleet_forecast_error_seconds", Help: "How much later than its first forecast said the channel's last ended rollout ended (negative: earlier).",
+		}, []string{"channel"}),
+	}
+	m.reg.MustRegister(f.made, f.errors)
+	return f
+}
+
+// wants reports whether a forecast should be made after a tick that
+// decided out: it changed something, or none runs and none was made.
+func (f *forecaster) wants(out reconciler.Output) bool {
+	changed := len(out.Rollouts)+len(out.Hosts)+len(out.Events) > 0
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		f.offered = f.offered || changed
+		return false
+	}
+	return changed || !f.offered
+}
+
+// start forecasts from in (a copy the forecaster owns) in the background.
+func (f *forecaster) start(ctx context.Context, in reconciler.Input) {
+	f.mu.Lock()
+	if f.running {
+		f.mu.Unlock()
+		return
+	}
+	f.running, f.offered = true, false
+	f.mu.Unlock()
+	f.wg.Go(func() {
+		defer func() {
+			f.mu.Lock()
+			f.running = false
+			f.mu.Unlock()
+		}()
+		f.run(ctx, in)
+	})
+}
+
+// wait waits for the forecast running, if any.
+func (f *forecaster) wait() { f.wg.Wait() }
+
+func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
+	start := time.Now()
+	m := f.model
+	m.Done = ctx.Done()
+	res := reconciler.Forecast(in, m)
+	if res.Cut == "stopped" {
+		return
+	}
+	f.made.Observe(time.Since(start).Seconds())
+	recs := make([]store.Forecast, 0, len(res.Rollouts))
+	for _, r := range res.Rollouts {
+		body, err := json.Marshal(forecastView(res, r, f.model))
+		if err != nil {
+			f.log.Error("encoding a forecast", "rollout", r.ID, "err", err)
+			return
+		}
+		recs = append(recs, store.Forecast{RolloutID: r.ID, MadeAt: res.From, End: r.End, Body: body})
+	}
+	if err := f.st.PutForecasts(ctx, recs); err != nil {
+		if ctx.Err() == nil {
+			f.log.Error("recording forecasts", "err", err)
+		}
+		return
+	}
+	f.log.Debug("forecast made", "rollouts", len(recs), "ticks", res.Ticks, "cut", res.Cut, "duration", time.Since(start))
+}
+
+// ended notes rollouts a tick ended: how far off their first forecast was.
+func (f *forecaster) ended(ctx context.Context, now time.Time, out reconciler.Output) {
+	for _, u := range out.Rollouts {
+		if u.New || !u.Rollout.State.Terminal() || u.From.Terminal() {
+			continue
+		}
+		fc, err := f.st.Forecast(ctx, u.Rollout.ID)
+		if err != nil || fc.FirstEnd.IsZero() {
+			continue
+		}
+		off := now.Sub(fc.FirstEnd)
+		f.errors.WithLabelValues(u.Rollout.Channel).Set(off.Seconds())
+		f.log.Info("rollout ended", "rollout", u.Rollout.ID, "state", u.Rollout.State,
+			"forecast_at_opening", fc.FirstEnd, "forecast_made", fc.FirstMadeAt, "error", off)
+	}
+}
+
+// forecastInput is what a forecast starts from: the kept input as the
+// tick left it (k copied), with the tick's channels as it left them, its
+// time and its tunables.
+func forecastInput(k reconciler.Input, tick reconciler.Input, out reconciler.Output) reconciler.Input {
+	in := k
+	in.Now, in.Tunables, in.WatchingSince = tick.Now, tick.Tunables, tick.WatchingSince
+	in.Channels = slices.Clone(tick.Channels)
+	for _, u := range out.Channels {
+		for i := range in.Channels {
+			if in.Channels[i].Name == u.Name {
+				in.Channels[i].LastRolledRef = u.LastRolledRef
+			}
+		}
+	}
+	in.Intents, in.Measurements = nil, nil
+	return in
+}
+
+// forecastView is a rollout's forecast as the API serves it.
+func forecastView(res reconciler.ForecastResult, r reconciler.RolloutForecast, m reconciler.Model) proto.Forecast {
+	v := proto.Forecast{RolloutID: r.ID, MadeAt: res.From, State: string(r.State), End: timePtr(r.End), Cut: res.Cut,
+		Waiting: reasonPtr(r.Waiting), Waves: make([]proto.ForecastWave, len(r.Waves)), Hosts: []proto.ForecastHost{},
+		Assumes: proto.ForecastModel{Activation: cmp.Or(m.Activation, reconciler.DefaultForecastActivation).String(),
+			Checkin: m.Checkin.String(), Approvals: "not before approved", Silent: "stay silent"}}
+	if r.End.IsZero() && res.Cut == "" {
+		v.Cut = "waiting"
+	}
+	for i, w := range r.Waves {
+		v.Waves[i] = proto.ForecastWave{Index: w.Index, Name: w.Name, Start: timePtr(w.Start), Done: timePtr(w.Done), Gate: reasonPtr(w.Gate)}
+	}
+	hosts := slices.Clone(r.Hosts)
+	hosts = slices.DeleteFunc(hosts, func(h reconciler.HostForecast) bool {
+		return h.State == reconciler.HostConverged && h.Converged.IsZero()
+	})
+	// By expected dispatch (none last), then name.
+	slices.SortStableFunc(hosts, func(a, b reconciler.HostForecast) int {
+		if a.Dispatch.IsZero() != b.Dispatch.IsZero() {
+			if a.Dispatch.IsZero() {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(a.Dispatch.Compare(b.Dispatch), cmp.Compare(a.Host, b.Host))
+	})
+	if len(hosts) > proto.MaxForecastHosts {
+		v.HostsOmitted = len(hosts) - proto.MaxForecastHosts
+		hosts = hosts[:proto.MaxForecastHosts]
+	}
+	for _, h := range hosts {
+		v.Hosts = append(v.Hosts, proto.ForecastHost{Host: h.Host, Wave: h.Wave, Dispatch: timePtr(h.Dispatch),
+			Converged: timePtr(h.Converged), Gate: reasonPtr(h.Gate)})
+	}
+	return v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func reasonPtr(r reconciler.Reason) *proto.DecisionReason {
+	if r.Code == "" && r.Message == "" {
+		return nil
+	}
+	return &proto.DecisionReason{Code: r.Code, Message: r.Message, Gate: r.Gate, Actor: r.Actor}
+}
+
+// getForecast is GET /v1/rollouts/{id}/forecast: the latest forecast the
+// leader recorded of a rollout, with its first one's end.
+func (s *Server) getForecast(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
+	if e := may(c, false); e != nil {
+		return e
+	}
+	ro, e := s.rolloutHead(r)
+	if e != nil {
+		return e
+	}
+	fc, err := s.st.Forecast(r.Context(), ro.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return codes.Errorf(codes.NotFound, "no forecast of rollout %s yet: the leader makes one after a tick that decides something", ro.ID)
+	}
+	if err != nil {
+		return s.internal("reading a forecast", err)
+	}
+	var v proto.Forecast
+	if err := json.Unmarshal(fc.Body, &v); err != nil {
+		return s.internal("decoding a forecast", err)
+	}
+	v.FirstMadeAt, v.FirstEnd = fc.FirstMadeAt, timePtr(fc.FirstEnd)
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
