@@ -87,6 +87,17 @@ type ForecastResult struct {
 	Cut string `json:"cut,omitempty"`
 	// Rollouts, by opening time and id.
 	Rollouts []RolloutForecast `json:"rollouts"`
+	// Unopened are the channels whose latest verified ref has not opened
+	// its rollout when the forecast ends, with what it waits for (the
+	// channel's active rollout, a channel edge, a freeze).
+	Unopened []UnopenedRef `json:"unopened,omitempty"`
+}
+
+// UnopenedRef is a verified ref that does not open within a forecast.
+type UnopenedRef struct {
+	Channel   string `json:"channel"`
+	RolloutID string `json:"rolloutId"`
+	Waiting   Reason `json:"waiting"`
 }
 
 // RolloutForecast is one rollout's expected course.
@@ -701,6 +712,13 @@ func (f *forecaster) result() ForecastResult {
 			rf.Waiting = waitingFor(r)
 		}
 		res.Rollouts = append(res.Rollouts, rf)
+	}
+	for _, ch := range f.in.Channels {
+		id := proto.RolloutID(ch.Name, ch.Ref)
+		if _, opened := byID[id]; ch.Ref == "" || ch.Ref == ch.LastRolledRef || opened {
+			continue
+		}
+		res.Unopened = append(res.Unopened, UnopenedRef{Channel: ch.Name, RolloutID: id, Waiting: f.opening[id]})
 	}
 	return res
 }

@@ -274,3 +274,17 @@ func TestForecastBounds(t *testing.T) {
 		t.Errorf("3 ticks: cut %q after %d", f.Cut, f.Ticks)
 	}
 }
+
+// A ref that does not open within the forecast is listed with what it
+// waits for: here the channel's active rollout, whose next wave is owed
+// an approval the model does not assume.
+func TestForecastUnopened(t *testing.T) {
+	s := newScenario(t)
+	b := approving(s, 1)
+	s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c").tick().advance(time.Minute)
+	s.release(b.Bump("v2").Build(), fleetkit.Commit(2))
+	f := rc.Forecast(s.in, rc.Model{})
+	if len(f.Unopened) != 1 || f.Unopened[0].RolloutID != rid("stable", 2) || f.Unopened[0].Waiting.Code != codes.RefWaiting {
+		t.Fatalf("unopened: %+v", f.Unopened)
+	}
+}
