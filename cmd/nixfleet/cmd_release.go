@@ -42,7 +42,7 @@ func releaseCommand() *cli.Command {
 				jsonFlag,
 			},
 			Action: releaseSign,
-		}},
+		}, releasePlanCommand()},
 	}
 }
 
