@@ -642,6 +642,13 @@ func (c *Client) RolloutHostPage(ctx context.Context, id, after string, limit in
 	return getDoc[proto.Rollout](ctx, c, withQuery("/v1/rollouts/"+url.PathEscape(id), v))
 }
 
+// Forecast is GET /v1/rollouts/{id}/forecast: the control plane's latest
+// forecast of a rollout (rfcs/0014). A rollout without one yet, like an
+// unknown one, is an *Error with code not_found.
+func (c *Client) Forecast(ctx context.Context, id string) (proto.Forecast, json.RawMessage, error) {
+	return getDoc[proto.Forecast](ctx, c, "/v1/rollouts/"+url.PathEscape(id)+"/forecast")
+}
+
 // RolloutEvents is one page of GET /v1/rollouts/{id}/events: the events of
 // a rollout after q.AfterID, at most q.Limit, of host q.Host if set. The
 // path names the rollout: q.RolloutID and q.Channel are not sent. An

@@ -157,7 +157,7 @@ func forecastView(res reconciler.ForecastResult, r reconciler.RolloutForecast, m
 	v := proto.Forecast{RolloutID: r.ID, MadeAt: res.From, State: string(r.State), End: timePtr(r.End), Cut: res.Cut,
 		Waiting: reasonPtr(r.Waiting), Waves: make([]proto.ForecastWave, len(r.Waves)), Hosts: []proto.ForecastHost{},
 		Assumes: proto.ForecastModel{Activation: cmp.Or(m.Activation, reconciler.DefaultForecastActivation).String(),
-			Checkin: m.Checkin.String(), Approvals: "not before approved", Silent: "stay silent"}}
+			Checkin: m.Checkin.String(), Approvals: "only those given", Silent: "stay silent"}}
 	if r.End.IsZero() && res.Cut == "" {
 		v.Cut = "waiting"
 	}

@@ -44,7 +44,7 @@ type ForecastModel struct {
 	// connected agent checks in (Go durations).
 	Activation string `json:"activation"`
 	Checkin    string `json:"checkin"`
-	// Approvals: "not before approved": an approval a wave needs is not
+	// Approvals: "only those given": an approval a wave needs is not
 	// assumed.
 	Approvals string `json:"approvals"`
 	// Silent: "stay silent": a host not heard now is not assumed back.

@@ -51,6 +51,14 @@ func rolloutCommand() *cli.Command {
 				},
 			}, []string{"ID"}, runRolloutShow),
 			opCommand(&cli.Command{
+				Name:  "plan",
+				Usage: "when a rollout's waves and hosts are expected to move, and its end (the control plane's forecast)",
+				Description: "Prints the control plane's latest forecast of the rollout (GET\n" +
+					"/v1/rollouts/ID/forecast, rfcs/0014): when each wave starts and is done and\n" +
+					"the gate that decides its start, when the rollout ends or what it waits for,\n" +
+					"what the forecast assumed, and how its end moved since the first forecast.",
+			}, []string{"ID"}, runRolloutPlan),
+			opCommand(&cli.Command{
 				Name:  "events",
 				Usage: "a rollout's events, with --follow as they happen until the rollout ends",
 				Flags: []cli.Flag{

@@ -357,6 +357,24 @@ func (f *testFleet) settle(id string, want reconciler.RolloutState) error {
 	})
 }
 
+// forecast waits until the control plane has a forecast of a rollout made
+// after its state was last changed (the leader makes them beside its
+// ticks).
+func (f *testFleet) forecast(id string) error {
+	return f.until(fmt.Sprintf("a forecast of rollout %s", id), func() (bool, error) {
+		var r struct {
+			UpdatedAt time.Time `json:"updatedAt"`
+		}
+		var fc struct {
+			MadeAt time.Time `json:"madeAt"`
+		}
+		if f.viewer.Get(context.Background(), "/v1/rollouts/"+id, &r) != nil || f.viewer.Get(context.Background(), "/v1/rollouts/"+id+"/forecast", &fc) != nil {
+			return false, nil
+		}
+		return !fc.MadeAt.Before(r.UpdatedAt), nil
+	})
+}
+
 // converge steps the hosts until a rollout and every host in it converged.
 func (f *testFleet) converge(id string) error {
 	return f.until(fmt.Sprintf("rollout %s and its hosts converge", id), func() (bool, error) {
@@ -489,13 +507,14 @@ func deadURL() (string, error) {
 //
 //	fleet start [insecure]
 //	fleet settle ROLLOUT STATE
+//	fleet forecast ROLLOUT
 //	fleet follow CHANNEL GATES HOST...
 //	fleet push VERSION N
 //	fleet point CHANNEL N
 //	fleet resign VERSION N
 func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet forecast ROLLOUT | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
 	}
 	switch {
 	case args[0] == "start" && (len(args) == 1 || len(args) == 2 && args[1] == "insecure"):
@@ -540,6 +559,14 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 		if err := f.settle(args[1], reconciler.RolloutState(args[2])); err != nil {
 			ts.Fatalf("fleet settle: %v", err)
 		}
+	case args[0] == "forecast" && len(args) == 2:
+		f := fleets.get(ts)
+		if f == nil {
+			ts.Fatalf("fleet: not started")
+		}
+		if err := f.forecast(args[1]); err != nil {
+			ts.Fatalf("fleet forecast: %v", err)
+		}
 	case args[0] == "follow" && len(args) >= 4:
 		f := fleets.get(ts)
 		if f == nil {
@@ -579,7 +606,7 @@ func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("fleet %s: %v", args[0], err)
 		}
 	default:
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
+		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet forecast ROLLOUT | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
 	}
 }
 
