@@ -76,6 +76,10 @@ const (
 	MeasurementFailed       = "measurement_failed"
 	MeasurementInconclusive = "measurement_inconclusive"
 	AnalysisSourceUnknown   = "analysis_source_unknown"
+	// Forecasts (rfcs/0014), journalled by the control plane.
+	ForecastMade    = "forecast_made"
+	ForecastMoved   = "forecast_moved"
+	ForecastOutcome = "forecast_outcome"
 )
 
 // Host transitions: reasons the reconciler records for a host.
@@ -258,6 +262,9 @@ var registry = []Info{
 	{MeasurementFailed, 0, exitNone, "an analysis query's result met its failureCondition, or missed its successCondition"},
 	{MeasurementInconclusive, 0, exitNone, "an analysis query gave no usable result (no data, an error, Prometheus unreachable)"},
 	{AnalysisSourceUnknown, 0, exitNone, "an analysis names a Prometheus source the control plane does not have: its measurements are inconclusive"},
+	{ForecastMade, 0, exitNone, "a rollout's first forecast: when it is expected to end, or what it waits for"},
+	{ForecastMoved, 0, exitNone, "a rollout's forecast end moved by more than a tenth of what remained (at least 5 minutes), or it stopped or started to end"},
+	{ForecastOutcome, 0, exitNone, "a rollout ended: how far from its first forecast"},
 
 	{Dispatched, 0, exitNone, "the host was given its target"},
 	{CatchUp, 0, exitNone, "a skipped host came back and is given the current target"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,44 @@ func TestForecastServed(t *testing.T) {
 			})
 			if f.FirstEnd == nil || !f.FirstEnd.Equal(first) {
 				t.Errorf("the first forecast's end is %v, want %s", f.FirstEnd, first)
+			}
+
+			// The rollout runs its course: the journal has its first
+			// forecast and, at its end, how far off that was; so does the
+			// metric.
+			for i := 0; rolloutState(t, e, id) != reconciler.RolloutConverged; i++ {
+				if i == 60 {
+					t.Fatalf("the rollout does not converge: %s", rolloutState(t, e, id))
+				}
+				for _, h := range hosts {
+					_ = h.Step(ctx, 0)
+				}
+				e.clock.Advance(time.Minute)
+				e.tick()
+			}
+			codesOf := func() map[string]string {
+				evs, _, err := viewer.RolloutEvents(ctx, id, proto.EventQuery{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := map[string]string{}
+				for _, ev := range evs {
+					if ev.Kind == controlplane.EventForecast {
+						out[ev.Reason.Code] = ev.Reason.Message
+					}
+				}
+				return out
+			}
+			e.await(10*time.Second, "the forecast's outcome in the journal", func() bool { return codesOf()[codes.ForecastOutcome] != "" })
+			journal := codesOf()
+			// Its hosts were quicker than the model, by less than a move
+			// the journal reports; a forecast never saw a host fail.
+			if !strings.HasPrefix(journal[codes.ForecastMade], "expected to end Converged at ") ||
+				!strings.HasPrefix(journal[codes.ForecastOutcome], "ended Converged ") || journal[codes.ForecastMoved] != "" {
+				t.Errorf("forecast events: %q", journal)
+			}
+			if !strings.Contains(e.metricsText(), `nixfleet_forecast_error_seconds{channel="stable"}`) {
+				t.Error("no nixfleet_forecast_error_seconds for the channel")
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -35,6 +36,10 @@ type forecaster struct {
 
 	mu      sync.Mutex
 	running bool
+	// told is the end the journal last said of each rollout (zero: that
+	// it does not end), by id; told[id] absent: nothing said yet by this
+	// replica.
+	told map[string]time.Time
 	// offered: a tick decided something since the running forecast's
 	// input was taken.
 	offered bool
@@ -42,7 +47,7 @@ type forecaster struct {
 }
 
 func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconciler.Model) *forecaster {
-	f := &forecaster{st: st, log: log, model: model,
+	f := &forecaster{st: st, log: log, model: model, told: map[string]time.Time{},
 		made: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "nixfleet_forecast_duration_seconds", Help: "Time to make a forecast of the live rollouts (rfcs/0014), beside the ticks.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
@@ -100,6 +105,7 @@ func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
 	}
 	f.made.Observe(time.Since(start).Seconds())
 	recs := make([]store.Forecast, 0, len(res.Rollouts))
+	var events []reconciler.Event
 	for _, r := range res.Rollouts {
 		body, err := json.Marshal(forecastView(res, r, f.model))
 		if err != nil {
@@ -107,6 +113,9 @@ func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
 			return
 		}
 		recs = append(recs, store.Forecast{RolloutID: r.ID, MadeAt: res.From, End: r.End, Body: body})
+		if ev, ok := f.news(ctx, res.From, r); ok {
+			events = append(events, ev)
+		}
 	}
 	if err := f.st.PutForecasts(ctx, recs); err != nil {
 		if ctx.Err() == nil {
@@ -114,24 +123,120 @@ func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
 		}
 		return
 	}
+	if len(events) > 0 {
+		if err := f.st.AppendEvents(ctx, res.From, events); err != nil && ctx.Err() == nil {
+			f.log.Error("journalling forecasts", "err", err)
+		}
+	}
 	f.log.Debug("forecast made", "rollouts", len(recs), "ticks", res.Ticks, "cut", res.Cut, "duration", time.Since(start))
 }
 
-// ended notes rollouts a tick ended: how far off their first forecast was.
-func (f *forecaster) ended(ctx context.Context, now time.Time, out reconciler.Output) {
-	for _, u := range out.Rollouts {
-		if u.New || !u.Rollout.State.Terminal() || u.From.Terminal() {
-			continue
+// EventForecast is the event kind of the forecasts the control plane
+// journals (rfcs/0014): a rollout's first (forecast_made), one whose end
+// moved (forecast_moved), and how the first compared with the end
+// (forecast_outcome).
+const EventForecast = "forecast"
+
+// minMove is the least move of a forecast's end the journal reports; a
+// move must also be more than a tenth of what remained.
+const minMove = 5 * time.Minute
+
+// news is the event a new forecast of a rollout makes: its first, or an
+// end that moved enough since the journal last said one. What was said
+// before is this replica's memory, or the latest forecast stored.
+func (f *forecaster) news(ctx context.Context, now time.Time, r reconciler.RolloutForecast) (reconciler.Event, bool) {
+	ev := reconciler.Event{Kind: EventForecast, RolloutID: r.ID, Channel: r.Channel, Wave: -1}
+	f.mu.Lock()
+	before, said := f.told[r.ID]
+	f.mu.Unlock()
+	if !said {
+		prev, err := f.st.Forecast(ctx, r.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			ev.Reason = reconciler.Reason{Code: codes.ForecastMade, Message: expected(now, r)}
+			f.tell(r.ID, r.End)
+			return ev, true
+		case err != nil:
+			return ev, false
 		}
-		fc, err := f.st.Forecast(ctx, u.Rollout.ID)
-		if err != nil || fc.FirstEnd.IsZero() {
-			continue
-		}
-		off := now.Sub(fc.FirstEnd)
-		f.errors.WithLabelValues(u.Rollout.Channel).Set(off.Seconds())
-		f.log.Info("rollout ended", "rollout", u.Rollout.ID, "state", u.Rollout.State,
-			"forecast_at_opening", fc.FirstEnd, "forecast_made", fc.FirstMadeAt, "error", off)
+		before = prev.End
+		f.tell(r.ID, before)
 	}
+	moved := false
+	switch {
+	case before.IsZero() != r.End.IsZero():
+		moved = true
+	case !before.IsZero():
+		d := r.End.Sub(before)
+		moved = d.Abs() > max(minMove, before.Sub(now)/10)
+	}
+	if !moved {
+		return ev, false
+	}
+	msg := expected(now, r)
+	if !before.IsZero() && !r.End.IsZero() {
+		msg += fmt.Sprintf("; %s than the forecast said before (%s)", shift(r.End.Sub(before)), before.UTC().Format(time.RFC3339))
+	}
+	ev.Reason = reconciler.Reason{Code: codes.ForecastMoved, Message: msg}
+	f.tell(r.ID, r.End)
+	return ev, true
+}
+
+func (f *forecaster) tell(id string, end time.Time) {
+	f.mu.Lock()
+	f.told[id] = end
+	f.mu.Unlock()
+}
+
+// expected says what a forecast expects of a rollout.
+func expected(now time.Time, r reconciler.RolloutForecast) string {
+	if r.End.IsZero() {
+		return fmt.Sprintf("not expected to end: it waits for [%s] %s", r.Waiting.Code, r.Waiting.Message)
+	}
+	return fmt.Sprintf("expected to end %s at %s (in %s)", r.State, r.End.UTC().Format(time.RFC3339), r.End.Sub(now).Round(time.Second))
+}
+
+// shift says how much later or earlier.
+func shift(d time.Duration) string {
+	if d < 0 {
+		return (-d).Round(time.Second).String() + " earlier"
+	}
+	return d.Round(time.Second).String() + " later"
+}
+
+// ended notes rollouts a tick ended, beside the ticks: how far off their
+// first forecast was, in the journal, the log and a metric.
+func (f *forecaster) ended(ctx context.Context, now time.Time, out reconciler.Output) {
+	var over []reconciler.Rollout
+	for _, u := range out.Rollouts {
+		if !u.New && u.Rollout.State.Terminal() && !u.From.Terminal() {
+			over = append(over, u.Rollout)
+		}
+	}
+	if len(over) == 0 {
+		return
+	}
+	f.wg.Go(func() {
+		for _, r := range over {
+			f.mu.Lock()
+			delete(f.told, r.ID)
+			f.mu.Unlock()
+			fc, err := f.st.Forecast(ctx, r.ID)
+			if err != nil || fc.FirstEnd.IsZero() {
+				continue
+			}
+			off := now.Sub(fc.FirstEnd)
+			f.errors.WithLabelValues(r.Channel).Set(off.Seconds())
+			f.log.Info("rollout ended", "rollout", r.ID, "state", r.State,
+				"forecast_at_opening", fc.FirstEnd, "forecast_made", fc.FirstMadeAt, "error", off)
+			ev := reconciler.Event{Kind: EventForecast, RolloutID: r.ID, Channel: r.Channel, Wave: -1,
+				Reason: reconciler.Reason{Code: codes.ForecastOutcome, Message: fmt.Sprintf("ended %s %s than its first forecast said (%s, made %s)",
+					r.State, shift(off), fc.FirstEnd.UTC().Format(time.RFC3339), fc.FirstMadeAt.UTC().Format(time.RFC3339))}}
+			if err := f.st.AppendEvents(ctx, now, []reconciler.Event{ev}); err != nil && ctx.Err() == nil {
+				f.log.Error("journalling a forecast's outcome", "err", err)
+			}
+		}
+	})
 }
 
 // forecastInput is what a forecast starts from: the kept input as the

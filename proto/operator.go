@@ -289,8 +289,8 @@ type Event struct {
 	// ID increases with every event written; use it to page and follow.
 	ID int64     `json:"id"`
 	At time.Time `json:"at"`
-	// Kind is one of rfcs/0003's event kinds, release_rejected or
-	// watch_started.
+	// Kind is one of rfcs/0003's event kinds, release_rejected,
+	// watch_started or forecast (rfcs/0014).
 	Kind      string `json:"kind"`
 	RolloutID string `json:"rolloutId,omitempty"`
 	Channel   string `json:"channel,omitempty"`

@@ -375,6 +375,11 @@ func (f *forecaster) hear() {
 		o := f.in.Hosts[name]
 		o.LastSeen = a.checkinBefore(f.in.Now, f.m.Checkin)
 		o.StatusAt, o.AlwaysHeard = o.LastSeen, true
+		// A host runs what it last confirmed: a check-in on record from
+		// before its confirm still shows the closure before it.
+		if act := o.Activation; act != nil && act.Outcome == OutcomeConfirmed && o.Current != act.Closure && !o.LastSeen.Before(act.At) {
+			o.Current, o.Booted, o.Deferred = act.Closure, act.Closure, false
+		}
 		f.in.Hosts[name] = o
 	}
 }

@@ -288,3 +288,25 @@ func TestForecastUnopened(t *testing.T) {
 		t.Fatalf("unopened: %+v", f.Unopened)
 	}
 }
+
+// A confirm on record before the check-in that carries its closure (the
+// status write lags the confirm): the host soaks, and the forecast takes
+// it to run what it confirmed from its next check-in on, not to have
+// failed on its old closure.
+func TestForecastTakesConfirmedClosure(t *testing.T) {
+	s := newScenario(t)
+	started(s)
+	s.confirm(id1, "a").tick()
+	if h := s.hostIn(id1, "a"); h.State != rc.HostSoaking {
+		t.Fatalf("a is %s, want it soaking on its confirm", h.State)
+	}
+	// What the control plane holds: the check-in before the confirm.
+	s.observe("a", func(o *rc.ObservedHost) {
+		o.Current, o.Booted = fleetkit.Closure("a", "v0"), fleetkit.Closure("a", "v0")
+		o.LastSeen = o.Activation.At.Add(-time.Millisecond)
+	})
+	f := rc.Forecast(s.in, rc.Model{})
+	if r := rolloutOf(t, f, id1); r.State != rc.RolloutConverged || hostOf(t, r, "a").State != rc.HostConverged {
+		t.Fatalf("forecast: %s, a %s; want both converged", r.State, hostOf(t, r, "a").State)
+	}
+}
