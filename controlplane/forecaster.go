@@ -333,3 +333,30 @@ func (s *Server) getForecast(w http.ResponseWriter, r *http.Request, c client) *
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }
+
+// expectation is what the latest forecast of the rollout that drives a
+// host expects of it, while it is not converged; nil when there is none
+// (an error reading it only leaves it out).
+func (s *Server) expectation(r *http.Request, v proto.HostView) *proto.HostExpectation {
+	if v.Host == nil || v.Rollout == "" || v.Host.State == string(reconciler.HostConverged) || reconciler.RolloutState(v.RolloutState).Terminal() {
+		return nil
+	}
+	fc, err := s.st.Forecast(r.Context(), v.Rollout)
+	if err != nil {
+		return nil
+	}
+	var f proto.Forecast
+	if json.Unmarshal(fc.Body, &f) != nil {
+		return nil
+	}
+	for _, h := range f.Hosts {
+		if h.Host == v.Hostname {
+			return &proto.HostExpectation{MadeAt: f.MadeAt, Dispatch: h.Dispatch, Converged: h.Converged, Gate: h.Gate}
+		}
+	}
+	if f.HostsOmitted == 0 || v.Host.Wave >= len(f.Waves) {
+		return nil
+	}
+	w := f.Waves[v.Host.Wave]
+	return &proto.HostExpectation{MadeAt: f.MadeAt, Dispatch: w.Start, Converged: w.Done, Gate: w.Gate, ByWave: true}
+}

@@ -580,7 +580,9 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request, c client) *code
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, s.hostView(rec, hd, s.cfg.Clock.Now()))
+	v := s.hostView(rec, hd, s.cfg.Clock.Now())
+	v.Expected = s.expectation(r, v)
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

@@ -65,6 +65,22 @@ type ForecastWave struct {
 	Gate *DecisionReason `json:"gate,omitempty"`
 }
 
+// HostExpectation is what a rollout's forecast expects of one host
+// (GET /v1/hosts/{name}).
+type HostExpectation struct {
+	// MadeAt is the forecast's.
+	MadeAt time.Time `json:"madeAt"`
+	// Dispatch and Converged are when the host is expected to be
+	// dispatched and to converge (absent: not within the forecast, or
+	// before it); Gate is what holds it until its dispatch.
+	Dispatch  *time.Time      `json:"dispatch,omitempty"`
+	Converged *time.Time      `json:"converged,omitempty"`
+	Gate      *DecisionReason `json:"gate,omitempty"`
+	// ByWave: the forecast lists too many hosts to name this one, and
+	// these are its wave's start and end.
+	ByWave bool `json:"byWave,omitempty"`
+}
+
 // ForecastHost is one host's expected course.
 type ForecastHost struct {
 	Host string `json:"host"`

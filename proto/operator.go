@@ -389,6 +389,10 @@ type HostView struct {
 	// Analysis are the canary analysis runs of the host's wave in that
 	// rollout (rfcs/0003 rule 16); absent when none.
 	Analysis []AnalysisRun `json:"analysis,omitempty"`
+	// Expected is what the latest forecast of that rollout expects of the
+	// host (rfcs/0014), while it is not converged; absent when there is
+	// none.
+	Expected *HostExpectation `json:"expected,omitempty"`
 }
 
 // HostQuery selects hosts in GET /v1/hosts: its query parameters channel,

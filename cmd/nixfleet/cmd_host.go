@@ -282,12 +282,15 @@ type explainView struct {
 	// Release is, for a host of the fleet in no rollout, the release of
 	// its channel that waits to open one.
 	Release *proto.Release `json:"release,omitempty"`
+	// Expected is what the rollout's latest forecast expects of the host.
+	Expected *proto.HostExpectation `json:"expected,omitempty"`
 }
 
 func explainOf(h proto.HostView) explainView {
 	e := explainView{Hostname: h.Hostname, Code: h.Explain.Code, Message: h.Explain.Message, Moves: h.Explain.Moves,
 		Next: h.Explain.Next, Until: h.Explain.Until, Online: h.Online, Seen: h.Seen,
-		Current: h.Observed.Current, Activation: h.Observed.Activation, Analysis: h.Analysis, Prefetched: h.Observed.Prefetched}
+		Current: h.Observed.Current, Activation: h.Observed.Activation, Analysis: h.Analysis, Prefetched: h.Observed.Prefetched,
+		Expected: h.Expected}
 	if r := h.Host; r != nil {
 		wave := r.Wave
 		e.Rollout, e.Channel, e.RolloutState, e.State, e.Wave, e.Target = h.Rollout, h.Channel, h.RolloutState, r.State, &wave, r.Target
@@ -336,6 +339,9 @@ func printExplain(w io.Writer, st style, e explainView) {
 	}
 	if e.Until != nil {
 		f.add("until", when(*e.Until))
+	}
+	if x := e.Expected; x != nil {
+		f.add("expected", expectedText(*x))
 	}
 	if e.Rollout != "" {
 		f.add("state", fmt.Sprintf("%s in %s (%s), wave %d", st.state(e.State), e.Rollout, st.state(e.RolloutState), *e.Wave))
@@ -389,4 +395,34 @@ func analysisText(a proto.AnalysisRun, rolloutState string) string {
 		s += "; last " + a.Last.Message + " at " + when(a.LastAt)
 	}
 	return s
+}
+
+// expectedText says what a forecast expects of a host: "dispatched at T
+// (in D), converged at T (in D), after [gate] message".
+func expectedText(x proto.HostExpectation) string {
+	at := func(t *time.Time) string {
+		d := t.Sub(x.MadeAt)
+		if d <= 0 {
+			return when(*t)
+		}
+		return when(*t) + " (in " + span(d) + ")"
+	}
+	var parts []string
+	if x.Dispatch != nil {
+		parts = append(parts, "dispatched at "+at(x.Dispatch))
+	}
+	if x.Converged != nil {
+		parts = append(parts, "converged at "+at(x.Converged))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "not within the forecast")
+	}
+	s := strings.Join(parts, ", ")
+	if x.Gate != nil && x.Dispatch != nil {
+		s += ", after " + reasonLine(x.Gate.Gate, x.Gate.Message)
+	}
+	if x.ByWave {
+		s += " (its wave's times)"
+	}
+	return s + "; forecast of " + when(x.MadeAt)
 }
