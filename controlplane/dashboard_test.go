@@ -241,11 +241,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A release: the rollout page follows it without a reload.
 	e.release("v1", 2)
 	id := rolloutID("prod", 2)
-	e.await(10*time.Second, "the release opens", func() bool {
-		var r proto.Rollout
-		return e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r) == nil
+	e.await(10*time.Second, "the release opens and is forecast", func() bool {
+		var f proto.Forecast
+		return e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id+"/forecast", &f) == nil
 	})
 	run(t, ctx, "opening the rollout", chromedp.Navigate(e.url+"/ui/rollouts/"+id), chromedp.WaitVisible(chromedp.CSS("#waves")))
+	// Its forecast: the end, what it assumed, each wave on a time axis.
+	forecast := text(t, ctx, "#forecast")
+	for _, want := range []string{"Expected to end Converged", "Assumes a host takes 2m0s to switch", "wave 1", "starts +", "after wave 1 is not active yet"} {
+		if !strings.Contains(forecast, want) {
+			t.Errorf("the forecast lacks %q:\n%s", want, forecast)
+		}
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#forecast rect.timeline-bar').length`); n != 2 {
+		t.Errorf("%d wave bars on the forecast's time axis, want 2", n)
+	}
+	screenshot(t, ctx, "rollout-forecast")
 	eval[bool](t, ctx, `window.__sameDocument = true`)
 	waitFor(t, ctx, "the stream is live", `document.getElementById('live-status').textContent === 'Live'`, nil)
 	if !strings.Contains(text(t, ctx, "#summary"), "Active") {

@@ -92,6 +92,7 @@ type Filing struct {
 // Store is what the dashboard reads from the store itself.
 type Store interface {
 	Watermark(ctx context.Context) (store.Watermark, error)
+	Forecast(ctx context.Context, rolloutID string) (store.Forecast, error)
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
 	ReleaseLog(ctx context.Context, q store.ReleaseQuery) ([]proto.Release, error)
 	RedeemWebLogin(ctx context.Context, tokenHash, sessionHash string, now time.Time) (store.WebSession, error)
@@ -210,6 +211,7 @@ var webTemplates = func() map[string]*template.Template {
 		"shortID":    proto.ShortRolloutID,
 		"offTarget":  func(r *proto.Rollout) string { return reconciler.OffTarget(r.State, r.Counts) },
 		"full":       full,
+		"span":       span,
 	}
 	out := map[string]*template.Template{}
 	for _, page := range []string{"overview", "rollout", "host", "releases", "error"} {
@@ -669,6 +671,7 @@ func (d *Dashboard) webRollout(w http.ResponseWriter, r *http.Request, u User) *
 	}
 	data := rolloutPage{webPage: p, R: sum, Budgets: d.engine.Occupancy(ro.Budgets), Actions: actionsFor(ro, latest), Events: reversed(evs)}
 	data.Next = reconciler.NextStepSaid(ro, data.say(ro))
+	data.Forecast = d.forecast(r.Context(), ro)
 	bars := waveBars(ro, &sum)
 	data.Approvals, data.BreakFreeze = changeControl(ro, bars)
 	for _, b := range bars {
@@ -736,6 +739,9 @@ type rolloutPage struct {
 	Intent      *proto.IntentResponse
 	// Next is the rollout's next step as this page says it (say).
 	Next string
+	// Forecast is the rollout's latest forecast on a time axis; nil when
+	// it has none, or is over.
+	Forecast *forecastView
 }
 
 // say is how the page says an action of a next step: the button it
@@ -1130,4 +1136,93 @@ func (ws *webStreams) done(user string) {
 	if ws.n[user]--; ws.n[user] <= 0 {
 		delete(ws.n, user)
 	}
+}
+
+// forecastView is a forecast as the rollout page draws it: each wave a bar
+// on one time axis, from when the forecast was made to the rollout's end
+// (or the last time it names).
+type forecastView struct {
+	proto.Forecast
+	Axis  time.Duration
+	Waves []forecastBar
+	// Moved: the first forecast's end was another.
+	Moved bool
+}
+
+// forecastBar is one wave's bar: where it starts and how long it is, in
+// percent of the axis.
+type forecastBar struct {
+	proto.ForecastWave
+	Label         string
+	Left, Width   string
+	Starts, Dones string
+}
+
+// forecast reads a rollout's latest forecast for its page; nil when it
+// has none or is over (an error reading it only leaves it out).
+func (d *Dashboard) forecast(ctx context.Context, ro reconciler.Rollout) *forecastView {
+	if ro.State.Terminal() {
+		return nil
+	}
+	fc, err := d.st.Forecast(ctx, ro.ID)
+	if err != nil {
+		return nil
+	}
+	var f proto.Forecast
+	if json.Unmarshal(fc.Body, &f) != nil {
+		return nil
+	}
+	f.FirstMadeAt, f.FirstEnd = fc.FirstMadeAt, nil
+	if !fc.FirstEnd.IsZero() {
+		first := fc.FirstEnd
+		f.FirstEnd = &first
+	}
+	end := f.MadeAt
+	if f.End != nil {
+		end = *f.End
+	}
+	for _, w := range f.Waves {
+		for _, t := range []*time.Time{w.Start, w.Done} {
+			if t != nil && t.After(end) {
+				end = *t
+			}
+		}
+	}
+	v := &forecastView{Forecast: f, Axis: end.Sub(f.MadeAt)}
+	v.Moved = (f.End == nil) != (f.FirstEnd == nil) || f.End != nil && f.FirstEnd != nil && !f.End.Equal(*f.FirstEnd)
+	at := func(t time.Time) float64 {
+		if v.Axis <= 0 {
+			return 0
+		}
+		return 100 * float64(t.Sub(f.MadeAt)) / float64(v.Axis)
+	}
+	for i, w := range f.Waves {
+		b := forecastBar{ForecastWave: w, Label: waveLabelOf(ro, i)}
+		from, to := f.MadeAt, f.MadeAt
+		if w.Start != nil {
+			from = *w.Start
+			b.Starts = span(w.Start.Sub(f.MadeAt))
+		}
+		switch {
+		case w.Done != nil:
+			to = *w.Done
+			b.Dones = span(w.Done.Sub(f.MadeAt))
+		case w.Start != nil:
+			to = end
+		}
+		if w.Start != nil || w.Done != nil {
+			b.Left = strconv.FormatFloat(at(from), 'f', 1, 64)
+			b.Width = strconv.FormatFloat(max(at(to)-at(from), 0.5), 'f', 1, 64)
+		}
+		v.Waves = append(v.Waves, b)
+	}
+	return v
+}
+
+// waveLabelOf is "wave 1 (web)", or "wave 1" for a wave without a name.
+func waveLabelOf(ro reconciler.Rollout, i int) string {
+	if i < len(ro.Waves) && ro.Waves[i].Name != "" {
+		return fmt.Sprintf("wave %d (%s)", i, ro.Waves[i].Name)
+	}
+	return fmt.Sprintf("wave %d", i)
 }
