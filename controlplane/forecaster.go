@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
@@ -135,7 +136,7 @@ func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
 // journals (rfcs/0014): a rollout's first (forecast_made), one whose end
 // moved (forecast_moved), and how the first compared with the end
 // (forecast_outcome).
-const EventForecast = "forecast"
+const EventForecast = notify.EventForecast
 
 // minMove is the least move of a forecast's end the journal reports; a
 // move must also be more than a tenth of what remained.

@@ -408,7 +408,7 @@ min-backoff = "250ms"
 			`:3: "notifications.webhook[0].url" cannot be used: "smtp://mail.example" is not an http or https URL`},
 		{"format", ok + "format = \"teams\"\n", `:4: "notifications.webhook[0].format" is "teams"; want json, slack or alertmanager`},
 		{"category", ok + "events = [\n  \"halted\",\n  \"halt\",\n]\n",
-			`:6: "notifications.webhook[0].events[1]" is "halt", not an event category (known: rollout_opened, wave_promoted, halted, reverted, converged, failed, approval_needed, partial_visibility, release_refused, analysis)`},
+			`:6: "notifications.webhook[0].events[1]" is "halt", not an event category (known: rollout_opened, wave_promoted, halted, reverted, converged, failed, approval_needed, partial_visibility, release_refused, analysis, forecast)`},
 		{"events not a list", ok + "events = \"halted\"\n", `:4: "notifications.webhook[0].events" is a string; want an array of strings`},
 		{"empty channel", ok + "channels = [\"\"]\n", `:4: "notifications.webhook[0].channels[0]" is empty`},
 		{"timeout not a duration", ok + "timeout = 10\n", `:4: "notifications.webhook[0].timeout" is an integer; want a duration string like "30s"`},

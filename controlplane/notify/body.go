@@ -94,6 +94,8 @@ func Summary(e proto.Event) string {
 		what = "release refused"
 	case reconciler.EventAnalysisCompleted:
 		what = fmt.Sprintf("wave %d analysis ended", e.Wave)
+	case EventForecast:
+		what = "forecast"
 	default:
 		what = e.Kind
 		if e.From != "" || e.To != "" {
@@ -188,8 +190,8 @@ func alertOf(c Category, e proto.Event, summary string) alert {
 
 // severity is an alert's: critical for a rollout halted, reverted or
 // failed; warning for what needs a look (a release refused, partial
-// visibility, an approval, an analysis that did not pass); info for the
-// rest.
+// visibility, an approval, an analysis that did not pass, a forecast end
+// that moved); info for the rest.
 func severity(c Category, e proto.Event) string {
 	switch c {
 	case CategoryHalted, CategoryReverted, CategoryFailed:
@@ -198,6 +200,10 @@ func severity(c Category, e proto.Event) string {
 		return "warning"
 	case CategoryAnalysis:
 		if e.Reason.Code == codes.AnalysisFailed || e.Reason.Code == codes.AnalysisInconclusive {
+			return "warning"
+		}
+	case CategoryForecast:
+		if e.Reason.Code == codes.ForecastMoved {
 			return "warning"
 		}
 	}

@@ -50,6 +50,8 @@ var events = []struct {
 		Reason: proto.DecisionReason{Code: codes.Stale, Message: "commit 0123456789ab: the fleet is stale\nsigned 3 days ago"}}, notify.CategoryReleaseRefused},
 	{proto.Event{ID: 15, Kind: rc.EventAnalysisCompleted, RolloutID: rollout, Channel: "staging", Wave: 0,
 		Reason: proto.DecisionReason{Code: codes.AnalysisFailed, Message: "analysis errors of wave 0 ended Failed"}}, notify.CategoryAnalysis},
+	{proto.Event{ID: 19, Kind: notify.EventForecast, RolloutID: rollout, Channel: "staging", Wave: -1,
+		Reason: proto.DecisionReason{Code: codes.ForecastMoved, Message: "expected to end Converged at 2026-03-01T14:00:00Z (in 2h0m0s); 45m0s later than the forecast said before"}}, notify.CategoryForecast},
 	{proto.Event{ID: 16, Kind: rc.EventWatchStarted, Wave: -1}, ""},
 	{proto.Event{ID: 17, Kind: rc.EventHostWaiting, RolloutID: rollout, Channel: "staging", Wave: 1, Host: "db"}, ""},
 	{proto.Event{ID: 18, Kind: rc.EventIntentAccepted, RolloutID: rollout, Channel: "staging", Wave: -1}, ""},
@@ -72,7 +74,7 @@ func TestCategoryOf(t *testing.T) {
 	}
 	_, err := notify.ParseCategory("halt")
 	if want := `unknown event category "halt" (known: rollout_opened, wave_promoted, halted, reverted, converged, failed, ` +
-		`approval_needed, partial_visibility, release_refused, analysis)`; err == nil || err.Error() != want {
+		`approval_needed, partial_visibility, release_refused, analysis, forecast)`; err == nil || err.Error() != want {
 		t.Errorf("ParseCategory(halt): %v\nwant %s", err, want)
 	}
 }

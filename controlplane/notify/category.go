@@ -35,18 +35,26 @@ const (
 	CategoryReleaseRefused Category = "release_refused"
 	// CategoryAnalysis: analysis_completed.
 	CategoryAnalysis Category = "analysis"
+	// CategoryForecast: forecast (rfcs/0014): a rollout's first forecast,
+	// one whose end moved, and how it came out.
+	CategoryForecast Category = "forecast"
 )
 
 // Categories lists every category, in the order a message lists them.
 var Categories = []Category{
 	CategoryRolloutOpened, CategoryWavePromoted, CategoryHalted, CategoryReverted, CategoryConverged,
 	CategoryFailed, CategoryApprovalNeeded, CategoryPartialVisibility, CategoryReleaseRefused, CategoryAnalysis,
+	CategoryForecast,
 }
 
 // EventReleaseRejected is the kind of the event the control plane's
 // channel source writes for a refused release (controlplane's
 // EventReleaseRejected, which this package cannot import).
 const EventReleaseRejected = "release_rejected"
+
+// EventForecast is the kind of the events the control plane's forecaster
+// writes (controlplane's EventForecast).
+const EventForecast = "forecast"
 
 // CategoryOf returns the category of a journal event; ok is false for an
 // event no sink is sent (a host's transition, a wait, an intent…).
@@ -75,6 +83,8 @@ func CategoryOf(e proto.Event) (c Category, ok bool) {
 		return CategoryReleaseRefused, true
 	case reconciler.EventAnalysisCompleted:
 		return CategoryAnalysis, true
+	case EventForecast:
+		return CategoryForecast, true
 	}
 	return "", false
 }

@@ -490,6 +490,7 @@ func TestBodySchemasDeliveries(t *testing.T) {
 		{Kind: rc.EventPartialVisibility, Channel: "prod", Wave: -1, Reason: reason(codes.PartialVisibility, "3 of 4 hosts silent")},
 		{Kind: rc.EventVisibilityRestored, Channel: "prod", Wave: -1, Reason: reason(codes.VisibilityRestored, "")},
 		{Kind: notify.EventReleaseRejected, Channel: "prod", Wave: -1, Reason: reason(codes.Stale, "the fleet is stale\nsigned 3 days ago")},
+		{Kind: notify.EventForecast, RolloutID: "prod@" + strings.Repeat("0", 40), Channel: "prod", Wave: -1, Reason: reason(codes.ForecastMade, "expected to end Converged at 2026-03-01T14:00:00Z (in 2h0m0s)")},
 	}
 	evs[3].Reason.Actor = "alice & bob <ops>"
 	w.append(evs...)

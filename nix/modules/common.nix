@@ -305,6 +305,7 @@ rec {
     "partial_visibility"
     "release_refused"
     "analysis"
+    "forecast"
   ];
 
   # One ExecStart argument, quoted for systemd: a JSON string (systemd
