@@ -515,8 +515,8 @@ var openAPITypes = map[string]reflect.Type{
 	"BudgetUse": reflect.TypeFor[proto.BudgetUse](), "Event": reflect.TypeFor[proto.Event](),
 	"Forecast": reflect.TypeFor[proto.Forecast](), "ForecastModel": reflect.TypeFor[proto.ForecastModel](),
 	"ForecastWave": reflect.TypeFor[proto.ForecastWave](), "ForecastHost": reflect.TypeFor[proto.ForecastHost](),
-	"HostExpectation": reflect.TypeFor[proto.HostExpectation](),
-	"EventList": reflect.TypeFor[proto.EventList](), "Watch": reflect.TypeFor[proto.Watch](),
+	"HostExpectation": reflect.TypeFor[proto.HostExpectation](), "EventList": reflect.TypeFor[proto.EventList](),
+	"Watch":      reflect.TypeFor[proto.Watch](),
 	"Visibility": reflect.TypeFor[proto.Visibility](), "SourceFailure": reflect.TypeFor[proto.SourceFailure](),
 	"ChannelStatus": reflect.TypeFor[proto.ChannelStatus](), "Status": reflect.TypeFor[proto.Status](),
 }
