@@ -26,6 +26,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/controlplane"
+	"github.com/nixfleet/nixfleet/internal/testkit/schematest"
 	"github.com/nixfleet/nixfleet/proto"
 )
 
@@ -41,15 +42,7 @@ var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "p
 
 func readOpenAPI(t *testing.T) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(openAPIFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%s: %v", openAPIFile, err)
-	}
-	return doc
+	return schematest.Read(t, filepath.Dir(openAPIFile), filepath.Base(openAPIFile))
 }
 
 // registeredRoutes reads the API's route patterns ("GET /v1/status") from
@@ -241,41 +234,24 @@ func oaJSON(t *testing.T, v any) string {
 // the artifact schemas beside it that it refers to, as draft 2020-12
 // (the document's jsonSchemaDialect) with formats asserted.
 type openAPISchemas struct {
-	t    *testing.T
-	doc  map[string]any
-	base string
-	c    *jsonschema.Compiler
-	done map[string]*jsonschema.Schema
+	t   *testing.T
+	doc map[string]any
+	set *schematest.Set
 }
 
 func newOpenAPISchemas(t *testing.T) *openAPISchemas {
 	t.Helper()
-	path, err := filepath.Abs(openAPIFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
 	doc := readOpenAPI(t)
 	if d := doc["jsonSchemaDialect"]; d != "https://json-schema.org/draft/2020-12/schema" {
 		t.Fatalf("jsonSchemaDialect = %v, want draft 2020-12", d)
 	}
-	return &openAPISchemas{t: t, doc: doc, base: "file://" + filepath.ToSlash(path), c: c, done: map[string]*jsonschema.Schema{}}
+	return &openAPISchemas{t: t, doc: doc, set: schematest.NewSet(t, filepath.Dir(openAPIFile))}
 }
 
 // schema compiles the schema at a pointer of the document ("#/components/schemas/Status").
 func (o *openAPISchemas) schema(ptr string) *jsonschema.Schema {
 	o.t.Helper()
-	if s, ok := o.done[ptr]; ok {
-		return s
-	}
-	s, err := o.c.Compile(o.base + ptr)
-	if err != nil {
-		o.t.Fatalf("compiling %s: %v", ptr, err)
-	}
-	o.done[ptr] = s
-	return s
+	return o.set.Schema(filepath.Base(openAPIFile) + ptr)
 }
 
 // response is the schema of an operation's answer to a status in a media
@@ -289,13 +265,7 @@ func (o *openAPISchemas) response(method, path string, status int, mediaType str
 	return o.schema(ptr)
 }
 
-func validateJSON(s *jsonschema.Schema, data []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	return s.Validate(inst)
-}
+var validateJSON = schematest.Validate
 
 // got is one real answer of the control plane to check against the
 // operation it answers.

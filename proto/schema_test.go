@@ -20,6 +20,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
+	"github.com/nixfleet/nixfleet/internal/testkit/schematest"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/release"
 	"github.com/nixfleet/nixfleet/trust"
@@ -62,60 +63,28 @@ const schemaDir = "../schema"
 
 func readSchemaDoc(t *testing.T, file string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(schemaDir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return doc
+	return schematest.Read(t, schemaDir, file)
 }
 
-// compileSchema compiles a schema file as draft 2020-12, with formats
-// (date-time) asserted.
-func compileSchema(t *testing.T, file string) *jsonschema.Schema {
+// schemaSet compiles the schema files, for one test.
+type schemaSet struct{ *schematest.Set }
+
+func compileAll(t *testing.T) schemaSet {
 	t.Helper()
-	path, err := filepath.Abs(filepath.Join(schemaDir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	s, err := c.Compile(path)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
+	s := schemaSet{schematest.NewSet(t, schemaDir)}
+	for _, f := range schemaFiles {
+		s.Schema(f.file)
 	}
 	return s
 }
 
 // schemaCheck validates a document, given as bytes, against a schema.
-func schemaCheck(s *jsonschema.Schema, data []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	return s.Validate(inst)
-}
+var schemaCheck = schematest.Validate
 
-// schemaSet maps a schema file to its compiled schema, for one test.
-type schemaSet map[string]*jsonschema.Schema
-
-func compileAll(t *testing.T) schemaSet {
-	t.Helper()
-	out := schemaSet{}
-	for _, f := range schemaFiles {
-		out[f.file] = compileSchema(t, f.file)
-	}
-	return out
-}
-
-func (s schemaSet) fleet() *jsonschema.Schema     { return s["fleet.resolved.schema.json"] }
-func (s schemaSet) manifest() *jsonschema.Schema  { return s["rollout-manifest.schema.json"] }
-func (s schemaSet) trust() *jsonschema.Schema     { return s["trust.schema.json"] }
-func (s schemaSet) operators() *jsonschema.Schema { return s["operators.schema.json"] }
+func (s schemaSet) fleet() *jsonschema.Schema     { return s.Schema("fleet.resolved.schema.json") }
+func (s schemaSet) manifest() *jsonschema.Schema  { return s.Schema("rollout-manifest.schema.json") }
+func (s schemaSet) trust() *jsonschema.Schema     { return s.Schema("trust.schema.json") }
+func (s schemaSet) operators() *jsonschema.Schema { return s.Schema("operators.schema.json") }
 
 // TestSchemaMatchesGoTypes walks each schema and its Go type in parallel
 // from the root: every JSON field of every struct reached (through
@@ -137,229 +106,10 @@ func TestSchemaMatchesGoTypes(t *testing.T) {
 			if !strings.Contains(desc, "Go") {
 				t.Errorf("top-level description does not say the Go code checks more: %q", desc)
 			}
-			w := &schemaWalker{t: t, root: doc, open: f.open, alias: f.requiredByAlias, nonNull: f.nonNull, structs: map[reflect.Type]bool{}}
-			w.check(f.root, doc, "#")
-			if len(w.structs) == 0 {
-				t.Error("the walk reached no struct")
-			}
+			schematest.CheckType(t, schemaDir, f.file, f.root, schematest.Options{
+				Open: f.open, RequiredByAlias: f.requiredByAlias, NonNull: f.nonNull, AbsentIsNull: true,
+			})
 		})
-	}
-}
-
-type schemaWalker struct {
-	t       *testing.T
-	root    map[string]any
-	open    []reflect.Type
-	alias   map[reflect.Type][]string
-	nonNull map[reflect.Type][]string
-	structs map[reflect.Type]bool
-}
-
-// resolve follows local $refs.
-func (w *schemaWalker) resolve(node map[string]any) map[string]any {
-	for range 10 {
-		ref, ok := node["$ref"].(string)
-		if !ok {
-			return node
-		}
-		var cur any = w.root
-		for _, tok := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				w.t.Fatalf("$ref %s does not resolve", ref)
-			}
-			cur = m[tok]
-		}
-		next, ok := cur.(map[string]any)
-		if !ok {
-			w.t.Fatalf("$ref %s does not resolve to a schema object", ref)
-		}
-		node = next
-	}
-	w.t.Fatal("$ref chain too long")
-	return nil
-}
-
-// branches is the node itself, after $refs, and the branches of its
-// anyOf and oneOf, after theirs.
-func (w *schemaWalker) branches(node map[string]any) []map[string]any {
-	node = w.resolve(node)
-	out := []map[string]any{node}
-	for _, k := range []string{"anyOf", "oneOf"} {
-		list, _ := node[k].([]any)
-		for _, b := range list {
-			if m, ok := b.(map[string]any); ok {
-				out = append(out, w.branches(m)...)
-			}
-		}
-	}
-	return out
-}
-
-// jsonTypes is the set of JSON types a node admits, from its "type", or
-// its "const" or "enum" values, across its branches.
-func (w *schemaWalker) jsonTypes(node map[string]any) map[string]bool {
-	out := map[string]bool{}
-	for _, b := range w.branches(node) {
-		switch ty := b["type"].(type) {
-		case string:
-			out[ty] = true
-		case []any:
-			for _, x := range ty {
-				out[x.(string)] = true
-			}
-		}
-		values, _ := b["enum"].([]any)
-		if c, ok := b["const"]; ok {
-			values = append(values, c)
-		}
-		for _, v := range values {
-			switch v.(type) {
-			case nil:
-				out["null"] = true
-			case string:
-				out["string"] = true
-			case float64:
-				out["integer"] = true
-			case bool:
-				out["boolean"] = true
-			}
-		}
-	}
-	return out
-}
-
-// branchWith returns the branch of node that has the given keyword.
-func (w *schemaWalker) branchWith(node map[string]any, keyword, where string) map[string]any {
-	for _, b := range w.branches(node) {
-		if _, ok := b[keyword]; ok {
-			return b
-		}
-	}
-	w.t.Errorf("%s: no %q in the schema", where, keyword)
-	return nil
-}
-
-func (w *schemaWalker) wantType(node map[string]any, jsonType string, where string, goType reflect.Type) {
-	if got := w.jsonTypes(node); !got[jsonType] {
-		w.t.Errorf("%s: Go type %s, but the schema admits %v, not %s", where, goType, slices.Sorted(maps.Keys(got)), jsonType)
-	}
-}
-
-var (
-	rawMessageType = reflect.TypeFor[json.RawMessage]()
-	timeType       = reflect.TypeFor[time.Time]()
-)
-
-func (w *schemaWalker) check(t reflect.Type, node map[string]any, where string) {
-	if t.Kind() == reflect.Pointer {
-		if !w.jsonTypes(node)["null"] {
-			w.t.Errorf("%s: Go pointer %s, but the schema does not admit null", where, t)
-		}
-		t = t.Elem()
-	}
-	switch {
-	case t == rawMessageType:
-		return // any JSON; the schema says what it may be
-	case t == timeType:
-		w.wantType(node, "string", where, t)
-		return
-	}
-	switch t.Kind() {
-	case reflect.String:
-		w.wantType(node, "string", where, t)
-	case reflect.Int:
-		w.wantType(node, "integer", where, t)
-	case reflect.Bool:
-		w.wantType(node, "boolean", where, t)
-	case reflect.Slice:
-		w.wantType(node, "array", where, t)
-		if b := w.branchWith(node, "items", where); b != nil {
-			w.check(t.Elem(), b["items"].(map[string]any), where+"/items")
-		}
-	case reflect.Map:
-		w.wantType(node, "object", where, t)
-		if b := w.branchWith(node, "additionalProperties", where); b != nil {
-			elem, ok := b["additionalProperties"].(map[string]any)
-			if !ok {
-				w.t.Errorf("%s: a map's additionalProperties must be its values' schema", where)
-				return
-			}
-			w.check(t.Elem(), elem, where+"/additionalProperties")
-		}
-	case reflect.Struct:
-		w.wantType(node, "object", where, t)
-		if b := w.branchWith(node, "properties", where); b != nil {
-			w.checkStruct(t, b, where)
-		}
-	default:
-		w.t.Errorf("%s: Go type %s has no rule in this test", where, t)
-	}
-}
-
-func (w *schemaWalker) checkStruct(t reflect.Type, obj map[string]any, where string) {
-	w.structs[t] = true
-	props, _ := obj["properties"].(map[string]any)
-	var required []string
-	list, _ := obj["required"].([]any)
-	for _, r := range list {
-		required = append(required, r.(string))
-	}
-	var fields, wantRequired []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		fields = append(fields, name)
-		optional := slices.ContainsFunc(strings.Split(opts, ","), func(o string) bool { return o == "omitempty" || o == "omitzero" })
-		switch {
-		case optional && slices.Contains(required, name):
-			w.t.Errorf("%s: %s is omitempty in %s but required by the schema", where, name, t)
-		case optional, slices.Contains(w.alias[t], name):
-		case f.Type.Kind() == reflect.Pointer:
-			// Absent or null (rfcs/0001 §1 rule 6): the schema may
-			// require the member (as null when unset) or not.
-			if slices.Contains(required, name) {
-				wantRequired = append(wantRequired, name)
-			}
-		default:
-			wantRequired = append(wantRequired, name)
-		}
-		p, ok := props[name].(map[string]any)
-		if !ok {
-			w.t.Errorf("%s: %s.%s (JSON %q) is not a property of the schema", where, t.Name(), f.Name, name)
-			continue
-		}
-		if d, _ := p["description"].(string); strings.TrimSpace(d) == "" {
-			w.t.Errorf("%s/properties/%s: no description", where, name)
-		}
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer && slices.Contains(w.nonNull[t], name) {
-			ft = ft.Elem()
-		}
-		w.check(ft, p, where+"/properties/"+name)
-	}
-	for name := range props {
-		if !slices.Contains(fields, name) {
-			w.t.Errorf("%s/properties/%s: the schema has it but %s has no such JSON field", where, name, t)
-		}
-	}
-	slices.Sort(required)
-	slices.Sort(wantRequired)
-	if d := cmp.Diff(wantRequired, required); d != "" {
-		w.t.Errorf("%s: required differs from %s's fields without omitempty (-Go +schema):\n%s", where, t, d)
-	}
-	open := slices.Contains(w.open, t)
-	if ap, isBool := obj["additionalProperties"].(bool); !isBool || ap != open {
-		w.t.Errorf("%s: additionalProperties = %v, want %v for %s", where, obj["additionalProperties"], open, t)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/notify"
+	"github.com/nixfleet/nixfleet/internal/testkit/schematest"
 	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
@@ -47,45 +46,22 @@ var bodySchemas = []struct {
 
 func readSchema(t *testing.T, file string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(schemaDir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return doc
+	return schematest.Read(t, schemaDir, file)
 }
 
-// compileBodySchemas compiles each format's schema as draft 2020-12 with
-// formats (date-time) asserted; the json format's refers to openapi.json,
-// which the compiler loads from beside it.
+// compileBodySchemas compiles each format's schema; the json format's
+// refers to openapi.json, which the compiler loads from beside it.
 func compileBodySchemas(t *testing.T) map[notify.Format]*jsonschema.Schema {
 	t.Helper()
+	set := schematest.NewSet(t, schemaDir)
 	out := map[notify.Format]*jsonschema.Schema{}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
 	for _, s := range bodySchemas {
-		path, err := filepath.Abs(filepath.Join(schemaDir, s.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[s.format], err = c.Compile(path); err != nil {
-			t.Fatalf("%s: %v", s.file, err)
-		}
+		out[s.format] = set.Schema(s.file)
 	}
 	return out
 }
 
-func validateBody(s *jsonschema.Schema, body []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	return s.Validate(inst)
-}
+var validateBody = schematest.Validate
 
 // TestBodySchemasMatchGoTypes walks each schema and its Go type in
 // parallel from the root, following $refs into openapi.json: every JSON
@@ -110,11 +86,8 @@ func TestBodySchemasMatchGoTypes(t *testing.T) {
 			if s.root == nil {
 				return
 			}
-			w := &typeWalker{t: t, docs: map[string]map[string]any{s.file: doc}, structs: map[reflect.Type]bool{}}
-			w.check(s.root, s.file, doc, s.file+"#")
-			if len(w.structs) == 0 {
-				t.Error("the walk reached no struct")
-			}
+			// An alert's labels and annotations name their keys.
+			schematest.CheckType(t, schemaDir, s.file, s.root, schematest.Options{KeyedMaps: []reflect.Type{reflect.TypeFor[map[string]string]()}})
 		})
 	}
 
@@ -175,191 +148,6 @@ func checkDescribed(t *testing.T, file string, doc map[string]any) {
 		if !bytes.Contains(raw, []byte(`"#/$defs/`+name+`"`)) {
 			t.Errorf("%s: $defs/%s is never referred to", file, name)
 		}
-	}
-}
-
-// typeWalker walks a Go type and its schema together.
-type typeWalker struct {
-	t       *testing.T
-	docs    map[string]map[string]any // schema/ files by name
-	structs map[reflect.Type]bool
-}
-
-// resolve follows $refs, within a file ("#/…") or into another file of
-// schema/ ("openapi.json#/…"), and returns the node and its file.
-func (w *typeWalker) resolve(file string, node map[string]any) (string, map[string]any) {
-	for range 10 {
-		ref, ok := node["$ref"].(string)
-		if !ok {
-			return file, node
-		}
-		f, ptr, _ := strings.Cut(ref, "#")
-		if f != "" {
-			file = f
-			if w.docs[file] == nil {
-				w.docs[file] = readSchema(w.t, file)
-			}
-		}
-		var cur any = w.docs[file]
-		for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-			if tok != "" {
-				m, _ := cur.(map[string]any)
-				cur = m[tok]
-			}
-		}
-		if node, ok = cur.(map[string]any); !ok {
-			w.t.Fatalf("%s: $ref %s does not resolve to a schema object", file, ref)
-		}
-	}
-	w.t.Fatal("$ref chain too long")
-	return "", nil
-}
-
-// jsonTypes is the set of JSON types a node admits, from its "type", or
-// its "const" or "enum" values.
-func jsonTypes(node map[string]any) map[string]bool {
-	out := map[string]bool{}
-	switch ty := node["type"].(type) {
-	case string:
-		out[ty] = true
-	case []any:
-		for _, x := range ty {
-			out[x.(string)] = true
-		}
-	}
-	values, _ := node["enum"].([]any)
-	if c, ok := node["const"]; ok {
-		values = append(values, c)
-	}
-	for _, v := range values {
-		switch v.(type) {
-		case nil:
-			out["null"] = true
-		case string:
-			out["string"] = true
-		case float64:
-			out["integer"] = true
-		case bool:
-			out["boolean"] = true
-		}
-	}
-	return out
-}
-
-var timeType = reflect.TypeFor[time.Time]()
-
-func (w *typeWalker) check(t reflect.Type, file string, node map[string]any, where string) {
-	file, node = w.resolve(file, node)
-	types := jsonTypes(node)
-	want := func(jsonType string) {
-		if !types[jsonType] {
-			w.t.Errorf("%s: Go type %s, but the schema admits %v, not %s", where, t, slices.Sorted(maps.Keys(types)), jsonType)
-		}
-	}
-	switch {
-	case t == timeType:
-		want("string")
-		if node["format"] != "date-time" {
-			w.t.Errorf("%s: a time without format date-time", where)
-		}
-		return
-	}
-	switch t.Kind() {
-	case reflect.String:
-		want("string")
-	case reflect.Int, reflect.Int64:
-		want("integer")
-	case reflect.Bool:
-		want("boolean")
-	case reflect.Slice:
-		want("array")
-		items, ok := node["items"].(map[string]any)
-		if !ok {
-			w.t.Errorf("%s: an array without items", where)
-			return
-		}
-		w.check(t.Elem(), file, items, where+"/items")
-	case reflect.Map:
-		want("object")
-		// A map's known keys may be properties (then closed), the others
-		// additionalProperties; each is the map's value type.
-		props, _ := node["properties"].(map[string]any)
-		for name, p := range props {
-			w.check(t.Elem(), file, p.(map[string]any), where+"/properties/"+name)
-		}
-		ap, isSchema := node["additionalProperties"].(map[string]any)
-		switch {
-		case isSchema:
-			w.check(t.Elem(), file, ap, where+"/additionalProperties")
-		case props == nil:
-			w.t.Errorf("%s: a map with neither properties nor an additionalProperties schema", where)
-		}
-	case reflect.Struct:
-		want("object")
-		w.checkStruct(t, file, node, where)
-	default:
-		w.t.Errorf("%s: Go type %s has no rule in this test", where, t)
-	}
-}
-
-func (w *typeWalker) checkStruct(t reflect.Type, file string, node map[string]any, where string) {
-	w.structs[t] = true
-	props, _ := node["properties"].(map[string]any)
-	var required, wantRequired, fields []string
-	list, _ := node["required"].([]any)
-	for _, r := range list {
-		required = append(required, r.(string))
-	}
-	for f := range t.Fields() {
-		if !f.IsExported() {
-			continue
-		}
-		if f.Anonymous {
-			w.t.Errorf("%s: embedded field %s has no rule in this test", where, f.Name)
-			continue
-		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		fields = append(fields, name)
-		omitted := slices.ContainsFunc(strings.Split(opts, ","), func(o string) bool { return o == "omitempty" || o == "omitzero" })
-		if !omitted {
-			wantRequired = append(wantRequired, name)
-		}
-		p, ok := props[name].(map[string]any)
-		if !ok {
-			w.t.Errorf("%s: %s.%s (JSON %q) is not a property of the schema", where, t, f.Name, name)
-			continue
-		}
-		if d, _ := p["description"].(string); strings.TrimSpace(d) == "" {
-			w.t.Errorf("%s/properties/%s: no description", where, name)
-		}
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			// nil is written as null unless omitted.
-			if _, pn := w.resolve(file, p); !omitted && !jsonTypes(pn)["null"] {
-				w.t.Errorf("%s/properties/%s: Go pointer %s, written null when nil, but the schema does not admit null", where, name, ft)
-			}
-			ft = ft.Elem()
-		}
-		w.check(ft, file, p, where+"/properties/"+name)
-	}
-	for name := range props {
-		if !slices.Contains(fields, name) {
-			w.t.Errorf("%s/properties/%s: the schema has it but %s has no such JSON field", where, name, t)
-		}
-	}
-	slices.Sort(required)
-	slices.Sort(wantRequired)
-	if d := cmp.Diff(wantRequired, required); d != "" {
-		w.t.Errorf("%s: required differs from %s's fields without omitempty (-Go +schema):\n%s", where, t, d)
-	}
-	if ap, ok := node["additionalProperties"].(bool); !ok || ap {
-		w.t.Errorf("%s: additionalProperties = %v, want false for %s", where, node["additionalProperties"], t)
 	}
 }
 
