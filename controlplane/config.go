@@ -65,7 +65,9 @@ type Config struct {
 	Tunables reconciler.Tunables
 	// ForecastActivation is how long the forecasts assume a host takes to
 	// switch (rfcs/0014; default reconciler.DefaultForecastActivation).
+	// NoForecasts: the leader makes none.
 	ForecastActivation time.Duration
+	NoForecasts        bool
 	// Prometheus is where canary analyses are measured (rfcs/0006
 	// §Canary analysis): the default source, for analyses that name none;
 	// no URL: their every measurement is inconclusive.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane/kept"
 	"github.com/nixfleet/nixfleet/controlplane/notify"
 	"github.com/nixfleet/nixfleet/controlplane/store"
 	"github.com/nixfleet/nixfleet/proto"
@@ -23,32 +24,38 @@ import (
 
 // forecaster makes the leader's forecasts (rfcs/0014) beside its ticks:
 // after a committed tick that decided something, from the state that tick
-// left, one at a time (a tick that comes while one runs is taken up by the
-// next), and records them in the store, where every replica serves them.
-// The tick never waits for one: it hands over a copy of what it left.
+// left, one at a time, and records them in the store, where every replica
+// serves them. A tick that decides while one runs is not lost: the next
+// forecast starts when the running one ends, from the state then. The
+// tick never waits for a forecast, only, when one starts, for the copy of
+// the kept input it starts from.
 type forecaster struct {
-	st    store.Store
-	log   *slog.Logger
-	model reconciler.Model
+	st     store.Store
+	log    *slog.Logger
+	model  reconciler.Model
+	keeper *kept.Keeper
 	// made is how long forecasts take; errors how far off a rollout's
 	// first forecast was, by channel, when the rollout ends.
 	made   prometheus.Histogram
 	errors *prometheus.GaugeVec
 
-	mu      sync.Mutex
-	running bool
+	mu sync.Mutex
+	// seed is what a forecast takes from the last tick that decided: its
+	// time, tunables and watch, and its channels as it left them; the
+	// rest is the kept input, which that tick left.
+	seed reconciler.Input
+	// pending: a tick decided something no forecast started from yet;
+	// running: a forecast runs.
+	pending, running bool
 	// told is the end the journal last said of each rollout (zero: that
 	// it does not end), by id; told[id] absent: nothing said yet by this
 	// replica.
 	told map[string]time.Time
-	// offered: a tick decided something since the running forecast's
-	// input was taken.
-	offered bool
-	wg      sync.WaitGroup
+	wg   sync.WaitGroup
 }
 
-func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconciler.Model) *forecaster {
-	f := &forecaster{st: st, log: log, model: model, told: map[string]time.Time{},
+func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconciler.Model, k *kept.Keeper) *forecaster {
+	f := &forecaster{st: st, log: log, model: model, keeper: k, told: map[string]time.Time{}, pending: true,
 		made: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "nixfleet_forecast_duration_seconds", Help: "Time to make a forecast of the live rollouts (rfcs/0014), beside the ticks.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
@@ -61,39 +68,76 @@ func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconcile
 	return f
 }
 
-// wants reports whether a forecast should be made after a tick that
-// decided out: it changed something, or none runs and none was made.
-func (f *forecaster) wants(out reconciler.Output) bool {
+// decided notes what a tick decided, from within it (the kept input it
+// leaves is applied once the tick commits): the seed of the next forecast,
+// and whether one is due (the tick changed something, or none was made).
+func (f *forecaster) decided(in reconciler.Input, out reconciler.Output) {
+	seed := reconciler.Input{Now: in.Now, Tunables: in.Tunables, WatchingSince: in.WatchingSince, Channels: slices.Clone(in.Channels)}
+	for _, u := range out.Channels {
+		for i := range seed.Channels {
+			if seed.Channels[i].Name == u.Name {
+				seed.Channels[i].LastRolledRef = u.LastRolledRef
+			}
+		}
+	}
 	changed := len(out.Rollouts)+len(out.Hosts)+len(out.Events) > 0
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.running {
-		f.offered = f.offered || changed
-		return false
-	}
-	return changed || !f.offered
+	f.seed, f.pending = seed, f.pending || changed
+	f.mu.Unlock()
 }
 
-// start forecasts from in (a copy the forecaster owns) in the background.
-func (f *forecaster) start(ctx context.Context, in reconciler.Input) {
+// kick starts forecasting in the background after a committed tick, if a
+// forecast is due and none runs; it goes on while ticks decide something
+// meanwhile.
+func (f *forecaster) kick(ctx context.Context) {
 	f.mu.Lock()
-	if f.running {
+	if f.running || !f.pending {
 		f.mu.Unlock()
 		return
 	}
-	f.running, f.offered = true, false
+	f.running = true
 	f.mu.Unlock()
 	f.wg.Go(func() {
-		defer func() {
+		for {
 			f.mu.Lock()
-			f.running = false
+			if !f.pending || ctx.Err() != nil {
+				f.running = false
+				f.mu.Unlock()
+				return
+			}
+			f.pending = false
+			seed := f.seed
 			f.mu.Unlock()
-		}()
-		f.run(ctx, in)
+			in, ok := f.input(seed)
+			if !ok {
+				f.mu.Lock()
+				f.running = false // the next tick loads in full and kicks again
+				f.mu.Unlock()
+				return
+			}
+			f.run(ctx, in)
+		}
 	})
 }
 
-// wait waits for the forecast running, if any.
+// input is what a forecast starts from: the kept input (copied under its
+// lock, so a tick waits only for the copy) with the seed's channels,
+// time and tunables; false when no input is kept.
+func (f *forecaster) input(seed reconciler.Input) (reconciler.Input, bool) {
+	f.keeper.Lock()
+	if f.keeper.Input == nil {
+		f.keeper.Unlock()
+		return reconciler.Input{}, false
+	}
+	in := f.keeper.Input.Copy()
+	f.keeper.Unlock()
+	in.Now, in.Tunables, in.WatchingSince, in.Channels = seed.Now, seed.Tunables, seed.WatchingSince, seed.Channels
+	in.Intents, in.Measurements = nil, nil
+	return in, true
+}
+
+// wait waits for the forecasting in the background, which stops at its
+// next simulated tick once its context ends.
 func (f *forecaster) wait() { f.wg.Wait() }
 
 func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
@@ -238,24 +282,6 @@ func (f *forecaster) ended(ctx context.Context, now time.Time, out reconciler.Ou
 			}
 		}
 	})
-}
-
-// forecastInput is what a forecast starts from: the kept input as the
-// tick left it (k copied), with the tick's channels as it left them, its
-// time and its tunables.
-func forecastInput(k reconciler.Input, tick reconciler.Input, out reconciler.Output) reconciler.Input {
-	in := k
-	in.Now, in.Tunables, in.WatchingSince = tick.Now, tick.Tunables, tick.WatchingSince
-	in.Channels = slices.Clone(tick.Channels)
-	for _, u := range out.Channels {
-		for i := range in.Channels {
-			if in.Channels[i].Name == u.Name {
-				in.Channels[i].LastRolledRef = u.LastRolledRef
-			}
-		}
-	}
-	in.Intents, in.Measurements = nil, nil
-	return in
 }
 
 // forecastView is a rollout's forecast as the API serves it.

@@ -117,7 +117,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.src.watch, _ = CheckWatchRefs(cfg.WatchRefs) // checked by cfg.check
 	s.src.ids, s.src.board, s.src.prom = s.ids, s.board, pc
 	s.ticker = newTicker(st, &s.cfg, replica, log, m, s.board)
-	s.ticker.forecasts = newForecaster(st, log, m, reconciler.Model{Activation: cfg.ForecastActivation, Checkin: cfg.Tunables.CheckinPeriod()})
+	if !cfg.NoForecasts {
+		s.ticker.forecasts = newForecaster(st, log, m, reconciler.Model{Activation: cfg.ForecastActivation, Checkin: cfg.Tunables.CheckinPeriod()}, &s.ticker.kept)
+	}
 	s.analyze = newAnalyzer(st, pc, cfg.Clock, s.board, log, m.reg)
 	s.ticker.measure = s.analyze.schedule
 	s.ticker.leader.subscribe(func(_ store.Lease, leading bool) {

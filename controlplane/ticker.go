@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -388,7 +387,6 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	var rollouts map[reconciler.RolloutState]int
 	var rep store.TickReport
 	var committed time.Duration // until the tick committed
-	var seed reconciler.Input   // what a forecast takes from the tick
 	decided := false
 	out, err := t.st.Tick(ctx, store.TickParams{Kept: &t.kept, Lease: l, LeaseTTL: t.cfg.LeaseTTL, Clock: t.cfg.Clock.Now, Tunables: t.cfg.Tunables, MaxGap: t.maxGap(),
 		Rewound: rewound, SkipBefore: skip, Report: func(r store.TickReport) {
@@ -413,7 +411,9 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 				channels[i] = c.Name
 			}
 			rollouts = countRollouts(in.Rollouts, out.Rollouts)
-			seed = reconciler.Input{Now: in.Now, Tunables: in.Tunables, WatchingSince: in.WatchingSince, Channels: slices.Clone(in.Channels)}
+			if t.forecasts != nil {
+				t.forecasts.decided(in, out)
+			}
 			return out, nil
 		})
 	t.m.tickDuration.Observe(time.Since(start).Seconds())
@@ -468,8 +468,9 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 	if t.measure != nil {
 		t.measure(out.Measure)
 	}
-	if decided {
-		t.forecast(ctx, seed, out)
+	if t.forecasts != nil {
+		t.forecasts.ended(ctx, now, out)
+		t.forecasts.kick(ctx)
 	}
 	t.m.observeTick(out)
 	t.m.observeSight(watching, channels, out.Visibility)
@@ -484,27 +485,6 @@ func (t *ticker) tick(ctx context.Context) (more bool) {
 			"committed", committed, "duration", time.Since(start))
 	}
 	return rep.More
-}
-
-// forecast hands what a committed tick left to the forecaster, when it
-// wants a new forecast: a copy of the kept input, taken between ticks
-// (the next one waits for the copy, not for the forecast).
-func (t *ticker) forecast(ctx context.Context, seed reconciler.Input, out reconciler.Output) {
-	if t.forecasts == nil {
-		return
-	}
-	t.forecasts.ended(ctx, seed.Now, out)
-	if !t.forecasts.wants(out) {
-		return
-	}
-	t.kept.Lock()
-	if t.kept.Input == nil {
-		t.kept.Unlock()
-		return
-	}
-	in := t.kept.Input.Copy()
-	t.kept.Unlock()
-	t.forecasts.start(ctx, forecastInput(in, seed, out))
 }
 
 // verifyingNow reports whether a comparison with a cold load runs.

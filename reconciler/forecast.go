@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nixfleet/nixfleet/analysis"
@@ -185,6 +186,10 @@ type forecaster struct {
 	// opening: why a rollout about to open waited (a freeze, the
 	// channel's active rollout, a channel edge), by its id.
 	opening map[string]Reason
+	// flying are the hosts in flight, by rollout id and name: the only
+	// ones whose check-ins a tick reads beyond hearing them (a soak's
+	// end, a confirm window), so the only ones hear refreshes.
+	flying map[[2]string]bool
 }
 
 type modelAgent struct {
@@ -226,7 +231,7 @@ func newForecaster(in Input, m Model) *forecaster {
 	}
 	f := &forecaster{in: in, from: in.Now, m: m, horizon: in.Now.Add(m.Horizon), agents: map[string]*modelAgent{},
 		measured: map[string]bool{}, approved: map[string]bool{}, seen: map[string]*RolloutForecast{},
-		hostAt: map[string]map[string]int{}, opening: map[string]Reason{}}
+		hostAt: map[string]map[string]int{}, opening: map[string]Reason{}, flying: map[[2]string]bool{}}
 	for _, d := range in.Deferrals {
 		gate := ""
 		if d.BlockedBy == codes.Freeze {
@@ -258,6 +263,10 @@ func newForecaster(in Input, m Model) *forecaster {
 		a := &modelAgent{activation: cmp.Or(hm.Activation, m.Activation), learn: cmp.Or(hm.Learn, m.Learn)}
 		o := in.Hosts[name]
 		a.heard, a.anchor = !in.Tunables.Late(o.LastSeen, in.Now), o.LastSeen
+		if a.heard {
+			o.AlwaysHeard = true
+			f.in.Hosts[name] = o
+		}
 		if !a.heard && !hm.Back.IsZero() {
 			f.push(modelEvent{at: hm.Back, host: name, kind: "back"})
 		}
@@ -268,8 +277,20 @@ func newForecaster(in Input, m Model) *forecaster {
 			f.note(r)
 		}
 		f.inFlight(r)
+		f.fly(r.ID, r.Hosts)
 	}
 	return f
+}
+
+// fly notes which of a rollout's hosts are in flight.
+func (f *forecaster) fly(id string, hosts []RolloutHost) {
+	for _, h := range hosts {
+		if h.State.InFlight() {
+			f.flying[[2]string{id, h.Hostname}] = true
+		} else {
+			delete(f.flying, [2]string{id, h.Hostname})
+		}
+	}
 }
 
 // inFlight schedules the answers of a rollout's hosts that were told to
@@ -364,12 +385,15 @@ func (f *forecaster) stopped() bool {
 	}
 }
 
-// hear gives each connected agent its last check-in: the last of its
-// periodic ones, with the status it has. Such an agent is never late, so
-// no tick wakes for its silence.
+// hear gives each connected agent in flight its last check-in: the last
+// of its periodic ones, with the status it has. A connected agent is
+// marked always heard (never late, so no tick wakes for its silence);
+// the check-ins of the others decide nothing.
 func (f *forecaster) hear() {
-	for name, a := range f.agents {
-		if !a.heard {
+	for _, k := range slices.SortedFunc(maps.Keys(f.flying), cmpKey) {
+		name := k[1]
+		a := f.agents[name]
+		if a == nil || !a.heard {
 			continue
 		}
 		o := f.in.Hosts[name]
@@ -382,6 +406,10 @@ func (f *forecaster) hear() {
 		}
 		f.in.Hosts[name] = o
 	}
+}
+
+func cmpKey(a, b [2]string) int {
+	return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
 }
 
 // checkinBefore is the agent's last check-in at or before t.
@@ -450,17 +478,24 @@ func (f *forecaster) schedule(out Output) {
 	}
 	// A soak ends at its host's first check-in after it, which reaches a
 	// tick at once (CheckinUrgent).
-	for _, r := range f.in.Rollouts {
-		for _, h := range r.Hosts {
-			a := f.agents[h.Hostname]
-			if h.State != HostSoaking || a == nil || !a.heard {
-				continue
-			}
-			at := a.checkinFrom(h.Since.Add(r.WaveSoak(h.Wave)), f.m.Checkin)
-			if at.After(f.in.Now) && !at.Equal(a.ends) {
-				a.ends = at
-				f.push(modelEvent{at: at, host: h.Hostname, kind: "checkin"})
-			}
+	byID := make(map[string]*Rollout, len(f.in.Rollouts))
+	for i := range f.in.Rollouts {
+		byID[f.in.Rollouts[i].ID] = &f.in.Rollouts[i]
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(f.flying), cmpKey) {
+		r, a := byID[k[0]], f.agents[k[1]]
+		if r == nil || a == nil || !a.heard {
+			continue
+		}
+		i, ok := slices.BinarySearchFunc(r.Hosts, k[1], func(h RolloutHost, name string) int { return strings.Compare(h.Hostname, name) })
+		if !ok || r.Hosts[i].State != HostSoaking {
+			continue
+		}
+		h := r.Hosts[i]
+		at := a.checkinFrom(h.Since.Add(r.WaveSoak(h.Wave)), f.m.Checkin)
+		if at.After(f.in.Now) && !at.Equal(a.ends) {
+			a.ends = at
+			f.push(modelEvent{at: at, host: h.Hostname, kind: "checkin"})
 		}
 	}
 	for _, req := range out.Measure {
@@ -567,6 +602,9 @@ func (f *forecaster) fire(now time.Time) {
 		case "back":
 			a := f.agents[e.host]
 			a.heard, a.anchor = true, e.at
+			o := f.in.Hosts[e.host]
+			o.LastSeen, o.StatusAt, o.AlwaysHeard = e.at, e.at, true
+			f.in.Hosts[e.host] = o
 			if a.queued != nil {
 				f.act(e.host, a, *a.queued, e.at)
 				a.queued = nil
@@ -645,6 +683,9 @@ func (f *forecaster) record(out Output) {
 		}
 	}
 	for _, u := range out.Rollouts {
+		if u.New {
+			f.fly(u.Rollout.ID, u.Rollout.Hosts)
+		}
 		rf := f.note(u.Rollout)
 		rf.State = u.Rollout.State
 		if u.Rollout.State.Terminal() && rf.End.IsZero() {
@@ -670,6 +711,7 @@ func (f *forecaster) record(out Output) {
 		return rf, &rf.Hosts[i]
 	}
 	for _, u := range out.Hosts {
+		f.fly(u.RolloutID, []RolloutHost{u.Host})
 		_, hf := host(u.RolloutID, u.Host.Hostname)
 		if hf == nil {
 			continue

@@ -95,6 +95,8 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: 30 * 24 * time.Hour, EnvVars: env("retention"), Usage: "keep events and finished rollouts this long, and hosts that left the fleet while unheard (negative: keep everything)"},
 			&cli.DurationFlag{Name: "offline-threshold", Value: reconciler.DefaultOfflineThreshold, EnvVars: env("offline-threshold"),
 				Usage: "a host silent this long is offline: a Pending one is skipped, an in-flight one fails (rfcs/0003 rule 6)"},
+			&cli.BoolFlag{Name: "forecasts", Value: true, EnvVars: env("forecasts"),
+				Usage: "make forecasts of the live rollouts beside the ticks (rfcs/0014); --forecasts=false saves their CPU on a large fleet"},
 			&cli.DurationFlag{Name: "forecast-activation", Value: reconciler.DefaultForecastActivation, EnvVars: env("forecast-activation"),
 				Usage: "how long forecasts assume a host takes to switch (rfcs/0014)"},
 			&cli.DurationFlag{Name: "confirm-window", Value: reconciler.DefaultConfirmWindow, EnvVars: env("confirm-window"),
@@ -172,6 +174,7 @@ func configure(c *cli.Context) (controlplane.Config, *slog.Logger, error) {
 		ReplicaID: c.String("replica-id"), TickInterval: c.Duration("tick-interval"), PollInterval: c.Duration("poll-interval"), WatchRefs: c.StringSlice("watch-ref"),
 		LeaseTTL: c.Duration("lease-ttl"), Debounce: c.Duration("debounce"), EventRetention: c.Duration("retention"),
 		WebSessionTTL: c.Duration("web-session-ttl"), ForecastActivation: c.Duration("forecast-activation"),
+		NoForecasts: !c.Bool("forecasts"),
 		Tunables: reconciler.Tunables{
 			OfflineThresholdSeconds:   int(c.Duration("offline-threshold") / time.Second),
 			ConfirmWindowSeconds:      int(c.Duration("confirm-window") / time.Second),

@@ -75,7 +75,7 @@ const fleetHookSecret = "fleet-hook-secret"
 // channel.
 func fleetRollout(channel string, n int) string { return channel + "@" + fleetkit.Commit(n) }
 
-func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
+func startFleet(dir string, insecure, forecasts bool) (_ *testFleet, err error) {
 	f := &testFleet{dir: dir, clock: cptest.NewClock(time.Now().UTC().Truncate(time.Second)), log: &lockedBuffer{},
 		commits: map[int]plumbing.Hash{}}
 	defer func() {
@@ -134,6 +134,9 @@ func startFleet(dir string, insecure bool) (_ *testFleet, err error) {
 		// stands still, so no lease expires and no confirm window closes.
 		TickInterval: time.Hour, PollInterval: time.Hour, Debounce: 20 * time.Millisecond,
 		LeaseTTL: 24 * time.Hour, Clock: f.clock, ReplicaID: "r1",
+		// Forecasts journal events as they are made, beside the ticks:
+		// scripts that compare the journal whole start without them.
+		NoForecasts: !forecasts,
 	}
 	scheme := "https://"
 	if insecure {
@@ -496,7 +499,8 @@ func deadURL() (string, error) {
 // VIEWER_KEY (victor, viewer), APPROVER_KEY (carol, approver) and the
 // rollout ids STABLE1, STABLE2, EDGE1, EDGE2), or step its hosts until a
 // rollout reaches a state. "start insecure" serves plain HTTP without
-// authentication (nixfleet-cp --insecure-dev).
+// authentication (nixfleet-cp --insecure-dev); "start forecast" makes
+// forecasts (rfcs/0014), which it does not otherwise.
 //
 // "push" signs a new release and promotes it on every channel (see
 // testFleet.push); it sets the rollout ids STABLE<N> and EDGE<N>.
@@ -505,7 +509,7 @@ func deadURL() (string, error) {
 // release's commit (testFleet.point); "resign" signs an earlier ciCommit
 // anew (testFleet.resign).
 //
-//	fleet start [insecure]
+//	fleet start [insecure] [forecast]
 //	fleet settle ROLLOUT STATE
 //	fleet forecast ROLLOUT
 //	fleet follow CHANNEL GATES HOST...
@@ -514,16 +518,16 @@ func deadURL() (string, error) {
 //	fleet resign VERSION N
 func cmdFleet(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
-		ts.Fatalf("usage: fleet start [insecure] | fleet settle ROLLOUT STATE | fleet forecast ROLLOUT | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
+		ts.Fatalf("usage: fleet start [insecure] [forecast] | fleet settle ROLLOUT STATE | fleet forecast ROLLOUT | fleet follow CHANNEL GATES HOST... | fleet push VERSION N | fleet point CHANNEL N | fleet resign VERSION N")
 	}
 	switch {
-	case args[0] == "start" && (len(args) == 1 || len(args) == 2 && args[1] == "insecure"):
+	case args[0] == "start" && !slices.ContainsFunc(args[1:], func(a string) bool { return a != "insecure" && a != "forecast" }):
 		if fleets.get(ts) != nil {
 			ts.Fatalf("fleet: already started")
 		}
 		dir := ts.MkAbs(".fleet")
 		ts.Check(os.MkdirAll(dir, 0o755))
-		f, err := startFleet(dir, len(args) == 2)
+		f, err := startFleet(dir, slices.Contains(args[1:], "insecure"), slices.Contains(args[1:], "forecast"))
 		if err != nil {
 			ts.Fatalf("fleet start: %v", err)
 		}
