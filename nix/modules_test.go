@@ -38,6 +38,23 @@ import (
 	"github.com/nixfleet/nixfleet/trust"
 )
 
+// cpFixture is what a control plane started from a module's unit needs
+// on disk: a directory, a bare fleet repository in it and a TLS
+// certificate.
+func cpFixture(t *testing.T) (dir, repo string, certs devcert.Files) {
+	t.Helper()
+	dir = t.TempDir()
+	repo = filepath.Join(dir, "fleet.git")
+	if _, err := git.PlainInit(repo, true); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := devcert.Write(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, repo, certs
+}
+
 // moduleEval is what nix/tests/modules/eval.nix returns.
 type moduleEval struct {
 	Name   string `json:"name"`
@@ -704,15 +721,7 @@ func TestAgentModuleHardening(t *testing.T) {
 func TestControlPlaneModule(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
-	dir := t.TempDir()
-	repo := filepath.Join(dir, "fleet.git")
-	if _, err := git.PlainInit(repo, true); err != nil {
-		t.Fatal(err)
-	}
-	certs, err := devcert.Write(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, repo, certs := cpFixture(t)
 	secret := filepath.Join(dir, "webhook-secret")
 	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -1177,15 +1186,7 @@ func TestModuleOptionTypes(t *testing.T) {
 func TestModuleSettings(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
-	dir := t.TempDir()
-	repo := filepath.Join(dir, "fleet.git")
-	if _, err := git.PlainInit(repo, true); err != nil {
-		t.Fatal(err)
-	}
-	certs, err := devcert.Write(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, repo, certs := cpFixture(t)
 	cp := func(settings map[string]any) map[string]any {
 		return map[string]any{
 			"enable": true, "package": map[string]string{"outPath": cpPackage}, "repository": repo,
@@ -1358,15 +1359,7 @@ func TestModuleRenamedOptions(t *testing.T) {
 func TestControlPlaneModuleNotifications(t *testing.T) {
 	t.Parallel()
 	requireNix(t)
-	dir := t.TempDir()
-	repo := filepath.Join(dir, "fleet.git")
-	if _, err := git.PlainInit(repo, true); err != nil {
-		t.Fatal(err)
-	}
-	certs, err := devcert.Write(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, repo, certs := cpFixture(t)
 	secret := filepath.Join(dir, "ops-secret")
 	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
