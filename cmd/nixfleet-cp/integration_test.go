@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/controlplane"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
 	"github.com/nixfleet/nixfleet/internal/simagent"
 	"github.com/nixfleet/nixfleet/internal/testkit/pgtest"
@@ -162,6 +163,14 @@ func checkStory(t *testing.T, evs []proto.Event, spec fleetrepo.Spec, id string)
 		t.Errorf(format, args...)
 		dump()
 	}
+	// The forecasts are journalled beside the story (rfcs/0014), as they
+	// are made: they say why and are of the rollout, like the rest.
+	for _, e := range evs {
+		if e.Kind == controlplane.EventForecast && (e.RolloutID != id || e.Reason.Code == "" || e.Reason.Message == "") {
+			fail("forecast event %d: %+v", e.ID, e)
+		}
+	}
+	evs = slices.DeleteFunc(slices.Clone(evs), func(e proto.Event) bool { return e.Kind == controlplane.EventForecast })
 	if len(evs) == 0 {
 		t.Fatalf("%s: no events", id)
 	}
