@@ -268,6 +268,19 @@ func configured(t *testing.T, args ...string) (controlplane.Config, int, string)
 	return got, code, stderr.String()
 }
 
+// configuredFrom is configured with a --config file holding body; its
+// output loses the "bad config file: FILE" prefix, so that an error reads
+// from the file's ":line".
+func configuredFrom(t *testing.T, body string) (controlplane.Config, int, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "cp.toml")
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, code, out := configured(t, "--config", file)
+	return cfg, code, strings.TrimPrefix(out, "nixfleet-cp: bad config file: "+file)
+}
+
 // TestRateLimitSettings: the rate limits default to controlplane's
 // Default… values, come from the flag, the environment or the --config
 // file like every setting, 0 turns one off, and nonsense is a usage error.
@@ -343,21 +356,8 @@ func TestNotificationSettings(t *testing.T) {
 	t.Setenv("CREDENTIALS_DIRECTORY", dir)
 	sinks := func(body string) ([]notify.Sink, int, string) {
 		t.Helper()
-		file := filepath.Join(t.TempDir(), "cp.toml")
-		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := serveCommand()
-		var got []notify.Sink
-		cmd.Action = func(c *cli.Context) error {
-			cfg, _, err := configure(c)
-			got = cfg.Notifications
-			return err
-		}
-		app := &cli.App{Name: "nixfleet-cp", Commands: []*cli.Command{cmd}}
-		var stdout, stderr bytes.Buffer
-		code := cliapp.Run(context.Background(), app, []string{"nixfleet-cp", "serve", "--config", file}, &stdout, &stderr)
-		return got, code, strings.TrimPrefix(stderr.String(), "nixfleet-cp: bad config file: "+file)
+		cfg, code, out := configuredFrom(t, body)
+		return cfg.Notifications, code, out
 	}
 
 	got, code, out := sinks(`listen = "127.0.0.1:0"

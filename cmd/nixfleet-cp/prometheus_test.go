@@ -120,12 +120,8 @@ func TestPrometheusSourceSettings(t *testing.T) {
 	t.Setenv("CREDENTIALS_DIRECTORY", dir)
 	sources := func(body string) ([]prom.Source, int, string) {
 		t.Helper()
-		file := filepath.Join(t.TempDir(), "cp.toml")
-		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg, code, out := configured(t, "--config", file)
-		return cfg.PrometheusSources, code, strings.TrimPrefix(out, "nixfleet-cp: bad config file: "+file)
+		cfg, code, out := configuredFrom(t, body)
+		return cfg.PrometheusSources, code, out
 	}
 
 	got, code, out := sources(`prometheus-url = "http://127.0.0.1:9090"
