@@ -197,6 +197,10 @@ func (e *env) converge(hosts map[string]*simagent.Host, n int) {
 		for _, h := range hosts {
 			_ = h.Step(ctx, 0)
 		}
+		// A minute between check-ins: the hosts' activations take one
+		// (the forecasts measure them).
+		e.clock.Advance(time.Minute)
+		e.tick()
 		for ch := range e.spec.Channels {
 			var r proto.Rollout
 			if err := e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/rollouts/"+rolloutID(ch, n), &r); err != nil ||
@@ -248,7 +252,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	run(t, ctx, "opening the rollout", chromedp.Navigate(e.url+"/ui/rollouts/"+id), chromedp.WaitVisible(chromedp.CSS("#waves")))
 	// Its forecast: the end, what it assumed, each wave on a time axis.
 	forecast := text(t, ctx, "#forecast")
-	for _, want := range []string{"Expected to end Converged", "Assumes a host takes 2m0s to switch", "wave 1", "starts +", "after wave 1 is not active yet"} {
+	for _, want := range []string{"Expected to end Converged", "Assumes a host takes", "of its hosts: their own measured time", "wave 1", "starts +", "after wave 1 is not active yet"} {
 		if !strings.Contains(forecast, want) {
 			t.Errorf("the forecast lacks %q:\n%s", want, forecast)
 		}

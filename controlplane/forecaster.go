@@ -51,11 +51,23 @@ type forecaster struct {
 	// it does not end), by id; told[id] absent: nothing said yet by this
 	// replica.
 	told map[string]time.Time
-	wg   sync.WaitGroup
+	// dispatched is when each host in Activating was dispatched, by
+	// rollout and host, as the ticks decided it (ticks only); samples the
+	// activations measured since the forecasting loop last took them:
+	// dispatch to confirm.
+	dispatched map[[2]string]time.Time
+	samples    []store.ActivationTime
+	// times is what the leader measured of each host's activations, the
+	// model of it (the forecasting loop's alone); loaded once it has read
+	// the store's.
+	times  map[string]store.ActivationTime
+	loaded bool
+	wg     sync.WaitGroup
 }
 
 func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconciler.Model, k *kept.Keeper) *forecaster {
 	f := &forecaster{st: st, log: log, model: model, keeper: k, told: map[string]time.Time{}, pending: true,
+		dispatched: map[[2]string]time.Time{}, times: map[string]store.ActivationTime{},
 		made: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "nixfleet_forecast_duration_seconds", Help: "Time to make a forecast of the live rollouts (rfcs/0014), beside the ticks.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
@@ -83,7 +95,49 @@ func (f *forecaster) decided(in reconciler.Input, out reconciler.Output) {
 	changed := len(out.Rollouts)+len(out.Hosts)+len(out.Events) > 0
 	f.mu.Lock()
 	f.seed, f.pending = seed, f.pending || changed
+	f.measure(in, out)
 	f.mu.Unlock()
+}
+
+// measure takes the activations a tick saw end from its output (under
+// f.mu): a host's time from its dispatch (entering Activating) to its
+// confirm (leaving it for Soaking, or Converged). Hosts dispatched before
+// this replica led, or while another did, are not measured. Its cost is
+// the tick's host updates, and the hosts of rollouts it opened.
+func (f *forecaster) measure(in reconciler.Input, out reconciler.Output) {
+	live := map[string]bool{}
+	for _, r := range in.Rollouts {
+		live[r.ID] = true
+	}
+	for _, u := range out.Rollouts {
+		live[u.Rollout.ID] = true
+		if !u.New {
+			continue
+		}
+		for _, h := range u.Rollout.Hosts {
+			if h.State == reconciler.HostActivating {
+				f.dispatched[[2]string{u.Rollout.ID, h.Hostname}] = h.Since
+			}
+		}
+	}
+	for key := range f.dispatched {
+		if !live[key[0]] {
+			delete(f.dispatched, key) // its rollout left while another replica led
+		}
+	}
+	for _, u := range out.Hosts {
+		key := [2]string{u.RolloutID, u.Host.Hostname}
+		switch {
+		case u.Host.State == reconciler.HostActivating && u.From != reconciler.HostActivating:
+			f.dispatched[key] = u.Host.Since
+		case u.From == reconciler.HostActivating && u.Host.State != reconciler.HostActivating:
+			at, ok := f.dispatched[key]
+			delete(f.dispatched, key)
+			if d := u.Host.Since.Sub(at); ok && d > 0 && (u.Host.State == reconciler.HostSoaking || u.Host.State == reconciler.HostConverged) {
+				f.samples = append(f.samples, store.ActivationTime{Host: u.Host.Hostname, Typical: d, Samples: 1, MeasuredAt: u.Host.Since})
+			}
+		}
+	}
 }
 
 // kick starts forecasting in the background after a committed tick, if a
@@ -106,8 +160,10 @@ func (f *forecaster) kick(ctx context.Context) {
 				return
 			}
 			f.pending = false
-			seed := f.seed
+			seed, samples := f.seed, f.samples
+			f.samples = nil
 			f.mu.Unlock()
+			f.learn(ctx, samples)
 			in, ok := f.input(seed)
 			if !ok {
 				f.mu.Lock()
@@ -136,13 +192,82 @@ func (f *forecaster) input(seed reconciler.Input) (reconciler.Input, bool) {
 	return in, true
 }
 
+// learn folds newly measured activations into the hosts' times (the
+// forecasting loop's), and records the hosts they changed. Each host's
+// time is smoothed: the mean of its last measured time and the one
+// before, so that a slow activation (a large download) moves it half
+// way. The store's are read once, before the first.
+func (f *forecaster) learn(ctx context.Context, samples []store.ActivationTime) {
+	if !f.loaded {
+		stored, err := f.st.ActivationTimes(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log.Warn("reading the hosts' activation times: forecasts take the default until they are read", "err", err)
+			}
+		} else {
+			for h, t := range stored {
+				if mine, ok := f.times[h]; ok {
+					t = store.ActivationTime{Host: h, Typical: mine.Typical, Samples: t.Samples + mine.Samples, MeasuredAt: mine.MeasuredAt}
+				}
+				f.times[h] = t
+			}
+			f.loaded = true
+		}
+	}
+	if len(samples) == 0 {
+		return
+	}
+	changed := make(map[string]bool, len(samples))
+	for _, s := range samples {
+		t, ok := f.times[s.Host]
+		if ok && t.Typical > 0 {
+			t.Typical = (t.Typical + s.Typical) / 2
+		} else {
+			t.Typical = s.Typical
+		}
+		t.Host, t.Samples, t.MeasuredAt = s.Host, t.Samples+1, s.MeasuredAt
+		f.times[s.Host] = t
+		changed[s.Host] = true
+	}
+	put := make([]store.ActivationTime, 0, len(changed))
+	for h := range changed {
+		put = append(put, f.times[h])
+	}
+	if err := f.st.PutActivationTimes(ctx, put); err != nil && ctx.Err() == nil {
+		f.log.Warn("recording the hosts' activation times", "err", err)
+	}
+}
+
+// modelNow is the model a forecast takes: each host measured takes its
+// own time, and the others the median of those (the configured default
+// while none is measured).
+func (f *forecaster) modelNow() reconciler.Model {
+	m := f.model
+	if len(f.times) == 0 {
+		return m
+	}
+	m.Hosts = make(map[string]reconciler.HostModel, len(f.times))
+	all := make([]time.Duration, 0, len(f.times))
+	for h, t := range f.times {
+		if t.Typical > 0 {
+			m.Hosts[h] = reconciler.HostModel{Activation: t.Typical}
+			all = append(all, t.Typical)
+		}
+	}
+	if len(all) > 0 {
+		slices.Sort(all)
+		m.Activation = all[len(all)/2]
+	}
+	return m
+}
+
 // wait waits for the forecasting in the background, which stops at its
 // next simulated tick once its context ends.
 func (f *forecaster) wait() { f.wg.Wait() }
 
 func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
 	start := time.Now()
-	m := f.model
+	m := f.modelNow()
 	m.Done = ctx.Done()
 	res := reconciler.Forecast(in, m)
 	if res.Cut == "stopped" {
@@ -152,7 +277,7 @@ func (f *forecaster) run(ctx context.Context, in reconciler.Input) {
 	recs := make([]store.Forecast, 0, len(res.Rollouts))
 	var events []reconciler.Event
 	for _, r := range res.Rollouts {
-		body, err := json.Marshal(forecastView(res, r, f.model))
+		body, err := json.Marshal(forecastView(res, r, m))
 		if err != nil {
 			f.log.Error("encoding a forecast", "rollout", r.ID, "err", err)
 			return
@@ -288,8 +413,13 @@ func (f *forecaster) ended(ctx context.Context, now time.Time, out reconciler.Ou
 func forecastView(res reconciler.ForecastResult, r reconciler.RolloutForecast, m reconciler.Model) proto.Forecast {
 	v := proto.Forecast{RolloutID: r.ID, MadeAt: res.From, State: string(r.State), End: timePtr(r.End), Cut: res.Cut,
 		Waiting: reasonPtr(r.Waiting), Waves: make([]proto.ForecastWave, len(r.Waves)), Hosts: []proto.ForecastHost{},
-		Assumes: proto.ForecastModel{Activation: cmp.Or(m.Activation, reconciler.DefaultForecastActivation).String(),
+		Assumes: proto.ForecastModel{Activation: forPeople(cmp.Or(m.Activation, reconciler.DefaultForecastActivation)).String(),
 			Checkin: m.Checkin.String(), Approvals: "only those given", Silent: "stay silent"}}
+	for _, h := range r.Hosts {
+		if _, ok := m.Hosts[h.Host]; ok {
+			v.Assumes.Measured++
+		}
+	}
 	if r.End.IsZero() && res.Cut == "" {
 		v.Cut = "waiting"
 	}
@@ -319,6 +449,15 @@ func forecastView(res reconciler.ForecastResult, r reconciler.RolloutForecast, m
 			Converged: timePtr(h.Converged), Gate: reasonPtr(h.Gate)})
 	}
 	return v
+}
+
+// forPeople rounds a measured time for people: to the second, or to the
+// millisecond below one.
+func forPeople(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -41,8 +41,11 @@ const MaxForecastHosts = 2000
 // ForecastModel says what a forecast assumed (rfcs/0014 §Contract).
 type ForecastModel struct {
 	// Activation is how long a host takes to switch, Checkin how often a
-	// connected agent checks in (Go durations).
+	// connected agent checks in (Go durations). Measured hosts of the
+	// rollout take their own time instead, from their past activations;
+	// Activation is then the median of the fleet's measured times.
 	Activation string `json:"activation"`
+	Measured   int    `json:"measured,omitempty"`
 	Checkin    string `json:"checkin"`
 	// Approvals: "only those given": an approval a wave needs is not
 	// assumed.

@@ -55,7 +55,8 @@ func writeForecast(w io.Writer, f proto.Forecast) {
 		fs.add("first", fmt.Sprintf("%s, made %s (now %s%s)", when(*f.FirstEnd), when(f.FirstMadeAt), sign, span(d)))
 	}
 	a := f.Assumes
-	fs.add("assumes", fmt.Sprintf("a host takes %s to switch and checks in every %s; approvals: %s; silent hosts: %s", a.Activation, a.Checkin, a.Approvals, a.Silent))
+	fs.add("assumes", fmt.Sprintf("a host takes %s to switch%s and checks in every %s; approvals: %s; silent hosts: %s",
+		a.Activation, measured(a.Measured), a.Checkin, a.Approvals, a.Silent))
 	fs.write(w)
 	t := newTable("WAVE", "START", "DONE", "GATE")
 	for _, wv := range f.Waves {
@@ -74,4 +75,12 @@ func writeForecast(w io.Writer, f proto.Forecast) {
 	if f.HostsOmitted > 0 {
 		fmt.Fprintf(w, "\n%d host(s) listed in --json, %d more left out\n", len(f.Hosts), f.HostsOmitted)
 	}
+}
+
+// measured says how many hosts a forecast took their own measured time for.
+func measured(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of its hosts: their own measured time)", n)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -104,4 +106,84 @@ func (s *db) Forecast(ctx context.Context, rolloutID string) (Forecast, error) {
 	}
 	f.MadeAt, f.End, f.FirstMadeAt, f.FirstEnd = fromMicros(made), fromMicros(end), fromMicros(firstMade), fromMicros(firstEnd)
 	return f, nil
+}
+
+// ActivationTime is what the leader measured of one host's activations
+// (rfcs/0014): the time from its dispatch to its confirm, smoothed over
+// its activations: the forecasts' model of the host.
+type ActivationTime struct {
+	Host string
+	// Typical is the smoothed time; Samples how many activations it has
+	// seen; MeasuredAt the time of the latest.
+	Typical    time.Duration
+	Samples    int
+	MeasuredAt time.Time
+}
+
+// PutActivationTimes records each host's activation time given, replacing
+// the one stored, in one write transaction that takes no tick lock: it is
+// no change a tick must see, and it runs beside ticks. A host given twice
+// keeps the last. Typical is stored in whole milliseconds (rounded down),
+// MeasuredAt in microseconds. An empty Host, a negative Typical, or
+// Samples below 1 (or over the schema's 32-bit column) returns an error:
+// then nothing is written. Rows go in hostname order, in multi-row
+// statements (insertRows), so that writers that overlap lock them in one
+// order.
+func (s *db) PutActivationTimes(ctx context.Context, ts []ActivationTime) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	last := make(map[string]ActivationTime, len(ts))
+	for _, a := range ts {
+		switch {
+		case a.Host == "":
+			return errors.New("store: put activation times: an activation time without a host")
+		case a.Typical < 0:
+			return fmt.Errorf("store: put activation times: %s: negative typical time %s", a.Host, a.Typical)
+		case a.Samples < 1 || a.Samples > math.MaxInt32:
+			return fmt.Errorf("store: put activation times: %s: %d samples, want 1 to %d", a.Host, a.Samples, math.MaxInt32)
+		}
+		last[a.Host] = a
+	}
+	hosts := make([]string, 0, len(last))
+	for h := range last {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	args := make([]any, 0, 4*len(hosts))
+	for _, h := range hosts {
+		a := last[h]
+		args = append(args, h, a.Typical.Milliseconds(), a.Samples, micros(a.MeasuredAt))
+	}
+	err := s.write(ctx, func(tx *txn) error {
+		return tx.insertRows(ctx, "INSERT INTO activation_times (hostname, typical_ms, samples, measured_at)",
+			` ON CONFLICT (hostname) DO UPDATE SET typical_ms = excluded.typical_ms, samples = excluded.samples, measured_at = excluded.measured_at`,
+			4, args)
+	})
+	if err != nil {
+		return fmt.Errorf("store: put activation times: %w", err)
+	}
+	return nil
+}
+
+// ActivationTimes returns every host's activation time, by host.
+func (s *db) ActivationTimes(ctx context.Context) (map[string]ActivationTime, error) {
+	out := map[string]ActivationTime{}
+	err := s.read(ctx, func(tx *txn) error {
+		clear(out)
+		return eachRow(ctx, tx, func(rs row) error {
+			var a ActivationTime
+			var ms, at int64
+			if err := rs.Scan(&a.Host, &ms, &a.Samples, &at); err != nil {
+				return err
+			}
+			a.Typical, a.MeasuredAt = time.Duration(ms)*time.Millisecond, fromMicros(at)
+			out[a.Host] = a
+			return nil
+		}, "SELECT hostname, typical_ms, samples, measured_at FROM activation_times")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: activation times: %w", err)
+	}
+	return out, nil
 }

@@ -604,12 +604,12 @@ func assignmentsOf(ctx context.Context, tx *txn, l *liveness, names []string) (m
 }
 
 // PruneHosts forgets the hosts that left the fleet (rfcs/0006 §Store 6):
-// it deletes the status and the last-seen time of every host that
-// inFleet does not name, that no live rollout lists, and that was not
-// heard from at or after before. It returns the hosts it forgot. A host
-// of the fleet, or one a live rollout still drives, keeps both whatever
-// their age. The watermark's epoch moves, so the tick's kept input
-// reloads without them.
+// it deletes the status, the last-seen time and the activation time
+// (rfcs/0014) of every host that inFleet does not name, that no live
+// rollout lists, and that was not heard from at or after before. It
+// returns the hosts it forgot. A host of the fleet, or one a live rollout
+// still drives, keeps them whatever their age. The watermark's epoch
+// moves, so the tick's kept input reloads without them.
 func (s *db) PruneHosts(ctx context.Context, inFleet func(hostname string) bool, before time.Time) ([]string, error) {
 	cut := micros(before)
 	var gone []string
@@ -666,7 +666,7 @@ func (s *db) PruneHosts(ctx context.Context, inFleet func(hostname string) bool,
 			return nil
 		}
 		err = inChunks(gone, idChunk, func(chunk []string) error {
-			for _, table := range []string{"host_status", "host_seen"} {
+			for _, table := range []string{"host_status", "host_seen", "activation_times"} {
 				if _, err := tx.exec(ctx, "DELETE FROM "+table+" WHERE hostname IN ("+placeholders(len(chunk))+")", anys(chunk)...); err != nil {
 					return err
 				}

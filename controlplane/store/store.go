@@ -51,7 +51,10 @@
 //  9. A rollout's forecast (PutForecasts, rfcs/0014) is written beside
 //     the ticks, without the tick lock, and no tick reads it: the latest
 //     replaces the one before, the first is kept, and it goes with its
-//     rollout.
+//     rollout. A host's activation time (PutActivationTimes), the
+//     forecasts' model of it, is written beside the ticks with no tick
+//     lock too: the latest replaces the one before, and it goes when
+//     PruneHosts forgets the host.
 package store
 
 import (
@@ -440,9 +443,10 @@ type HostStore interface {
 	// LastSeen returns the last-seen times of the named hosts that have
 	// one.
 	LastSeen(ctx context.Context, names []string) (map[string]time.Time, error)
-	// PruneHosts forgets the hosts that left the fleet: the status and
-	// last-seen time of every host inFleet does not name, no live rollout
-	// lists, and not heard from at or after before. It returns them.
+	// PruneHosts forgets the hosts that left the fleet: the status,
+	// last-seen time and activation time of every host inFleet does not
+	// name, no live rollout lists, and not heard from at or after before.
+	// It returns them.
 	PruneHosts(ctx context.Context, inFleet func(hostname string) bool, before time.Time) ([]string, error)
 }
 
@@ -462,7 +466,8 @@ type IntentStore interface {
 }
 
 // RolloutStore is rollouts, their plans and hosts, their canary analysis
-// measurements, and their forecasts.
+// measurements, and their forecasts with the hosts' activation times they
+// model.
 type RolloutStore interface {
 	// Rollouts returns every rollout without hosts, newest first.
 	Rollouts(ctx context.Context) ([]reconciler.Rollout, error)
@@ -507,6 +512,14 @@ type RolloutStore interface {
 	PutForecasts(ctx context.Context, fs []Forecast) error
 	// Forecast returns a rollout's latest forecast (ErrNotFound when none).
 	Forecast(ctx context.Context, rolloutID string) (Forecast, error)
+	// PutActivationTimes records each host's activation time given
+	// (rfcs/0014), replacing the one stored (a host given twice keeps the
+	// last), Typical in whole milliseconds (rounded down). It takes no
+	// tick lock. An empty Host, a negative Typical or Samples below 1
+	// returns an error, and nothing is written.
+	PutActivationTimes(ctx context.Context, ts []ActivationTime) error
+	// ActivationTimes returns every host's activation time, by host.
+	ActivationTimes(ctx context.Context) (map[string]ActivationTime, error)
 }
 
 // JournalStore is the journal, and retention of it and of finished rollouts.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,4 +118,92 @@ func testForecasts(t *testing.T, s store.Store) {
 	must(t, s.PutForecasts(ctx, []store.Forecast{{RolloutID: done, MadeAt: t0, Body: []byte(`{}`)}}))
 	_, err = s.Forecast(ctx, done)
 	wantErr(t, err, store.ErrNotFound, "a forecast put after its rollout was pruned")
+}
+
+// testActivationTimes: the hosts' activation times (rfcs/0014) read back
+// as put, Typical to the millisecond (rounded down) and MeasuredAt to the
+// microsecond, in UTC; a later put replaces a host's, and a host given
+// twice in one batch keeps the last; an empty host, a negative typical
+// time or fewer than one sample is refused and nothing of its batch
+// written; a batch larger than one statement is written whole; writing
+// activation times is no change a tick must see.
+func testActivationTimes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	in := internals(t, s)
+	get := func() map[string]store.ActivationTime {
+		t.Helper()
+		got, err := s.ActivationTimes(ctx)
+		must(t, err)
+		return got
+	}
+	diff(t, "the activation times of an empty store", get(), map[string]store.ActivationTime{})
+	before, err := s.Watermark(ctx)
+	must(t, err)
+
+	east := time.FixedZone("east", 5*3600)
+	at1 := t0.Add(1234567 * time.Nanosecond).In(east)
+	must(t, s.PutActivationTimes(ctx, []store.ActivationTime{
+		{Host: "a", Typical: 90*time.Second + 1999*time.Microsecond, Samples: 3, MeasuredAt: at1},
+		{Host: "b", Typical: 0, Samples: 1, MeasuredAt: t0},
+	}))
+	want := map[string]store.ActivationTime{
+		"a": {Host: "a", Typical: 90*time.Second + time.Millisecond, Samples: 3, MeasuredAt: t0.Add(1234 * time.Microsecond)},
+		"b": {Host: "b", Typical: 0, Samples: 1, MeasuredAt: t0},
+	}
+	got := get()
+	diff(t, "the activation times put", got, want)
+	for h, a := range got {
+		if a.MeasuredAt.Location() != time.UTC {
+			t.Errorf("%s: measured at %s, want UTC", h, a.MeasuredAt)
+		}
+	}
+
+	// A later put replaces a host's, whatever it held (here an older
+	// measurement with fewer samples); in one batch the last of a host's
+	// wins.
+	must(t, s.PutActivationTimes(ctx, []store.ActivationTime{
+		{Host: "a", Typical: time.Hour, Samples: 9, MeasuredAt: t0.Add(time.Hour)},
+		{Host: "a", Typical: 2 * time.Minute, Samples: 2, MeasuredAt: t0.Add(-time.Hour)},
+	}))
+	want["a"] = store.ActivationTime{Host: "a", Typical: 2 * time.Minute, Samples: 2, MeasuredAt: t0.Add(-time.Hour)}
+	diff(t, "the activation times after a later put", get(), want)
+
+	// Invalid input is refused, and its batch written not at all.
+	for _, bad := range []store.ActivationTime{
+		{Host: "", Typical: time.Minute, Samples: 1, MeasuredAt: t0},
+		{Host: "c", Typical: -time.Millisecond, Samples: 1, MeasuredAt: t0},
+		{Host: "c", Typical: time.Minute, Samples: 0, MeasuredAt: t0},
+		{Host: "c", Typical: time.Minute, Samples: -1, MeasuredAt: t0},
+	} {
+		err := s.PutActivationTimes(ctx, []store.ActivationTime{
+			{Host: "a", Typical: time.Second, Samples: 5, MeasuredAt: t0},
+			{Host: "d", Typical: time.Second, Samples: 5, MeasuredAt: t0},
+			bad,
+		})
+		if err == nil {
+			t.Fatalf("PutActivationTimes accepted %+v", bad)
+		}
+		diff(t, "the activation times after a refused batch", get(), want)
+	}
+
+	// A batch of many hosts takes more than one statement on either
+	// backend, and is written whole.
+	many := make([]store.ActivationTime, 2500)
+	for i := range many {
+		h := fmt.Sprintf("m%04d", i)
+		many[i] = store.ActivationTime{Host: h, Typical: time.Duration(i) * time.Millisecond, Samples: i + 1, MeasuredAt: t0.Add(time.Duration(i) * time.Microsecond)}
+		want[h] = many[i]
+	}
+	must(t, s.PutActivationTimes(ctx, many))
+	diff(t, "the activation times after a large batch", get(), want)
+	if n, err := in.CountRows(ctx, "activation_times"); err != nil || n != int64(len(want)) {
+		t.Errorf("%d activation time rows (%v), want %d", n, err, len(want))
+	}
+	must(t, s.PutActivationTimes(ctx, nil))
+
+	after, err := s.Watermark(ctx)
+	must(t, err)
+	if after.Changes != before.Changes {
+		t.Errorf("writing activation times moved the changes a tick must see from %d to %d", before.Changes, after.Changes)
+	}
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -34,6 +35,14 @@ func testPruneHosts(t *testing.T, s store.Store) {
 	touch(t, s, m.ctx, map[string]time.Time{"gone-seen": old, "gone-recent": m.now, "gone-time-only": old,
 		edgeHosts[0]: old, stableHosts[0]: old})
 
+	// Activation times (rfcs/0014) go with the hosts forgotten, and
+	// stay with the ones kept.
+	var times []store.ActivationTime
+	for _, h := range []string{"gone-seen", "gone-time-only", "gone-recent", edgeHosts[0]} {
+		times = append(times, store.ActivationTime{Host: h, Typical: time.Minute, Samples: 1, MeasuredAt: old})
+	}
+	must(t, s.PutActivationTimes(m.ctx, times))
+
 	// The fleet: every host but edgeHosts[0], which its live rollout
 	// still lists, and the gone ones.
 	inFleet := func(h string) bool { return slices.Contains(all, h) && h != edgeHosts[0] }
@@ -52,6 +61,11 @@ func testPruneHosts(t *testing.T, s store.Store) {
 		if err != nil || !rec.Seen {
 			t.Errorf("%s: %+v, %v; want it kept, seen", h, rec, err)
 		}
+	}
+	left, err := s.ActivationTimes(m.ctx)
+	must(t, err)
+	if got, want := slices.Sorted(maps.Keys(left)), []string{edgeHosts[0], "gone-recent"}; !slices.Equal(got, want) {
+		t.Errorf("activation times after the prune: of %v, want of %v", got, want)
 	}
 	var rep store.TickReport
 	var in rc.Input

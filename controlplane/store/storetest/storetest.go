@@ -105,6 +105,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TickManyHosts", testTickManyHosts},
 		{"Analysis", testAnalysis},
 		{"Forecasts", testForecasts},
+		{"ActivationTimes", testActivationTimes},
 		{"KeptEqualsColdLoad", testKeptEqualsColdLoad},
 		{"DeferredHostRows", testDeferredHostRows},
 		{"PruneHosts", testPruneHosts},
