@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
-	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
-	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -47,27 +43,7 @@ func TestApprovalThroughTheCLI(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	key := filepath.Join(dir, "ada_ed25519")
-	realfleet.WriteSSHKey(t, key, site.apprKey)
-	cli := func(wantExit int, args ...string) (string, string) {
-		t.Helper()
-		cmd := exec.Command(bin.cli, append(args, "--cp", cp.URL(), "--key", key, "--ca", site.Cert.CertFile)...)
-		cmd.Env = testbin.Env(append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "NIXFLEET_CONFIG=", "NO_COLOR=1"))
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != wantExit {
-			t.Fatalf("nixfleet %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, wantExit, stdout.String(), stderr.String())
-		}
-		return stdout.String(), stderr.String()
-	}
-
+	cli := cliAs(t, site, cp, site.apprKey)
 	out, _ := cli(0, "rollout", "approve", v1, "--wave", "1", "--comment", "CAB 42 approved")
 	if !strings.Contains(out, "accepted") || !strings.Contains(out, "operator_approve") {
 		t.Fatalf("approve said:\n%s", out)

@@ -24,6 +24,7 @@ import (
 	"github.com/nixfleet/nixfleet/apiclient"
 	"github.com/nixfleet/nixfleet/internal/devcert"
 	"github.com/nixfleet/nixfleet/internal/testkit/cptest"
+	"github.com/nixfleet/nixfleet/internal/testkit/realfleet"
 	"github.com/nixfleet/nixfleet/internal/testkit/testbin"
 	"github.com/nixfleet/nixfleet/trust"
 )
@@ -390,3 +391,31 @@ func poll(d time.Duration, cond func() bool) error {
 // ctx is for requests made by the tests; each bounds itself by its
 // client's timeout.
 var ctx = context.Background()
+
+// cliAs runs the nixfleet CLI against a replica with an operator's key:
+// it returns a function that runs it with args, fails the test unless it
+// exits with wantExit, and returns its stdout and stderr.
+func cliAs(t *testing.T, s *site, r *replica, priv ed25519.PrivateKey) func(wantExit int, args ...string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "operator_ed25519")
+	realfleet.WriteSSHKey(t, key, priv)
+	return func(wantExit int, args ...string) (string, string) {
+		t.Helper()
+		cmd := exec.Command(bin.cli, append(args, "--cp", r.URL(), "--key", key, "--ca", s.Cert.CertFile)...)
+		cmd.Env = testbin.Env(append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "NIXFLEET_CONFIG=", "NO_COLOR=1"))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != wantExit {
+			t.Fatalf("nixfleet %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, wantExit, stdout.String(), stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+}
