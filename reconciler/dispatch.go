@@ -15,6 +15,12 @@ func (t *tick) dispatch(w *work) {
 	case RolloutActive:
 		t.advance(w)
 		t.finishDeferred(w)
+		if !t.cut && t.promotable(w, w.r.Wave) {
+			// A deferred host that finished completed the wave: the next
+			// wave starts in this step, as the next tick would start it,
+			// before another rollout takes the budgets it frees.
+			t.advance(w)
+		}
 		t.updatePhase(w)
 	case RolloutConverged:
 		// Skipped hosts catch up with the channel's current target: this

@@ -573,6 +573,22 @@ var scenarios = []goldenCase{
 		check: wantEvent(rc.EventHostTransition, "a", "Soaking", codes.BootedIntoTarget),
 	},
 	{
+		name: "rule07-deferred-host-completes-its-wave-first",
+		desc: "rule 7, rule 5: a deferred host that booted into the target completes its wave in the step that finishes it, so the next wave starts before a later channel takes the budget it frees, as the next tick would start it (found by TestPropertyBoundedTicksEndAlike)",
+		build: func(s *scenario) {
+			b := fleetkit.New(s.t).Channel("x", 0, 0).Channel("y", 0).
+				Host("x1", "x", 0, "web").Host("x2", "x", 1, "web").Host("y1", "y", 0, "web").Host("y2", "y", 0, "web").
+				Budget(proto.Selector{Tags: []string{"web"}}, 1, 0)
+			s.release(b.Build(), fleetkit.Commit(1)).online("x1", "x2", "y1", "y2").tick().advance(time.Minute)
+			s.report(rid("x", 1), "x1", rc.OutcomeDeferred).tick().advance(time.Minute)
+			// y1 took the budget x1 left; it converges as x1 boots into
+			// the target.
+			s.confirm(rid("y", 1), "y1").reboot(rid("x", 1), "x1")
+		},
+		check: all(wantEvent(rc.EventHostTransition, "x1", "Soaking", codes.BootedIntoTarget), wantEvent(rc.EventWavePromoted, "", "", ""),
+			wantIntents("x2")),
+	},
+	{
 		name: "rule07-activation-failed",
 		desc: "rule 7: the agent reports the switch failed: Failed (activation_failed)",
 		build: func(s *scenario) {
