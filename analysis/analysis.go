@@ -19,7 +19,16 @@
 //  4. count is from 1 to proto.MaxAnalysisCount; the limits are not
 //     negative;
 //  5. source, when given, is a Prometheus source name
-//     (proto.ValidSourceName).
+//     (proto.ValidSourceName);
+//  6. compare, when given: confidence is a decimal number (written as
+//     the conditions write one) from 0.5 to 0.999, effect one of at
+//     least 0; minSamples is from proto.MinComparisonSamples to
+//     proto.MaxComparisonSamples; step and window are written as interval
+//     is, step at most window and window at most
+//     proto.MaxComparisonPoints steps; worse is "higher" or "lower"; and
+//     the query selects hosts by {{ .HostsRegex }} (a comparison fills it
+//     in once for each group). successCondition stays required: it judges
+//     a wave with no baseline left (the last wave).
 package analysis
 
 import (
@@ -57,16 +66,21 @@ var Placeholders = []string{"HostsRegex", "RolloutID", "Channel", "Wave"}
 
 var (
 	placeholderRE = regexp.MustCompile(`\{\{ *\.([A-Za-z]+) *\}\}`)
-	// A number of at most 15 digits before and after the point and an
-	// exponent of at most two: always finite, and a float64 reads it.
-	conditionRE = regexp.MustCompile(`^ *result *(<=|>=|==|!=|<|>) *(-?([0-9]{1,15}(\.[0-9]{0,15})?|\.[0-9]{1,15})([eE][+-]?[0-9]{1,2})?) *$`)
-	intervalRE  = regexp.MustCompile(`^([1-9][0-9]{0,5})(s|m|h)$`)
+	conditionRE   = regexp.MustCompile(`^ *result *(<=|>=|==|!=|<|>) *(` + number + `) *$`)
+	numberRE      = regexp.MustCompile(`^` + number + `$`)
+	intervalRE    = regexp.MustCompile(`^([1-9][0-9]{0,5})(s|m|h)$`)
 )
+
+// number is a decimal number of at most 15 digits before and after the
+// point and an exponent of at most two: always finite, and a float64
+// reads it.
+const number = `-?([0-9]{1,15}(\.[0-9]{0,15})?|\.[0-9]{1,15})([eE][+-]?[0-9]{1,2})?`
 
 // Problems lists what is wrong with an analysis besides its name (which
 // the fleet's validation checks with the other labels), in the order of
 // the package comment. The messages name the member, without the
-// analysis's place in the fleet.
+// analysis's place in the fleet. An analysis with a comparison still
+// needs a successCondition: it judges a wave with no baseline left.
 func Problems(a proto.Analysis) []string {
 	var out []string
 	switch {
@@ -100,7 +114,68 @@ func Problems(a proto.Analysis) []string {
 	if a.Source != "" && !proto.ValidSourceName(a.Source) {
 		out = append(out, SourceNameProblem(a.Source))
 	}
+	if a.Compare != nil {
+		out = append(out, comparisonProblems(*a.Compare, a.Query)...)
+	}
 	return out
+}
+
+// comparisonProblems is item 6 of the package comment: the problems of
+// an analysis's comparison, and of its query for a comparison (an empty
+// query has been reported).
+func comparisonProblems(c proto.Comparison, query string) []string {
+	var out []string
+	if v, ok := parseNumber(c.Confidence); !ok || v < 0.5 || v > 0.999 {
+		out = append(out, fmt.Sprintf("compare.confidence %q must be a decimal number from 0.5 to 0.999", c.Confidence))
+	}
+	if v, ok := parseNumber(c.Effect); !ok || v < 0 {
+		out = append(out, fmt.Sprintf("compare.effect %q must be a decimal number of at least 0", c.Effect))
+	}
+	if c.MinSamples < proto.MinComparisonSamples || c.MinSamples > proto.MaxComparisonSamples {
+		out = append(out, fmt.Sprintf("compare.minSamples %d must be between %d and %d", c.MinSamples, proto.MinComparisonSamples, proto.MaxComparisonSamples))
+	}
+	step, stepErr := ParseInterval(c.Step)
+	if stepErr != nil {
+		out = append(out, "compare.step: "+stepErr.Error())
+	}
+	window, windowErr := ParseInterval(c.Window)
+	if windowErr != nil {
+		out = append(out, "compare.window: "+windowErr.Error())
+	}
+	if stepErr == nil && windowErr == nil {
+		switch {
+		case step > window:
+			out = append(out, fmt.Sprintf("compare.step %s is longer than compare.window %s", c.Step, c.Window))
+		case window > proto.MaxComparisonPoints*step:
+			out = append(out, fmt.Sprintf("compare.window %s is more than %d steps of %s", c.Window, proto.MaxComparisonPoints, c.Step))
+		}
+	}
+	if c.Worse != proto.WorseHigher && c.Worse != proto.WorseLower {
+		out = append(out, fmt.Sprintf("compare.worse %q must be %q or %q", c.Worse, proto.WorseHigher, proto.WorseLower))
+	}
+	if query != "" && !usesPlaceholder(query, "HostsRegex") {
+		out = append(out, "compare: the query must select hosts by {{ .HostsRegex }}, which stands for each group's hosts")
+	}
+	return out
+}
+
+// parseNumber reads a decimal number as the conditions write one.
+func parseNumber(s string) (float64, bool) {
+	if !numberRE.MatchString(s) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+// usesPlaceholder reports whether the query has the placeholder name.
+func usesPlaceholder(q, name string) bool {
+	for _, m := range placeholderRE.FindAllStringSubmatch(q, -1) {
+		if m[1] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // SourceNameProblem says why name is not a Prometheus source name

@@ -66,6 +66,106 @@ func TestProblems(t *testing.T) {
 	}
 }
 
+// comparing is good() with a comparison as mkFleet writes its defaults.
+func comparing() proto.Analysis {
+	a := good()
+	a.Compare = &proto.Comparison{Confidence: "0.95", Effect: "0", MinSamples: 10, Step: "30s", Window: "10m", Worse: proto.WorseHigher}
+	return a
+}
+
+func TestComparisonProblems(t *testing.T) {
+	t.Parallel()
+	const (
+		notStep   = `compare.step: interval "%s" is not a whole number of seconds, minutes or hours like "30s", "5m" or "1h"`
+		notWindow = `compare.window: interval "%s" is not a whole number of seconds, minutes or hours like "30s", "5m" or "1h"`
+		noHosts   = "compare: the query must select hosts by {{ .HostsRegex }}, which stands for each group's hosts"
+	)
+	for _, tc := range []struct {
+		name   string
+		change func(*proto.Comparison, *proto.Analysis)
+		want   []string
+	}{
+		{"the defaults", func(*proto.Comparison, *proto.Analysis) {}, nil},
+		{"the bounds", func(c *proto.Comparison, _ *proto.Analysis) {
+			c.Confidence, c.Effect, c.MinSamples, c.Step, c.Window, c.Worse = "0.5", "-0", proto.MinComparisonSamples, "1s", "1000s", proto.WorseLower
+		}, nil},
+		{"the upper bounds", func(c *proto.Comparison, _ *proto.Analysis) {
+			c.Confidence, c.Effect, c.MinSamples, c.Step, c.Window = "0.999", "1e99", proto.MaxComparisonSamples, "24h", "24h"
+		}, nil},
+		{"numbers as conditions write them", func(c *proto.Comparison, _ *proto.Analysis) {
+			c.Confidence, c.Effect = "9.9e-1", ".5"
+		}, nil},
+		{"a window of a day in 90s steps", func(c *proto.Comparison, _ *proto.Analysis) { c.Step, c.Window = "90s", "1440m" }, nil},
+		{"placeholder without spaces", func(_ *proto.Comparison, a *proto.Analysis) { a.Query = `up{host=~"{{.HostsRegex}}"}` }, nil},
+		{"confidence below 0.5", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "0.4999" },
+			[]string{`compare.confidence "0.4999" must be a decimal number from 0.5 to 0.999`}},
+		{"confidence above 0.999", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "0.9991" },
+			[]string{`compare.confidence "0.9991" must be a decimal number from 0.5 to 0.999`}},
+		{"confidence of 1", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "1" },
+			[]string{`compare.confidence "1" must be a decimal number from 0.5 to 0.999`}},
+		{"confidence in percent", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "95%" },
+			[]string{`compare.confidence "95%" must be a decimal number from 0.5 to 0.999`}},
+		{"confidence with a space", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = " 0.95" },
+			[]string{`compare.confidence " 0.95" must be a decimal number from 0.5 to 0.999`}},
+		{"confidence with 16 decimals", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "0.9500000000000000" },
+			[]string{`compare.confidence "0.9500000000000000" must be a decimal number from 0.5 to 0.999`}},
+		{"negative effect", func(c *proto.Comparison, _ *proto.Analysis) { c.Effect = "-0.01" },
+			[]string{`compare.effect "-0.01" must be a decimal number of at least 0`}},
+		{"effect not a number", func(c *proto.Comparison, _ *proto.Analysis) { c.Effect = "1ms" },
+			[]string{`compare.effect "1ms" must be a decimal number of at least 0`}},
+		{"too few samples", func(c *proto.Comparison, _ *proto.Analysis) { c.MinSamples = 2 },
+			[]string{"compare.minSamples 2 must be between 3 and 10000"}},
+		{"too many samples", func(c *proto.Comparison, _ *proto.Analysis) { c.MinSamples = 10001 },
+			[]string{"compare.minSamples 10001 must be between 3 and 10000"}},
+		{"step without a unit", func(c *proto.Comparison, _ *proto.Analysis) { c.Step = "30" },
+			[]string{strings.ReplaceAll(notStep, "%s", "30")}},
+		{"window of days", func(c *proto.Comparison, _ *proto.Analysis) { c.Window = "1d" },
+			[]string{strings.ReplaceAll(notWindow, "%s", "1d")}},
+		{"window over a day", func(c *proto.Comparison, _ *proto.Analysis) { c.Window = "25h" },
+			[]string{`compare.window: interval "25h" is longer than 24h`}},
+		{"step and window both wrong", func(c *proto.Comparison, _ *proto.Analysis) { c.Step, c.Window = "0s", "" },
+			[]string{strings.ReplaceAll(notStep, "%s", "0s"), strings.ReplaceAll(notWindow, "%s", "")}},
+		{"step longer than window", func(c *proto.Comparison, _ *proto.Analysis) { c.Step, c.Window = "5m", "1m" },
+			[]string{"compare.step 5m is longer than compare.window 1m"}},
+		{"window of 1001 steps", func(c *proto.Comparison, _ *proto.Analysis) { c.Step, c.Window = "1s", "1001s" },
+			[]string{"compare.window 1001s is more than 1000 steps of 1s"}},
+		{"window of 1000 and a half steps", func(c *proto.Comparison, _ *proto.Analysis) { c.Step, c.Window = "2s", "2001s" },
+			[]string{"compare.window 2001s is more than 1000 steps of 2s"}},
+		{"worse in capitals", func(c *proto.Comparison, _ *proto.Analysis) { c.Worse = "Higher" },
+			[]string{`compare.worse "Higher" must be "higher" or "lower"`}},
+		{"no worse", func(c *proto.Comparison, _ *proto.Analysis) { c.Worse = "" },
+			[]string{`compare.worse "" must be "higher" or "lower"`}},
+		{"query without hosts", func(_ *proto.Comparison, a *proto.Analysis) { a.Query = `sum(rate(errors{wave="{{ .Wave }}"}[5m]))` },
+			[]string{noHosts}},
+		{"query with a misspelt hosts placeholder", func(_ *proto.Comparison, a *proto.Analysis) { a.Query = `up{host=~"{{ .Hostsregex }}"}` },
+			[]string{"query: {{ .Hostsregex }} is not a placeholder (known: .HostsRegex, .RolloutID, .Channel, .Wave)", noHosts}},
+		{"empty query, reported once", func(_ *proto.Comparison, a *proto.Analysis) { a.Query = "" }, []string{"query is empty"}},
+		{"successCondition still required", func(_ *proto.Comparison, a *proto.Analysis) { a.SuccessCondition = "" },
+			[]string{`successCondition "" is not "result <op> <number>" with <op> one of <, <=, >, >=, ==, !=`}},
+		{"everything wrong, in order", func(c *proto.Comparison, a *proto.Analysis) {
+			*c = proto.Comparison{Step: "1m", Window: "30s"}
+			a.Query, a.Count = "up", 0
+		}, []string{
+			"count 0 must be between 1 and 1000",
+			`compare.confidence "" must be a decimal number from 0.5 to 0.999`,
+			`compare.effect "" must be a decimal number of at least 0`,
+			"compare.minSamples 0 must be between 3 and 10000",
+			"compare.step 1m is longer than compare.window 30s",
+			`compare.worse "" must be "higher" or "lower"`,
+			noHosts,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := comparing()
+			tc.change(a.Compare, &a)
+			if diff := cmp.Diff(tc.want, Problems(a)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseCondition(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]Condition{

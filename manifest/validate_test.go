@@ -613,6 +613,20 @@ func TestValidatePolicies(t *testing.T) {
 		gate("an analysis", func(g *proto.HealthGate) {
 			g.Analysis = []proto.Analysis{{Name: "error-rate", Query: `max(errors{host=~"{{ .HostsRegex }}"})`, SuccessCondition: "result < 0.05", Interval: "1m", Count: 3}}
 		}),
+		gate("an analysis with a comparison", func(g *proto.HealthGate) {
+			g.Analysis = []proto.Analysis{{Name: "error-rate", Query: `max(errors{host=~"{{ .HostsRegex }}"})`, SuccessCondition: "result < 0.05", Interval: "1m", Count: 3,
+				Compare: &proto.Comparison{Confidence: "0.95", Effect: "0", MinSamples: 10, Step: "30s", Window: "10m", Worse: proto.WorseHigher}}}
+		}),
+		gate("a comparison with every problem, in order", func(g *proto.HealthGate) {
+			g.Analysis = []proto.Analysis{{Name: "error-rate", Query: "max(errors)", SuccessCondition: "result < 0.05", Interval: "1m", Count: 3,
+				Compare: &proto.Comparison{Confidence: "1", Effect: "-1", MinSamples: 2, Step: "1s", Window: "1h", Worse: "up"}}}
+		},
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: compare.confidence "1" must be a decimal number from 0.5 to 0.999`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: compare.effect "-1" must be a decimal number of at least 0`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: compare.minSamples 2 must be between 3 and 10000`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: compare.window 1h is more than 1000 steps of 1s`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: compare.worse "up" must be "higher" or "lower"`,
+			`rollout policy "canary-then-web-then-rest": healthGate.analysis[0]: compare: the query must select hosts by {{ .HostsRegex }}, which stands for each group's hosts`),
 		gate("analyses with every problem, in order", func(g *proto.HealthGate) {
 			g.Analysis = []proto.Analysis{
 				{Name: "", Query: "up", SuccessCondition: "result > 0", Interval: "30s", Count: 1},

@@ -214,6 +214,12 @@ type HealthGate struct {
 // result by SuccessCondition and FailureCondition (rfcs/0001 §2.3,
 // rfcs/0003 rule 16). Fields in JCS order.
 type Analysis struct {
+	// Compare, when set, makes each measurement compare the wave's hosts
+	// that run the release (the canary) with hosts of the rollout that do
+	// not yet (the baseline) instead of judging the canary by the
+	// conditions; a wave with no baseline left is judged by the
+	// conditions (rfcs/0001 §2.3).
+	Compare *Comparison `json:"compare,omitempty"`
 	// Count is how many measurements make a successful run (1 to
 	// MaxAnalysisCount).
 	Count int `json:"count"`
@@ -247,6 +253,52 @@ type Analysis struct {
 	// result must meet it.
 	SuccessCondition string `json:"successCondition"`
 }
+
+// Comparison is how an analysis compares a canary with its baseline
+// (rfcs/0001 §2.3, rfcs/0003 rule 16): a measurement evaluates the query
+// over Window, every Step, once for each group ({{ .HostsRegex }} standing
+// for the group's hosts), and a one-sided Mann–Whitney U test on the two
+// groups' values judges it. The canary fails a measurement when the test
+// finds it worse at Confidence and its median is worse than the
+// baseline's by at least Effect; it is inconclusive when a group has
+// fewer than MinSamples values. Numbers are decimal strings, as in the
+// conditions, so that the signed document and Nix write them one way.
+// Fields in JCS order.
+type Comparison struct {
+	// Confidence is the test's confidence level, from 0.5 to 0.999
+	// ("0.95": a canary no worse than its baseline fails about one
+	// measurement in twenty at most).
+	Confidence string `json:"confidence"`
+	// Effect is the smallest difference of the groups' medians, in the
+	// query's units and in Worse's direction, that fails the canary: at
+	// least 0 ("0.01"; "0": any difference the test finds).
+	Effect string `json:"effect"`
+	// MinSamples is the fewest values each group needs for a verdict
+	// (MinComparisonSamples to MaxComparisonSamples).
+	MinSamples int `json:"minSamples"`
+	// Step is the time between two values of a series, Window how far
+	// back a measurement reaches: whole seconds, minutes or hours as
+	// Interval writes them, Step at most Window, and Window at most
+	// MaxComparisonPoints steps and a day.
+	Step   string `json:"step"`
+	Window string `json:"window"`
+	// Worse is the direction of a worse value: "higher" (error ratios,
+	// latencies) or "lower" (success ratios, throughput).
+	Worse string `json:"worse"`
+}
+
+// Comparison bounds.
+const (
+	MinComparisonSamples = 3
+	MaxComparisonSamples = 10000
+	MaxComparisonPoints  = 1000
+)
+
+// Comparison directions.
+const (
+	WorseHigher = "higher"
+	WorseLower  = "lower"
+)
 
 // MaxAnalysisCount bounds an analysis's measurements.
 const MaxAnalysisCount = 1000

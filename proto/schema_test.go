@@ -202,7 +202,9 @@ func richSpec() fleetrepo.Spec {
 			Reason: "year end", Channels: []string{"stable"}}},
 		Approvals: map[string]map[int]proto.Approval{"stable": {1: {Required: true, Approvers: 2}}},
 		Analysis: []proto.Analysis{{Name: "error-rate", Query: `sum(rate(errors_total{host=~"{{ .HostsRegex }}"}[2m]))`,
-			SuccessCondition: "result < 0.01", FailureCondition: "result > 0.05", Interval: "1m", Count: 5, InconclusiveLimit: 1, Source: "team-a"}},
+			SuccessCondition: "result < 0.01", FailureCondition: "result > 0.05", Interval: "1m", Count: 5, InconclusiveLimit: 1, Source: "team-a"},
+			{Name: "vs-baseline", Query: `max(errors{host=~"{{ .HostsRegex }}"})`, SuccessCondition: "result < 0.5", Interval: "5m", Count: 3,
+				Compare: &proto.Comparison{Worse: proto.WorseHigher, Effect: "0.01", Confidence: "0.95", MinSamples: 10, Window: "10m", Step: "30s"}}},
 	}
 }
 

@@ -49,7 +49,7 @@ func TestPurity(t *testing.T) {
 	scheduleAllowed := map[string]bool{"cmp": true, "errors": true, "fmt": true, "slices": true, "strings": true, "sync": true, "time": true,
 		"time/tzdata": true, "github.com/nixfleet/nixfleet/proto": true}
 	// analysis judges results and fills in queries; it reads nothing.
-	analysisAllowed := map[string]bool{"fmt": true, "math": true, "regexp": true, "slices": true, "strconv": true, "strings": true,
+	analysisAllowed := map[string]bool{"cmp": true, "fmt": true, "math": true, "regexp": true, "slices": true, "strconv": true, "strings": true,
 		"time": true, "github.com/nixfleet/nixfleet/proto": true}
 	for _, p := range append(append(append(append(append(checkPure(t, ".", allowedImports, forbiddenCalls),
 		checkPure(t, "../analysis", analysisAllowed, forbiddenCalls)...),

@@ -24,6 +24,12 @@
 #     #   query = "…{{ .HostsRegex }}…"; successCondition = "result < 0.01";
 #     #   source = "team-a"; } ];  # source: a [[prometheus.source]] of the
 #     #   # control plane (its credentials stay there); none: its default
+#     # an analysis may compare the wave's hosts that run the release with
+#     # hosts of the rollout that do not yet (Mann–Whitney), instead of its
+#     # conditions (which then judge only a wave with no baseline left):
+#     #   compare = { worse = "higher"; };  # or "lower"; the rest defaults to
+#     #   # { confidence = "0.95"; effect = "0"; minSamples = 10;
+#     #   #   window = "10m"; step = "30s"; } (numbers as decimal strings)
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -60,6 +66,12 @@ let
     analysisCount = 1;
     analysisFailureLimit = 0;
     analysisInconclusiveLimit = 0;
+    # An analysis's comparison (proto.Comparison); `worse` has none.
+    compareConfidence = "0.95";
+    compareEffect = "0";
+    compareMinSamples = 10;
+    compareWindow = "10m";
+    compareStep = "30s";
   };
 
   filterAttrs =
@@ -151,7 +163,9 @@ let
   # Input problems of the canary analyses of a health gate g, the member
   # `analysis` of the gate of `where` (absent and null: none): a list of
   # { name; query; successCondition; failureCondition?; interval?; count?;
-  # failureLimit?; inconclusiveLimit?; source?; }, each member of its type. Their
+  # failureLimit?; inconclusiveLimit?; source?; compare?; }, compare (absent
+  # and null: none) a { worse; confidence?; effect?; minSamples?; window?;
+  # step?; }, each member of its type. Their
   # values (an empty name, a bad condition, a count of 0, …) are the
   # document's business (validate.nix, as analysis.Problems on the Go
   # side), since fleet.resolved carries them as given.
@@ -184,6 +198,7 @@ let
             "failureLimit"
             "inconclusiveLimit"
             "source"
+            "compare"
           ];
         } x
         ++ requiredTyped aw xa "name" isString "a string"
@@ -195,13 +210,44 @@ let
         ++ optionalTyped aw xa "failureLimit" isInt "an integer (failed measurements tolerated)"
         ++ optionalTyped aw xa "inconclusiveLimit" isInt "an integer (inconclusive measurements tolerated)"
         ++ optionalTyped aw xa "source" isString "a string (a Prometheus source of the control plane, like \"team-a\")"
+        ++ compareProblems aw xa
       ) as;
+
+  # Input problems of the optional comparison of the analysis a (of
+  # `where`), absent and null: none.
+  compareProblems =
+    where: a:
+    let
+      c = a.compare or null;
+      cw = "${where}: compare";
+      cc = attrsOr c;
+    in
+    if c == null then
+      [ ]
+    else
+      u.shapeProblems cw {
+        required = [ "worse" ];
+        optional = [
+          "confidence"
+          "effect"
+          "minSamples"
+          "window"
+          "step"
+        ];
+      } c
+      ++ requiredTyped cw cc "worse" isString "a string, \"higher\" or \"lower\""
+      ++ optionalTyped cw cc "confidence" isString "a string such as \"0.95\" (from 0.5 to 0.999)"
+      ++ optionalTyped cw cc "effect" isString "a string such as \"0.01\" (at least 0)"
+      ++ optionalTyped cw cc "minSamples" isInt "an integer (values per group, 3 to 10000)"
+      ++ optionalTyped cw cc "window" isString "a string such as \"10m\""
+      ++ optionalTyped cw cc "step" isString "a string such as \"30s\"";
 
   # An analysis as fleet.resolved carries it: the defaults filled in,
   # failureCondition and source left out when not given or empty (Go's
   # omitempty: none; no source is the control plane's default Prometheus),
-  # the required members null and the optional ones their defaults where
-  # mistyped (an input problem).
+  # compare when not given (or not an attribute set), the required members
+  # null and the optional ones their defaults where mistyped (an input
+  # problem).
   analysisOut =
     x:
     let
@@ -222,7 +268,20 @@ let
       else
         { }
     )
-    // (if isString (xa.source or null) && xa.source != "" then { inherit (xa) source; } else { });
+    // (if isString (xa.source or null) && xa.source != "" then { inherit (xa) source; } else { })
+    // (if isAttrs (xa.compare or null) then { compare = compareOut xa.compare; } else { });
+
+  # A comparison as fleet.resolved carries it: the defaults filled in,
+  # worse null and the others their defaults where mistyped (an input
+  # problem).
+  compareOut = c: {
+    confidence = stringOr defaults.compareConfidence (c.confidence or null);
+    effect = stringOr defaults.compareEffect (c.effect or null);
+    minSamples = intOr defaults.compareMinSamples (c.minSamples or null);
+    step = stringOr defaults.compareStep (c.step or null);
+    window = stringOr defaults.compareWindow (c.window or null);
+    worse = stringOr null (c.worse or null);
+  };
 
   # A window as fleet.resolved carries it: its four members, null where
   # mistyped (an input problem).

@@ -300,7 +300,10 @@ let
     "Wave"
   ];
   placeholderRE = "[{][{] *[.]([A-Za-z]+) *[}][}]";
-  conditionRE = " *result *(<=|>=|==|!=|<|>) *(-?([0-9]{1,15}([.][0-9]{0,15})?|[.][0-9]{1,15})([eE][+-]?[0-9]{1,2})?) *";
+  # analysis's number: a decimal number of at most 15 digits before and
+  # after the point and an exponent of at most two.
+  numberRE = "-?([0-9]{1,15}([.][0-9]{0,15})?|[.][0-9]{1,15})([eE][+-]?[0-9]{1,2})?";
+  conditionRE = " *result *(<=|>=|==|!=|<|>) *(${numberRE}) *";
   intervalRE = "([1-9][0-9]{0,5})(s|m|h)";
   # proto.ValidSourceName: a Prometheus source of the control plane.
   sourceRE = "[a-z0-9][a-z0-9_-]{0,62}";
@@ -340,10 +343,95 @@ let
     in
     if m == null then
       [ "interval ${u.q s} is not a whole number of seconds, minutes or hours like \"30s\", \"5m\" or \"1h\"" ]
-    else if builtins.fromJSON (builtins.head m) * intervalUnits.${builtins.elemAt m 1} > maxIntervalSeconds then
+    else if intervalSeconds m > maxIntervalSeconds then
       [ "interval ${u.q s} is longer than 24h" ]
     else
       [ ];
+  # The seconds of an interval, from its match of intervalRE.
+  intervalSeconds = m: builtins.fromJSON (builtins.head m) * intervalUnits.${builtins.elemAt m 1};
+  # The value of a number (numberRE), as Go's strconv.ParseFloat reads it
+  # (fromJSON's floats are doubles, rounded as Go rounds them), or null
+  # when s is not one. JSON has no leading zeros and no bare point: the
+  # integer part loses its zeros ("0" when none is left) and a fraction
+  # its point when it has no digits.
+  numberValue =
+    s:
+    let
+      m = match "(-?)0*([1-9][0-9]*)?([.]([0-9]*))?([eE].*)?" s;
+      at = builtins.elemAt m;
+      int = if at 1 == null then "0" else at 1;
+      frac = if at 3 == null || at 3 == "" then "" else "." + at 3;
+      exp = if at 4 == null then "" else at 4;
+    in
+    if match numberRE s == null then null else builtins.fromJSON (at 0 + int + frac + exp);
+  # proto.Comparison's bounds.
+  minComparisonSamples = 3; # proto.MinComparisonSamples
+  maxComparisonSamples = 10000; # proto.MaxComparisonSamples
+  maxComparisonPoints = 1000; # proto.MaxComparisonPoints
+  # analysis.comparisonProblems: the problems of the comparison c of an
+  # analysis with the query `query`, and of its query for a comparison
+  # (an empty one has been reported).
+  comparisonProblems =
+    c: query:
+    let
+      confidence = c.confidence or null;
+      effect = c.effect or null;
+      minSamples = c.minSamples or null;
+      step = c.step or null;
+      window = c.window or null;
+      worse = c.worse or null;
+      confidenceValue = numberValue confidence;
+      effectValue = numberValue effect;
+      stepM = if isString step then match intervalRE step else null;
+      windowM = if isString window then match intervalRE window else null;
+      stepProblems = if isString step then intervalProblems step else [ ];
+      windowProblems = if isString window then intervalProblems window else [ ];
+      names = concatMap (p: if isList p then p else [ ]) (builtins.split placeholderRE query);
+    in
+    (
+      if isString confidence && (confidenceValue == null || confidenceValue < 0.5 || confidenceValue > 0.999) then
+        [ "compare.confidence ${u.q confidence} must be a decimal number from 0.5 to 0.999" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isString effect && (effectValue == null || effectValue < 0) then
+        [ "compare.effect ${u.q effect} must be a decimal number of at least 0" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isInt minSamples && (minSamples < minComparisonSamples || minSamples > maxComparisonSamples) then
+        [
+          "compare.minSamples ${toString minSamples} must be between ${toString minComparisonSamples} and ${toString maxComparisonSamples}"
+        ]
+      else
+        [ ]
+    )
+    ++ map (p: "compare.step: ${p}") stepProblems
+    ++ map (p: "compare.window: ${p}") windowProblems
+    ++ (
+      if stepM == null || windowM == null || stepProblems != [ ] || windowProblems != [ ] then
+        [ ]
+      else if intervalSeconds stepM > intervalSeconds windowM then
+        [ "compare.step ${step} is longer than compare.window ${window}" ]
+      else if intervalSeconds windowM > maxComparisonPoints * intervalSeconds stepM then
+        [ "compare.window ${window} is more than ${toString maxComparisonPoints} steps of ${step}" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isString worse && worse != "higher" && worse != "lower" then
+        [ "compare.worse ${u.q worse} must be \"higher\" or \"lower\"" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isString query && query != "" && !(elem "HostsRegex" names) then
+        [ "compare: the query must select hosts by {{ .HostsRegex }}, which stands for each group's hosts" ]
+      else
+        [ ]
+    );
   analysisProblems =
     a:
     let
@@ -355,6 +443,7 @@ let
       failureLimit = a.failureLimit or null;
       inconclusiveLimit = a.inconclusiveLimit or null;
       source = a.source or null;
+      compare = a.compare or null;
     in
     (
       if !(isString query) then
@@ -398,7 +487,8 @@ let
         [ "source ${u.q source} must be 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit" ]
       else
         [ ]
-    );
+    )
+    ++ (if isAttrs compare then comparisonProblems compare query else [ ]);
 
   # manifest's validator.analyses: each analysis of the gate of policy
   # has a name, a label unique in the gate (an earlier analysis whose name
