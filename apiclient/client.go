@@ -822,6 +822,18 @@ func (c *Client) WebLogin(ctx context.Context, validSeconds int) (proto.WebLogin
 	return out, raw, json.Unmarshal(raw, &out)
 }
 
+// AnalysisTrial measures analyses once, now, for a wave of a channel's
+// latest rollout and returns the verdicts (POST /v1/analysis/trials,
+// nixfleet analysis run); nothing is recorded.
+func (c *Client) AnalysisTrial(ctx context.Context, req proto.AnalysisTrialRequest) (proto.AnalysisTrial, json.RawMessage, error) {
+	var out proto.AnalysisTrial
+	var raw json.RawMessage
+	if err := c.post(ctx, "/v1/analysis/trials", req, &raw); err != nil {
+		return out, nil, err
+	}
+	return out, raw, json.Unmarshal(raw, &out)
+}
+
 // Follow streams a rollout's events after the event id after, calling fn
 // with each event decoded and as the server sent it (one JSON line), until
 // the server ends the stream (the rollout is over: terminal, and not its

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/controlplane/prom"
 	"github.com/nixfleet/nixfleet/controlplane/store"
@@ -51,11 +52,11 @@ type analyzer struct {
 
 	mu       sync.Mutex
 	due      []reconciler.MeasureRequest
-	inFlight map[reconciler.MeasureRequest]bool
+	inFlight map[reconciler.MeasureKey]bool
 	// recorded are the measurements of due recorded since the tick that
 	// asked for them: not taken again while a tick that has not read them
 	// yet still asks.
-	recorded map[reconciler.MeasureRequest]bool
+	recorded map[reconciler.MeasureKey]bool
 	changed  chan struct{}
 	wg       sync.WaitGroup
 }
@@ -63,7 +64,7 @@ type analyzer struct {
 func newAnalyzer(st store.Store, p *prom.Sources, clk clock.Clock, b *board, log *slog.Logger,
 	reg *prometheus.Registry) *analyzer {
 	a := &analyzer{st: st, prom: p, clock: clk, board: b, log: log,
-		inFlight: map[reconciler.MeasureRequest]bool{}, recorded: map[reconciler.MeasureRequest]bool{}, changed: make(chan struct{}, 1)}
+		inFlight: map[reconciler.MeasureKey]bool{}, recorded: map[reconciler.MeasureKey]bool{}, changed: make(chan struct{}, 1)}
 	a.queries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nixfleet_analysis_queries_total",
 		Help: "Canary analysis queries sent to Prometheus, by source (default, or a [[prometheus.source]]'s name) and result (ok: a result came back; error: none did).",
@@ -81,9 +82,9 @@ func newAnalyzer(st store.Store, p *prom.Sources, clk clock.Clock, b *board, log
 func (a *analyzer) schedule(due []reconciler.MeasureRequest) {
 	a.mu.Lock()
 	a.due = due
-	for r := range a.recorded {
-		if !slices.Contains(due, r) {
-			delete(a.recorded, r)
+	for k := range a.recorded {
+		if !slices.ContainsFunc(due, func(r reconciler.MeasureRequest) bool { return r.Key() == k }) {
+			delete(a.recorded, k)
 		}
 	}
 	a.mu.Unlock()
@@ -133,7 +134,7 @@ func (a *analyzer) ready() (next time.Time, ready []reconciler.MeasureRequest) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.due {
-		if a.inFlight[r] || a.recorded[r] {
+		if a.inFlight[r.Key()] || a.recorded[r.Key()] {
 			continue
 		}
 		if r.At.After(now) {
@@ -142,7 +143,7 @@ func (a *analyzer) ready() (next time.Time, ready []reconciler.MeasureRequest) {
 			}
 			continue
 		}
-		a.inFlight[r] = true
+		a.inFlight[r.Key()] = true
 		ready = append(ready, r)
 	}
 	return next, ready
@@ -154,7 +155,7 @@ func (a *analyzer) ready() (next time.Time, ready []reconciler.MeasureRequest) {
 func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
 	defer func() {
 		a.mu.Lock()
-		delete(a.inFlight, r)
+		delete(a.inFlight, r.Key())
 		a.mu.Unlock()
 		select {
 		case a.changed <- struct{}{}:
@@ -174,26 +175,31 @@ func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
 		a.log.Error("a measurement of an analysis the rollout does not have", "rollout", r.RolloutID, "analysis", r.Analysis)
 		return
 	}
-	m.Query = reconciler.AnalysisQuery(&ro, r.Wave, spec)
 	m.At = a.clock.Now().UTC()
+	var started time.Time
+	for _, run := range ro.Analyses {
+		if run.Wave == r.Wave && run.Name == r.Analysis {
+			started = run.StartedAt
+		}
+	}
 	if client, ok := a.prom.Client(spec.Source); !ok {
+		m.Query = reconciler.AnalysisQuery(&ro, r.Wave, spec)
 		m.Error = reconciler.SourceUnknownError(unknownSource(spec, a.prom.Names()))
 		a.log.Warn("analysis names an unknown Prometheus source", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis,
 			"seq", r.Seq, "source", spec.Source, "code", codes.AnalysisSourceUnknown)
 	} else {
 		source := cmp.Or(spec.Source, proto.DefaultSource)
 		start := time.Now()
-		samples, err := client.Query(ctx, m.Query, m.At)
+		taken := takeMeasurement(ctx, client, &ro, r, spec, m.At, started)
 		if ctx.Err() != nil {
 			return // shutting down: not a verdict on the wave
 		}
+		m.Query, m.Samples, m.Compared, m.Error = taken.Query, taken.Samples, taken.Compared, taken.Error
 		a.duration.Observe(time.Since(start).Seconds())
-		if err != nil {
-			m.Error = err.Error()
+		if m.Error != "" {
 			a.queries.WithLabelValues(source, "error").Inc()
-			a.log.Warn("analysis query failed", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis, "seq", r.Seq, "source", source, "err", err)
+			a.log.Warn("analysis query failed", "rollout", r.RolloutID, "wave", r.Wave, "analysis", r.Analysis, "seq", r.Seq, "source", source, "err", m.Error)
 		} else {
-			m.Samples = samples
 			a.queries.WithLabelValues(source, "ok").Inc()
 		}
 	}
@@ -204,9 +210,67 @@ func (a *analyzer) measure(ctx context.Context, r reconciler.MeasureRequest) {
 		return
 	}
 	a.mu.Lock()
-	a.recorded[r] = true
+	a.recorded[r.Key()] = true
 	a.mu.Unlock()
 	a.board.post(wakeTick)
+}
+
+// takeMeasurement takes one measurement of an analysis for a wave at at,
+// on client: the query and its series, or for a comparison whose request
+// names a baseline the values of both groups over its window, which
+// reaches back no further than started (the run's start; zero: no
+// bound), because the canary's values before it ran the release are not
+// the release's; or the error that left none.
+func takeMeasurement(ctx context.Context, client *prom.Client, ro *reconciler.Rollout, r reconciler.MeasureRequest,
+	spec proto.Analysis, at, started time.Time) reconciler.Measurement {
+	m := reconciler.Measurement{RolloutID: ro.ID, Wave: r.Wave, Analysis: spec.Name, Seq: r.Seq, At: at}
+	if spec.Compare == nil || len(r.Baseline) == 0 {
+		m.Query = reconciler.AnalysisQuery(ro, r.Wave, spec)
+		samples, err := client.Query(ctx, m.Query, at)
+		if err != nil {
+			m.Error = err.Error()
+		}
+		m.Samples = samples
+		return m
+	}
+	m.Query = reconciler.GroupQuery(ro, r.Wave, spec, r.Canary)
+	window, werr := analysis.ParseInterval(spec.Compare.Window)
+	step, serr := analysis.ParseInterval(spec.Compare.Step)
+	if err := cmp.Or(werr, serr); err != nil {
+		m.Error = "compare: " + err.Error() // validation refuses it
+		return m
+	}
+	from := at.Add(-window)
+	if started.After(from) {
+		from = started
+	}
+	var out reconciler.Compared
+	for _, g := range []struct {
+		name  string
+		hosts []string
+		into  *[]float64
+	}{{"canary", r.Canary, &out.Canary}, {"baseline", r.Baseline, &out.Baseline}} {
+		vs, err := client.Values(ctx, reconciler.GroupQuery(ro, r.Wave, spec, g.hosts), from, at, step)
+		if err != nil {
+			m.Error = fmt.Sprintf("the %s's values: %s", g.name, err)
+			return m
+		}
+		*g.into = thin(vs, proto.MaxComparisonSamples)
+	}
+	m.Compared = &out
+	return m
+}
+
+// thin keeps at most n of vs, evenly spread.
+func thin(vs []float64, n int) []float64 {
+	if len(vs) <= n {
+		return vs
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = vs[i*len(vs)/n]
+	}
+	return out
 }
 
 // unknownSource says that an analysis names a Prometheus source the

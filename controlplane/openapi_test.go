@@ -473,6 +473,8 @@ var openAPITypes = map[string]reflect.Type{
 	"DecisionReason": reflect.TypeFor[proto.DecisionReason](), "Intent": reflect.TypeFor[proto.Intent](),
 	"IntentResult": reflect.TypeFor[proto.IntentResult](), "IntentResponse": reflect.TypeFor[proto.IntentResponse](),
 	"IntentEntry": reflect.TypeFor[proto.IntentEntry](), "IntentList": reflect.TypeFor[proto.IntentList](),
+	"AnalysisTrialRequest": reflect.TypeFor[proto.AnalysisTrialRequest](), "AnalysisTrial": reflect.TypeFor[proto.AnalysisTrial](),
+	"TrialResult":     reflect.TypeFor[proto.TrialResult](),
 	"WebLoginRequest": reflect.TypeFor[proto.WebLoginRequest](), "WebLogin": reflect.TypeFor[proto.WebLogin](),
 	"Situation": reflect.TypeFor[proto.Situation](), "RolloutHost": reflect.TypeFor[proto.RolloutHost](),
 	"RolloutWave": reflect.TypeFor[proto.RolloutWave](), "RolloutHostWindows": reflect.TypeFor[proto.RolloutHostWindows](),
@@ -497,7 +499,7 @@ var mapBodies = []string{"Health", "Ready", "Polling"}
 // artifactTypes are the types a body holds whose schemas are the artifact
 // schemas' (schema/*.schema.json, held to them by package proto's tests).
 var artifactTypes = []reflect.Type{reflect.TypeFor[proto.Window](), reflect.TypeFor[proto.Approval](),
-	reflect.TypeFor[proto.Edge](), reflect.TypeFor[proto.RolloutBudget](), reflect.TypeFor[proto.HealthGate]()}
+	reflect.TypeFor[proto.Edge](), reflect.TypeFor[proto.RolloutBudget](), reflect.TypeFor[proto.HealthGate](), reflect.TypeFor[proto.Analysis]()}
 
 // TestOpenAPIMatchesGoTypes: every object schema of components is a Go
 // type's, member for member both ways, each member described, required

@@ -386,6 +386,7 @@ func (s *Server) routes() {
 		"GET /v1/status":                     s.status,
 		"POST /v1/web/logins":                s.webLogins,
 		"GET /v1/intents":                    s.listIntents,
+		"POST /v1/analysis/trials":           s.analysisTrial,
 	}
 	for pattern, h := range api {
 		s.mux.Handle(pattern, s.wrap(pattern, h, authenticated))

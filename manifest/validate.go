@@ -324,12 +324,26 @@ func (v *validator) policies() {
 	}
 }
 
+// AnalysesProblems lists what is wrong with a health gate's analyses as
+// ValidateFleet words it, each prefixed "analysis[i]" instead of its
+// place in a fleet: for analyses that come without a fleet (an ad hoc
+// trial, POST /v1/analysis/trials).
+func AnalysesProblems(as []proto.Analysis) []string {
+	v := &validator{}
+	v.analysesAt(func(i int) string { return fmt.Sprintf("analysis[%d]", i) }, as)
+	return v.errs
+}
+
 // analyses checks a health gate's analyses (rfcs/0001 §2.3): each has a
 // name (a label, unique in the gate) and what analysis.Problems asks.
 func (v *validator) analyses(policy string, as []proto.Analysis) {
+	v.analysesAt(func(i int) string { return fmt.Sprintf("rollout policy %q: healthGate.analysis[%d]", policy, i) }, as)
+}
+
+func (v *validator) analysesAt(at func(i int) string, as []proto.Analysis) {
 	names := map[string]int{}
 	for i, a := range as {
-		where := fmt.Sprintf("rollout policy %q: healthGate.analysis[%d]", policy, i)
+		where := at(i)
 		switch {
 		case a.Name == "":
 			v.errorf("%s: name is empty", where)

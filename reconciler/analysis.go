@@ -69,16 +69,19 @@ func (t *tick) analyze(w *work) {
 // it confirmed its switch (Soaking), converged on a new closure, or failed
 // or was rolled back by its agent after it confirmed.
 func (w *work) waveLive(wave int) bool {
-	for _, i := range w.waves[wave] {
-		h := w.r.Hosts[i]
-		switch {
-		case h.State == HostSoaking:
-			return true
-		case h.State == HostConverged && h.Previous != h.Target:
-			return true
-		case h.State == HostFailed && (h.Reason.Code == codes.Unhealthy || h.Reason.Code == codes.OfflineWhileSoaking):
-			return true
-		}
+	return slices.ContainsFunc(w.waves[wave], w.hostLive)
+}
+
+// hostLive reports whether a host runs, or ran, the release (waveLive).
+func (w *work) hostLive(i int) bool {
+	h := w.r.Hosts[i]
+	switch {
+	case h.State == HostSoaking:
+		return true
+	case h.State == HostConverged && h.Previous != h.Target:
+		return true
+	case h.State == HostFailed && (h.Reason.Code == codes.Unhealthy || h.Reason.Code == codes.OfflineWhileSoaking):
+		return true
 	}
 	return false
 }
@@ -132,7 +135,7 @@ func (t *tick) count(w *work, i int, spec proto.Analysis) {
 			}
 			return // taken after the tick read its clock, or a gap: the next tick
 		}
-		outcome, msg := analysis.Judge(spec, m.Samples, m.Error)
+		outcome, msg := JudgeMeasurement(spec, m)
 		w.ownRuns()
 		run.Measured, run.LastAt = m.Seq, m.At
 		switch outcome {
@@ -175,6 +178,21 @@ func (t *tick) count(w *work, i int, spec proto.Analysis) {
 			return
 		}
 	}
+}
+
+// JudgeMeasurement says what one measurement of an analysis means: a
+// comparison's by the test of its two groups, any other by the analysis's
+// conditions — also a comparison's taken when no baseline was left.
+func JudgeMeasurement(spec proto.Analysis, m Measurement) (analysis.Outcome, string) {
+	if spec.Compare != nil && m.Compared != nil {
+		v := analysis.Compare(*spec.Compare, m.Compared.Canary, m.Compared.Baseline)
+		return v.Outcome, v.Message
+	}
+	outcome, msg := analysis.Judge(spec, m.Samples, m.Error)
+	if spec.Compare != nil && m.Error == "" {
+		msg = "no baseline left (every other host of the rollout runs the release or cannot be heard), so its conditions judge the wave: " + msg
+	}
+	return outcome, msg
 }
 
 // SourceUnknownError is the Error of a measurement the control plane did
@@ -263,8 +281,99 @@ func (t *tick) measureRequests() []MeasureRequest {
 			if err != nil {
 				every = time.Minute // validation refuses such a policy; an old artifact still measures
 			}
-			out = append(out, MeasureRequest{RolloutID: w.r.ID, Wave: run.Wave, Analysis: run.Name, Seq: run.Measured + 1,
-				At: runSince(run).Add(every)})
+			req := MeasureRequest{RolloutID: w.r.ID, Wave: run.Wave, Analysis: run.Name, Seq: run.Measured + 1,
+				At: runSince(run).Add(every)}
+			if spec.Compare != nil {
+				req.Canary, req.Baseline = t.comparisonGroups(w, run.Wave)
+				// A comparison's window holds only the release's values:
+				// its first measurement waits for a window to pass.
+				if window, err := analysis.ParseInterval(spec.Compare.Window); err == nil && req.At.Before(run.StartedAt.Add(window)) {
+					req.At = run.StartedAt.Add(window)
+				}
+			}
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// comparisonGroups chooses the groups a comparison of a wave measures
+// (rule 16). The canary is the wave's hosts that run the release (as
+// waveLive counts them). The baseline is as many of the rollout's hosts
+// of later waves, where possible: Pending, not late, and not already
+// running their target — hosts of the same channel serving on the
+// previous release at the same moment. Each group is picked from its
+// candidates by a stride, so that the choice is deterministic, spread
+// over the names rather than the first of them, and costs the wave's
+// hosts plus about twice the baseline's size; at most MaxComparisonHosts
+// each.
+func (t *tick) comparisonGroups(w *work, wave int) (canary, baseline []string) {
+	var live []int
+	for _, i := range w.waves[wave] {
+		if w.hostLive(i) {
+			live = append(live, i)
+		}
+	}
+	for _, i := range spread(len(live), MaxComparisonHosts, func(k int) bool { return true }) {
+		canary = append(canary, w.r.Hosts[live[i]].Hostname)
+	}
+	var later []int
+	for j := wave + 1; j < len(w.waves); j++ {
+		later = append(later, w.waves[j]...)
+	}
+	eligible := func(k int) bool {
+		h := w.r.Hosts[later[k]]
+		o := t.obs[h.Hostname]
+		return h.State == HostPending && o.Current != h.Target && (o.AlwaysHeard || !t.in.Tunables.Late(o.LastSeen, t.now))
+	}
+	for _, k := range spread(len(later), len(canary), eligible) {
+		baseline = append(baseline, w.r.Hosts[later[k]].Hostname)
+	}
+	slices.Sort(canary)
+	slices.Sort(baseline)
+	return canary, baseline
+}
+
+// TrialGroups are the groups an ad hoc measurement of a comparison takes
+// for a wave of a rollout (nixfleet analysis run), before any of its
+// hosts runs a release: the wave's hosts as the canary, and as many of
+// the later waves' hosts that heard accepts as the baseline, each picked
+// by a stride as a tick picks them; at most MaxComparisonHosts each.
+func TrialGroups(r *Rollout, wave int, heard func(host string) bool) (canary, baseline []string) {
+	var in, later []string
+	for _, h := range r.Hosts {
+		switch {
+		case h.Wave == wave:
+			in = append(in, h.Hostname)
+		case h.Wave > wave:
+			later = append(later, h.Hostname)
+		}
+	}
+	for _, k := range spread(len(in), MaxComparisonHosts, func(int) bool { return true }) {
+		canary = append(canary, in[k])
+	}
+	for _, k := range spread(len(later), len(canary), func(k int) bool { return heard(later[k]) }) {
+		baseline = append(baseline, later[k])
+	}
+	slices.Sort(canary)
+	slices.Sort(baseline)
+	return canary, baseline
+}
+
+// spread picks up to n of the positions 0..total-1 that ok accepts: every
+// stride-th first (a stride that visits about twice n), then the
+// positions between, in order, until it has n.
+func spread(total, n int, ok func(int) bool) []int {
+	if n <= 0 || total == 0 {
+		return nil
+	}
+	stride := max(1, total/(2*n))
+	var out []int
+	for off := 0; off < stride && len(out) < n; off++ {
+		for k := off; k < total && len(out) < n; k += stride {
+			if ok(k) {
+				out = append(out, k)
+			}
 		}
 	}
 	return out
@@ -300,6 +409,12 @@ func AnalysisQuery(r *Rollout, wave int, spec proto.Analysis) string {
 			hosts = append(hosts, h.Hostname)
 		}
 	}
+	return analysis.Render(spec.Query, analysis.Vars{Hosts: hosts, RolloutID: r.ID, Channel: r.Channel, Wave: wave})
+}
+
+// GroupQuery is the query a comparison sends for one of its groups: the
+// analysis's with {{ .HostsRegex }} standing for the group's hosts.
+func GroupQuery(r *Rollout, wave int, spec proto.Analysis, hosts []string) string {
 	return analysis.Render(spec.Query, analysis.Vars{Hosts: hosts, RolloutID: r.ID, Channel: r.Channel, Wave: wave})
 }
 

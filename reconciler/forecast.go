@@ -510,6 +510,11 @@ func (f *forecaster) schedule(out Output) {
 		}
 		m := Measurement{RolloutID: req.RolloutID, Wave: req.Wave, Analysis: req.Analysis, Seq: req.Seq, At: at,
 			Query: "forecast", Samples: []proto.MetricSample{{Value: f.passing(req)}}}
+		if c := f.spec(req).Compare; c != nil && len(req.Baseline) > 0 {
+			// A healthy canary is its baseline's equal.
+			same := make([]float64, c.MinSamples)
+			m.Samples, m.Compared = nil, &Compared{Canary: same, Baseline: same}
+		}
 		f.push(modelEvent{at: at, kind: "measure", meas: &m})
 	}
 }
@@ -521,27 +526,34 @@ func (f *forecaster) act(host string, a *modelAgent, act HostAction, at time.Tim
 	f.push(modelEvent{at: start.Add(a.activation), host: host, kind: "done", action: act})
 }
 
-// passing is a value that meets an analysis's success condition and not
-// its failure condition: the model's hosts are healthy.
-func (f *forecaster) passing(req MeasureRequest) string {
+// spec is the analysis a request measures (the zero Analysis when its
+// rollout has none of that name).
+func (f *forecaster) spec(req MeasureRequest) proto.Analysis {
 	for _, r := range f.in.Rollouts {
 		if r.ID != req.RolloutID {
 			continue
 		}
 		for _, an := range r.HealthGate.Analysis {
-			if an.Name != req.Analysis {
-				continue
+			if an.Name == req.Analysis {
+				return an
 			}
-			ok, err := analysis.ParseCondition(an.SuccessCondition)
-			if err != nil {
-				break
-			}
-			bad, _ := analysis.ParseCondition(an.FailureCondition)
-			for _, v := range []float64{ok.Value, ok.Value - 1, ok.Value + 1, ok.Value - 0.5, ok.Value + 0.5} {
-				if ok.Holds(v) && (an.FailureCondition == "" || !bad.Holds(v)) {
-					return strconv.FormatFloat(v, 'g', -1, 64)
-				}
-			}
+		}
+	}
+	return proto.Analysis{}
+}
+
+// passing is a value that meets an analysis's success condition and not
+// its failure condition: the model's hosts are healthy.
+func (f *forecaster) passing(req MeasureRequest) string {
+	an := f.spec(req)
+	ok, err := analysis.ParseCondition(an.SuccessCondition)
+	if err != nil {
+		return "0"
+	}
+	bad, _ := analysis.ParseCondition(an.FailureCondition)
+	for _, v := range []float64{ok.Value, ok.Value - 1, ok.Value + 1, ok.Value - 0.5, ok.Value + 0.5} {
+		if ok.Holds(v) && (an.FailureCondition == "" || !bad.Holds(v)) {
+			return strconv.FormatFloat(v, 'g', -1, 64)
 		}
 	}
 	return "0"

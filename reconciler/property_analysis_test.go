@@ -23,7 +23,13 @@ import (
 //  3. the tick asks for exactly the next measurement of every running run
 //     of an Active rollout's current wave, and for nothing else;
 //  4. every measurement a run counts is journalled once, in order: a run's
-//     Measured grows by the number of analysis_measured events about it.
+//     Measured grows by the number of analysis_measured events about it;
+//  5. a comparison never compares a host with itself nor with a host that
+//     runs the release: its canary is hosts of the measured wave that run
+//     the release, its baseline hosts of the rollout's later waves still
+//     Pending, heard and not on their target, no larger than the canary,
+//     each at most MaxComparisonHosts; and its baseline is empty only when
+//     no such host is left.
 func TestPropertyAnalysis(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
@@ -107,6 +113,15 @@ func checkAnalysis(_ *rapid.T, c tickCase) []string {
 		problems = append(problems, "no measurement asked for the running analysis "+key)
 	}
 
+	// 5. A comparison's groups.
+	for _, m := range c.out.Measure {
+		r := next[m.RolloutID]
+		if r == nil || (len(m.Canary) == 0 && len(m.Baseline) == 0) {
+			continue
+		}
+		problems = append(problems, checkGroups(c, r, m)...)
+	}
+
 	// 4. Every counted measurement journalled once.
 	events := map[string]int{}
 	for _, e := range c.out.Events {
@@ -137,6 +152,40 @@ func checkAnalysis(_ *rapid.T, c tickCase) []string {
 	}
 	for key, n := range events {
 		problems = append(problems, fmt.Sprintf("%s: %d measurement(s) journalled, none counted", key, n))
+	}
+	return problems
+}
+
+// checkGroups checks a comparison's groups (invariant 5) against the
+// rollout as the tick left it.
+func checkGroups(c tickCase, r *reconciler.Rollout, m reconciler.MeasureRequest) []string {
+	var problems []string
+	hosts := map[string]reconciler.RolloutHost{}
+	for _, h := range r.Hosts {
+		hosts[h.Hostname] = h
+	}
+	key := fmt.Sprintf("%s/%d/%s#%d", m.RolloutID, m.Wave, m.Analysis, m.Seq)
+	if len(m.Canary) > reconciler.MaxComparisonHosts || len(m.Baseline) > len(m.Canary) {
+		problems = append(problems, fmt.Sprintf("%s: %d canary and %d baseline hosts", key, len(m.Canary), len(m.Baseline)))
+	}
+	for _, n := range m.Canary {
+		h, ok := hosts[n]
+		live := h.State == reconciler.HostSoaking || h.State == reconciler.HostFailed || (h.State == reconciler.HostConverged && h.Previous != h.Target)
+		if !ok || h.Wave != m.Wave || !live || slices.Contains(m.Baseline, n) {
+			problems = append(problems, fmt.Sprintf("%s: canary host %s is not a host of the wave that runs the release: %+v", key, n, h))
+		}
+	}
+	eligible := func(h reconciler.RolloutHost) bool {
+		o := c.in.Hosts[h.Hostname]
+		return h.Wave > m.Wave && h.State == reconciler.HostPending && o.Current != h.Target && !c.in.Tunables.Late(o.LastSeen, c.in.Now)
+	}
+	for _, n := range m.Baseline {
+		if h, ok := hosts[n]; !ok || !eligible(h) {
+			problems = append(problems, fmt.Sprintf("%s: baseline host %s does not serve the previous release in a later wave: %+v", key, n, h))
+		}
+	}
+	if len(m.Baseline) == 0 && len(m.Canary) > 0 && slices.ContainsFunc(r.Hosts, eligible) {
+		problems = append(problems, fmt.Sprintf("%s: no baseline though hosts of later waves serve the previous release", key))
 	}
 	return problems
 }

@@ -384,6 +384,10 @@ func drawAnalyses(t *rapid.T) []proto.Analysis {
 		if rapid.Bool().Draw(t, "analysisFailureCondition") {
 			a.FailureCondition = "result > 0.2"
 		}
+		if rapid.IntRange(0, 3).Draw(t, "analysisCompare") == 0 {
+			a.Compare = &proto.Comparison{Worse: proto.WorseHigher, Effect: "0.01", Confidence: "0.95",
+				MinSamples: rapid.IntRange(3, 6).Draw(t, "compareMinSamples"), Window: "5m", Step: "30s"}
+		}
 		out = append(out, a)
 	}
 	return out
@@ -1332,6 +1336,26 @@ func (s *fleetSim) measure(reqs []reconciler.MeasureRequest) {
 		}
 		m := reconciler.Measurement{RolloutID: r.RolloutID, Wave: r.Wave, Analysis: r.Analysis, Seq: r.Seq, At: now,
 			Query: `max(errors{host=~"…"})`, Samples: []proto.MetricSample{{Value: "0.01"}}}
+		if len(r.Baseline) > 0 {
+			// A comparison: the canary at its baseline's level, or clearly
+			// worse, or too few values, or no answer.
+			same := []float64{0.01, 0.012, 0.009, 0.011, 0.01, 0.013}
+			m.Samples, m.Compared = nil, &reconciler.Compared{Canary: same, Baseline: same}
+			if !s.wellBehaved {
+				switch k := percentGen.Draw(t, "comparison"); {
+				case k < 8:
+					continue // not taken yet
+				case k < 18:
+					m.Compared.Canary = []float64{0.5, 0.4, 0.6, 0.5, 0.45, 0.55}
+				case k < 24:
+					m.Compared.Baseline = same[:2]
+				case k < 28:
+					m.Compared, m.Error = nil, "connection refused"
+				}
+			}
+			s.in.Measurements = append(slices.Clip(s.in.Measurements), m)
+			continue
+		}
 		if !s.wellBehaved {
 			switch k := percentGen.Draw(t, "measurement"); {
 			case k < 8:

@@ -275,3 +275,103 @@ var analysisScenarios = []goldenCase{
 			wantEvent(rc.EventRolloutTransition, "", string(rc.RolloutConverged), codes.Converged)),
 	},
 }
+
+// errorsVsBaseline is error-rate as a comparison with the hosts not yet
+// updated: higher is worse, by at least half a point, at 95%, from at
+// least 5 values a group.
+func errorsVsBaseline(edit ...func(*proto.Analysis)) proto.Analysis {
+	return errorRate(append([]func(*proto.Analysis){func(a *proto.Analysis) {
+		a.Compare = &proto.Comparison{Worse: proto.WorseHigher, Effect: "0.005", Confidence: "0.95", MinSamples: 5, Window: "5m", Step: "30s"}
+	}}, edit...)...)
+}
+
+// compared records a comparison's measurement of wave 0's error-rate at
+// the current time.
+func (s *scenario) compared(seq int, canary, baseline []float64) *scenario {
+	s.in.Measurements = append(s.in.Measurements, rc.Measurement{RolloutID: id1, Wave: 0, Analysis: "error-rate", Seq: seq, At: s.in.Now,
+		Query: `sum(rate(http_errors_total{host=~"a"}[1m]))`, Compared: &rc.Compared{Canary: canary, Baseline: baseline}})
+	return s
+}
+
+// wantGroups wants the measure request of a run to name these groups.
+func wantGroups(name string, canary, baseline []string) func(*testing.T, rc.Output) {
+	return func(t *testing.T, out rc.Output) {
+		t.Helper()
+		for _, m := range out.Measure {
+			if m.Analysis == name {
+				if !slices.Equal(m.Canary, canary) || !slices.Equal(m.Baseline, baseline) {
+					t.Fatalf("groups of %s: canary %q baseline %q, want %q and %q", name, m.Canary, m.Baseline, canary, baseline)
+				}
+				return
+			}
+		}
+		t.Fatalf("no measure request of %s in %+v", name, out.Measure)
+	}
+}
+
+var comparisonScenarios = []goldenCase{
+	{
+		name: "rule16-compare-chooses-the-baseline",
+		desc: "rule 16: a comparison measures the canary a against as many hosts of the rollout still on the previous release, heard and Pending: one of b and c; its first measurement is due a window (5 minutes) after the run began, so that the window holds only the release's values",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureHalt, errorsVsBaseline())
+		},
+		check: wantGroups("error-rate", []string{"a"}, []string{"b"}),
+	},
+	{
+		name: "rule16-compare-baseline-heard-only",
+		desc: "rule 16: a baseline host that is not heard (b) is left out of the baseline: c serves in its place",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureHalt, errorsVsBaseline())
+			s.offline("b")
+		},
+		check: wantGroups("error-rate", []string{"a"}, []string{"c"}),
+	},
+	{
+		name: "rule16-compare-worse-canary-fails",
+		desc: "rule 16: the canary's error ratio is clearly above its baseline's: the measurement fails with the medians, the effect and p in the journal, and onHealthFailure halt halts the rollout",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureHalt, errorsVsBaseline())
+			s.compared(1, []float64{0.051, 0.049, 0.055, 0.06, 0.052, 0.058}, []float64{0.011, 0.012, 0.009, 0.01, 0.013, 0.008})
+		},
+		check: all(wantEventSaying(rc.EventAnalysisMeasured, codes.MeasurementFailed, "canary median"),
+			wantEventSaying(rc.EventAnalysisMeasured, codes.MeasurementFailed, "p = "),
+			wantEvent(rc.EventRolloutTransition, "", string(rc.RolloutHalted), codes.AnalysisFailed), wantIntents()),
+	},
+	{
+		name: "rule16-compare-equal-canary-passes",
+		desc: "rule 16: a canary at its baseline's level passes each measurement, and the third promotes the wave",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureHalt, errorsVsBaseline())
+			same := []float64{0.011, 0.012, 0.009, 0.01, 0.013, 0.008}
+			s.compared(1, same, same).tick().advance(time.Minute)
+			s.compared(2, same, same).tick().advance(time.Minute)
+			s.compared(3, same, same).advance(3 * time.Minute)
+		},
+		check: all(wantEvent(rc.EventAnalysisCompleted, "", "", codes.AnalysisSuccessful), wantEvent(rc.EventWavePromoted, "", "", codes.WavePromoted)),
+	},
+	{
+		name: "rule16-compare-too-few-samples-holds",
+		desc: "rule 16: the baseline has 2 values, fewer than minSamples 5: inconclusive, and the rollout halts for an operator, saying why",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureRollbackAndHalt, errorsVsBaseline())
+			s.compared(1, []float64{0.05, 0.06, 0.05, 0.07, 0.05}, []float64{0.01, 0.02})
+		},
+		check: all(wantEventSaying(rc.EventAnalysisMeasured, codes.MeasurementInconclusive, "too few samples"),
+			wantEventSaying(rc.EventRolloutTransition, codes.AnalysisInconclusive, "resume (measures again) or roll back"), wantIntents()),
+	},
+	{
+		name: "rule16-compare-last-wave-judged-by-its-conditions",
+		desc: "rule 16: in the last wave no host is left for a baseline: the request names none, and the measurement, an instant query, is judged by the analysis's conditions, saying so",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureHalt, errorsVsBaseline(func(a *proto.Analysis) { a.Count = 1 }))
+			s.compared(1, []float64{0.01, 0.01, 0.01, 0.01, 0.01}, []float64{0.01, 0.01, 0.01, 0.01, 0.01}).advance(5 * time.Minute).tick()
+			s.confirm(id1, "b", "c").tick().advance(time.Minute)
+			s.measure(id1, 1, "error-rate", 1, "0.2", "")
+		},
+		check: all(wantEventSaying(rc.EventAnalysisMeasured, codes.MeasurementFailed, "no baseline left"),
+			wantEvent(rc.EventRolloutTransition, "", string(rc.RolloutHalted), codes.AnalysisFailed)),
+	},
+}
+
+func init() { scenarios = append(scenarios, comparisonScenarios...) }

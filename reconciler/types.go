@@ -65,6 +65,18 @@ type Measurement struct {
 	// SourceUnknownError).
 	Samples []proto.MetricSample `json:"samples,omitempty"`
 	Error   string               `json:"error,omitempty"`
+	// Compared is what a measurement that compared a canary with its
+	// baseline took (its request named a baseline, rule 16); nil for one
+	// judged by the analysis's conditions.
+	Compared *Compared `json:"compared,omitempty"`
+}
+
+// Compared are the values a comparison measurement took of each group:
+// every finite value of its series over the comparison's window, at most
+// proto.MaxComparisonSamples (evenly thinned beyond).
+type Compared struct {
+	Canary   []float64 `json:"canary"`
+	Baseline []float64 `json:"baseline"`
 }
 
 // MaxMeasuredQuery bounds the query a measurement keeps and an event
@@ -104,6 +116,32 @@ type MeasureRequest struct {
 	Analysis  string    `json:"analysis"`
 	Seq       int       `json:"seq"`
 	At        time.Time `json:"at"`
+	// Canary and Baseline are the groups a comparison (proto.Comparison)
+	// measures, by name: the wave's hosts that run the release, and as
+	// many of the rollout's hosts that do not yet (rule 16); at most
+	// MaxComparisonHosts each. Baseline is empty when none is left: the
+	// analysis's conditions judge the wave then. Both are empty for an
+	// analysis that does not compare.
+	Canary   []string `json:"canary,omitempty"`
+	Baseline []string `json:"baseline,omitempty"`
+}
+
+// MaxComparisonHosts bounds each group of a comparison: a query returns a
+// series a host, and the control plane takes at most 100 series.
+const MaxComparisonHosts = 50
+
+// MeasureKey names one measurement of a run.
+type MeasureKey struct {
+	RolloutID string
+	Wave      int
+	Analysis  string
+	Seq       int
+}
+
+// Key is the measurement a request asks for: the same whatever groups
+// later ticks name.
+func (r MeasureRequest) Key() MeasureKey {
+	return MeasureKey{RolloutID: r.RolloutID, Wave: r.Wave, Analysis: r.Analysis, Seq: r.Seq}
 }
 
 // Visibility records a channel in partial visibility: more of its hosts

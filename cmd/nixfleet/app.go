@@ -64,6 +64,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			demoCommand(),
 			statusCommand(),
 			rolloutCommand(),
+			analysisCommand(),
 			releasesCommand(),
 			eventsCommand(),
 			hostCommand(),

@@ -28,6 +28,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,7 @@ type Filing struct {
 type Store interface {
 	Watermark(ctx context.Context) (store.Watermark, error)
 	Forecast(ctx context.Context, rolloutID string) (store.Forecast, error)
+	Measurements(ctx context.Context, rolloutID string, wave int) ([]reconciler.Measurement, error)
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
 	ReleaseLog(ctx context.Context, q store.ReleaseQuery) ([]proto.Release, error)
 	RedeemWebLogin(ctx context.Context, tokenHash, sessionHash string, now time.Time) (store.WebSession, error)
@@ -645,8 +647,9 @@ type waveView struct {
 	Attention []proto.RolloutHost
 	More      int // hosts needing attention beyond Attention
 	// Analyses are the canary analysis runs of the wave (rfcs/0003 rule
-	// 16).
-	Analyses []proto.AnalysisRun
+	// 16); Comparisons the latest comparison each took.
+	Analyses    []proto.AnalysisRun
+	Comparisons []comparisonView
 }
 
 type stateCount struct {
@@ -680,6 +683,11 @@ func (d *Dashboard) webRollout(w http.ResponseWriter, r *http.Request, u User) *
 	for _, a := range sum.Analyses {
 		if a.Wave >= 0 && a.Wave < len(data.Waves) {
 			data.Waves[a.Wave].Analyses = append(data.Waves[a.Wave].Analyses, a)
+		}
+	}
+	for i := range data.Waves {
+		if len(data.Waves[i].Analyses) > 0 && slices.ContainsFunc(ro.HealthGate.Analysis, func(a proto.Analysis) bool { return a.Compare != nil }) {
+			data.Waves[i].Comparisons = d.comparisons(r.Context(), ro, i)
 		}
 	}
 	states, sits := make([]map[string]int, len(data.Waves)), make([]map[string]int, len(data.Waves))

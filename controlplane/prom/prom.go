@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -311,6 +312,41 @@ func (c *Client) Query(ctx context.Context, query string, at time.Time) ([]proto
 		return nil, resultErr("")
 	}
 	return nil, resultErr(v.Type().String())
+}
+
+// Values evaluates a range query from start to end, every step, and
+// returns the finite values of every series of its result (a
+// comparison's group, proto.Comparison), series by series in label
+// order, in time order; NaN and infinite values are left out (no data
+// at that moment). The caps are Query's: MaxBody, MaxSeries.
+func (c *Client) Values(ctx context.Context, query string, start, end time.Time, step time.Duration) ([]float64, error) {
+	if c == nil {
+		return nil, ErrNotConfigured
+	}
+	v, _, _, err := c.api.QueryRange(ctx, query, v1.Range{Start: start, End: end, Step: step})
+	if err != nil {
+		return nil, fmt.Errorf("prom: %w", err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("prom: the result of a range query is a %s, not a matrix", v.Type())
+	}
+	if len(m) > MaxSeries {
+		return nil, fmt.Errorf("prom: the query returned %d series, more than %d: a comparison's query returns at most a series a host", len(m), MaxSeries)
+	}
+	slices.SortFunc(m, func(a, b *model.SampleStream) int { return strings.Compare(labels(a.Metric), labels(b.Metric)) })
+	var out []float64
+	for _, s := range m {
+		if len(s.Histograms) > 0 {
+			return nil, resultErr("native histogram")
+		}
+		for _, p := range s.Values {
+			if f := float64(p.Value); !math.IsNaN(f) && !math.IsInf(f, 0) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
 }
 
 func resultErr(kind string) error {

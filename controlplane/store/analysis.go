@@ -25,6 +25,14 @@ func (s *db) RecordMeasurement(ctx context.Context, m reconciler.Measurement) (b
 			return false, err
 		}
 	}
+	var compared *string
+	if m.Compared != nil {
+		c, err := marshal(m.Compared)
+		if err != nil {
+			return false, err
+		}
+		compared = &c
+	}
 	query := m.Query
 	if len(query) > reconciler.MaxMeasuredQuery {
 		query = query[:reconciler.MaxMeasuredQuery]
@@ -32,9 +40,9 @@ func (s *db) RecordMeasurement(ctx context.Context, m reconciler.Measurement) (b
 	var n int64
 	err := s.write(ctx, func(tx *txn) error {
 		var err error
-		n, err = tx.exec(ctx, `INSERT INTO analysis_measurements (rollout_id, wave, analysis, seq, at, query, samples, error)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (rollout_id, wave, analysis, seq) DO NOTHING`,
-			m.RolloutID, m.Wave, m.Analysis, m.Seq, micros(m.At), query, samples, m.Error)
+		n, err = tx.exec(ctx, `INSERT INTO analysis_measurements (rollout_id, wave, analysis, seq, at, query, samples, error, compared)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (rollout_id, wave, analysis, seq) DO NOTHING`,
+			m.RolloutID, m.Wave, m.Analysis, m.Seq, micros(m.At), query, samples, m.Error, compared)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -75,8 +83,15 @@ func loadMeasurements(ctx context.Context, c conn, waves map[string]int) ([]reco
 			var m reconciler.Measurement
 			var at int64
 			var samples string
-			if err := rs.Scan(&m.RolloutID, &m.Wave, &m.Analysis, &m.Seq, &at, &m.Query, &samples, &m.Error); err != nil {
+			var compared *string
+			if err := rs.Scan(&m.RolloutID, &m.Wave, &m.Analysis, &m.Seq, &at, &m.Query, &samples, &m.Error, &compared); err != nil {
 				return err
+			}
+			if compared != nil {
+				m.Compared = &reconciler.Compared{}
+				if err := unmarshal(*compared, m.Compared); err != nil {
+					return err
+				}
 			}
 			if m.Wave != waves[m.RolloutID] {
 				return nil
@@ -91,7 +106,7 @@ func loadMeasurements(ctx context.Context, c conn, waves map[string]int) ([]reco
 			}
 			out = append(out, m)
 			return nil
-		}, "SELECT rollout_id, wave, analysis, seq, at, query, samples, error FROM analysis_measurements WHERE rollout_id IN ("+
+		}, "SELECT rollout_id, wave, analysis, seq, at, query, samples, error, compared FROM analysis_measurements WHERE rollout_id IN ("+
 			placeholders(len(chunk))+") ORDER BY rollout_id, analysis, seq", anys(chunk)...)
 	})
 	if err != nil {

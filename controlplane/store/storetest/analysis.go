@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,18 @@ func testAnalysis(t *testing.T, s store.Store) {
 	if len(got) != 1 || len(got[0].Query) != rc.MaxMeasuredQuery || got[0].Error != "boom" || got[0].Samples != nil {
 		t.Errorf("a long query's measurement: %+v", got)
 	}
+	// A comparison's measurement keeps both groups' values.
+	cmpd := rc.Measurement{RolloutID: id, Wave: 6, Analysis: "errors", Seq: 1, At: m.now, Query: "q",
+		Compared: &rc.Compared{Canary: []float64{0.5, 1e-9, -3}, Baseline: []float64{}}}
+	if _, err := s.RecordMeasurement(m.ctx, cmpd); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Measurements(m.ctx, id, 6)
+	must(t, err)
+	if len(got) != 1 || got[0].Samples != nil || got[0].Compared == nil || !slices.Equal(got[0].Compared.Canary, cmpd.Compared.Canary) ||
+		got[0].Compared.Baseline == nil || len(got[0].Compared.Baseline) != 0 {
+		t.Errorf("a comparison's measurement: %+v", got)
+	}
 	if _, err := s.RecordMeasurement(m.ctx, rc.Measurement{RolloutID: id, Analysis: "errors"}); err == nil {
 		t.Error("a measurement without a seq was recorded")
 	}
@@ -112,8 +125,8 @@ func testAnalysis(t *testing.T, s store.Store) {
 	m.tick()
 	n, err := internals(t, s).CountRows(m.ctx, "analysis_measurements")
 	must(t, err)
-	if n != 5 {
-		t.Fatalf("%d measurement rows before the prune, want 5", n)
+	if n != 6 {
+		t.Fatalf("%d measurement rows before the prune, want 6", n)
 	}
 	_, pruned, err := s.Prune(m.ctx, m.now.Add(time.Hour))
 	must(t, err)
