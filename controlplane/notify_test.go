@@ -93,6 +93,20 @@ func TestNotifications(t *testing.T) {
 				}
 				return rolloutState(t, e, id) == reconciler.RolloutConverged
 			})
+			// The forecaster journals beside the ticks (its forecasts, and
+			// how the first fared once the rollout ended): the journal is
+			// complete once it stays the same for a second.
+			last, still := -1, time.Time{}
+			e.await(20*time.Second, "the journal settles", func() bool {
+				var j proto.EventList
+				if err := e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/events?limit=10000", &j); err != nil {
+					return false
+				}
+				if len(j.Events) != last {
+					last, still = len(j.Events), time.Now()
+				}
+				return time.Since(still) >= time.Second
+			})
 
 			var journal proto.EventList
 			if err := e.client(e.viewKey.priv, "victor").Get(ctx, "/v1/events?limit=10000", &journal); err != nil {
