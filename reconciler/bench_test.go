@@ -16,6 +16,12 @@ import (
 // skipped, the rest pending.
 func benchInput(b *testing.B, n int) rc.Input {
 	b.Helper()
+	return benchInputWith(b, n, nil)
+}
+
+// benchInputWith is benchInput with every channel's policy edited.
+func benchInputWith(b *testing.B, n int, policy func(*proto.RolloutPolicy)) rc.Input {
+	b.Helper()
 	const channels = 10
 	fb := fleetkit.New(b)
 	for c := range channels {
@@ -50,6 +56,11 @@ func benchInput(b *testing.B, n int) rc.Input {
 		fb.Budget(proto.Selector{Channel: &ch}, 50, 0)
 	}
 	fb.Budget(proto.Selector{All: true}, 0, 10)
+	if policy != nil {
+		for c := range channels {
+			fb.Policy(fmt.Sprintf("ch%02d", c), policy)
+		}
+	}
 	f := fb.Build()
 	s := newScenario(b)
 	s.in.Tunables = rc.Tunables{ConfirmWindowSeconds: 3600}
@@ -59,11 +70,22 @@ func benchInput(b *testing.B, n int) rc.Input {
 			s.offline(name)
 		}
 	}
-	s.tick()
-	for _, it := range s.last.Actions {
+	// A tick moves at most Tunables.MaxHostMoves hosts; the next, at once,
+	// goes on (More).
+	var actions []rc.HostAction
+	for s.tick(); ; s.tick() {
+		actions = append(actions, s.last.Actions...)
+		if !s.last.More {
+			break
+		}
+	}
+	for _, it := range actions {
 		s.confirm(it.RolloutID, it.Host)
 	}
-	s.advance(time.Minute).tick().advance(time.Minute)
+	s.advance(time.Minute)
+	for s.tick(); s.last.More; s.tick() {
+	}
+	s.advance(time.Minute)
 	return s.in
 }
 
@@ -83,6 +105,37 @@ func BenchmarkReconcile(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/host")
 			_ = out
+		})
+	}
+}
+
+// BenchmarkReconcileCompared is BenchmarkReconcile with a comparison on
+// every channel's health gate (rfcs/0003 rule 16): each tick also picks
+// every running comparison's canary and baseline.
+func BenchmarkReconcileCompared(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			in := benchInputWith(b, n, func(p *proto.RolloutPolicy) {
+				p.HealthGate.Analysis = []proto.Analysis{{Name: "vs-baseline", Query: `max(errors{host=~"{{ .HostsRegex }}"})`,
+					SuccessCondition: "result < 0.5", Interval: "1m", Count: 3,
+					Compare: &proto.Comparison{Worse: proto.WorseHigher, Effect: "0.01", Confidence: "0.95", MinSamples: 10, Window: "10m", Step: "30s"}}}
+			})
+			out := rc.Reconcile(in)
+			compared := 0
+			for _, m := range out.Measure {
+				if len(m.Baseline) > 0 {
+					compared++
+				}
+			}
+			if compared < 5 {
+				b.Fatalf("%d comparisons with a baseline asked for, want one per channel whose first wave runs the release", compared)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				out = rc.Reconcile(in)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/host")
 		})
 	}
 }
@@ -108,7 +161,12 @@ func BenchmarkReconcileBlind(b *testing.B) {
 					in.Hosts[name] = o
 				}
 			}
-			in = rc.Apply(in, rc.Reconcile(in))
+			for {
+				out := rc.Reconcile(in)
+				if in = rc.Apply(in, out); !out.More {
+					break
+				}
+			}
 			if len(in.Visibility) != 10 {
 				b.Fatalf("want every channel in partial visibility, got %+v", in.Visibility)
 			}
