@@ -25,7 +25,8 @@
 //     least 0; minSamples is from proto.MinComparisonSamples to
 //     proto.MaxComparisonSamples; step and window are written as interval
 //     is, step at most window and window at most
-//     proto.MaxComparisonPoints steps; worse is "higher" or "lower"; and
+//     proto.MaxComparisonPoints steps; worse is "higher" or "lower";
+//     baselineTags has at most proto.MaxBaselineTags tags, none empty; and
 //     the query selects hosts by {{ .HostsRegex }} (a comparison fills it
 //     in once for each group). successCondition stays required: it judges
 //     a wave with no baseline left (the last wave).
@@ -152,6 +153,14 @@ func comparisonProblems(c proto.Comparison, query string) []string {
 	}
 	if c.Worse != proto.WorseHigher && c.Worse != proto.WorseLower {
 		out = append(out, fmt.Sprintf("compare.worse %q must be %q or %q", c.Worse, proto.WorseHigher, proto.WorseLower))
+	}
+	if len(c.BaselineTags) > proto.MaxBaselineTags {
+		out = append(out, fmt.Sprintf("compare.baselineTags has %d tags, at most %d", len(c.BaselineTags), proto.MaxBaselineTags))
+	}
+	for i, tag := range c.BaselineTags {
+		if tag == "" {
+			out = append(out, fmt.Sprintf("compare.baselineTags[%d] is empty", i))
+		}
 	}
 	if query != "" && !usesPlaceholder(query, "HostsRegex") {
 		out = append(out, "compare: the query must select hosts by {{ .HostsRegex }}, which stands for each group's hosts")

@@ -97,6 +97,12 @@ func TestComparisonProblems(t *testing.T) {
 		}, nil},
 		{"a window of a day in 90s steps", func(c *proto.Comparison, _ *proto.Analysis) { c.Step, c.Window = "90s", "1440m" }, nil},
 		{"placeholder without spaces", func(_ *proto.Comparison, a *proto.Analysis) { a.Query = `up{host=~"{{.HostsRegex}}"}` }, nil},
+		{"eight baseline tags", func(c *proto.Comparison, _ *proto.Analysis) {
+			c.BaselineTags = []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+		}, nil},
+		{"nine baseline tags, one empty", func(c *proto.Comparison, _ *proto.Analysis) {
+			c.BaselineTags = []string{"a", "b", "", "d", "e", "f", "g", "h", "i"}
+		}, []string{"compare.baselineTags has 9 tags, at most 8", "compare.baselineTags[2] is empty"}},
 		{"confidence below 0.5", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "0.4999" },
 			[]string{`compare.confidence "0.4999" must be a decimal number from 0.5 to 0.999`}},
 		{"confidence above 0.999", func(c *proto.Comparison, _ *proto.Analysis) { c.Confidence = "0.9991" },

@@ -74,12 +74,22 @@ func (s *Server) analysisTrial(w http.ResponseWriter, r *http.Request, c client)
 	if err != nil {
 		return s.internal("reading when hosts were seen", err)
 	}
-	canary, baseline := reconciler.TrialGroups(&ro, req.Wave, func(h string) bool { return !s.cfg.Tunables.Late(seen[h], now) })
+	var fleet *proto.FleetResolved // the channel's, for baselineTags; read when one asks
 	out := proto.AnalysisTrial{Channel: req.Channel, RolloutID: ro.ID, Wave: req.Wave, At: now, Results: []proto.TrialResult{}}
 	for _, spec := range specs {
 		mr := reconciler.MeasureRequest{RolloutID: ro.ID, Wave: req.Wave, Analysis: spec.Name, Seq: 1}
 		if spec.Compare != nil {
-			mr.Canary, mr.Baseline = canary, baseline
+			tags := spec.Compare.BaselineTags
+			if len(tags) > 0 && fleet == nil {
+				f, e := s.channelFleet(r, req.Channel)
+				if e != nil {
+					return e
+				}
+				fleet = f
+			}
+			mr.Canary, mr.Baseline = reconciler.TrialGroups(&ro, req.Wave, func(h string) bool {
+				return !s.cfg.Tunables.Late(seen[h], now) && (len(tags) == 0 || reconciler.HasTags(fleet, h, tags))
+			})
 		}
 		var m reconciler.Measurement
 		if client, ok := s.analyze.prom.Client(spec.Source); ok {
@@ -101,4 +111,26 @@ func (s *Server) analysisTrial(w http.ResponseWriter, r *http.Request, c client)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// channelFleet is the fleet of a channel's current release.
+func (s *Server) channelFleet(r *http.Request, channel string) (*proto.FleetResolved, *codes.Error) {
+	rs, err := s.st.Releases(r.Context())
+	if err != nil {
+		return nil, s.internal("reading the releases", err)
+	}
+	for _, rel := range rs {
+		if rel.Channel != channel {
+			continue
+		}
+		if rel.Fleet != nil {
+			return rel.Fleet, nil
+		}
+		f, err := proto.DecodeFleetResolved(rel.FleetBody)
+		if err != nil {
+			return nil, s.internal("decoding a channel's fleet", err)
+		}
+		return f, nil
+	}
+	return nil, codes.Errorf(codes.NotFound, "channel %q has no release", channel)
 }

@@ -265,6 +265,11 @@ type Analysis struct {
 // conditions, so that the signed document and Nix write them one way.
 // Fields in JCS order.
 type Comparison struct {
+	// BaselineTags, when given, draw the baseline only from hosts that
+	// carry every one of these tags (like compared with like: "web" with
+	// "web"); at most MaxBaselineTags, none empty. Absent: any host of the
+	// rollout's later waves.
+	BaselineTags []string `json:"baselineTags,omitempty"`
 	// Confidence is the test's confidence level, from 0.5 to 0.999
 	// ("0.95": a canary no worse than its baseline fails about one
 	// measurement in twenty at most).
@@ -289,6 +294,7 @@ type Comparison struct {
 
 // Comparison bounds.
 const (
+	MaxBaselineTags      = 8
 	MinComparisonSamples = 3
 	MaxComparisonSamples = 10000
 	MaxComparisonPoints  = 1000

@@ -284,7 +284,7 @@ func (t *tick) measureRequests() []MeasureRequest {
 			req := MeasureRequest{RolloutID: w.r.ID, Wave: run.Wave, Analysis: run.Name, Seq: run.Measured + 1,
 				At: runSince(run).Add(every)}
 			if spec.Compare != nil {
-				req.Canary, req.Baseline = t.comparisonGroups(w, run.Wave)
+				req.Canary, req.Baseline = t.comparisonGroups(w, run.Wave, spec.Compare.BaselineTags)
 				// A comparison's window holds only the release's values:
 				// its first measurement waits for a window to pass.
 				if window, err := analysis.ParseInterval(spec.Compare.Window); err == nil && req.At.Before(run.StartedAt.Add(window)) {
@@ -301,13 +301,14 @@ func (t *tick) measureRequests() []MeasureRequest {
 // (rule 16). The canary is the wave's hosts that run the release (as
 // waveLive counts them). The baseline is as many of the rollout's hosts
 // of later waves, where possible: Pending, not late, and not already
-// running their target — hosts of the same channel serving on the
-// previous release at the same moment. Each group is picked from its
+// running their target, and carrying every tag of tags (by the
+// channel's fleet) — hosts of the same channel serving on the previous
+// release at the same moment. Each group is picked from its
 // candidates by a stride, so that the choice is deterministic, spread
 // over the names rather than the first of them, and costs the wave's
 // hosts plus about twice the baseline's size; at most MaxComparisonHosts
 // each.
-func (t *tick) comparisonGroups(w *work, wave int) (canary, baseline []string) {
+func (t *tick) comparisonGroups(w *work, wave int, tags []string) (canary, baseline []string) {
 	var live []int
 	for _, i := range w.waves[wave] {
 		if w.hostLive(i) {
@@ -321,10 +322,12 @@ func (t *tick) comparisonGroups(w *work, wave int) (canary, baseline []string) {
 	for j := wave + 1; j < len(w.waves); j++ {
 		later = append(later, w.waves[j]...)
 	}
+	fleet := t.channels[w.r.Channel]
 	eligible := func(k int) bool {
 		h := w.r.Hosts[later[k]]
 		o := t.obs[h.Hostname]
-		return h.State == HostPending && o.Current != h.Target && (o.AlwaysHeard || !t.in.Tunables.Late(o.LastSeen, t.now))
+		return h.State == HostPending && o.Current != h.Target && (o.AlwaysHeard || !t.in.Tunables.Late(o.LastSeen, t.now)) &&
+			(len(tags) == 0 || fleet != nil && HasTags(fleet.Fleet, h.Hostname, tags))
 	}
 	for _, k := range spread(len(later), len(canary), eligible) {
 		baseline = append(baseline, w.r.Hosts[later[k]].Hostname)
@@ -334,12 +337,30 @@ func (t *tick) comparisonGroups(w *work, wave int) (canary, baseline []string) {
 	return canary, baseline
 }
 
+// HasTags reports whether a host of a fleet carries every one of tags (a
+// host the fleet lacks carries none).
+func HasTags(f *proto.FleetResolved, host string, tags []string) bool {
+	if f == nil {
+		return false
+	}
+	h, ok := f.Hosts[host]
+	if !ok {
+		return false
+	}
+	for _, tag := range tags {
+		if !slices.Contains(h.Tags, tag) {
+			return false
+		}
+	}
+	return true
+}
+
 // TrialGroups are the groups an ad hoc measurement of a comparison takes
 // for a wave of a rollout (nixfleet analysis run), before any of its
 // hosts runs a release: the wave's hosts as the canary, and as many of
-// the later waves' hosts that heard accepts as the baseline, each picked
+// the later waves' hosts that eligible accepts as the baseline, each picked
 // by a stride as a tick picks them; at most MaxComparisonHosts each.
-func TrialGroups(r *Rollout, wave int, heard func(host string) bool) (canary, baseline []string) {
+func TrialGroups(r *Rollout, wave int, eligible func(host string) bool) (canary, baseline []string) {
 	var in, later []string
 	for _, h := range r.Hosts {
 		switch {
@@ -352,7 +373,7 @@ func TrialGroups(r *Rollout, wave int, heard func(host string) bool) (canary, ba
 	for _, k := range spread(len(in), MaxComparisonHosts, func(int) bool { return true }) {
 		canary = append(canary, in[k])
 	}
-	for _, k := range spread(len(later), len(canary), func(k int) bool { return heard(later[k]) }) {
+	for _, k := range spread(len(later), len(canary), func(k int) bool { return eligible(later[k]) }) {
 		baseline = append(baseline, later[k])
 	}
 	slices.Sort(canary)

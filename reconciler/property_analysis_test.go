@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/nixfleet/nixfleet/analysis"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -175,8 +176,23 @@ func checkGroups(c tickCase, r *reconciler.Rollout, m reconciler.MeasureRequest)
 			problems = append(problems, fmt.Sprintf("%s: canary host %s is not a host of the wave that runs the release: %+v", key, n, h))
 		}
 	}
+	var tags []string
+	for _, a := range r.HealthGate.Analysis {
+		if a.Name == m.Analysis && a.Compare != nil {
+			tags = a.Compare.BaselineTags
+		}
+	}
+	var fleet *proto.FleetResolved
+	for _, ch := range c.in.Channels {
+		if ch.Name == r.Channel {
+			fleet = ch.Fleet
+		}
+	}
 	eligible := func(h reconciler.RolloutHost) bool {
 		o := c.in.Hosts[h.Hostname]
+		if len(tags) > 0 && (fleet == nil || !everyTag(fleet.Hosts[h.Hostname].Tags, tags)) {
+			return false
+		}
 		return h.Wave > m.Wave && h.State == reconciler.HostPending && o.Current != h.Target && !c.in.Tunables.Late(o.LastSeen, c.in.Now)
 	}
 	for _, n := range m.Baseline {
@@ -188,4 +204,14 @@ func checkGroups(c tickCase, r *reconciler.Rollout, m reconciler.MeasureRequest)
 		problems = append(problems, fmt.Sprintf("%s: no baseline though hosts of later waves serve the previous release", key))
 	}
 	return problems
+}
+
+// everyTag reports whether have holds every tag of want.
+func everyTag(have, want []string) bool {
+	for _, tag := range want {
+		if !slices.Contains(have, tag) {
+			return false
+		}
+	}
+	return true
 }

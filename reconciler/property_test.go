@@ -387,6 +387,9 @@ func drawAnalyses(t *rapid.T) []proto.Analysis {
 		if rapid.IntRange(0, 3).Draw(t, "analysisCompare") == 0 {
 			a.Compare = &proto.Comparison{Worse: proto.WorseHigher, Effect: "0.01", Confidence: "0.95",
 				MinSamples: rapid.IntRange(3, 6).Draw(t, "compareMinSamples"), Window: "5m", Step: "30s"}
+			if rapid.Bool().Draw(t, "compareBaselineTags") {
+				a.Compare.BaselineTags = []string{rapid.SampledFrom(simTags).Draw(t, "compareBaselineTag")}
+			}
 		}
 		out = append(out, a)
 	}

@@ -328,6 +328,14 @@ var comparisonScenarios = []goldenCase{
 		check: wantGroups("error-rate", []string{"a"}, []string{"c"}),
 	},
 	{
+		name: "rule16-compare-baseline-by-tags",
+		desc: "rule 16: baselineTags [db] draws the baseline only from hosts tagged db: c, not b",
+		build: func(s *scenario) {
+			canarySoaking(s, proto.OnHealthFailureHalt, errorsVsBaseline(func(a *proto.Analysis) { a.Compare.BaselineTags = []string{"db"} }))
+		},
+		check: wantGroups("error-rate", []string{"a"}, []string{"c"}),
+	},
+	{
 		name: "rule16-compare-worse-canary-fails",
 		desc: "rule 16: the canary's error ratio is clearly above its baseline's: the measurement fails with the medians, the effect and p in the journal, and onHealthFailure halt halts the rollout",
 		build: func(s *scenario) {

@@ -29,7 +29,8 @@
 #     # conditions (which then judge only a wave with no baseline left):
 #     #   compare = { worse = "higher"; };  # or "lower"; the rest defaults to
 #     #   # { confidence = "0.95"; effect = "0"; minSamples = 10;
-#     #   #   window = "10m"; step = "30s"; } (numbers as decimal strings)
+#     #   #   window = "10m"; step = "30s"; } (numbers as decimal strings);
+#     #   # baselineTags = [ "web" ]: a baseline of hosts with those tags only
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -228,6 +229,7 @@ let
       u.shapeProblems cw {
         required = [ "worse" ];
         optional = [
+          "baselineTags"
           "confidence"
           "effect"
           "minSamples"
@@ -240,7 +242,8 @@ let
       ++ optionalTyped cw cc "effect" isString "a string such as \"0.01\" (at least 0)"
       ++ optionalTyped cw cc "minSamples" isInt "an integer (values per group, 3 to 10000)"
       ++ optionalTyped cw cc "window" isString "a string such as \"10m\""
-      ++ optionalTyped cw cc "step" isString "a string such as \"30s\"";
+      ++ optionalTyped cw cc "step" isString "a string such as \"30s\""
+      ++ optionalTyped cw cc "baselineTags" u.isStringList "a list of strings (tags every baseline host carries)";
 
   # An analysis as fleet.resolved carries it: the defaults filled in,
   # failureCondition and source left out when not given or empty (Go's
@@ -273,15 +276,24 @@ let
 
   # A comparison as fleet.resolved carries it: the defaults filled in,
   # worse null and the others their defaults where mistyped (an input
-  # problem).
-  compareOut = c: {
-    confidence = stringOr defaults.compareConfidence (c.confidence or null);
-    effect = stringOr defaults.compareEffect (c.effect or null);
-    minSamples = intOr defaults.compareMinSamples (c.minSamples or null);
-    step = stringOr defaults.compareStep (c.step or null);
-    window = stringOr defaults.compareWindow (c.window or null);
-    worse = stringOr null (c.worse or null);
-  };
+  # problem), baselineTags left out when not given or empty (Go's
+  # omitempty).
+  compareOut =
+    c:
+    {
+      confidence = stringOr defaults.compareConfidence (c.confidence or null);
+      effect = stringOr defaults.compareEffect (c.effect or null);
+      minSamples = intOr defaults.compareMinSamples (c.minSamples or null);
+      step = stringOr defaults.compareStep (c.step or null);
+      window = stringOr defaults.compareWindow (c.window or null);
+      worse = stringOr null (c.worse or null);
+    }
+    // (
+      if u.isStringList (c.baselineTags or null) && c.baselineTags != [ ] then
+        { inherit (c) baselineTags; }
+      else
+        { }
+    );
 
   # A window as fleet.resolved carries it: its four members, null where
   # mistyped (an input problem).

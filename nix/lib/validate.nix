@@ -368,6 +368,7 @@ let
   minComparisonSamples = 3; # proto.MinComparisonSamples
   maxComparisonSamples = 10000; # proto.MaxComparisonSamples
   maxComparisonPoints = 1000; # proto.MaxComparisonPoints
+  maxBaselineTags = 8; # proto.MaxBaselineTags
   # analysis.comparisonProblems: the problems of the comparison c of an
   # analysis with the query `query`, and of its query for a comparison
   # (an empty one has been reported).
@@ -380,6 +381,7 @@ let
       step = c.step or null;
       window = c.window or null;
       worse = c.worse or null;
+      baselineTags = c.baselineTags or null;
       confidenceValue = numberValue confidence;
       effectValue = numberValue effect;
       stepM = if isString step then match intervalRE step else null;
@@ -423,6 +425,20 @@ let
     ++ (
       if isString worse && worse != "higher" && worse != "lower" then
         [ "compare.worse ${u.q worse} must be \"higher\" or \"lower\"" ]
+      else
+        [ ]
+    )
+    ++ (
+      if isList baselineTags && builtins.length baselineTags > maxBaselineTags then
+        [
+          "compare.baselineTags has ${toString (builtins.length baselineTags)} tags, at most ${toString maxBaselineTags}"
+        ]
+      else
+        [ ]
+    )
+    ++ (
+      if isList baselineTags then
+        u.concatImap (i: tag: if tag == "" then [ "compare.baselineTags[${toString i}] is empty" ] else [ ]) baselineTags
       else
         [ ]
     )

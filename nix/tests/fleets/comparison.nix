@@ -25,7 +25,10 @@ in
           name = "error-ratio";
           query = ''sum(rate(http_requests_total{code=~"5..",host=~"{{ .HostsRegex }}"}[2m])) / sum(rate(http_requests_total{host=~"{{ .HostsRegex }}"}[2m]))'';
           successCondition = "result < 0.01";
-          compare.worse = "higher";
+          compare = {
+            worse = "higher";
+            baselineTags = [ "web" ];
+          };
         }
         {
           name = "throughput";

@@ -136,6 +136,15 @@ in
           successCondition = "result < 1";
           compare = ok;
         }
+        # 10: too many baseline tags, one of them empty.
+        {
+          name = "tags";
+          query = "up{host=~\"{{ .HostsRegex }}\"}";
+          successCondition = "result < 1";
+          compare = ok // {
+            baselineTags = [ "a" "b" "" "d" "e" "f" "g" "h" "i" ];
+          };
+        }
       ];
     };
   };
@@ -168,5 +177,7 @@ in
     "${at 7}compare: the query must select hosts by {{ .HostsRegex }}, which stands for each group's hosts"
     "${at 8}query is empty"
     "${at 8}compare.worse \"\" must be \"higher\" or \"lower\""
+    "${at 10}compare.baselineTags has 9 tags, at most 8"
+    "${at 10}compare.baselineTags[2] is empty"
   ];
 }
