@@ -215,7 +215,7 @@ func Compare(c proto.Comparison, canary, baseline []float64) Verdict {
 		return v
 	}
 
-	v.CanaryMedian, v.BaselineMedian = median(canary), median(baseline)
+	v.CanaryMedian, v.BaselineMedian = Median(canary), Median(baseline)
 	x, y := canary, baseline
 	v.Effect = v.CanaryMedian - v.BaselineMedian
 	if c.Worse == proto.WorseLower {
@@ -228,21 +228,21 @@ func Compare(c proto.Comparison, canary, baseline []float64) Verdict {
 
 	alpha := 1 - confidence
 	head := fmt.Sprintf("canary median %s vs baseline %s (%d and %d values%s): ",
-		num(v.CanaryMedian), num(v.BaselineMedian), v.Canary, v.Baseline, droppedAside(v.Dropped))
-	pIs := "p = " + num(v.P)
+		Num(v.CanaryMedian), Num(v.BaselineMedian), v.Canary, v.Baseline, droppedAside(v.Dropped))
+	pIs := "p = " + Num(v.P)
 	switch {
 	case v.P >= alpha:
 		v.Outcome = Successful
-		v.Message = head + effectPhrase(v.Effect, effect) + ", " + pIs + " ≥ " + num(alpha) + ": not shown worse"
+		v.Message = head + effectPhrase(v.Effect, effect) + ", " + pIs + " ≥ " + Num(alpha) + ": not shown worse"
 	case v.Effect > 0 && v.Effect >= effect:
 		v.Outcome = Failed
-		v.Message = head + effectPhrase(v.Effect, effect) + ", " + pIs + " < " + num(alpha) + ": worse"
+		v.Message = head + effectPhrase(v.Effect, effect) + ", " + pIs + " < " + Num(alpha) + ": worse"
 	case v.Effect > 0:
 		v.Outcome = Successful
-		v.Message = head + pIs + " < " + num(alpha) + " but " + num(v.Effect) + " worse, less than the effect " + num(effect) + ": no worse than matters"
+		v.Message = head + pIs + " < " + Num(alpha) + " but " + Num(v.Effect) + " worse, less than the effect " + Num(effect) + ": no worse than matters"
 	default:
 		v.Outcome = Successful
-		v.Message = head + pIs + " < " + num(alpha) + " but " + effectPhrase(v.Effect, effect) + ": not worse"
+		v.Message = head + pIs + " < " + Num(alpha) + " but " + effectPhrase(v.Effect, effect) + ": not worse"
 	}
 	return v
 }
@@ -277,7 +277,12 @@ func negated(values []float64) []float64 {
 
 // median is the middle value, or the mean of the two middle ones, of at
 // least one finite value; finite.
-func median(values []float64) float64 {
+// Median is the median of values (the mean of the middle two for an
+// even count); 0 for none.
+func Median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
 	s := slices.Clone(values)
 	slices.Sort(s)
 	n := len(s)
@@ -292,11 +297,11 @@ func median(values []float64) float64 {
 func effectPhrase(d, effect float64) string {
 	switch {
 	case d > 0 && d >= effect:
-		return num(d) + " worse, at least the effect " + num(effect) + " that matters"
+		return Num(d) + " worse, at least the effect " + Num(effect) + " that matters"
 	case d > 0:
-		return num(d) + " worse, less than the effect " + num(effect) + " that matters"
+		return Num(d) + " worse, less than the effect " + Num(effect) + " that matters"
 	case d < 0:
-		return num(-d) + " better"
+		return Num(-d) + " better"
 	}
 	return "medians equal"
 }
@@ -319,6 +324,7 @@ func droppedNote(n int) string {
 }
 
 // num writes a number for a message: four significant digits.
-func num(v float64) string {
+// Num writes a value as the verdicts do: four significant digits.
+func Num(v float64) string {
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }

@@ -315,22 +315,40 @@ func (t *tick) comparisonGroups(w *work, wave int, tags []string) (canary, basel
 			live = append(live, i)
 		}
 	}
-	for _, i := range spread(len(live), MaxComparisonHosts, func(k int) bool { return true }) {
-		canary = append(canary, w.r.Hosts[live[i]].Hostname)
-	}
-	var later []int
+	// The later waves' hosts, numbered across the waves without copying
+	// them (a big rollout's run to 100,000).
+	later := 0
 	for j := wave + 1; j < len(w.waves); j++ {
-		later = append(later, w.waves[j]...)
+		later += len(w.waves[j])
+	}
+	laterHost := func(k int) *RolloutHost {
+		j := wave + 1
+		for ; k >= len(w.waves[j]); j++ {
+			k -= len(w.waves[j])
+		}
+		return &w.r.Hosts[w.waves[j][k]]
 	}
 	fleet := t.channels[w.r.Channel]
 	eligible := func(k int) bool {
-		h := w.r.Hosts[later[k]]
+		h := laterHost(k)
 		o := t.obs[h.Hostname]
 		return h.State == HostPending && o.Current != h.Target && (o.AlwaysHeard || !t.in.Tunables.Late(o.LastSeen, t.now)) &&
 			(len(tags) == 0 || fleet != nil && HasTags(fleet.Fleet, h.Hostname, tags))
 	}
-	for _, k := range spread(len(later), len(canary), eligible) {
-		baseline = append(baseline, w.r.Hosts[later[k]].Hostname)
+	return pickGroups(len(live), func(k int) string { return w.r.Hosts[live[k]].Hostname },
+		later, func(k int) string { return laterHost(k).Hostname }, eligible)
+}
+
+// pickGroups picks a comparison's groups by a stride (spread): up to
+// MaxComparisonHosts of the canary's candidates, then as many of the
+// baseline's as eligible accepts; each sorted by name.
+func pickGroups(canaries int, canaryName func(k int) string, candidates int, candidateName func(k int) string,
+	eligible func(k int) bool) (canary, baseline []string) {
+	for _, k := range spread(canaries, MaxComparisonHosts, func(int) bool { return true }) {
+		canary = append(canary, canaryName(k))
+	}
+	for _, k := range spread(candidates, len(canary), eligible) {
+		baseline = append(baseline, candidateName(k))
 	}
 	slices.Sort(canary)
 	slices.Sort(baseline)
@@ -370,15 +388,8 @@ func TrialGroups(r *Rollout, wave int, eligible func(host string) bool) (canary,
 			later = append(later, h.Hostname)
 		}
 	}
-	for _, k := range spread(len(in), MaxComparisonHosts, func(int) bool { return true }) {
-		canary = append(canary, in[k])
-	}
-	for _, k := range spread(len(later), len(canary), func(k int) bool { return eligible(later[k]) }) {
-		baseline = append(baseline, later[k])
-	}
-	slices.Sort(canary)
-	slices.Sort(baseline)
-	return canary, baseline
+	at := func(names []string) func(int) string { return func(k int) string { return names[k] } }
+	return pickGroups(len(in), at(in), len(later), at(later), func(k int) bool { return eligible(later[k]) })
 }
 
 // spread picks up to n of the positions 0..total-1 that ok accepts: every

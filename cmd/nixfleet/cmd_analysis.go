@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,14 +61,14 @@ func runAnalysisRun(c *cli.Context, o *operator, _ []string) error {
 		}
 		p, ok := fleet.RolloutPolicies[policy]
 		if !ok {
-			return usage(c, "%s has no rollout policy %q (it has: %s)", file, policy, strings.Join(sortedKeys(fleet.RolloutPolicies), ", "))
+			return usage(c, "%s has no rollout policy %q (it has: %s)", file, policy, strings.Join(slices.Sorted(maps.Keys(fleet.RolloutPolicies)), ", "))
 		}
 		req.Analyses = p.HealthGate.Analysis
 		if len(req.Analyses) == 0 {
 			return usage(c, "rollout policy %q has no analysis", policy)
 		}
 		if req.Channel == "" {
-			for _, name := range sortedKeys(fleet.Channels) {
+			for _, name := range slices.Sorted(maps.Keys(fleet.Channels)) {
 				if fleet.Channels[name].RolloutPolicy == policy {
 					req.Channel = name
 					break
@@ -104,14 +105,4 @@ func writeTrial(w io.Writer, t proto.AnalysisTrial) {
 				dash(strings.Join(r.Baseline, " ")), len(r.BaselineValues))
 		}
 	}
-}
-
-// sortedKeys are a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -3,9 +3,9 @@ package dashboard
 import (
 	"context"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/nixfleet/nixfleet/analysis"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -69,30 +69,17 @@ func (d *Dashboard) comparisons(ctx context.Context, ro reconciler.Rollout, wave
 			}
 			return out
 		}
-		v := comparisonView{Analysis: name, Seq: m.Seq, At: m.At, Low: number(lo), High: number(hi),
+		v := comparisonView{Analysis: name, Seq: m.Seq, At: m.At, Low: analysis.Num(lo), High: analysis.Num(hi),
 			Canary: places(m.Compared.Canary), Baseline: places(m.Compared.Baseline)}
-		if c := median(m.Compared.Canary); c != nil {
-			v.CanaryMedian, v.Medians[0] = place(*c), number(*c)
+		if len(m.Compared.Canary) > 0 {
+			c := analysis.Median(m.Compared.Canary)
+			v.CanaryMedian, v.Medians[0] = place(c), analysis.Num(c)
 		}
-		if b := median(m.Compared.Baseline); b != nil {
-			v.BaselineMedian, v.Medians[1] = place(*b), number(*b)
+		if len(m.Compared.Baseline) > 0 {
+			b := analysis.Median(m.Compared.Baseline)
+			v.BaselineMedian, v.Medians[1] = place(b), analysis.Num(b)
 		}
 		out = append(out, v)
 	}
 	return out
 }
-
-func median(vs []float64) *float64 {
-	if len(vs) == 0 {
-		return nil
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return &m
-}
-
-func number(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
