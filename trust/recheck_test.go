@@ -37,10 +37,10 @@ func TestRecheckIsVerifyLater(t *testing.T) {
 	// Times around every bound: retireAt, the windows with their skew, the
 	// skew ahead of signedAt.
 	bounds := []time.Duration{-trust.ClockSkew, 0, 10*time.Minute + trust.ClockSkew, 20 * time.Minute, time.Hour + trust.ClockSkew}
-	rng := rand.New(rand.NewPCG(7, 33))
-	for _, c := range cases {
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			rng := rand.New(rand.NewPCG(7, uint64(i))) // one per subtest: they run in parallel
 			b, err := json.Marshal(map[string]any{"schemaVersion": 1, "ciReleaseKey": c.roots})
 			if err != nil {
 				t.Fatal(err)
