@@ -136,7 +136,16 @@ func isAlnum(c byte) bool {
 //   - a wave's approval gives approvers only with required, from 1 to
 //     MaxApprovers;
 //   - a freeze ends after it begins, has a one-line reason of at most
-//     MaxFreezeReasonLen bytes, and names declared channels, once each.
+//     MaxFreezeReasonLen bytes, and names declared channels, once each;
+//   - a policy's reboot has a bootTimeoutMinutes of 1 to
+//     MaxBootTimeoutMinutes, and a wave's reboot true (of the policy, or
+//     of waves.<channel>, against the channel's policy) needs the policy's
+//     reboot (which gives the timeout); a host's bootLoader, when
+//     declared, is systemd-boot, grub or none, and a host whose declared
+//     loader cannot boot once into an entry (none: not in
+//     proto.BootLoaders) is not on a channel whose policy lets the control
+//     plane reboot any of its waves (proto.RolloutPolicy.RebootAllowed).
+//     Hosts that declare no loader are the agent's to refuse.
 //
 // It returns warnings (hosts without a closure, selectors that match
 // nothing, budgets of 1 over TightBudgetHosts or more hosts, budgets
@@ -241,7 +250,41 @@ func (v *validator) hosts() {
 				v.errorf("host %q: pubkey: %v", name, err)
 			}
 		}
+		v.bootLoader(name, h)
 	}
+}
+
+// bootLoaders are the values a host's bootLoader may take.
+var bootLoaders = []string{proto.BootLoaderSystemdBoot, proto.BootLoaderGrub, proto.BootLoaderNone}
+
+// bootLoader checks a host's declared boot loader: a known one, and one
+// that can boot once into an entry when the host's channel reboots hosts.
+func (v *validator) bootLoader(name string, h proto.Host) {
+	switch {
+	case h.BootLoader == "":
+	case !slices.Contains(bootLoaders, h.BootLoader):
+		v.errorf("host %q: bootLoader %q is not systemd-boot, grub or none", name, h.BootLoader)
+	case !slices.Contains(proto.BootLoaders, h.BootLoader):
+		c, ok := v.f.Channels[h.Channel]
+		if !ok {
+			return
+		}
+		if p, ok := v.f.RolloutPolicies[c.RolloutPolicy]; ok && rebootsAnyWave(&p) {
+			v.errorf("host %q: channel %q lets the control plane reboot hosts (rollout policy %q), but bootLoader %q cannot boot once into an entry; only systemd-boot and grub can",
+				name, h.Channel, c.RolloutPolicy, h.BootLoader)
+		}
+	}
+}
+
+// rebootsAnyWave reports whether the control plane may reboot the hosts
+// of some wave of p; a policy without waves rolls out in one wave.
+func rebootsAnyWave(p *proto.RolloutPolicy) bool {
+	for i := range max(len(p.Waves), 1) {
+		if p.RebootAllowed(i) {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *validator) channels() {
@@ -297,6 +340,9 @@ func (v *validator) policies() {
 			}
 			v.windows(where, w.Windows)
 			v.approval(where, w.Approval)
+			if w.Reboot != nil && *w.Reboot && p.Reboot == nil {
+				v.errorf("%s: reboot = true without the policy's reboot, which gives its bootTimeoutMinutes", where)
+			}
 		}
 		v.windows(fmt.Sprintf("rollout policy %q", name), p.Windows)
 		for i, hw := range p.HostWindows {
@@ -321,8 +367,15 @@ func (v *validator) policies() {
 			v.errorf("rollout policy %q: healthGate.minConvergedPct %d must be between 1 and 100", name, *p)
 		}
 		v.analyses(name, g.Analysis)
+		if r := p.Reboot; r != nil && (r.BootTimeoutMinutes < 1 || r.BootTimeoutMinutes > MaxBootTimeoutMinutes) {
+			v.errorf("rollout policy %q: reboot.bootTimeoutMinutes %d must be between 1 and %d", name, r.BootTimeoutMinutes, MaxBootTimeoutMinutes)
+		}
 	}
 }
+
+// MaxBootTimeoutMinutes bounds a reboot policy's bootTimeoutMinutes (a
+// day).
+const MaxBootTimeoutMinutes = 1440
 
 // AnalysesProblems lists what is wrong with a health gate's analyses as
 // ValidateFleet words it, each prefixed "analysis[i]" instead of its
@@ -435,6 +488,9 @@ func (v *validator) waves() {
 			v.label(fmt.Sprintf("waves.%s[%d]", ch, i), w.Name)
 			v.windows(fmt.Sprintf("waves.%s[%d]", ch, i), w.Windows)
 			v.approval(fmt.Sprintf("waves.%s[%d]", ch, i), w.Approval)
+			if w.Reboot != nil && *w.Reboot && !v.channelHasReboot(ch) {
+				v.errorf("waves.%s[%d]: reboot = true without the policy's reboot, which gives its bootTimeoutMinutes", ch, i)
+			}
 			if w.SoakMinutes < 0 {
 				v.errorf("waves.%s[%d]: soakMinutes %d is negative", ch, i, w.SoakMinutes)
 			}
@@ -459,6 +515,18 @@ func (v *validator) waves() {
 			v.errorf("host %q: no wave of channel %q lists it, so it would never be rolled out", name, h.Channel)
 		}
 	}
+}
+
+// channelHasReboot reports whether channel ch's policy has a reboot
+// step; true when the channel or its policy does not exist (reported
+// elsewhere).
+func (v *validator) channelHasReboot(ch string) bool {
+	c, ok := v.f.Channels[ch]
+	if !ok {
+		return true
+	}
+	p, ok := v.f.RolloutPolicies[c.RolloutPolicy]
+	return !ok || p.Reboot != nil
 }
 
 func (v *validator) hostEdges() {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -682,6 +683,92 @@ func TestValidatePolicies(t *testing.T) {
 				waveSelector(t, f, 2, proto.Selector{Channel: ptr("edge")})
 			},
 		},
+	})
+}
+
+// TestValidateReboots: a policy's reboot step (its bootTimeoutMinutes, a
+// wave's reboot true without it) and the hosts' declared boot loaders,
+// alone and against the reboot policy of their channel.
+func TestValidateReboots(t *testing.T) {
+	t.Parallel()
+	const (
+		timeoutErr = `rollout policy "canary-then-web-then-rest": reboot.bootTimeoutMinutes %d must be between 1 and 1440`
+		waveErr    = `rollout policy "canary-then-web-then-rest" wave %d: reboot = true without the policy's reboot, which gives its bootTimeoutMinutes`
+		noneErr    = `host %q: channel %q lets the control plane reboot hosts (rollout policy %q), but bootLoader "none" cannot boot once into an entry; only systemd-boot and grub can`
+	)
+	// reboot sets the stable policy's reboot step and its waves' own
+	// settings (nil: the policy's).
+	reboot := func(r *proto.Reboot, waves ...*bool) func(f *proto.FleetResolved) {
+		return func(f *proto.FleetResolved) {
+			setPolicy(f, stablePolicy, func(p *proto.RolloutPolicy) {
+				p.Reboot = r
+				p.Waves = slices.Clone(p.Waves)
+				for i, w := range waves {
+					p.Waves[i].Reboot = w
+				}
+			})
+		}
+	}
+	loader := func(host, l string) func(f *proto.FleetResolved) {
+		return func(f *proto.FleetResolved) { setHost(f, host, func(h *proto.Host) { h.BootLoader = l }) }
+	}
+	allowed := &proto.Reboot{Allowed: true, BootTimeoutMinutes: 15}
+	notAllowed := &proto.Reboot{BootTimeoutMinutes: 15}
+	tc := func(name string, changes []func(*proto.FleetResolved), wantErrs ...string) validateCase {
+		return validateCase{
+			name: name,
+			mutate: func(t *testing.T, f *proto.FleetResolved) {
+				for _, c := range changes {
+					c(f)
+				}
+			},
+			wantErrs: wantErrs,
+		}
+	}
+	type changes = []func(*proto.FleetResolved)
+	runValidateCases(t, []validateCase{
+		tc("reboots allowed", changes{reboot(allowed)}),
+		tc("reboots allowed with kexec", changes{reboot(&proto.Reboot{Allowed: true, BootTimeoutMinutes: 15, Kexec: true})}),
+		tc("reboots not allowed", changes{reboot(notAllowed)}),
+		tc("bootTimeoutMinutes 1", changes{reboot(&proto.Reboot{Allowed: true, BootTimeoutMinutes: 1})}),
+		tc("bootTimeoutMinutes 1440", changes{reboot(&proto.Reboot{Allowed: true, BootTimeoutMinutes: 1440})}),
+		tc("bootTimeoutMinutes 0", changes{reboot(&proto.Reboot{Allowed: true})}, fmt.Sprintf(timeoutErr, 0)),
+		tc("bootTimeoutMinutes 1441", changes{reboot(&proto.Reboot{BootTimeoutMinutes: 1441})}, fmt.Sprintf(timeoutErr, 1441)),
+		tc("bootTimeoutMinutes negative", changes{reboot(&proto.Reboot{Allowed: true, BootTimeoutMinutes: -5})}, fmt.Sprintf(timeoutErr, -5)),
+		tc("a wave that reboots under a policy that does not", changes{reboot(notAllowed, nil, ptr(true))}),
+		tc("a wave that does not reboot under a policy that does", changes{reboot(allowed, ptr(false))}),
+		tc("a wave's reboot false without the policy's", changes{reboot(nil, ptr(false), ptr(false), ptr(false))}),
+		tc("a wave's reboot true without the policy's", changes{reboot(nil, nil, ptr(true), ptr(true))},
+			fmt.Sprintf(waveErr, 1), fmt.Sprintf(waveErr, 2)),
+
+		tc("every boot loader, no reboots", changes{loader("canary-01", "systemd-boot"), loader("web-01", "grub"), loader("web-02", "none")}),
+		tc("unknown boot loader", changes{loader("web-01", "lilo"), loader("web-02", "Grub")},
+			`host "web-01": bootLoader "lilo" is not systemd-boot, grub or none`,
+			`host "web-02": bootLoader "Grub" is not systemd-boot, grub or none`),
+		tc("supported boot loaders on a channel that reboots",
+			changes{reboot(allowed), loader("canary-01", "systemd-boot"), loader("web-01", "grub")}),
+		tc("no declared boot loader on a channel that reboots (the agent refuses)", changes{reboot(allowed)}),
+		tc("boot loader none on a channel that reboots", changes{reboot(allowed), loader("db-01", "none"), loader("web-01", "none")},
+			fmt.Sprintf(noneErr, "db-01", "stable", stablePolicy), fmt.Sprintf(noneErr, "web-01", "stable", stablePolicy)),
+		tc("boot loader none on a channel that reboots one wave", changes{reboot(notAllowed, nil, nil, ptr(true)), loader("db-01", "none")},
+			fmt.Sprintf(noneErr, "db-01", "stable", stablePolicy)),
+		tc("boot loader none on a channel whose every wave says no", changes{reboot(allowed, ptr(false), ptr(false), ptr(false)), loader("db-01", "none")}),
+		tc("boot loader none on a channel that does not reboot", changes{reboot(allowed), loader("edge-01", "none")}),
+		tc("an unknown boot loader on a channel that reboots: one problem", changes{reboot(allowed), loader("db-01", "lilo")},
+			`host "db-01": bootLoader "lilo" is not systemd-boot, grub or none`),
+		tc("boot loader none on a channel that reboots all at once", changes{
+			func(f *proto.FleetResolved) {
+				setPolicy(f, edgePolicy, func(p *proto.RolloutPolicy) { p.Waves, p.Reboot = nil, allowed })
+			},
+			loader("edge-02", "none"),
+		}, fmt.Sprintf(noneErr, "edge-02", "edge", edgePolicy)),
+		tc("a resolved wave's reboot true without the policy's",
+			changes{func(f *proto.FleetResolved) { f.Waves["stable"][1].Reboot = ptr(true) }},
+			"waves.stable[1]: reboot = true without the policy's reboot, which gives its bootTimeoutMinutes"),
+		tc("a resolved wave's reboot true with the policy's",
+			changes{reboot(notAllowed), func(f *proto.FleetResolved) { f.Waves["stable"][1].Reboot = ptr(true) }}),
+		tc("a wave's reboot true without the policy's reboots nothing", changes{reboot(nil, ptr(true)), loader("db-01", "none")},
+			fmt.Sprintf(waveErr, 0)),
 	})
 }
 

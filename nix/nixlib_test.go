@@ -483,6 +483,78 @@ func TestMkFleetChangeControl(t *testing.T) {
 	}
 }
 
+// TestMkFleetReboots: the reboot steps, waves' reboot settings and boot
+// loaders declared in nix/tests/fleets/reboots.nix reach fleet.resolved as
+// the Go side decodes them: a loader read from a configuration's
+// boot.loader (systemd-boot before grub, neither: none) or given by the
+// host, which wins, and none where neither says; kexec = false and a
+// wave's null reboot left out; and each wave's reboot as
+// proto.RolloutPolicy.RebootAllowed reads it.
+func TestMkFleetReboots(t *testing.T) {
+	t.Parallel()
+	requireNix(t)
+	const file = "nix/tests/fleets/reboots.nix"
+	raw := bytes.TrimSpace(mustEvalCase(t, file, "resolved", nil))
+	f, err := proto.DecodeFleetResolved(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLoaders := map[string]string{
+		"web-01": proto.BootLoaderSystemdBoot, "web-02": proto.BootLoaderGrub, "db-01": proto.BootLoaderSystemdBoot, "db-02": "",
+		"lab-01": proto.BootLoaderGrub, "lab-02": proto.BootLoaderGrub, "ct-01": proto.BootLoaderNone, "ct-02": proto.BootLoaderNone,
+	}
+	gotLoaders := map[string]string{}
+	for name, h := range f.Hosts {
+		gotLoaders[name] = h.BootLoader
+	}
+	if diff := cmp.Diff(wantLoaders, gotLoaders); diff != "" {
+		t.Errorf("bootLoader by host (-want +mkFleet's):\n%s", diff)
+	}
+	no, yes := false, true
+	wantReboots := map[string]*proto.Reboot{
+		"rebooting":   {Allowed: true, BootTimeoutMinutes: 20, Kexec: true},
+		"second-wave": {BootTimeoutMinutes: 1440},
+		"never":       nil,
+	}
+	wantWaves := map[string][]*bool{"rebooting": {&no, nil}, "second-wave": {nil, &yes}, "never": nil}
+	wantAllowed := map[string][]bool{"rebooting": {false, true}, "second-wave": {false, true}, "never": {false}}
+	for name, p := range f.RolloutPolicies {
+		if diff := cmp.Diff(wantReboots[name], p.Reboot); diff != "" {
+			t.Errorf("rolloutPolicies.%s.reboot (-want +mkFleet's):\n%s", name, diff)
+		}
+		var waves []*bool
+		var allowed []bool
+		for i, w := range p.Waves {
+			waves = append(waves, w.Reboot)
+			allowed = append(allowed, p.RebootAllowed(i))
+		}
+		if len(p.Waves) == 0 {
+			allowed = append(allowed, p.RebootAllowed(0))
+		}
+		if diff := cmp.Diff(wantWaves[name], waves); diff != "" {
+			t.Errorf("rolloutPolicies.%s.waves[].reboot (-want +mkFleet's):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(wantAllowed[name], allowed); diff != "" {
+			t.Errorf("rolloutPolicies.%s: RebootAllowed by wave (-want +got):\n%s", name, diff)
+		}
+	}
+	var doc struct {
+		RolloutPolicies map[string]struct {
+			Reboot map[string]json.RawMessage   `json:"reboot"`
+			Waves  []map[string]json.RawMessage `json:"waves"`
+		} `json:"rolloutPolicies"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := doc.RolloutPolicies["second-wave"].Reboot["kexec"]; ok {
+		t.Errorf("rolloutPolicies.second-wave.reboot.kexec is %s; false must be left out", v)
+	}
+	if v, ok := doc.RolloutPolicies["rebooting"].Waves[1]["reboot"]; ok {
+		t.Errorf("rolloutPolicies.rebooting.waves[1].reboot is %s; null must be left out", v)
+	}
+}
+
 // TestNixRunner: nix/tests (what the flake's mkfleet check runs) passes
 // every case with Nix alone.
 func TestNixRunner(t *testing.T) {
@@ -576,7 +648,7 @@ func checkGolden(t *testing.T, file string, got []byte) {
 // checkWavesAgree resolves each channel's policy waves with the Go
 // selectors (rfcs/0001 §2.1) as mkFleet does (the channel's hosts, each
 // in the first wave that matches it, with the policy wave's name, soak,
-// windows and approval gate) and compares with waves.<channel>.
+// windows, approval gate and reboot) and compares with waves.<channel>.
 func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 	t.Helper()
 	for _, ch := range sortedKeys(f.Channels) {
@@ -584,7 +656,7 @@ func checkWavesAgree(t *testing.T, f *proto.FleetResolved) {
 		taken := map[string]bool{}
 		var want []proto.Wave
 		for _, w := range policy.Waves {
-			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes, Windows: w.Windows, Approval: w.Approval}
+			wave := proto.Wave{Hosts: []string{}, Name: w.Name, SoakMinutes: w.SoakMinutes, Windows: w.Windows, Approval: w.Approval, Reboot: w.Reboot}
 			for _, h := range w.Selector.Resolve(f.Hosts) {
 				if f.Hosts[h].Channel == ch && !taken[h] {
 					taken[h] = true

@@ -60,7 +60,24 @@ type Host struct {
 	Pubkey *string `json:"pubkey"`
 	// Pin is an operator commit pin, informational here; absent when none.
 	Pin *Pin `json:"pin,omitempty"`
+	// BootLoader is the host's boot loader as its NixOS configuration
+	// enables it: "systemd-boot", "grub", or "none" (a container, or a
+	// loader the agent cannot boot once into an entry). Absent: not
+	// declared; the agent refuses a reboot order when its loader is not
+	// supported (rfcs/0008 §Reboots). An addition of ours.
+	BootLoader string `json:"bootLoader,omitempty"`
 }
+
+// Boot loaders a host may declare; the first two are the ones the agent
+// can boot once into an entry (BootLoaders).
+const (
+	BootLoaderSystemdBoot = "systemd-boot"
+	BootLoaderGrub        = "grub"
+	BootLoaderNone        = "none"
+)
+
+// BootLoaders are the loaders a reboot policy supports.
+var BootLoaders = []string{BootLoaderSystemdBoot, BootLoaderGrub}
 
 // Pin records that a host's closure was built from a pinned commit.
 type Pin struct {
@@ -124,6 +141,34 @@ type RolloutPolicy struct {
 	// HostWindows give the hosts a selector matches their own windows;
 	// the first entry that matches a host is its. An addition of ours.
 	HostWindows []HostWindows `json:"hostWindows,omitempty"`
+	// Reboot says whether the control plane reboots hosts whose target is
+	// staged for the next boot, and how (rfcs/0003 rule 17). Absent: it
+	// never does; such hosts stay Deferred until someone reboots them. An
+	// addition of ours.
+	Reboot *Reboot `json:"reboot,omitempty"`
+}
+
+// Reboot is a rollout policy's reboot step.
+type Reboot struct {
+	// Allowed lets the control plane order reboots, under the same gates
+	// as a dispatch. A wave's own Reboot takes precedence.
+	Allowed bool `json:"allowed"`
+	// BootTimeoutMinutes is how long a host may take from the reboot
+	// order until it checks in on the new boot (1 to 1440): past it the
+	// boot failed.
+	BootTimeoutMinutes int `json:"bootTimeoutMinutes"`
+	// Kexec asks the agent to load the new kernel with kexec rather than
+	// through the firmware where the host supports it.
+	Kexec bool `json:"kexec,omitempty"`
+}
+
+// RebootAllowed reports whether wave i of a policy may be rebooted: the
+// wave's own setting, else the policy's.
+func (p *RolloutPolicy) RebootAllowed(i int) bool {
+	if i >= 0 && i < len(p.Waves) && p.Waves[i].Reboot != nil {
+		return *p.Waves[i].Reboot && p.Reboot != nil
+	}
+	return p.Reboot != nil && p.Reboot.Allowed
 }
 
 // Window is a weekly maintenance window: it opens on each of Days at
@@ -170,6 +215,9 @@ type PolicyWave struct {
 	// Approval, when required, holds the wave until approvers approve it
 	// (rfcs/0001 §2.2). An addition of ours.
 	Approval *Approval `json:"approval,omitempty"`
+	// Reboot, when set, overrides the policy's Reboot.Allowed for this
+	// wave; true needs the policy's Reboot. An addition of ours.
+	Reboot *bool `json:"reboot,omitempty"`
 }
 
 // Approval is a wave's approval gate: Approvers distinct approvers (at
@@ -366,6 +414,8 @@ type Wave struct {
 	// ours).
 	Windows  []Window  `json:"windows,omitempty"`
 	Approval *Approval `json:"approval,omitempty"`
+	// Reboot is copied from the policy wave (an addition of ours).
+	Reboot *bool `json:"reboot,omitempty"`
 }
 
 // Edge orders two hosts of the same channel inside a rollout: Gated is not

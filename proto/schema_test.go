@@ -302,7 +302,8 @@ func TestSchemaRealArtifacts(t *testing.T) {
 		t.Parallel()
 		paths, _ := filepath.Glob("../testdata/fleets/*.json")
 		nix, _ := filepath.Glob("../testdata/nix/fleets/*.resolved.json")
-		paths = append(paths, nix...)
+		nixTests, _ := filepath.Glob("../nix/tests/fleets/*.resolved.json")
+		paths = slices.Concat(paths, nix, nixTests)
 		if len(paths) < 8 {
 			t.Fatalf("found %d fleet fixtures", len(paths))
 		}
@@ -529,6 +530,20 @@ func TestSchemaRefusesBrokenDocuments(t *testing.T) {
 		}, decoderRefuses},
 		{"wrong type: freshnessWindow a boolean", func(d map[string]any) { obj(d, "channels", "stable")["freshnessWindow"] = true }, decoderRefuses},
 		{"member in the wrong case", func(d map[string]any) { obj(d, "hosts", "web-01")["ClosureHash"] = nil }, decoderRefuses},
+		{"bootTimeoutMinutes past a day", func(d map[string]any) {
+			obj(d, "rolloutPolicies", "stable")["reboot"] = map[string]any{"allowed": true, "bootTimeoutMinutes": json.Number("1441")}
+		}, signRefuses},
+		{"unknown reboot member", func(d map[string]any) {
+			obj(d, "rolloutPolicies", "stable")["reboot"] = map[string]any{"allowed": true, "bootTimeoutMinutes": json.Number("15"), "timeout": json.Number("15")}
+		}, signRefuses},
+		{"unknown boot loader", func(d map[string]any) { obj(d, "hosts", "web-01")["bootLoader"] = "lilo" }, signRefuses},
+		{"a reboot step, a wave that opts out and boot loaders", func(d map[string]any) {
+			obj(d, "rolloutPolicies", "stable")["reboot"] = map[string]any{"allowed": true, "bootTimeoutMinutes": json.Number("15"), "kexec": true}
+			obj(d, "rolloutPolicies", "stable")["waves"].([]any)[0].(map[string]any)["reboot"] = false
+			d["waves"].(map[string]any)["stable"].([]any)[0].(map[string]any)["reboot"] = false
+			obj(d, "hosts", "web-01")["bootLoader"] = "grub"
+			obj(d, "hosts", "lab-01")["bootLoader"] = "none"
+		}, bothAccept},
 		{"extension member", func(d map[string]any) { obj(d, "hosts", "web-01")["x-rack"] = "r12" }, bothAccept},
 		{"legacy channel edge spelling", func(d map[string]any) {
 			e := d["channelEdges"].([]any)[0].(map[string]any)

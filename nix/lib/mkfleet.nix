@@ -31,6 +31,16 @@
 #     #   # { confidence = "0.95"; effect = "0"; minSamples = 10;
 #     #   #   window = "10m"; step = "30s"; } (numbers as decimal strings);
 #     #   # baselineTags = [ "web" ]: a baseline of hosts with those tags only
+#     # reboots: the control plane reboots hosts whose target is staged for
+#     # the next boot (a new kernel), wave by wave, under the same gates
+#     # rolloutPolicies.canary.reboot = { allowed = true; bootTimeoutMinutes = 15;
+#     #   kexec = false; };  # a wave's own `reboot = false;` (or true) overrides
+#     #   # allowed; true needs the policy's reboot, which gives the timeout
+#     # a host's bootLoader ("systemd-boot", "grub" or "none") is read from its
+#     # configuration's boot.loader; a host may give it instead (which
+#     # spares `resolved` evaluating the configuration that far):
+#     # hosts.ct-01 = { …; bootLoader = "none"; };  # none: refused on a
+#     #   # channel whose policy reboots any wave
 #   };
 #   fleet.resolved    # the document CI signs; throws every problem at once
 #   fleet.toplevels   # per host with a configuration: the system to build
@@ -160,6 +170,31 @@ let
         else
           [ ]
       );
+
+  # Input problems of the optional reboot step of the policy p (of
+  # `where`): { allowed; bootTimeoutMinutes; kexec ? false; } (absent and
+  # null: none), each member of its type. The timeout's bounds are the
+  # document's business.
+  rebootProblems =
+    where: p:
+    let
+      r = p.reboot or null;
+      rw = "${where}: reboot";
+      rr = attrsOr r;
+    in
+    if r == null then
+      [ ]
+    else
+      u.shapeProblems rw {
+        required = [
+          "allowed"
+          "bootTimeoutMinutes"
+        ];
+        optional = [ "kexec" ];
+      } r
+      ++ requiredTyped rw rr "allowed" isBool "a boolean"
+      ++ requiredTyped rw rr "bootTimeoutMinutes" isInt "an integer (minutes, 1 to 1440)"
+      ++ optionalTyped rw rr "kexec" isBool "a boolean";
 
   # Input problems of the canary analyses of a health gate g, the member
   # `analysis` of the gate of `where` (absent and null: none): a list of
@@ -295,6 +330,51 @@ let
         { }
     );
 
+  # { reboot = { allowed; bootTimeoutMinutes; kexec?; }; } for a policy's
+  # reboot step, else nothing (absent, null, not an attribute set); kexec
+  # left out unless true (Go's omitempty), the others null where mistyped
+  # (an input problem).
+  rebootOf =
+    v:
+    if isAttrs v then
+      {
+        reboot = {
+          allowed = if isBool (v.allowed or null) then v.allowed else null;
+          bootTimeoutMinutes = intOr null (v.bootTimeoutMinutes or null);
+        }
+        // (if (v.kexec or null) == true then { kexec = true; } else { });
+      }
+    else
+      { };
+
+  # { reboot = …; } for a wave's boolean reboot, else nothing (absent,
+  # null: the policy's; mistyped: an input problem); a resolved wave
+  # copies it from its policy wave.
+  rebootOfWave = v: if isBool v then { reboot = v; } else { };
+
+  # { bootLoader = …; } for the host h: the one it gives (a non-empty
+  # string), else the one its configuration enables when it declares
+  # boot.loader (a NixOS system: systemd-boot, else grub, else none),
+  # else nothing (not declared: the test stand-ins of a system).
+  bootLoaderOf =
+    h:
+    let
+      given = h.bootLoader or null;
+      conf = h.configuration or null;
+      loader = if isAttrs conf then conf.config.boot.loader or null else null;
+      enabled = l: isAttrs loader && (loader.${l}.enable or false) == true;
+    in
+    if isString given && given != "" then
+      { bootLoader = given; }
+    else if given != null || !(isAttrs loader) then
+      { }
+    else if enabled "systemd-boot" then
+      { bootLoader = "systemd-boot"; }
+    else if enabled "grub" then
+      { bootLoader = "grub"; }
+    else
+      { bootLoader = "none"; };
+
   # A window as fleet.resolved carries it: its four members, null where
   # mistyped (an input problem).
   windowOut =
@@ -390,12 +470,14 @@ let
         "tags"
         "pubkey"
         "pin"
+        "bootLoader"
       ];
     } h
     ++ requiredTyped where hh "system" isString "a string such as \"x86_64-linux\""
     ++ requiredTyped where hh "channel" isString "a string"
     ++ optionalTyped where hh "tags" u.isStringList "a list of strings"
     ++ optionalTyped where hh "pubkey" isString "a string (\"ssh-ed25519 AAAA…\") or null"
+    ++ optionalTyped where hh "bootLoader" isString "a string (\"systemd-boot\", \"grub\" or \"none\") or null"
     ++ (
       if conf == null || (isAttrs conf && conf ? config) then
         [ ]
@@ -479,6 +561,7 @@ let
         "onHealthFailure"
         "windows"
         "hostWindows"
+        "reboot"
       ]
       ++ (if allAtOnce then [ "waves" ] else [ ]);
     } p
@@ -497,15 +580,18 @@ let
           "soakMinutes"
           "windows"
           "approval"
+          "reboot"
         ];
       } w
       ++ optionalTyped ww (attrsOr w) "name" isString "a string"
       ++ optionalTyped ww (attrsOr w) "soakMinutes" isInt "an integer (minutes)"
+      ++ optionalTyped ww (attrsOr w) "reboot" isBool "a boolean (whether the control plane may reboot the wave's hosts)"
       ++ (if attrsOr w ? selector then selectorProblems "${ww} selector" w.selector else [ ])
       ++ optionalWindowsProblems ww (attrsOr w)
       ++ approvalProblems ww (attrsOr w)
     ) (listOr (pp.waves or [ ]))
     ++ optionalWindowsProblems where pp
+    ++ rebootProblems where pp
     ++ optionalTyped where pp "hostWindows" isList "a list of { selector; windows; }"
     ++ u.concatImap (
       i: hw:
@@ -704,6 +790,7 @@ let
       closureHash = null;
       pubkey = stringOr null (hh.pubkey or null);
     }
+    // bootLoaderOf hh
     // (
       if (hh.pin or null) == null then
         { }
@@ -754,6 +841,7 @@ let
       name = stringOr "" ((attrsOr w).name or null);
       windows = (attrsOr w).windows or null;
       approval = (attrsOr w).approval or null;
+      reboot = (attrsOr w).reboot or null;
     }) (listOr ((attrsOr p).waves or [ ]))
   ) inPolicies;
 
@@ -814,12 +902,14 @@ let
         // nameOf w.name
         // windowsOf w.windows
         // approvalOf w.approval
+        // rebootOfWave w.reboot
       ) policyWaves.${name};
       healthGate = healthGate ((attrsOr p).healthGate or null);
       onHealthFailure = stringOr defaults.onHealthFailure ((attrsOr p).onHealthFailure or null);
     }
     // windowsOf ((attrsOr p).windows or null)
     // hostWindowsOf ((attrsOr p).hostWindows or null)
+    // rebootOf ((attrsOr p).reboot or null)
   ) inPolicies;
 
   # waves.<channel>: the channel's policy waves, each resolved to the
@@ -849,6 +939,7 @@ let
               // nameOf w.name
               // windowsOf w.windows
               // approvalOf w.approval
+              // rebootOfWave w.reboot
             )
           ];
         };

@@ -1,7 +1,8 @@
 # The validation of a fleet.resolved document, rule for rule, in the order
 # and with the messages of manifest/validate.go (rfcs/0001 §3; maintenance
 # windows as schedule.Check checks them, canary analyses as
-# analysis.Problems does), so that the
+# analysis.Problems does, reboot policies and boot loaders as
+# validator.bootLoader does), so that the
 # Nix library and the Go side report the same problems for the same fleet
 # (the Go tests in nix/ compare them).
 #
@@ -26,6 +27,7 @@ let
     foldl'
     genList
     isAttrs
+    isBool
     isInt
     isList
     isString
@@ -544,6 +546,39 @@ let
       ++ map (p: "${where}: ${p}") (analysisProblems a)
     ) list;
 
+  # The boot loaders a host may declare (manifest's bootLoaders), those a
+  # reboot policy supports (proto.BootLoaders), and
+  # manifest.MaxBootTimeoutMinutes.
+  bootLoaders = [
+    "systemd-boot"
+    "grub"
+    "none"
+  ];
+  rebootLoaders = [
+    "systemd-boot"
+    "grub"
+  ];
+  maxBootTimeoutMinutes = 1440;
+  # proto.RolloutPolicy.RebootAllowed: whether the control plane may
+  # reboot the hosts of wave i of policy p, by the wave's own reboot, else
+  # the policy's. A reboot of the wrong type (an input problem) is none.
+  rebootAllowed =
+    p: i:
+    let
+      ws = listOf (p.waves or null);
+      w = if i < length ws then builtins.elemAt ws i else { };
+      own = if isAttrs w then w.reboot or null else null;
+      r = p.reboot or null;
+    in
+    if isBool own then own && isAttrs r else isAttrs r && (r.allowed or null) == true;
+  # manifest's rebootsAnyWave: a policy without waves rolls out in one.
+  rebootsAnyWave =
+    p:
+    let
+      n = length (listOf (p.waves or null));
+    in
+    builtins.any (rebootAllowed p) (genList (i: i) (if n > 1 then n else 1));
+
   # manifest.MaxFreezeReasonLen, in bytes.
   maxFreezeReasonLen = 200;
   # The date and time of an RFC 3339 time in UTC ("…T00:00:00Z", with or
@@ -615,7 +650,8 @@ let
             [ ]
           else
             [ "${where}: pubkey: ${u.q pubkey} is not an OpenSSH ssh-ed25519 public key" ]
-        );
+        )
+        ++ bootLoaderErrors where h;
       warnings =
         if hasClosure name then
           [ ]
@@ -623,6 +659,31 @@ let
           [ "${where} has no configuration, so CI builds no closure for it; it is not part of any rollout" ];
     }
   ) (attrNames hosts);
+
+  # manifest's validator.bootLoader: the declared boot loader of the host h
+  # (of `where`) is a known one, and one that can boot once into an entry
+  # when its channel's policy reboots any wave. None declared (absent,
+  # null or "", Go's omitempty) and one of the wrong type (an input
+  # problem) are not checked.
+  bootLoaderErrors =
+    where: h:
+    let
+      l = h.bootLoader or null;
+      ch = h.channel or null;
+      policy = if knownChannel ch then channels.${ch}.rolloutPolicy or null else null;
+    in
+    if !(isString l) || l == "" then
+      [ ]
+    else if !(elem l bootLoaders) then
+      [ "${where}: bootLoader ${u.q l} is not systemd-boot, grub or none" ]
+    else if elem l rebootLoaders || !(isString policy) || !(policies ? ${policy}) then
+      [ ]
+    else if rebootsAnyWave policies.${policy} then
+      [
+        "${where}: channel ${u.q ch} lets the control plane reboot hosts (rollout policy ${u.q policy}), but bootLoader ${u.q l} cannot boot once into an entry; only systemd-boot and grub can"
+      ]
+    else
+      [ ];
 
   channelErrors =
     (if channels == { } then [ "the fleet declares no channel" ] else [ ])
@@ -720,7 +781,13 @@ let
               )
               ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
               ++ windowErrors where (w.windows or null)
-              ++ approvalErrors where (w.approval or null);
+              ++ approvalErrors where (w.approval or null)
+              ++ (
+                if (w.reboot or null) == true && !(isAttrs (p.reboot or null)) then
+                  [ "${where}: reboot = true without the policy's reboot, which gives its bootTimeoutMinutes" ]
+                else
+                  [ ]
+              );
             warnings = if !(usesCombinators s) && count s == 0 then [ "${where}: selector matches no host" ] else [ ];
           }
         ]
@@ -792,7 +859,18 @@ let
             else
               [ ]
           )
-          ++ analysisErrors name (gate.analysis or null);
+          ++ analysisErrors name (gate.analysis or null)
+          ++ (
+            let
+              t = p.reboot.bootTimeoutMinutes or null;
+            in
+            if isAttrs (p.reboot or null) && isInt t && (t < 1 || t > maxBootTimeoutMinutes) then
+              [
+                "rollout policy ${u.q name}: reboot.bootTimeoutMinutes ${toString t} must be between 1 and ${toString maxBootTimeoutMinutes}"
+              ]
+            else
+              [ ]
+          );
         warnings = concatMap (c: c.warnings) waveChecks ++ concatMap (c: c.warnings) hostWindowChecks;
       }
     ]
@@ -835,6 +913,20 @@ let
         labelErrors where (nameOf w)
         ++ windowErrors where (w.windows or null)
         ++ approvalErrors where (w.approval or null)
+        ++ (
+          let
+            policy = if channels ? ${ch} then channels.${ch}.rolloutPolicy or null else null;
+          in
+          if
+            (w.reboot or null) == true
+            && isString policy
+            && policies ? ${policy}
+            && !(isAttrs (policies.${policy}.reboot or null))
+          then
+            [ "${where}: reboot = true without the policy's reboot, which gives its bootTimeoutMinutes" ]
+          else
+            [ ]
+        )
         ++ (if isInt soak && soak < 0 then [ "${where}: soakMinutes ${toString soak} is negative" ] else [ ])
         ++ map (h: "${where}: host ${u.q h} does not exist") (
           filter (h: !(hosts ? ${h})) (if u.isStringList (w.hosts or null) then w.hosts else [ ])
