@@ -94,6 +94,9 @@ const (
 	AgentRolledBack     = "agent_rolled_back"
 	Deferred            = "deferred"
 	BootedIntoTarget    = "booted_into_target"
+	RebootDispatched    = "reboot_dispatched"
+	RebootNotAllowed    = "reboot_not_allowed"
+	BootTimeout         = "boot_timeout"
 	Unhealthy           = "unhealthy"
 	OfflineWhileSoaking = "offline_while_soaking"
 	Soaked              = "soaked"
@@ -196,6 +199,9 @@ const (
 	RealiseMismatch       = "realise_mismatch"
 	ProfileFailed         = "profile_failed"
 	BootFailed            = "boot_failed"
+	BootFellBack          = "boot_fell_back"
+	RebootFailed          = "reboot_failed"
+	BootLoaderUnsupported = "boot_loader_unsupported"
 	SwitchFailed          = "switch_failed"
 	SwitchIncomplete      = "switch_incomplete"
 	NoPreviousSystem      = "no_previous_system"
@@ -276,6 +282,9 @@ var registry = []Info{
 	{AgentRolledBack, 0, exitNone, "the agent rolled itself back"},
 	{Deferred, 0, exitNone, "the target is staged for the host's next boot"},
 	{BootedIntoTarget, 0, exitNone, "the host booted into its staged target"},
+	{RebootDispatched, 0, exitNone, "the host was told to reboot once into its staged target (rule 17)"},
+	{RebootNotAllowed, 0, exitNone, "a staged host waits for someone to reboot it: its policy does not let the control plane"},
+	{BootTimeout, 0, exitNone, "a rebooted host did not check in on its new boot within bootTimeout: a failed boot"},
 	{Unhealthy, 0, exitNone, "the host's probes or units failed after the switch"},
 	{OfflineWhileSoaking, 0, exitNone, "the host went silent while it soaked"},
 	{Soaked, 0, exitNone, "the host stayed healthy for the soak time"},
@@ -359,6 +368,9 @@ var registry = []Info{
 	{RealiseMismatch, 0, exitNone, "agent: nix-store --realise printed another path"},
 	{ProfileFailed, 0, exitNone, "agent: setting the system profile failed"},
 	{BootFailed, 0, exitNone, "agent: switch-to-configuration boot failed"},
+	{BootFellBack, 0, exitNone, "agent: the host came up on its previous default entry, not the one it booted once into"},
+	{RebootFailed, 0, exitNone, "agent: the boot loader's once-only entry or the reboot itself could not be ordered"},
+	{BootLoaderUnsupported, 0, exitNone, "agent: the host's boot loader cannot boot once into an entry (only systemd-boot and GRUB can)"},
 	{SwitchFailed, 0, exitNone, "agent: switch-to-configuration switch failed"},
 	{SwitchIncomplete, 0, exitNone, "agent: the host did not run the target by the confirm deadline"},
 	{NoPreviousSystem, 0, exitNone, "agent: a rollback has no previous system to go to"},

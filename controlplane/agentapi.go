@@ -212,7 +212,9 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, c client) *code
 		return gone("%s's current activation is %s in %s, not %s in %s", req.Hostname, a.Host.Target, a.RolloutID, req.Closure, req.RolloutID)
 	}
 	switch a.Host.State {
-	case reconciler.HostActivating:
+	case reconciler.HostActivating, reconciler.HostRebooting:
+		// A reboot's confirm comes from the new boot, by its boot timeout
+		// (rfcs/0003 rule 17).
 		if a.Token() != req.Token {
 			return gone("the token is not the current activation's (a replayed or outdated confirm)")
 		}

@@ -94,7 +94,7 @@ func activationKey(a reconciler.Assignment, ok bool) string {
 		return ""
 	}
 	switch a.Host.State {
-	case reconciler.HostActivating, reconciler.HostRollingBack, reconciler.HostSoaking:
+	case reconciler.HostActivating, reconciler.HostRollingBack, reconciler.HostSoaking, reconciler.HostRebooting:
 		return a.RolloutID + "|" + string(a.Host.State) + "|" + a.Host.Target + "|" + a.Host.Previous + "|" + strconv.FormatInt(a.Host.Since.UnixMicro(), 10)
 	}
 	return ""

@@ -499,7 +499,8 @@ var mapBodies = []string{"Health", "Ready", "Polling"}
 // artifactTypes are the types a body holds whose schemas are the artifact
 // schemas' (schema/*.schema.json, held to them by package proto's tests).
 var artifactTypes = []reflect.Type{reflect.TypeFor[proto.Window](), reflect.TypeFor[proto.Approval](),
-	reflect.TypeFor[proto.Edge](), reflect.TypeFor[proto.RolloutBudget](), reflect.TypeFor[proto.HealthGate](), reflect.TypeFor[proto.Analysis]()}
+	reflect.TypeFor[proto.Edge](), reflect.TypeFor[proto.RolloutBudget](), reflect.TypeFor[proto.HealthGate](), reflect.TypeFor[proto.Analysis](),
+	reflect.TypeFor[proto.Reboot]()}
 
 // TestOpenAPIMatchesGoTypes: every object schema of components is a Go
 // type's, member for member both ways, each member described, required

@@ -33,7 +33,7 @@ func wireRollout(r reconciler.Rollout, withHosts bool) proto.Rollout {
 	for _, hw := range r.HostWindows {
 		out.HostWindows = append(out.HostWindows, proto.RolloutHostWindows(hw))
 	}
-	out.Approvals, out.FreezeBreak = r.Approvals, r.FreezeBreak
+	out.Approvals, out.FreezeBreak, out.Reboot = r.Approvals, r.FreezeBreak, r.Reboot
 	for _, a := range r.Analyses {
 		out.Analyses = append(out.Analyses, wireAnalysisRun(a))
 	}

@@ -86,6 +86,11 @@ type TargetRef struct {
 const (
 	TargetDispatch = "dispatch"
 	TargetRollback = "rollback"
+	// TargetReboot: boot once into Closure, the target the agent staged
+	// for the next boot, and confirm from the new boot by ConfirmBy (the
+	// boot timeout); the entry becomes the default only after the
+	// confirm (rfcs/0008 §Reboots).
+	TargetReboot = "reboot"
 )
 
 // Target tells an agent to switch.
@@ -103,6 +108,14 @@ type Target struct {
 	Token string `json:"token"`
 	// ConfirmBy (RFC 3339) is when the confirm window closes.
 	ConfirmBy string `json:"confirmBy"`
+	// ManagedReboot, on a dispatch, says that the control plane orders the
+	// reboot a staged target needs: the agent stages it as a boot entry
+	// that is not the default (rfcs/0008 §Reboots). Without it a staged
+	// target becomes the default entry at once, for whoever reboots.
+	ManagedReboot bool `json:"managedReboot,omitempty"`
+	// Kexec, on a reboot target, asks for a kexec into the new kernel
+	// where the host supports it.
+	Kexec bool `json:"kexec,omitempty"`
 }
 
 // Reason explains a decision.
@@ -169,6 +182,9 @@ const (
 	ReportDeferred          = "deferred"
 	ReportRolledBack        = "rolled_back"
 	ReportManifestRejected  = "manifest_rejected"
+	// ReportBootFailed: a reboot target did not come up (the host booted
+	// its previous default again, or never rebooted); Code says which.
+	ReportBootFailed = "boot_failed"
 	// ReportProbeResults carries health results that changed between
 	// check-ins (probes and failedUnits; no rolloutId or closure).
 	ReportProbeResults = "probe_results"
@@ -183,6 +199,7 @@ const (
 	OutcomeDeferred         = "deferred"
 	OutcomeRolledBack       = "rolled_back"
 	OutcomeManifestRejected = "manifest_rejected"
+	OutcomeBootFailed       = "boot_failed"
 )
 
 // ReportOutcome is the activation outcome a report of a kind records, ""
@@ -199,6 +216,8 @@ func ReportOutcome(kind string) string {
 		return OutcomeRolledBack
 	case ReportManifestRejected:
 		return OutcomeManifestRejected
+	case ReportBootFailed:
+		return OutcomeBootFailed
 	}
 	return ""
 }

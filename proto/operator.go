@@ -86,6 +86,10 @@ type Rollout struct {
 	// Analyses are the canary analysis runs of its waves (rfcs/0003 rule
 	// 16), in the order they started.
 	Analyses []AnalysisRun `json:"analyses,omitempty"`
+	// Reboot is the policy's reboot step the rollout froze (rfcs/0003
+	// rule 17); absent when it orders no reboot. Waves[i].reboot says
+	// which waves it applies to.
+	Reboot *Reboot `json:"reboot,omitempty"`
 	// Hosts of the rollout, by hostname: a page of them in GET
 	// /v1/rollouts/{id}; null where a rollout is listed without them.
 	Hosts []RolloutHost `json:"hosts"`
@@ -165,6 +169,9 @@ type RolloutWave struct {
 	// it has its own; Approval its approval gate, when it has one.
 	Windows  []Window  `json:"windows,omitempty"`
 	Approval *Approval `json:"approval,omitempty"`
+	// Reboot: the control plane orders the reboots the wave's staged
+	// hosts need (rfcs/0003 rule 17).
+	Reboot bool `json:"reboot,omitempty"`
 }
 
 // RolloutHost is a host's place and state in a rollout.

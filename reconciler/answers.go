@@ -25,6 +25,8 @@ type Assignment struct {
 	Host         RolloutHost
 	// Soak is the soak of the host's wave (Rollout.WaveSoak).
 	Soak time.Duration
+	// Reboot is the reboot step of the host's wave (Rollout.RebootOf).
+	Reboot RebootSpec
 }
 
 // SoakEnd is when the host's soak ends, while it is Soaking: its first
@@ -40,8 +42,11 @@ func (a Assignment) Token() string {
 }
 
 // ConfirmBy is when the confirm window of the host's current activation
-// closes.
+// closes; for a reboot, when its boot timeout ends (rule 17).
 func (a Assignment) ConfirmBy(tu Tunables) time.Time {
+	if a.Host.State == HostRebooting && a.Reboot.Timeout > 0 {
+		return a.Host.Since.Add(a.Reboot.Timeout)
+	}
 	return a.Host.Since.Add(tu.confirm())
 }
 
@@ -72,6 +77,12 @@ func AgentAnswer(a *Assignment, tu Tunables) proto.CheckinResponse {
 	switch h.State {
 	case HostActivating:
 		resp.Target = target(proto.TargetDispatch, h.Target)
+		resp.Target.ManagedReboot = a.Reboot.Managed
+		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: h.Reason.Message}
+		resp.NextCheckinSeconds = SwitchingCheckinSeconds
+	case HostRebooting:
+		resp.Target = target(proto.TargetReboot, h.Target)
+		resp.Target.Kexec = a.Reboot.Kexec
 		resp.Reason = proto.Reason{Code: h.Reason.Code, Message: h.Reason.Message}
 		resp.NextCheckinSeconds = SwitchingCheckinSeconds
 	case HostRollingBack:
@@ -153,6 +164,8 @@ func EndsWait(a *Assignment, current string, now time.Time) bool {
 		return !now.Before(a.SoakEnd())
 	case a.Host.State == HostRollingBack:
 		return current == a.Host.Previous
+	case a.Host.State == HostRebooting:
+		return current == a.Host.Target
 	}
 	return false
 }

@@ -16,11 +16,13 @@ import (
 // skipped, the rest pending.
 func benchInput(b *testing.B, n int) rc.Input {
 	b.Helper()
-	return benchInputWith(b, n, nil)
+	return benchInputWith(b, n, nil, rc.OutcomeConfirmed)
 }
 
-// benchInputWith is benchInput with every channel's policy edited.
-func benchInputWith(b *testing.B, n int, policy func(*proto.RolloutPolicy)) rc.Input {
+// benchInputWith is benchInput with every channel's policy edited, and
+// the first hosts dispatched answering with outcome (confirmed, or
+// deferred: staged for the next boot).
+func benchInputWith(b *testing.B, n int, policy func(*proto.RolloutPolicy), outcome string) rc.Input {
 	b.Helper()
 	const channels = 10
 	fb := fleetkit.New(b)
@@ -80,7 +82,7 @@ func benchInputWith(b *testing.B, n int, policy func(*proto.RolloutPolicy)) rc.I
 		}
 	}
 	for _, it := range actions {
-		s.confirm(it.RolloutID, it.Host)
+		s.report(it.RolloutID, it.Host, outcome)
 	}
 	s.advance(time.Minute)
 	for s.tick(); s.last.More; s.tick() {
@@ -119,7 +121,7 @@ func BenchmarkReconcileCompared(b *testing.B) {
 				p.HealthGate.Analysis = []proto.Analysis{{Name: "vs-baseline", Query: `max(errors{host=~"{{ .HostsRegex }}"})`,
 					SuccessCondition: "result < 0.5", Interval: "1m", Count: 3,
 					Compare: &proto.Comparison{Worse: proto.WorseHigher, Effect: "0.01", Confidence: "0.95", MinSamples: 10, Window: "10m", Step: "30s"}}}
-			})
+			}, rc.OutcomeConfirmed)
 			out := rc.Reconcile(in)
 			compared := 0
 			for _, m := range out.Measure {
@@ -136,6 +138,38 @@ func BenchmarkReconcileCompared(b *testing.B) {
 				out = rc.Reconcile(in)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/host")
+		})
+	}
+}
+
+// BenchmarkReconcileRebooting is BenchmarkReconcile where every channel's
+// policy reboots staged hosts (rfcs/0003 rule 17) and every host
+// dispatched staged its target and was told to reboot: the budgets are
+// full of hosts rebooting, so each tick watches their boots, walks the
+// waves the policy reboots, and holds the hosts still to dispatch.
+func BenchmarkReconcileRebooting(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			in := benchInputWith(b, n, func(p *proto.RolloutPolicy) {
+				p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: 120}
+			}, rc.OutcomeDeferred)
+			states := map[rc.HostState]int{}
+			for _, r := range in.Rollouts {
+				for _, h := range r.Hosts {
+					states[h.State]++
+				}
+			}
+			if states[rc.HostRebooting] == 0 {
+				b.Fatalf("hosts by state %v: want some rebooting", states)
+			}
+			out := rc.Reconcile(in)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				out = rc.Reconcile(in)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/host")
+			_ = out
 		})
 	}
 }

@@ -222,8 +222,13 @@ func (t *tick) open(c *Channel) *work {
 		Budgets:        slices.Clone(m.DisruptionBudgets),
 		FreezeBreak:    t.openBreaks[c.Name],
 	}
-	if p, ok := f.RolloutPolicies[ch.RolloutPolicy]; ok {
+	policy, hasPolicy := f.RolloutPolicies[ch.RolloutPolicy]
+	if p := policy; hasPolicy {
 		r.OnHealthFailure = p.OnHealthFailure
+		if p.Reboot != nil {
+			rb := *p.Reboot
+			r.Reboot = &rb
+		}
 		r.Windows = schedule.Canonical(p.Windows)
 		// Host selectors' windows, resolved to the channel's hosts of the
 		// manifest (rule 13): a host takes the first that lists it.
@@ -271,6 +276,16 @@ func (t *tick) open(c *Channel) *work {
 			if spec.Approval == nil && policyWaves != nil {
 				spec.Approval = policyWaves[i].Approval
 			}
+		}
+		// Rule 17: the wave's own reboot setting, else the policy's.
+		switch {
+		case r.Reboot == nil:
+		case i < len(waves) && waves[i].Reboot != nil:
+			spec.Reboot = *waves[i].Reboot
+		case i < len(policyWaves) && policyWaves[i].Reboot != nil:
+			spec.Reboot = *policyWaves[i].Reboot
+		default:
+			spec.Reboot = policy.Reboot.Allowed
 		}
 		r.Waves = append(r.Waves, spec)
 	}

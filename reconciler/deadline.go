@@ -41,7 +41,7 @@ func (t *tick) deadline(w *work) {
 		// approvals is not stalled: it moves when the time comes, or the
 		// approvers (rules 13–15).
 		for _, i := range w.waves[wave] {
-			if h := w.r.Hosts[i]; h.State == HostPending && (h.Blocked.Gate == codes.Window || h.Blocked.Gate == codes.Freeze || h.Blocked.Gate == codes.Approval) {
+			if h := w.r.Hosts[i]; (h.State == HostPending || h.State == HostDeferred) && (h.Blocked.Gate == codes.Window || h.Blocked.Gate == codes.Freeze || h.Blocked.Gate == codes.Approval) {
 				return
 			}
 		}
@@ -62,6 +62,10 @@ func (t *tick) deadline(w *work) {
 				stuck = true
 			case h.State.InFlight():
 				counts[strings.ToLower(string(h.State))]++
+				busy = true
+			case h.State == HostDeferred && w.r.RebootOf(wave).Managed:
+				// Staged, waiting for its reboot order (rule 17).
+				counts["deferred, held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
 				busy = true
 			case h.State == HostConverged:
 			default:
@@ -138,8 +142,9 @@ func unprovableWave(r *Rollout, wave []int) (string, bool) {
 // stuck reports whether a Pending host is held by something that will not
 // clear by itself: a quarantine, failing compliance of an earlier wave,
 // partial visibility that outlasted the deadline, a predecessor host that
-// cannot converge any more (Failed, Reverted, Skipped, or Deferred until a
-// reboot nobody schedules) or cannot be dispatched before this host's wave
+// cannot converge any more (Failed, Reverted, Skipped, or Deferred in a
+// wave where the control plane orders no reboot: rule 17) or cannot be
+// dispatched before this host's wave
 // (an edge against wave order), or nothing at all. seen holds the hosts
 // already looked at in this walk, so shared predecessors are walked once.
 func (w *work) stuck(i int, seen map[int]bool) bool {
@@ -153,8 +158,12 @@ func (w *work) stuck(i int, seen map[int]bool) bool {
 	case codes.HostEdge:
 		for _, p := range w.preds[i] {
 			switch pred := w.r.Hosts[p]; pred.State {
-			case HostFailed, HostReverted, HostSkipped, HostDeferred:
+			case HostFailed, HostReverted, HostSkipped:
 				return true
+			case HostDeferred:
+				if !w.r.RebootOf(pred.Wave).Managed {
+					return true
+				}
 			case HostPending:
 				if pred.Wave > w.r.Hosts[i].Wave || w.stuck(p, seen) {
 					return true

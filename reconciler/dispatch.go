@@ -13,6 +13,9 @@ import (
 func (t *tick) dispatch(w *work) {
 	switch w.r.State {
 	case RolloutActive:
+		// Staged hosts are rebooted before new hosts are dispatched: what
+		// is half done finishes first (rule 17).
+		t.rebootHosts(w)
 		t.advance(w)
 		t.finishDeferred(w)
 		if !t.cut && t.promotable(w, w.r.Wave) {
@@ -26,6 +29,7 @@ func (t *tick) dispatch(w *work) {
 		// Skipped hosts catch up with the channel's current target: this
 		// rollout's, unless a newer ref is about to replace it.
 		if w.latest && !t.pendingRef(w.r.Channel) {
+			t.rebootHosts(w)
 			t.dispatchHosts(w)
 		}
 		t.finishDeferred(w)
@@ -62,18 +66,23 @@ func (t *tick) advance(w *work) {
 }
 
 // promotable reports whether a wave may be promoted (rule 8): no host of
-// it is still to be dispatched or watched (Skipped and Deferred hosts do
-// not hold it back), enough of its hosts converged on the target to prove
+// it is still to be dispatched, rebooted or watched (Skipped hosts do not
+// hold it back, nor Deferred ones that nobody reboots: rule 17), enough of its hosts converged on the target to prove
 // the release (evidence), its channel is not in partial visibility, and
 // every analysis of the wave succeeded (rule 16).
 func (t *tick) promotable(w *work, wave int) bool {
 	if wave < 0 || wave >= len(w.waves) {
 		return true
 	}
+	managed := w.r.RebootOf(wave).Managed
 	for _, i := range w.waves[wave] {
 		switch w.r.Hosts[i].State {
-		case HostPending, HostActivating, HostSoaking, HostRollingBack:
+		case HostPending, HostActivating, HostSoaking, HostRollingBack, HostRebooting:
 			return false
+		case HostDeferred:
+			if managed {
+				return false
+			}
 		}
 	}
 	proven, need := w.evidence(wave)

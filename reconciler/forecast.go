@@ -294,8 +294,8 @@ func (f *forecaster) fly(id string, hosts []RolloutHost) {
 }
 
 // inFlight schedules the answers of a rollout's hosts that were told to
-// move before the forecast: an activating host confirms, a rolling-back
-// one is back, as long after it was told (its state's Since) as the
+// move before the forecast: an activating host confirms, a rebooting one
+// confirms from its new boot, a rolling-back one is back, as long after it was told (its state's Since) as the
 // model says, and not before the forecast's start.
 func (f *forecaster) inFlight(r Rollout) {
 	for _, h := range r.Hosts {
@@ -305,6 +305,8 @@ func (f *forecaster) inFlight(r Rollout) {
 			act.Kind, act.Target = ActionDispatch, h.Target
 		case HostRollingBack:
 			act.Kind, act.Target = ActionRollback, h.Previous
+		case HostRebooting:
+			act.Kind, act.Target = ActionReboot, h.Target
 		default:
 			continue
 		}

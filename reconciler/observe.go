@@ -45,7 +45,7 @@ func (t *tick) observe(w *work) {
 	}
 	for i := range w.r.Hosts {
 		switch w.r.Hosts[i].State {
-		case HostActivating, HostSoaking, HostDeferred, HostRollingBack: // what observeOnce observes
+		case HostActivating, HostSoaking, HostDeferred, HostRollingBack, HostRebooting: // what observeOnce observes
 		default:
 			continue
 		}
@@ -72,7 +72,7 @@ func (t *tick) observeOnce(w *work, i int) {
 	confirm := t.in.Tunables.confirm()
 	h := &w.r.Hosts[i]
 	switch h.State {
-	case HostActivating, HostSoaking, HostDeferred, HostRollingBack:
+	case HostActivating, HostSoaking, HostDeferred, HostRollingBack, HostRebooting:
 	default:
 		return
 	}
@@ -104,6 +104,8 @@ func (t *tick) observeOnce(w *work, i int) {
 		h = &w.r.Hosts[i]
 	}
 	switch h.State {
+	case HostRebooting:
+		t.observeRebooting(w, i, matches)
 	case HostActivating:
 		switch {
 		case matches && act.Outcome == OutcomeConfirmed:

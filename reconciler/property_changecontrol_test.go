@@ -13,8 +13,8 @@ import (
 // TestPropertyChangeControl: rules 13 to 15 under chaos (windows in
 // several time zones, freezes of some or all channels, hosts that fail,
 // vanish and return, releases pushed at any time): no host is ever
-// dispatched outside its maintenance window, while a freeze its rollout did
-// not break holds its channel, or before its wave has the approvals it
+// dispatched or rebooted outside its maintenance window, while a freeze
+// its rollout did not break holds its channel, or before its wave has the approvals it
 // needs from distinct approvers, and no rollout opens while a freeze holds
 // its channel unless an approver broke it for that rollout. Rollbacks are
 // not held, and are not checked here.
@@ -43,8 +43,8 @@ func checkTimeGates(_ *rapid.T, c tickCase) []string {
 		rollouts[c.next.Rollouts[i].ID] = &c.next.Rollouts[i]
 	}
 	for _, a := range c.out.Actions {
-		if a.Kind != reconciler.ActionDispatch {
-			continue
+		if a.Kind != reconciler.ActionDispatch && a.Kind != reconciler.ActionReboot {
+			continue // rollbacks are not held
 		}
 		r := rollouts[a.RolloutID]
 		if r == nil {

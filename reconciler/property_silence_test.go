@@ -308,6 +308,18 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 			case !saidOther && c.in.Tunables.Heard(o.LastSeen, c.in.Now):
 				problems = append(problems, fmt.Sprintf("%s in %s failed with confirm_timeout while it is heard and said nothing that decides", e.Host, e.RolloutID))
 			}
+		case e.Reason.Code == codes.BootTimeout:
+			// Rule 17: what the host said after its boot timeout decides
+			// (it runs another closure), or else its silence does.
+			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+			if !ok {
+				continue
+			}
+			o := c.in.Hosts[e.Host]
+			saidOther := o.Said().After(bootEnd(c.in, e.RolloutID, h)) && o.Current != h.Target
+			if !saidOther && why != "" {
+				problems = append(problems, fmt.Sprintf("%s in %s failed with boot_timeout for its silence while %s", e.Host, e.RolloutID, why))
+			}
 		case e.Reason.Code == codes.ConfirmUnheard:
 			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
 			if !ok {
@@ -507,8 +519,23 @@ func silenceVerdict(c tickCase, e reconciler.Event) bool {
 	case codes.ConfirmTimeout, codes.RollbackTimeout:
 		h, ok := hostBefore(c.in, e.RolloutID, e.Host)
 		return ok && !c.in.Hosts[e.Host].LastSeen.After(h.Since.Add(c.in.Tunables.ConfirmWindow()))
+	case codes.BootTimeout:
+		h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+		return ok && !c.in.Hosts[e.Host].LastSeen.After(bootEnd(c.in, e.RolloutID, h))
 	}
 	return false
+}
+
+// bootEnd is when a rebooting host's boot timeout ends (rule 17).
+func bootEnd(in reconciler.Input, rollout string, h reconciler.RolloutHost) time.Time {
+	for i := range in.Rollouts {
+		if r := &in.Rollouts[i]; r.ID == rollout {
+			if d := r.RebootOf(h.Wave).Timeout; d > 0 {
+				return h.Since.Add(d)
+			}
+		}
+	}
+	return h.Since.Add(in.Tunables.ConfirmWindow())
 }
 
 func checkCohort(_ *rapid.T, c tickCase) []string {
@@ -556,6 +583,8 @@ func checkBlindHolds(_ *rapid.T, c tickCase) []string {
 		switch {
 		case e.Kind == reconciler.EventHostTransition && e.To == string(reconciler.HostActivating):
 			moved = fmt.Sprintf("host %s dispatched (%s)", e.Host, e.Reason.Code)
+		case e.Kind == reconciler.EventHostTransition && e.To == string(reconciler.HostRebooting):
+			moved = fmt.Sprintf("host %s rebooted (%s)", e.Host, e.Reason.Code)
 		case e.Kind == reconciler.EventWavePromoted:
 			moved = fmt.Sprintf("wave %d promoted", e.Wave)
 		case e.Kind == reconciler.EventRolloutTransition && e.To == string(reconciler.RolloutConverged) && e.From == string(reconciler.RolloutActive):

@@ -314,6 +314,7 @@ type modelPolicy struct {
 	gate      proto.HealthGate
 	onFailure string
 	windows   []proto.Window // the channel's maintenance windows
+	reboot    *proto.Reboot  // the control plane reboots staged hosts (rule 17)
 }
 
 type fleetGenOpts struct {
@@ -455,7 +456,18 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 			if o.changeControl && rapid.IntRange(0, 3).Draw(t, "waveApproval") == 0 {
 				pw.Approval = &proto.Approval{Required: true, Approvers: rapid.IntRange(0, 3).Draw(t, "approvers")}
 			}
+			if rapid.IntRange(0, 4).Draw(t, "waveReboot") == 0 {
+				pw.Reboot = new(rapid.Bool().Draw(t, "waveRebootAllowed"))
+			}
 			p.waves = append(p.waves, pw)
+		}
+		if rapid.Bool().Draw(t, "policyReboot") {
+			p.reboot = &proto.Reboot{Allowed: rapid.IntRange(0, 3).Draw(t, "rebootAllowed") > 0,
+				BootTimeoutMinutes: rapid.IntRange(1, 30).Draw(t, "bootTimeoutMinutes")}
+		} else {
+			for i := range p.waves {
+				p.waves[i].Reboot = nil // a wave's reboot: true needs the policy's
+			}
 		}
 		if o.changeControl && rapid.IntRange(0, 2).Draw(t, "policyWindows") > 0 {
 			p.windows = drawWindows(t, 2)
@@ -731,14 +743,14 @@ func (m *fleetModel) build(commit string) *proto.FleetResolved {
 			strategy = "all-at-once"
 		}
 		f.RolloutPolicies[simPolicyName(i)] = proto.RolloutPolicy{Strategy: strategy, Waves: append([]proto.PolicyWave{}, p.waves...),
-			HealthGate: p.gate, OnHealthFailure: p.onFailure, Windows: p.windows}
+			HealthGate: p.gate, OnHealthFailure: p.onFailure, Windows: p.windows, Reboot: p.reboot}
 	}
 	for _, ch := range m.channels {
 		f.Channels[ch] = m.chCfg[ch]
 		f.Waves[ch] = []proto.Wave{} // an empty list when the policy has no waves: all at once
 		for _, pw := range m.policies[m.chPolicy[ch]].waves {
 			f.Waves[ch] = append(f.Waves[ch], proto.Wave{Hosts: pw.Selector.Resolve(hosts), SoakMinutes: pw.SoakMinutes, Windows: pw.Windows,
-				Approval: pw.Approval})
+				Approval: pw.Approval, Reboot: pw.Reboot})
 		}
 	}
 	return f
@@ -861,6 +873,10 @@ type simAgent struct {
 	sickUnits bool
 	staged    string // target staged for the next boot
 	bootAt    int
+	// bootFails: the boot into the staged target, ordered by bootOrder,
+	// comes up on the previous closure, and the agent reports it.
+	bootFails bool
+	bootOrder *reconciler.HostAction
 	queued    *reconciler.HostAction // received while cut off
 	queuedBy  time.Time              // its confirm deadline
 	// says is what the agent reports of itself now (Activation: the last
@@ -1144,7 +1160,18 @@ func (s *fleetSim) live(a *simAgent, prev, now time.Time, down [2]time.Time, act
 		return at.Before(a.cutAt)
 	}
 	start := prev.Add(time.Nanosecond)
-	if a.staged != "" && s.tick >= a.bootAt {
+	switch {
+	case a.staged != "" && s.tick >= a.bootAt && a.bootFails:
+		// The boot into the staged target failed: the previous default
+		// booted again, and the agent says so.
+		o := a.bootOrder
+		a.says.Deferred, a.staged, a.bootFails, a.bootOrder = false, "", false, nil
+		a.says.Activation = &reconciler.Activation{RolloutID: o.RolloutID, Closure: o.Target, Outcome: reconciler.OutcomeBootFailed,
+			At: start, Code: codes.BootFellBack}
+		if !s.lost("reportLost") {
+			a.heldAct = a.says.Activation
+		}
+	case a.staged != "" && s.tick >= a.bootAt:
 		a.says.Current, a.says.Booted, a.says.Deferred, a.staged = a.staged, a.staged, false, ""
 	}
 	a.says.Probes, a.says.FailedUnits = reconciler.ProbeSummary{Total: 2}, nil
@@ -1225,7 +1252,21 @@ func (s *fleetSim) react(a *simAgent, hi reconciler.HostAction, by, at time.Time
 	switch {
 	case s.wellBehaved:
 		confirm()
-	case hi.Kind == reconciler.ActionRollback:
+	case hi.Kind == reconciler.ActionReboot:
+		// The host reboots: it comes up on its target a few ticks later,
+		// or on its previous closure (and says so), or stays away, or
+		// never reboots at all (its boot times out).
+		switch r := percentGen.Draw(t, "rebootReaction"); {
+		case r < 70:
+			a.staged, a.bootAt = hi.Target, s.tick+rapid.IntRange(0, 3).Draw(t, "bootTicks")
+		case r < 82:
+			q := hi
+			a.staged, a.bootAt, a.bootFails, a.bootOrder = hi.Target, s.tick+rapid.IntRange(0, 3).Draw(t, "bootTicks"), true, &q
+		case r < 90:
+			offline()
+			return
+		default:
+		}
 		switch r := percentGen.Draw(t, "rollbackReaction"); {
 		case r < 80:
 			confirm()
@@ -1608,7 +1649,7 @@ func budgetLimitOf(b proto.RolloutBudget) int {
 }
 
 func simInFlight(s reconciler.HostState) bool {
-	return s == reconciler.HostActivating || s == reconciler.HostSoaking || s == reconciler.HostRollingBack
+	return s == reconciler.HostActivating || s == reconciler.HostSoaking || s == reconciler.HostRollingBack || s == reconciler.HostRebooting
 }
 
 // countedRollouts: the rollouts whose budgets are matched and whose hosts
@@ -1781,7 +1822,8 @@ func checkEventBudgets(_ *rapid.T, c tickCase) []string {
 	for _, e := range c.out.Events {
 		into := e.Kind == reconciler.EventHostTransition && (e.To == string(reconciler.HostActivating) &&
 			(e.Reason.Code == codes.Dispatched || e.Reason.Code == codes.CatchUp) ||
-			e.From == string(reconciler.HostDeferred) && e.To == string(reconciler.HostSoaking))
+			e.From == string(reconciler.HostDeferred) && e.To == string(reconciler.HostSoaking) ||
+			e.To == string(reconciler.HostRebooting))
 		held := e.Kind == reconciler.EventHostWaiting && e.Reason.Gate == codes.Budget
 		switch {
 		case into:
@@ -2252,14 +2294,18 @@ func checkTransitions(_ *rapid.T, c tickCase) []string {
 	index := rolloutIndexByID(next)
 	pending := map[key]int{}
 	for _, e := range out.Events {
-		if e.Kind == reconciler.EventHostTransition && (e.To == string(reconciler.HostActivating) || e.To == string(reconciler.HostRollingBack)) {
+		if e.Kind == reconciler.EventHostTransition && (e.To == string(reconciler.HostActivating) || e.To == string(reconciler.HostRollingBack) ||
+			e.To == string(reconciler.HostRebooting)) {
 			pending[key{e.RolloutID, e.Host + "/" + e.To}]++
 		}
 	}
 	for _, hi := range out.Actions {
 		to := reconciler.HostActivating
-		if hi.Kind == reconciler.ActionRollback {
+		switch hi.Kind {
+		case reconciler.ActionRollback:
 			to = reconciler.HostRollingBack
+		case reconciler.ActionReboot:
+			to = reconciler.HostRebooting
 		}
 		pending[key{hi.RolloutID, hi.Host + "/" + string(to)}]--
 		if ri, ok := index[hi.RolloutID]; ok {

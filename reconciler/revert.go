@@ -48,8 +48,8 @@ func (t *tick) revert(w *work) {
 			return // the next tick goes on, and ends the revert
 		}
 		remaining++
-		if h.State == HostActivating || h.State == HostRollingBack {
-			continue // let the switch finish first
+		if h.State == HostActivating || h.State == HostRollingBack || h.State == HostRebooting {
+			continue // let the switch, or the boot, finish first
 		}
 		if h.State == HostFailed && h.Reason.Code == codes.RollbackTimeout && !h.Since.Before(w.r.UpdatedAt) {
 			continue // tried in this revert already; the deadline will report it
@@ -105,7 +105,7 @@ func (t *tick) revert(w *work) {
 func (w *work) needsRollback(i int) bool {
 	h := w.r.Hosts[i]
 	switch h.State {
-	case HostActivating, HostSoaking, HostConverged, HostDeferred, HostRollingBack, HostFailed:
+	case HostActivating, HostSoaking, HostConverged, HostDeferred, HostRollingBack, HostFailed, HostRebooting:
 	default:
 		return false
 	}

@@ -94,12 +94,25 @@ func situate(p Place, now time.Time, tu Tunables) Situation {
 			s.Message += fmt.Sprintf("; converges at %s if it stays healthy and checks in", stamp(s.Until))
 		}
 		return s
+	case HostRebooting:
+		by := h.Since.Add(r.RebootOf(h.Wave).Timeout)
+		return Situation{Code: codes.RebootDispatched, Moves: true, Until: by,
+			Message: fmt.Sprintf("rebooting once into its staged target %s; it must check in on the new boot by %s, or the boot failed and its previous default entry boots again", h.Target, stamp(by))}
 	case HostDeferred:
-		if h.Blocked.Code != "" { // rebooted into its target, waiting for a slot to soak
-			return gated(h.Blocked)
+		managed := r.RebootOf(h.Wave).Managed
+		if h.Blocked.Code != "" { // waiting for its reboot order, or rebooted and waiting for a slot to soak
+			s := windowed(gated(h.Blocked), &r, &h, now)
+			if managed {
+				s.Message = "staged for the next boot; its reboot waits: " + s.Message
+			}
+			return s
+		}
+		if managed && !stopped {
+			return Situation{Code: codes.Deferred, Moves: true,
+				Message: fmt.Sprintf("%s is staged for the next boot; the control plane reboots the host at the next tick unless a gate holds it", h.Target)}
 		}
 		return Situation{Code: codes.Deferred, Next: "reboot the host: its target is staged for the next boot",
-			Message: fmt.Sprintf("%s is staged for the next boot (a switch now would restart what cannot be restarted live)", h.Target)}
+			Message: fmt.Sprintf("%s is staged for the next boot (a switch now would restart what cannot be restarted live); nothing here reboots it (%s)", h.Target, codes.RebootNotAllowed)}
 	case HostFailed:
 		return Situation{Code: cmpCode(h.Reason.Code, codes.ActivationFailed), Next: failedNext(r),
 			Message: fmt.Sprintf("failed on %s: %s", h.Target, h.Reason.Message)}

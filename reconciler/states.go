@@ -41,16 +41,20 @@ const (
 	// HostRollingBack: told to return to its previous closure while the
 	// rollout is Reverting.
 	HostRollingBack HostState = "RollingBack"
+	// HostRebooting: a staged host told to boot once into its target
+	// (rule 17); in flight until it checks in on the new boot, then it
+	// soaks like any other.
+	HostRebooting HostState = "Rebooting"
 )
 
 // HostStates lists every host state, in diagram order.
 var HostStates = []HostState{HostPending, HostActivating, HostSoaking, HostConverged, HostFailed,
-	HostReverted, HostDeferred, HostSkipped, HostRollingBack}
+	HostReverted, HostDeferred, HostSkipped, HostRollingBack, HostRebooting}
 
 // InFlight reports whether a host in this state counts against disruption
-// budgets: it is being switched, watched, or switched back.
+// budgets: it is being switched, rebooted, watched, or switched back.
 func (s HostState) InFlight() bool {
-	return s == HostActivating || s == HostSoaking || s == HostRollingBack
+	return s == HostActivating || s == HostSoaking || s == HostRollingBack || s == HostRebooting
 }
 
 // HostEvent is something that moves a host between states.
@@ -73,12 +77,14 @@ const (
 	EvRolledBack       HostEvent = "rolled_back"        // the host runs its previous closure again
 	EvRollbackTimeout  HostEvent = "rollback_timeout"   // no rollback within the confirm window
 	EvConfirmUnheard   HostEvent = "confirm_unheard"    // the confirm window ran while the control plane could not hear the host
+	EvRebootDispatch   HostEvent = "reboot"             // the reconciler orders a staged host to boot once into its target
+	EvBootFailed       HostEvent = "boot_failed"        // the new boot did not come up: the agent says so, or bootTimeout passed
 )
 
 // HostEvents lists every host event.
 var HostEvents = []HostEvent{EvDispatch, EvSkip, EvConfirm, EvConfirmTimeout, EvActivationFailed,
 	EvManifestRejected, EvAgentRolledBack, EvDeferredReported, EvBootedIntoTarget, EvUnhealthy,
-	EvSoaked, EvRollbackDispatch, EvRolledBack, EvRollbackTimeout, EvConfirmUnheard}
+	EvSoaked, EvRollbackDispatch, EvRolledBack, EvRollbackTimeout, EvConfirmUnheard, EvRebootDispatch, EvBootFailed}
 
 type hostMove struct {
 	from HostState
@@ -101,6 +107,11 @@ var hostTable = map[hostMove]HostState{
 	{HostDeferred, EvActivationFailed}:   HostFailed,
 	{HostDeferred, EvAgentRolledBack}:    HostReverted,
 	{HostDeferred, EvRollbackDispatch}:   HostRollingBack,
+	{HostDeferred, EvRebootDispatch}:     HostRebooting,
+	{HostRebooting, EvBootedIntoTarget}:  HostSoaking,
+	{HostRebooting, EvBootFailed}:        HostFailed,
+	{HostRebooting, EvAgentRolledBack}:   HostReverted,
+	{HostRebooting, EvRollbackDispatch}:  HostRollingBack,
 	{HostSoaking, EvSoaked}:              HostConverged,
 	{HostSoaking, EvUnhealthy}:           HostFailed,
 	{HostSoaking, EvAgentRolledBack}:     HostReverted,
@@ -186,6 +197,7 @@ func OffTarget(state string, counts map[string]int) string {
 		HostActivating:  "catching up",
 		HostSoaking:     "catching up",
 		HostRollingBack: "rolling back",
+		HostRebooting:   "rebooting into its target",
 	}
 	n := 0
 	var parts []string

@@ -13,7 +13,8 @@ func TestHostStateMachine(t *testing.T) {
 		HostPending:     {EvDispatch: HostActivating, EvSkip: HostSkipped},
 		HostSkipped:     {EvDispatch: HostActivating},
 		HostActivating:  {EvConfirm: HostSoaking, EvConfirmTimeout: HostFailed, EvActivationFailed: HostFailed, EvManifestRejected: HostFailed, EvAgentRolledBack: HostReverted, EvDeferredReported: HostDeferred, EvConfirmUnheard: HostSkipped},
-		HostDeferred:    {EvBootedIntoTarget: HostSoaking, EvActivationFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
+		HostDeferred:    {EvBootedIntoTarget: HostSoaking, EvActivationFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack, EvRebootDispatch: HostRebooting},
+		HostRebooting:   {EvBootedIntoTarget: HostSoaking, EvBootFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
 		HostSoaking:     {EvSoaked: HostConverged, EvUnhealthy: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
 		HostConverged:   {EvRollbackDispatch: HostRollingBack},
 		HostFailed:      {EvRollbackDispatch: HostRollingBack, EvRolledBack: HostReverted},
@@ -89,7 +90,7 @@ func TestRolloutStateMachine(t *testing.T) {
 		}
 	}
 	for _, s := range HostStates {
-		want := s == HostActivating || s == HostSoaking || s == HostRollingBack
+		want := s == HostActivating || s == HostSoaking || s == HostRollingBack || s == HostRebooting
 		if s.InFlight() != want {
 			t.Errorf("%s.InFlight() = %v", s, s.InFlight())
 		}

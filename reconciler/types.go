@@ -356,6 +356,10 @@ type Rollout struct {
 	// Analyses are the analysis runs of its waves (rule 16), in the order
 	// they started; they change as measurements come in.
 	Analyses []AnalysisRun `json:"analyses,omitempty"`
+	// Reboot is the policy's reboot step (rule 17), frozen at open; nil
+	// when the control plane reboots nothing. Which waves it applies to
+	// is WaveSpec.Reboot.
+	Reboot *proto.Reboot `json:"reboot,omitempty"`
 
 	// Hosts of the rollout, sorted by hostname.
 	Hosts []RolloutHost `json:"hosts"`
@@ -381,6 +385,30 @@ type WaveSpec struct {
 	// Approval, when required, is how many distinct approvers must
 	// approve the wave before its hosts are dispatched (rule 15).
 	Approval *proto.Approval `json:"approval,omitempty"`
+	// Reboot: the control plane orders the reboots the wave's staged
+	// hosts need (rule 17), under Rollout.Reboot.
+	Reboot bool `json:"reboot,omitempty"`
+}
+
+// RebootSpec is what a wave's hosts are told about reboots.
+type RebootSpec struct {
+	// Managed: the control plane orders the reboot a staged target needs,
+	// so the agent stages it without making it the default entry.
+	Managed bool
+	// Timeout is how long a host may take from the reboot order until it
+	// checks in on the new boot.
+	Timeout time.Duration
+	// Kexec asks for a kexec where the host supports it.
+	Kexec bool
+}
+
+// RebootOf is the reboot step of a wave: zero when the control plane
+// orders no reboot there.
+func (r *Rollout) RebootOf(wave int) RebootSpec {
+	if r.Reboot == nil || wave < 0 || wave >= len(r.Waves) || !r.Waves[wave].Reboot {
+		return RebootSpec{}
+	}
+	return RebootSpec{Managed: true, Timeout: time.Duration(r.Reboot.BootTimeoutMinutes) * time.Minute, Kexec: r.Reboot.Kexec}
 }
 
 // Edge orders two hosts of a rollout: Gated waits until Gates converged.
@@ -478,6 +506,7 @@ const (
 	OutcomeConfirmed        = proto.OutcomeConfirmed
 	OutcomeFailed           = proto.OutcomeFailed
 	OutcomeDeferred         = proto.OutcomeDeferred
+	OutcomeBootFailed       = proto.OutcomeBootFailed
 	OutcomeRolledBack       = proto.OutcomeRolledBack
 	OutcomeManifestRejected = proto.OutcomeManifestRejected
 )
@@ -644,14 +673,18 @@ type HostUpdate struct {
 const (
 	ActionDispatch = "dispatch"
 	ActionRollback = "rollback"
+	// ActionReboot: boot once into Target, staged on the host already
+	// (rule 17).
+	ActionReboot = "reboot"
 )
 
 // HostAction is one host move a tick decided: what its agent must run.
 type HostAction struct {
 	Host      string `json:"host"`
 	RolloutID string `json:"rolloutId"`
-	// Kind is "dispatch" (switch to Target) or "rollback" (return to
-	// Target, the host's previous closure).
+	// Kind is "dispatch" (switch to Target), "rollback" (return to
+	// Target, the host's previous closure) or "reboot" (boot once into
+	// Target, staged).
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
 	Wave   int    `json:"wave"`

@@ -76,7 +76,7 @@ func stateColour(state string) string {
 	case "Pending", "Skipped", "Deferred", "Cancelled", "Superseded", "Paused", "queued", "never seen",
 		"pending", "waiting", "deferred", "superseded":
 		return ansiYellow
-	case "Opening", "Active", "Activating", "Soaking":
+	case "Opening", "Active", "Activating", "Rebooting", "Soaking":
 		return ansiCyan
 	}
 	return ""

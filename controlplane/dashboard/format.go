@@ -19,7 +19,7 @@ func stateClass(state string) string {
 	switch state {
 	case "Converged", "opened", "Active":
 		return "st-ok"
-	case "Activating", "Soaking", "RollingBack", "Reverting", "Opening":
+	case "Activating", "Rebooting", "Soaking", "RollingBack", "Reverting", "Opening":
 		return "st-busy"
 	case "Failed", "Halted", "refused":
 		return "st-bad"

@@ -347,7 +347,7 @@ func (k *Input) Assignment(host string) *reconciler.Assignment {
 		ro := s.ro
 		h := ro.Hosts[s.i]
 		a := reconciler.Assignment{RolloutID: ro.ID, Channel: ro.Channel, RolloutState: ro.State, ManifestHash: ro.ManifestHash,
-			Host: h, Soak: ro.WaveSoak(h.Wave)}
+			Host: h, Soak: ro.WaveSoak(h.Wave), Reboot: ro.RebootOf(h.Wave)}
 		// Compared as stored, to the microsecond, as a cold load does.
 		opened := Micro(ro.OpenedAt)
 		if best == nil || reconciler.Drives(a, opened, *best, bestOpened) {

@@ -145,19 +145,64 @@ type frozen struct {
 	// Analyses, the runs of the waves' canary analyses, change as
 	// measurements are counted (rfcs/0003 rule 16).
 	Analyses []reconciler.AnalysisRun `json:"analyses,omitempty"`
+	// Reboot is the policy's reboot step (rule 17).
+	Reboot *proto.Reboot `json:"reboot,omitempty"`
 }
 
 func frozenOf(r *reconciler.Rollout) frozen {
 	return frozen{Waves: r.Waves, HealthGate: r.HealthGate, OnHealthFailure: r.OnHealthFailure,
 		ComplianceMode: r.ComplianceMode, Frameworks: r.Frameworks, Edges: r.Edges, Budgets: r.Budgets,
-		Windows: r.Windows, HostWindows: r.HostWindows, Approvals: r.Approvals, FreezeBreak: r.FreezeBreak, Analyses: r.Analyses}
+		Windows: r.Windows, HostWindows: r.HostWindows, Approvals: r.Approvals, FreezeBreak: r.FreezeBreak, Analyses: r.Analyses,
+		Reboot: r.Reboot}
 }
 
 func (f frozen) into(r *reconciler.Rollout) {
 	r.Waves, r.HealthGate, r.OnHealthFailure = f.Waves, f.HealthGate, f.OnHealthFailure
 	r.ComplianceMode, r.Frameworks, r.Edges, r.Budgets = f.ComplianceMode, f.Frameworks, f.Edges, f.Budgets
 	r.Windows, r.HostWindows, r.Approvals, r.FreezeBreak = f.Windows, f.HostWindows, f.Approvals, f.FreezeBreak
-	r.Analyses = f.Analyses
+	r.Analyses, r.Reboot = f.Analyses, f.Reboot
+}
+
+// rebootColumn is the reboot column of a rollout (migration 0021): its
+// reboot step and the waves it applies to, so that a host's assignment
+// says what its agent is told without reading the frozen plan.
+type rebootColumn struct {
+	BootTimeoutMinutes int   `json:"bootTimeoutMinutes"`
+	Kexec              bool  `json:"kexec,omitempty"`
+	Waves              []int `json:"waves"`
+}
+
+// rebootText is a rollout's reboot column: "" when it orders no reboot.
+func rebootText(r *reconciler.Rollout) (string, error) {
+	if r.Reboot == nil {
+		return "", nil
+	}
+	c := rebootColumn{BootTimeoutMinutes: r.Reboot.BootTimeoutMinutes, Kexec: r.Reboot.Kexec, Waves: []int{}}
+	for i, w := range r.Waves {
+		if w.Reboot {
+			c.Waves = append(c.Waves, i)
+		}
+	}
+	b, err := marshal(c)
+	return string(b), err
+}
+
+// parseReboot reads a reboot column (rebootText) into each wave's step.
+func parseReboot(s string, waves int) ([]reconciler.RebootSpec, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var c rebootColumn
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		return nil, fmt.Errorf("store: reboot %q: %w", s, err)
+	}
+	out := make([]reconciler.RebootSpec, waves)
+	for _, i := range c.Waves {
+		if i >= 0 && i < waves {
+			out[i] = reconciler.RebootSpec{Managed: true, Timeout: time.Duration(c.BootTimeoutMinutes) * time.Minute, Kexec: c.Kexec}
+		}
+	}
+	return out, nil
 }
 
 // waveSoaksText is the wave_soaks column of a rollout: each wave's soak in

@@ -555,7 +555,7 @@ func assignmentsOf(ctx context.Context, tx *txn, l *liveness, names []string) (m
 			return
 		}
 		a := reconciler.Assignment{RolloutID: rid, Channel: hd.channel, RolloutState: hd.state,
-			ManifestHash: hd.manifestHash, Host: h, Soak: hd.waveSoak(h.Wave)}
+			ManifestHash: hd.manifestHash, Host: h, Soak: hd.waveSoak(h.Wave), Reboot: hd.rebootOf(h.Wave)}
 		if cur, ok := out[h.Hostname]; ok && !reconciler.Drives(a, fromMicros(hd.opened), cur, fromMicros(heads[h.Hostname].opened)) {
 			return
 		}

@@ -22,7 +22,16 @@ type head struct {
 	opened       int64
 	updated      int64
 	manifestHash string
-	soaks        []time.Duration // each wave's soak (wave_soaks)
+	soaks        []time.Duration         // each wave's soak (wave_soaks)
+	reboots      []reconciler.RebootSpec // each wave's reboot step (reboot)
+}
+
+// rebootOf is the reboot step of a wave (reconciler.Rollout.RebootOf).
+func (h head) rebootOf(wave int) reconciler.RebootSpec {
+	if wave < 0 || wave >= len(h.reboots) {
+		return reconciler.RebootSpec{}
+	}
+	return h.reboots[wave]
 }
 
 // waveSoak is the soak of a wave (reconciler.Rollout.WaveSoak).
@@ -51,13 +60,16 @@ func loadLiveness(ctx context.Context, c conn) (*liveness, error) {
 	var err error
 	l.heads, err = collect(ctx, c, l.heads, func(rs row) (head, error) {
 		var h head
-		var soaks string
-		if err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash, &soaks); err != nil {
+		var soaks, reboot string
+		if err := rs.Scan(&h.id, &h.channel, (*string)(&h.state), &h.opened, &h.updated, &h.manifestHash, &soaks, &reboot); err != nil {
 			return h, err
 		}
-		h.soaks, err = parseWaveSoaks(soaks)
+		if h.soaks, err = parseWaveSoaks(soaks); err != nil {
+			return h, err
+		}
+		h.reboots, err = parseReboot(reboot, len(h.soaks))
 		return h, err
-	}, "SELECT id, channel, state, opened_at, updated_at, manifest_hash, wave_soaks FROM rollouts")
+	}, "SELECT id, channel, state, opened_at, updated_at, manifest_hash, wave_soaks, reboot FROM rollouts")
 	if err != nil {
 		return nil, fmt.Errorf("store: load rollouts: %w", err)
 	}

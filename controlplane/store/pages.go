@@ -464,6 +464,7 @@ type frozenSummary struct {
 	Approvals       []reconciler.Approval    `json:"approvals,omitempty"`
 	FreezeBreak     *reconciler.FreezeBreak  `json:"freezeBreak,omitempty"`
 	Analyses        []reconciler.AnalysisRun `json:"analyses,omitempty"`
+	Reboot          *proto.Reboot            `json:"reboot,omitempty"`
 }
 
 // budgetSummary is a frozen budget without its hosts.
@@ -492,7 +493,7 @@ var summaryLeavesOut = []string{"edges", "hostWindows"}
 func (f frozenSummary) into(r *reconciler.Rollout) {
 	r.Waves, r.HealthGate, r.OnHealthFailure = f.Waves, f.HealthGate, f.OnHealthFailure
 	r.ComplianceMode, r.Frameworks, r.Windows = f.ComplianceMode, f.Frameworks, f.Windows
-	r.Approvals, r.FreezeBreak, r.Analyses = f.Approvals, f.FreezeBreak, f.Analyses
+	r.Approvals, r.FreezeBreak, r.Analyses, r.Reboot = f.Approvals, f.FreezeBreak, f.Analyses, f.Reboot
 	if f.Budgets != nil {
 		r.Budgets = make([]proto.RolloutBudget, len(f.Budgets))
 		for i, b := range f.Budgets {

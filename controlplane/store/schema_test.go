@@ -85,7 +85,7 @@ func TestSchemaStates(t *testing.T) {
 }
 
 var (
-	createTable = regexp.MustCompile(`(?s)CREATE TABLE (\w+) \((.*?)\n\)`)
+	tableChange = regexp.MustCompile(`(?s)CREATE TABLE (\w+) \((.*?)\n\)|DROP TABLE (\w+);|ALTER TABLE (\w+) RENAME TO (\w+);`)
 	column      = regexp.MustCompile(`^\s*([a-z_]+)\s+([A-Z]+)`)
 )
 
@@ -94,12 +94,23 @@ func columns(t *testing.T, scripts []string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for _, s := range scripts {
-		for _, m := range createTable.FindAllStringSubmatch(s, -1) {
-			for _, line := range strings.Split(m[2], "\n") {
-				if c := column.FindStringSubmatch(line); c != nil && c[1] != "" && c[2] != "KEY" && !strings.HasPrefix(strings.TrimSpace(line), "CONSTRAINT") &&
-					!strings.HasPrefix(strings.TrimSpace(line), "PRIMARY") {
-					out[m[1]] = append(out[m[1]], c[1]+" "+c[2])
+		// In the script's order: a table rebuilt under another name, the
+		// old one dropped and the new one renamed, is the old one again.
+		for _, m := range tableChange.FindAllStringSubmatch(s, -1) {
+			switch {
+			case m[1] != "":
+				out[m[1]] = nil
+				for _, line := range strings.Split(m[2], "\n") {
+					if c := column.FindStringSubmatch(line); c != nil && c[1] != "" && c[2] != "KEY" && !strings.HasPrefix(strings.TrimSpace(line), "CONSTRAINT") &&
+						!strings.HasPrefix(strings.TrimSpace(line), "PRIMARY") {
+						out[m[1]] = append(out[m[1]], c[1]+" "+c[2])
+					}
 				}
+			case m[3] != "":
+				delete(out, m[3])
+			case m[4] != "":
+				out[m[5]] = out[m[4]]
+				delete(out, m[4])
 			}
 		}
 	}

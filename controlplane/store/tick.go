@@ -462,8 +462,12 @@ func (tx *txn) applyRollouts(ctx context.Context, enc *encoder, known map[string
 // and a copy of the manifest its channel holds under the rollout's
 // manifest hash; that the channel holds none is an error.
 func (tx *txn) openRollout(ctx context.Context, enc *encoder, r *reconciler.Rollout, args []any) error {
-	args = append(args[:len(args):len(args)], waveSoaksText(r.Waves))
-	if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+", wave_soaks) VALUES ("+placeholders(len(args))+")", args...); err != nil {
+	reboot, err := rebootText(r)
+	if err != nil {
+		return err
+	}
+	args = append(args[:len(args):len(args)], waveSoaksText(r.Waves), reboot)
+	if _, err := tx.exec(ctx, "INSERT INTO rollouts ("+rolloutCols+", wave_soaks, reboot) VALUES ("+placeholders(len(args))+")", args...); err != nil {
 		return err
 	}
 	// The hosts still Pending follow in a second transaction (owed.go).

@@ -188,10 +188,11 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 	stableHash := m.release(f, fleetkit.Commit(4), "stable")[0].ManifestHash
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
 	h := func(name string, st rc.HostState) rc.RolloutHost { return craftedHost(name, st, t0) }
-	// The first rollout's one wave soaks 10 minutes: an assignment
-	// carries its wave's soak.
+	// The first rollout's one wave soaks 10 minutes and reboots staged
+	// hosts: an assignment carries its wave's soak and reboot step.
 	soaking := crafted("edge", fleetkit.Commit(1), rc.RolloutConverged, at(0), at(0), edgeHash, h("e1", rc.HostSoaking), h("e2", rc.HostConverged))
-	soaking.Waves = []rc.WaveSpec{{SoakMinutes: 10}}
+	soaking.Waves = []rc.WaveSpec{{SoakMinutes: 10, Reboot: true}}
+	soaking.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: 7, Kexec: true}
 	m.open(
 		// edge: an old converged rollout with a host still soaking (live),
 		// an old converged one (not live), the latest (live).
@@ -232,11 +233,14 @@ func testLiveAndAssignments(t *testing.T, s store.Store) {
 		// e3 and s4 are only in rollouts that are not live.
 	})
 	a := as["e2"]
-	if a.Channel != "edge" || a.RolloutState != rc.RolloutActive || a.ManifestHash != edgeHash || a.Soak != 0 {
+	if a.Channel != "edge" || a.RolloutState != rc.RolloutActive || a.ManifestHash != edgeHash || a.Soak != 0 || a.Reboot != (rc.RebootSpec{}) {
 		t.Errorf("assignment of e2: %+v", a)
 	}
 	if a := as["e1"]; a.Soak != 10*time.Minute || !a.SoakEnd().Equal(t0.Add(10*time.Minute)) {
 		t.Errorf("assignment of e1 soaks %s until %s, want 10m0s until %s", a.Soak, a.SoakEnd(), t0.Add(10*time.Minute))
+	}
+	if a, want := as["e1"], (rc.RebootSpec{Managed: true, Timeout: 7 * time.Minute, Kexec: true}); a.Reboot != want {
+		t.Errorf("assignment of e1 reboots %+v, want %+v", a.Reboot, want)
 	}
 
 	m.checkIn(true, "e2", "x1")

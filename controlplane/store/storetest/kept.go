@@ -286,7 +286,7 @@ func testKeptEqualsColdLoad(t *testing.T, s store.Store) {
 // they name (nil: in no live rollout), an early report's and then the
 // rest's. After a tick that wrote all it deferred, they must equal what
 // the store holds.
-// A host the tick dispatched to (Activating or RollingBack in a new
+// A host the tick dispatched to (Activating, RollingBack or Rebooting in a new
 // record) must come in the early report, when there is one.
 type reported struct {
 	assign map[string]rc.Assignment
@@ -309,7 +309,7 @@ func (h *reported) take(r store.TickReport) {
 		h.assign = map[string]rc.Assignment{}
 	}
 	for host, a := range r.Assignments {
-		if old, had := prev[host]; rest && a != nil && (a.Host.State == rc.HostActivating || a.Host.State == rc.HostRollingBack) &&
+		if old, had := prev[host]; rest && a != nil && (a.Host.State == rc.HostActivating || a.Host.State == rc.HostRollingBack || a.Host.State == rc.HostRebooting) &&
 			(!had || old.RolloutID != a.RolloutID || old.Host.State != a.Host.State || old.Host.Target != a.Host.Target) {
 			h.late = append(h.late, fmt.Sprintf("%s %s in %s", host, a.Host.State, a.RolloutID))
 		}
