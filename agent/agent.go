@@ -43,6 +43,10 @@ type Config struct {
 	StateDir string
 	// Exec acts on the host.
 	Exec Executor
+	// Loader is the host's boot loader, for reboots the control plane
+	// orders (nil: NoBootLoader, which refuses them). New sets
+	// Policy.BootLoader to its name.
+	Loader BootLoader
 	// Health gives probe results (nil: no probes, no failed units).
 	Health Health
 	// HealthChanged, when set, signals a change of the probe results:
@@ -102,6 +106,10 @@ func New(c Config) (*Agent, error) {
 	if c.Wait <= 0 {
 		c.Wait = 30 * time.Second
 	}
+	if c.Loader == nil {
+		c.Loader = NoBootLoader{}
+	}
+	c.BootLoader = c.Loader.Name()
 	if c.Wait > 60*time.Second {
 		c.Wait = 60 * time.Second
 	}
@@ -251,7 +259,8 @@ func (a *Agent) pace(pause time.Duration) time.Duration {
 	pause = max(pause, a.heldFor())
 	now := a.c.Now()
 	st := a.State()
-	if st.Phase == PhaseConfirming || st.Phase == PhaseActivating {
+	if st.Phase == PhaseConfirming || st.Phase == PhaseActivating || st.Phase == PhaseBootConfirming ||
+		st.Phase == PhaseRebooting {
 		deadline, _ := confirmBy(st.Target)
 		wake := deadline.Add(-confirmMargin)
 		if !wake.After(now) {
@@ -330,11 +339,14 @@ func (a *Agent) reportHealth(ctx context.Context) {
 // returns the answer.
 func (a *Agent) Checkin(ctx context.Context) (proto.CheckinResponse, error) {
 	probes, units := a.health()
+	bootID := a.c.Exec.BootID()
 	a.mu.Lock()
 	st := a.st
+	// A reboot ordered and not yet done leaves the target staged.
+	deferred := st.Phase == PhaseDeferred || st.Phase == PhaseRebooting && st.BootID == bootID
 	req := proto.CheckinRequest{Hostname: a.c.Hostname, Current: closureName(a.c.Exec.Current()),
-		Booted: closureName(a.c.Exec.Booted()), BootID: a.c.Exec.BootID(), Probes: probes, FailedUnits: units,
-		Compliance: []proto.ComplianceResult{}, Deferred: st.Phase == PhaseDeferred,
+		Booted: closureName(a.c.Exec.Booted()), BootID: bootID, Probes: probes, FailedUnits: units,
+		Compliance: []proto.ComplianceResult{}, Deferred: deferred,
 		Quarantine: st.activeQuarantine(a.c.Now()), Known: a.known, Wait: int(a.c.Wait / time.Second), StatusTag: a.tag}
 	if p := st.Prefetched; p != nil {
 		req.Prefetched = p.Closure
@@ -412,8 +424,11 @@ func (a *Agent) act(ctx context.Context, t *proto.Target) {
 		if counted {
 			a.writeMetrics()
 		}
-		if res.Retry || (step.Kind == StepConfirm || step.Kind == StepRollBack) && res.Err != nil && !res.Rejected {
+		if res.Retry || (step.Kind == StepConfirm || step.Kind == StepRollBack || step.Kind == StepMakeDefault) && res.Err != nil && !res.Rejected {
 			return // retried at the next check-in
+		}
+		if step.Kind == StepReboot {
+			return // the host goes down; or, failed, decided again at the next check-in
 		}
 	}
 	a.c.Log.Error("too many steps in one round; going on at the next check-in")
@@ -425,6 +440,7 @@ func (a *Agent) observe() Observation {
 	obs := a.obs
 	a.mu.Unlock()
 	obs.Current, obs.Booted, obs.Profile = a.c.Exec.Current(), a.c.Exec.Booted(), a.c.Exec.Profile()
+	obs.BootID = a.c.Exec.BootID()
 	return obs
 }
 
@@ -457,7 +473,7 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 	case StepActivate:
 		deadline, _ := confirmBy(st.Target)
 		a.crash("before-switch")
-		res := a.c.Exec.Activate(ctx, step.Path, deadline)
+		res := a.c.Exec.Activate(ctx, step.Path, deadline, st.Target.ManagedReboot)
 		if res.Err == nil && !res.Deferred {
 			a.crash("after-switch")
 		}
@@ -468,7 +484,16 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 	case StepConfirm:
 		return a.confirm(ctx, st)
 	case StepRollBack:
-		return a.c.Exec.SwitchTo(ctx, step.Path, a.c.Now().Add(rollbackWait))
+		bootID := a.c.Exec.BootID()
+		res := a.c.Exec.SwitchTo(ctx, step.Path, a.c.Now().Add(rollbackWait))
+		if res.Deferred {
+			res.BootID = bootID
+		}
+		return res
+	case StepReboot:
+		return a.reboot(ctx, st, step)
+	case StepMakeDefault:
+		return a.c.Exec.MakeDefault(ctx, step.Path)
 	}
 	return Result{Err: fmt.Errorf("agent: unknown step %q", step.Kind)}
 }
@@ -504,6 +529,49 @@ func (a *Agent) confirm(ctx context.Context, st State) Result {
 			return Result{Err: err, Code: codes.ConfirmFailed, Retry: true}
 		}
 	}
+}
+
+// reboot runs a StepReboot, decided and saved in st (rfcs/0008
+// §Reboots): once into the target's entry, or back into the previous
+// system, made the default entry again first. A once-only entry that was
+// set for a reboot that then failed is removed, so that no later reboot
+// boots it unordered.
+func (a *Agent) reboot(ctx context.Context, st State, step Step) Result {
+	fail := func(err error) Result {
+		code := codes.RebootFailed
+		if errors.Is(err, ErrBootLoaderUnsupported) {
+			code = codes.BootLoaderUnsupported
+		}
+		return Result{Err: err, Code: code}
+	}
+	if step.Once {
+		if err := a.c.Loader.BootOnce(ctx, step.Path); err != nil {
+			return fail(fmt.Errorf("booting once into %s: %w", step.Path, err))
+		}
+	} else {
+		if step.Path != "" {
+			if res := a.c.Exec.MakeDefault(ctx, step.Path); res.Err != nil {
+				return res
+			}
+		}
+		if err := a.c.Loader.ClearOnce(ctx); err != nil {
+			return fail(fmt.Errorf("clearing the once-only entry: %w", err))
+		}
+	}
+	a.crash("before-reboot")
+	if err := a.c.Loader.Reboot(ctx, step.Kexec); err != nil {
+		if step.Once {
+			if cerr := a.c.Loader.ClearOnce(ctx); cerr != nil {
+				a.c.Log.Warn("clearing the once-only entry after a failed reboot", "err", cerr)
+			}
+		}
+		return fail(fmt.Errorf("rebooting: %w", err))
+	}
+	a.mu.Lock()
+	a.obs.Rebooted = rebootMark(st)
+	a.mu.Unlock()
+	a.c.Log.Info("reboot ordered", "phase", st.Phase, "system", step.Path, "once", step.Once, "kexec", step.Kexec)
+	return Result{}
 }
 
 // rollbackWait bounds the wait for the previous system to come back.

@@ -111,8 +111,11 @@ func (w *world) Realise(context.Context, string) Result {
 	return Result{Err: errors.New("no realising here")}
 }
 
-func (w *world) Activate(context.Context, string, time.Time) Result {
+func (w *world) Activate(context.Context, string, time.Time, bool) Result {
 	return Result{Err: errors.New("no activating here")}
+}
+func (w *world) MakeDefault(context.Context, string) Result {
+	return Result{Err: errors.New("no boot entries here")}
 }
 func (w *world) Wait(context.Context, string, time.Time) Result { return Result{} }
 

@@ -20,6 +20,12 @@ type Observation struct {
 	// this process verified, and whose closure it realised ("" when none).
 	// They are not kept across restarts: both are done again.
 	Verified, Realised string
+	// BootID is the kernel's boot id ("" when unknown).
+	BootID string
+	// Rebooted marks the reboot this process ordered (rebootMark), ""
+	// when none: a reboot is ordered once per process and phase, and
+	// again after a restart on the same boot (rfcs/0008 §Reboots).
+	Rebooted string
 }
 
 // StepKind names what a step does.
@@ -48,6 +54,12 @@ const (
 	StepConfirm StepKind = "confirm"
 	// StepRollBack: set the profile back to Path and switch to it.
 	StepRollBack StepKind = "roll_back"
+	// StepReboot: reboot the host, once into Path's boot entry (Once),
+	// or into Path made the default entry again (rfcs/0008 §Reboots).
+	StepReboot StepKind = "reboot"
+	// StepMakeDefault: make Path, which the host booted once into and
+	// confirmed, the default boot entry.
+	StepMakeDefault StepKind = "make_default"
 )
 
 // Step is one thing the Agent does.
@@ -61,6 +73,10 @@ type Step struct {
 	Report *proto.ReportRequest
 	// Why says, for people, why this step.
 	Why string
+	// Once and Kexec, on a StepReboot: boot Path's entry once (else make
+	// Path the default entry and clear any once-only entry first), and
+	// load the kernel with kexec where the host can.
+	Once, Kexec bool
 }
 
 // Result is how a step ended.
@@ -69,8 +85,12 @@ type Result struct {
 	Err error
 	// Code is a stable code for a failure (rfcs/0008 §Decisions).
 	Code string
-	// Deferred: an activation staged the target for the next boot.
+	// Deferred: an activation staged the target for the next boot, or a
+	// rollback made the previous system the default boot entry.
 	Deferred bool
+	// BootID, on a Deferred rollback, is the boot id before the reboot
+	// into the previous system.
+	BootID string
 	// Rejected: the control plane refused the confirm (410).
 	Rejected bool
 	// Retry: a transient failure (the control plane or the network); the
@@ -87,6 +107,10 @@ type Policy struct {
 	// QuarantineFor is how long a failed closure is held back (default
 	// 1h).
 	QuarantineFor time.Duration
+	// BootLoader names the host's boot loader (BootLoader.Name): a reboot
+	// target is refused when it is "" or BootLoaderNone, which cannot
+	// boot once into an entry.
+	BootLoader string
 }
 
 // DefaultQuarantine is Policy.QuarantineFor's default.
@@ -105,6 +129,12 @@ func (p Policy) quarantineFor() time.Duration {
 		return p.QuarantineFor
 	}
 	return DefaultQuarantine
+}
+
+// canBootOnce reports whether the host's boot loader can boot once into
+// an entry.
+func (p Policy) canBootOnce() bool {
+	return p.BootLoader != "" && p.BootLoader != proto.BootLoaderNone
 }
 
 // report builds a report about a target.
@@ -174,15 +204,110 @@ func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy)
 		case obs.Booted == target:
 			next, err := st.finish(EvBooted, st.Target, now)
 			return saveStep(next, err, "booted into the staged target", nil)
-		case t != nil && t.Token != st.Target.Token:
+		case t == nil || t.Token == st.Target.Token || t.Token == st.Done:
+		case t.Kind == proto.TargetReboot:
+			return decideReboot(st, obs, t, now, p)
+		default:
 			// The control plane moved on: the staged entry stays until
 			// the next activation replaces it.
 			next, err := st.finish(EvReplaced, st.Target, now)
 			return saveStep(next, err, "a new target replaces the staged one", nil)
 		}
 		return Step{Kind: StepNone, Why: "waiting for a reboot into the staged target"}, nil
+	case PhaseRebooting, PhaseBootConfirming, PhaseMakingDefault, PhaseRebootingBack:
+		return decideRebooted(st, obs, now, p)
 	}
 	return decideIdle(st, obs, t, now, p)
+}
+
+// rebootMark is Observation.Rebooted once this process ordered the reboot
+// of st's phase.
+func rebootMark(st State) string { return string(st.Phase) + " " + st.Target.Token }
+
+// decideReboot: a reboot target while a target is staged (rfcs/0008
+// §Reboots). The state, with the boot id, is saved before the reboot is
+// ordered; a target that is not for the staged closure, or a loader that
+// cannot boot once into an entry, is refused and the host keeps its boot.
+func decideReboot(st State, obs Observation, t *proto.Target, now time.Time, p Policy) (Step, error) {
+	if deadline, ok := confirmBy(t); !ok || !now.Before(deadline) {
+		return Step{Kind: StepNone, Why: "the reboot's boot deadline has passed; waiting for a fresh one"}, nil
+	}
+	refuse := func(code, detail string) (Step, error) {
+		next, err := st.move(EvDone, now)
+		next.Done = t.Token
+		return saveStep(next, err, "refused a reboot", p.report(t, proto.ReportBootFailed, code, detail, now))
+	}
+	switch {
+	case t.Closure != st.Target.Closure:
+		return refuse(codes.RebootFailed, fmt.Sprintf("%s is not the staged target %s", t.Closure, st.Target.Closure))
+	case !p.canBootOnce():
+		return refuse(codes.BootLoaderUnsupported, fmt.Sprintf("boot loader %q cannot boot once into an entry", p.BootLoader))
+	}
+	next, err := st.move(EvRebootOrdered, now)
+	next.Target, next.BootID = t, obs.BootID
+	return saveStep(next, err, "the control plane orders a reboot into the staged target", nil)
+}
+
+// decideRebooted: the phases of a reboot. A new boot is told from the
+// boot id saved before the reboot; the boot into the target from
+// /run/booted-system.
+func decideRebooted(st State, obs Observation, now time.Time, p Policy) (Step, error) {
+	target := p.storePath(st.Target.Closure)
+	deadline, _ := confirmBy(st.Target)
+	newBoot := obs.BootID != st.BootID
+	switch st.Phase {
+	case PhaseRebooting:
+		switch {
+		case obs.Booted == target:
+			next, err := st.move(EvBooted, now)
+			next.BootID = obs.BootID
+			return saveStep(next, err, "booted once into the target", nil)
+		case newBoot:
+			next, err := st.finish(EvFellBack, st.Target, now)
+			next.quarantine(st.Target.Closure, now.Add(p.quarantineFor()), now)
+			return saveStep(next, err, "the host came up on its previous default entry",
+				p.report(st.Target, proto.ReportBootFailed, codes.BootFellBack,
+					fmt.Sprintf("booted %s, not %s", path.Base(obs.Booted), st.Target.Closure), now))
+		case !now.Before(deadline):
+			next, err := st.move(EvRebootFailed, now)
+			next.BootID = ""
+			return saveStep(next, err, "the host did not reboot by the boot deadline",
+				p.report(st.Target, proto.ReportBootFailed, codes.RebootFailed, "the host did not reboot by confirmBy", now))
+		case obs.Rebooted == rebootMark(st):
+			return Step{Kind: StepNone, Why: "waiting for the reboot"}, nil
+		}
+		return Step{Kind: StepReboot, Path: target, Once: true, Kexec: st.Target.Kexec, Why: "reboot once into the target"}, nil
+	case PhaseBootConfirming:
+		if !now.Before(deadline) {
+			next, err := st.rollingBack(EvDeadline, codes.ConfirmTimeout, now)
+			return saveStep(next, err, "no confirm before the deadline", nil)
+		}
+		return Step{Kind: StepConfirm, Path: target, Why: "confirm the boot"}, nil
+	case PhaseMakingDefault:
+		return Step{Kind: StepMakeDefault, Path: target, Why: "make the confirmed target the default boot entry"}, nil
+	}
+	// PhaseRebootingBack.
+	switch {
+	case newBoot && obs.Booted == st.Previous:
+		next, err := st.finish(EvRolledBack, st.Target, now)
+		if st.Target.Kind != proto.TargetRollback {
+			next.quarantine(st.Target.Closure, now.Add(p.quarantineFor()), now)
+		}
+		return saveStep(next, err, "rebooted back", p.report(st.Target, proto.ReportRolledBack, st.Why,
+			fmt.Sprintf("rebooted back into %s", path.Base(st.Previous)), now))
+	case newBoot:
+		next, err := st.finish(EvFellBack, st.Target, now)
+		if st.Target.Kind != proto.TargetRollback {
+			next.quarantine(st.Target.Closure, now.Add(p.quarantineFor()), now)
+		}
+		return saveStep(next, err, "the host came up on another system than the previous one",
+			p.report(st.Target, proto.ReportBootFailed, codes.BootFellBack,
+				fmt.Sprintf("%s: booted %s, not the previous %s", st.Why, path.Base(obs.Booted), path.Base(st.Previous)), now))
+	case obs.Rebooted == rebootMark(st):
+		return Step{Kind: StepNone, Why: "waiting for the reboot back"}, nil
+	}
+	// No deadline: a host never stays on a system it could not confirm.
+	return Step{Kind: StepReboot, Path: st.Previous, Why: "reboot back into the previous system: " + st.Why}, nil
 }
 
 // decideIdle: a new target, or nothing.
@@ -211,6 +336,14 @@ func decideIdle(st State, obs Observation, t *proto.Target, now time.Time, p Pol
 		next, err := st.move(EvRollbackRequested, now)
 		next.Target, next.Previous, next.Why = t, target, codes.RollbackRequested
 		return saveStep(next, err, "the control plane asks for a rollback", nil)
+	}
+	if t.Kind == proto.TargetReboot {
+		next, err := st.finish(EvDone, t, now)
+		if obs.Current == target {
+			return saveStep(next, err, "already on the reboot's target", nil)
+		}
+		return saveStep(next, err, "refused a reboot: nothing is staged",
+			p.report(t, proto.ReportBootFailed, codes.RebootFailed, fmt.Sprintf("%s is not staged here", t.Closure), now))
 	}
 	if t.Kind != proto.TargetDispatch {
 		next, err := st.finish(EvDone, t, now)
@@ -295,6 +428,9 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 		}
 		return next, nil, nil
 	case StepConfirm:
+		if st.Phase == PhaseBootConfirming {
+			return applyBootConfirm(st, res, now)
+		}
 		switch {
 		case res.Err == nil:
 			next, err := st.finish(EvConfirmed, st.Target, now)
@@ -311,11 +447,67 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 			return next, nil, nil
 		}
 		return st, nil, nil // retried until the deadline
+	case StepReboot:
+		if res.Err == nil || st.Phase != PhaseRebooting {
+			// Ordered; or a reboot back that failed, tried again at the
+			// next check-in.
+			return st, nil, nil
+		}
+		code := res.Code
+		if code == "" {
+			code = codes.RebootFailed
+		}
+		next, err := st.move(EvRebootFailed, now)
+		if err != nil {
+			return st, nil, err
+		}
+		next.BootID = ""
+		return next, p.report(st.Target, proto.ReportBootFailed, code, res.Err.Error(), now), nil
+	case StepMakeDefault:
+		if res.Err != nil {
+			return st, nil, nil // tried again at the next check-in
+		}
+		next, err := st.finish(EvMadeDefault, st.Target, now)
+		if err != nil {
+			return st, nil, err
+		}
+		next.remember(p.storePath(st.Target.Closure))
+		return next, nil, nil
+	}
+	if step.Kind == StepRollBack && res.Err == nil && res.Deferred {
+		// A switch inhibitor changes: the host reboots back.
+		next, err := st.move(EvStaged, now)
+		if err != nil {
+			return st, nil, err
+		}
+		next.BootID = res.BootID
+		return next, nil, nil
 	}
 	// StepRollBack changes no state: Decide sees the host back on the
 	// previous system, or, when the rollback failed too, tries again at
 	// the next check-in (the control plane sees the host on neither).
 	return st, nil, nil
+}
+
+// applyBootConfirm folds in the confirm of a boot into the target: the
+// target becomes the default entry once the control plane accepted it;
+// refused, the host reboots back into its default entry.
+func applyBootConfirm(st State, res Result, now time.Time) (State, *proto.ReportRequest, error) {
+	switch {
+	case res.Err == nil:
+		next, err := st.move(EvConfirmed, now)
+		if err != nil {
+			return st, nil, err
+		}
+		return next, nil, nil
+	case res.Rejected:
+		next, err := st.rollingBack(EvConfirmRejected, codes.ConfirmRejected, now)
+		if err != nil {
+			return st, nil, err
+		}
+		return next, nil, nil
+	}
+	return st, nil, nil // retried until the deadline
 }
 
 // refusal is the report and state after a target failed verification or

@@ -25,6 +25,12 @@
 //     rooted in the state directory, report it in every check-in, drop it
 //     when no answer names it (prefetch.go, rfcs/0008 §Prefetch).
 //
+// A target that needs a reboot is staged for the next boot; when the
+// control plane orders the reboot (rfcs/0008 §Reboots), the agent boots
+// once into it through the BootLoader seam (boot.go: systemd-boot, GRUB),
+// confirms from the new boot, and only then makes it the default entry; a
+// boot it cannot confirm is left by a reboot into the default entry.
+//
 // With Config.MetricsFile, the loop also writes its Metrics there, a
 // node-exporter textfile replaced atomically, after each check-in attempt,
 // activation outcome and ended prefetch (metrics.go, rfcs/0008 §Metrics).

@@ -14,8 +14,9 @@ import (
 //
 // NIXFLEET_AGENT_TEST_CRASH_AT names the point where the agent kills
 // itself with SIGKILL: "before-switch" (after the breadcrumb, before the
-// profile is set) or "after-switch" (the host runs the target, nothing
-// recorded yet).
+// profile is set), "after-switch" (the host runs the target, nothing
+// recorded yet) or "before-reboot" (a reboot the control plane ordered is
+// recorded, the once-only entry set, the reboot not ordered).
 var crashAt = os.Getenv("NIXFLEET_AGENT_TEST_CRASH_AT")
 
 // crash kills the process when at is the point the environment names.

@@ -30,7 +30,7 @@ type Metrics struct {
 // outcomes label nixfleet_agent_activations_total: what the control plane
 // records of an activation, from the agent's reports and its confirm.
 var outcomes = []string{proto.OutcomeStarted, proto.OutcomeConfirmed, proto.OutcomeFailed,
-	proto.OutcomeDeferred, proto.OutcomeRolledBack, proto.OutcomeManifestRejected}
+	proto.OutcomeDeferred, proto.OutcomeRolledBack, proto.OutcomeManifestRejected, proto.OutcomeBootFailed}
 
 // The result label of nixfleet_agent_prefetches_total.
 const (
@@ -55,7 +55,7 @@ func NewMetrics(path string) *Metrics {
 		Name: "nixfleet_agent_checkin_failures_total", Help: "Check-ins that failed: no answer, or an error (a 429 included).",
 	})
 	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nixfleet_agent_activations_total", Help: "Activation outcomes, as the control plane records them: started, confirmed, failed, deferred, rolled_back, manifest_rejected.",
+		Name: "nixfleet_agent_activations_total", Help: "Activation outcomes, as the control plane records them: started, confirmed, failed, deferred, rolled_back, manifest_rejected, boot_failed.",
 	}, []string{"outcome"})
 	m.rollbacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nixfleet_agent_rollbacks_total", Help: "Rollbacks the agent began: a failed or unconfirmed switch, or one the control plane asked for.",

@@ -67,7 +67,7 @@ func zeroMetrics(current, booted, target string) map[string]float64 {
 		"nixfleet_agent_checkin_failures_total":                                                     0,
 		"nixfleet_agent_rollbacks_total":                                                            0,
 	}
-	for _, o := range []string{"started", "confirmed", "failed", "deferred", "rolled_back", "manifest_rejected"} {
+	for _, o := range []string{"started", "confirmed", "failed", "deferred", "rolled_back", "manifest_rejected", "boot_failed"} {
 		m[`nixfleet_agent_activations_total{outcome="`+o+`"}`] = 0
 	}
 	for _, r := range []string{"fetched", "failed", "cancelled"} {

@@ -8,7 +8,6 @@ import (
 	"github.com/nixfleet/nixfleet/codes"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,10 +31,17 @@ type Executor interface {
 	// Activate sets the profile to path and switches to it (or stages it
 	// for the next boot, Result.Deferred, when a switch inhibitor
 	// changes), then waits until the host runs it, at most until
-	// deadline.
-	Activate(ctx context.Context, path string, deadline time.Time) Result
-	// SwitchTo sets the profile to path and switches to it, always live:
-	// a rollback.
+	// deadline. With keepDefault, a staged path gets a boot entry that
+	// is not the default: the profile and the default entry stay on the
+	// system they were (a managed reboot, rfcs/0008 §Reboots).
+	Activate(ctx context.Context, path string, deadline time.Time, keepDefault bool) Result
+	// MakeDefault sets the profile to path and makes it the default boot
+	// entry (switch-to-configuration boot), without switching.
+	MakeDefault(ctx context.Context, path string) Result
+	// SwitchTo sets the profile to path and switches to it: a rollback.
+	// When a switch inhibitor changes (the host booted into a target with
+	// another kernel), it makes path the default boot entry instead,
+	// Result.Deferred, and the agent reboots into it.
 	SwitchTo(ctx context.Context, path string, deadline time.Time) Result
 	// Wait waits until the host runs path, at most until deadline.
 	Wait(ctx context.Context, path string, deadline time.Time) Result
@@ -123,18 +129,13 @@ func (n *NixExecutor) BootID() string {
 	return strings.TrimSpace(string(b))
 }
 
+// commandWaitDelay bounds the wait for a killed command's output.
+const commandWaitDelay = 5 * time.Second
+
 // run runs a command and returns its stdout; an error carries the last
 // lines of stderr.
 func (n *NixExecutor) run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), n.c.Env...)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, tail(stderr.String(), 600))
-	}
-	return stdout.String(), nil
+	return runCommand(ctx, n.c.Env, name, args...)
 }
 
 func tail(s string, n int) string {
@@ -275,8 +276,11 @@ func (n *NixExecutor) switchCmd(ctx context.Context, path, action string) error 
 	return err
 }
 
-func (n *NixExecutor) Activate(ctx context.Context, path string, deadline time.Time) Result {
+func (n *NixExecutor) Activate(ctx context.Context, path string, deadline time.Time, keepDefault bool) Result {
 	changed := changedInhibitors(n.Current(), path)
+	if len(changed) > 0 && keepDefault && n.Profile() != "" {
+		return n.stageNotDefault(ctx, path)
+	}
 	if err := n.setProfile(ctx, path); err != nil {
 		return Result{Err: err, Code: codes.ProfileFailed}
 	}
@@ -292,9 +296,65 @@ func (n *NixExecutor) Activate(ctx context.Context, path string, deadline time.T
 	return n.Wait(ctx, path, deadline)
 }
 
-func (n *NixExecutor) SwitchTo(ctx context.Context, path string, deadline time.Time) Result {
+// stageNotDefault gives path a boot entry that is not the default: the
+// profile gets a generation of path (nix-env --set), is set back to the
+// generation it was on (--switch-generation), and that generation's
+// system installs the boot loader again (switch-to-configuration boot),
+// which writes an entry for every generation and keeps its own the
+// default. Each command can be run again: a restart stages once more.
+func (n *NixExecutor) stageNotDefault(ctx context.Context, path string) Result {
+	def := n.Profile()
+	gen, err := n.generation()
+	if err != nil {
+		return Result{Err: err, Code: codes.ProfileFailed}
+	}
 	if err := n.setProfile(ctx, path); err != nil {
 		return Result{Err: err, Code: codes.ProfileFailed}
+	}
+	if _, err := n.run(ctx, "nix-env", "--profile", n.c.Profile, "--switch-generation", strconv.Itoa(gen)); err != nil {
+		return Result{Err: err, Code: codes.ProfileFailed}
+	}
+	if err := n.switchCmd(ctx, def, "boot"); err != nil {
+		return Result{Err: err, Code: codes.BootFailed}
+	}
+	return Result{Deferred: true}
+}
+
+// generation is the number of the profile's generation (its link names
+// <profile>-<n>-link).
+func (n *NixExecutor) generation() (int, error) {
+	link, err := os.Readlink(n.c.Profile)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(link), filepath.Base(n.c.Profile)+"-"), "-link")
+	g, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("the profile %s links to %s, not a generation", n.c.Profile, link)
+	}
+	return g, nil
+}
+
+func (n *NixExecutor) MakeDefault(ctx context.Context, path string) Result {
+	if err := n.setProfile(ctx, path); err != nil {
+		return Result{Err: err, Code: codes.ProfileFailed}
+	}
+	if err := n.switchCmd(ctx, path, "boot"); err != nil {
+		return Result{Err: err, Code: codes.BootFailed}
+	}
+	return Result{}
+}
+
+func (n *NixExecutor) SwitchTo(ctx context.Context, path string, deadline time.Time) Result {
+	changed := changedInhibitors(n.Current(), path)
+	if err := n.setProfile(ctx, path); err != nil {
+		return Result{Err: err, Code: codes.ProfileFailed}
+	}
+	if len(changed) > 0 {
+		if err := n.switchCmd(ctx, path, "boot"); err != nil {
+			return Result{Err: err, Code: codes.BootFailed}
+		}
+		return Result{Deferred: true}
 	}
 	if err := n.switchCmd(ctx, path, "switch"); err != nil {
 		return Result{Err: err, Code: codes.SwitchFailed}

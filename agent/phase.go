@@ -26,12 +26,27 @@ const (
 	// PhaseRollingBack: returning to State.Previous; written before the
 	// profile is set back.
 	PhaseRollingBack Phase = "rolling_back"
-	// PhaseDeferred: the target is the boot entry; it runs after a reboot.
+	// PhaseDeferred: the target is staged for the next boot: the default
+	// boot entry, or, for a managed reboot, an entry that is not.
 	PhaseDeferred Phase = "deferred"
+	// PhaseRebooting: the control plane ordered a reboot once into the
+	// staged target (rfcs/0008 §Reboots); written, with the boot id,
+	// before the once-only entry is set and the host reboots.
+	PhaseRebooting Phase = "rebooting"
+	// PhaseBootConfirming: the host booted once into the target; the
+	// confirm is due. The default boot entry is still State.Previous.
+	PhaseBootConfirming Phase = "boot_confirming"
+	// PhaseMakingDefault: the control plane accepted the confirm; the
+	// target becomes the default boot entry.
+	PhaseMakingDefault Phase = "making_default"
+	// PhaseRebootingBack: returning to State.Previous, the default boot
+	// entry, by a reboot; written, with the boot id, before it.
+	PhaseRebootingBack Phase = "rebooting_back"
 )
 
 // Phases lists every phase, in the order of the RFC's table.
-var Phases = []Phase{PhaseIdle, PhaseActivating, PhaseConfirming, PhaseRollingBack, PhaseDeferred}
+var Phases = []Phase{PhaseIdle, PhaseActivating, PhaseConfirming, PhaseRollingBack, PhaseDeferred,
+	PhaseRebooting, PhaseBootConfirming, PhaseMakingDefault, PhaseRebootingBack}
 
 // Event is something that moves the agent from one phase to another.
 type Event string
@@ -41,7 +56,7 @@ const (
 	// EvDone: a target is finished without a change to the host: its
 	// manifest refused, its closure not realised, quarantined, of an
 	// unknown kind, or a rollback to a system the host never ran or
-	// already runs.
+	// already runs; while a target is staged, a reboot target refused.
 	EvDone Event = "done"
 	// EvActivate: a dispatched target is verified and realised; the
 	// activation starts.
@@ -55,7 +70,9 @@ const (
 	// EvRollbackRequested: the control plane asks for a rollback to a
 	// system the host ran.
 	EvRollbackRequested Event = "rollback_requested"
-	// EvStaged: a switch inhibitor changes; the target is the boot entry.
+	// EvStaged: a switch inhibitor changes; the target is the boot entry
+	// (in a rollback: the previous system is the default entry, and the
+	// host reboots into it).
 	EvStaged Event = "staged"
 	// EvSwitchFailed: setting the profile, the switch or the wait for it
 	// failed.
@@ -75,6 +92,18 @@ const (
 	EvNoPrevious Event = "no_previous"
 	// EvBooted: the host booted into the staged target.
 	EvBooted Event = "booted"
+	// EvRebootOrdered: a reboot target for the staged closure; the
+	// reboot once into it starts.
+	EvRebootOrdered Event = "reboot_ordered"
+	// EvRebootFailed: the once-only entry or the reboot could not be
+	// ordered, or the host did not reboot by confirmBy; the target stays
+	// staged.
+	EvRebootFailed Event = "reboot_failed"
+	// EvFellBack: the host rebooted, and came up on another system than
+	// the one the reboot was for.
+	EvFellBack Event = "fell_back"
+	// EvMadeDefault: the confirmed target is the default boot entry.
+	EvMadeDefault Event = "made_default"
 	// EvReplaced: the control plane sends a new target while one is
 	// staged; the staged entry stays until an activation replaces it.
 	EvReplaced Event = "replaced"
@@ -82,7 +111,8 @@ const (
 
 // Events lists every event.
 var Events = []Event{EvDone, EvActivate, EvAlreadyRunning, EvRunning, EvRollbackRequested, EvStaged, EvSwitchFailed,
-	EvDeadline, EvConfirmed, EvConfirmRejected, EvRolledBack, EvNoPrevious, EvBooted, EvReplaced}
+	EvDeadline, EvConfirmed, EvConfirmRejected, EvRolledBack, EvNoPrevious, EvBooted, EvReplaced,
+	EvRebootOrdered, EvRebootFailed, EvFellBack, EvMadeDefault}
 
 type phaseMove struct {
 	from Phase
@@ -92,21 +122,33 @@ type phaseMove struct {
 // phaseTable is the whole phase machine: every legal move. rfcs/0008
 // §Phases draws it.
 var phaseTable = map[phaseMove]Phase{
-	{PhaseIdle, EvDone}:                  PhaseIdle,
-	{PhaseIdle, EvActivate}:              PhaseActivating,
-	{PhaseIdle, EvAlreadyRunning}:        PhaseConfirming,
-	{PhaseIdle, EvRollbackRequested}:     PhaseRollingBack,
-	{PhaseActivating, EvRunning}:         PhaseConfirming,
-	{PhaseActivating, EvStaged}:          PhaseDeferred,
-	{PhaseActivating, EvSwitchFailed}:    PhaseRollingBack,
-	{PhaseActivating, EvDeadline}:        PhaseRollingBack,
-	{PhaseConfirming, EvConfirmed}:       PhaseIdle,
-	{PhaseConfirming, EvConfirmRejected}: PhaseRollingBack,
-	{PhaseConfirming, EvDeadline}:        PhaseRollingBack,
-	{PhaseRollingBack, EvRolledBack}:     PhaseIdle,
-	{PhaseRollingBack, EvNoPrevious}:     PhaseIdle,
-	{PhaseDeferred, EvBooted}:            PhaseIdle,
-	{PhaseDeferred, EvReplaced}:          PhaseIdle,
+	{PhaseIdle, EvDone}:                      PhaseIdle,
+	{PhaseIdle, EvActivate}:                  PhaseActivating,
+	{PhaseIdle, EvAlreadyRunning}:            PhaseConfirming,
+	{PhaseIdle, EvRollbackRequested}:         PhaseRollingBack,
+	{PhaseActivating, EvRunning}:             PhaseConfirming,
+	{PhaseActivating, EvStaged}:              PhaseDeferred,
+	{PhaseActivating, EvSwitchFailed}:        PhaseRollingBack,
+	{PhaseActivating, EvDeadline}:            PhaseRollingBack,
+	{PhaseConfirming, EvConfirmed}:           PhaseIdle,
+	{PhaseConfirming, EvConfirmRejected}:     PhaseRollingBack,
+	{PhaseConfirming, EvDeadline}:            PhaseRollingBack,
+	{PhaseRollingBack, EvRolledBack}:         PhaseIdle,
+	{PhaseRollingBack, EvNoPrevious}:         PhaseIdle,
+	{PhaseRollingBack, EvStaged}:             PhaseRebootingBack,
+	{PhaseDeferred, EvBooted}:                PhaseIdle,
+	{PhaseDeferred, EvReplaced}:              PhaseIdle,
+	{PhaseDeferred, EvDone}:                  PhaseDeferred,
+	{PhaseDeferred, EvRebootOrdered}:         PhaseRebooting,
+	{PhaseRebooting, EvBooted}:               PhaseBootConfirming,
+	{PhaseRebooting, EvFellBack}:             PhaseIdle,
+	{PhaseRebooting, EvRebootFailed}:         PhaseDeferred,
+	{PhaseBootConfirming, EvConfirmed}:       PhaseMakingDefault,
+	{PhaseBootConfirming, EvConfirmRejected}: PhaseRebootingBack,
+	{PhaseBootConfirming, EvDeadline}:        PhaseRebootingBack,
+	{PhaseMakingDefault, EvMadeDefault}:      PhaseIdle,
+	{PhaseRebootingBack, EvRolledBack}:       PhaseIdle,
+	{PhaseRebootingBack, EvFellBack}:         PhaseIdle,
 }
 
 // Next applies ev to p, or refuses with ErrIllegalTransition.

@@ -15,8 +15,13 @@ func TestPhaseMachine(t *testing.T) {
 		PhaseIdle:        {EvDone: PhaseIdle, EvActivate: PhaseActivating, EvAlreadyRunning: PhaseConfirming, EvRollbackRequested: PhaseRollingBack},
 		PhaseActivating:  {EvRunning: PhaseConfirming, EvStaged: PhaseDeferred, EvSwitchFailed: PhaseRollingBack, EvDeadline: PhaseRollingBack},
 		PhaseConfirming:  {EvConfirmed: PhaseIdle, EvConfirmRejected: PhaseRollingBack, EvDeadline: PhaseRollingBack},
-		PhaseRollingBack: {EvRolledBack: PhaseIdle, EvNoPrevious: PhaseIdle},
-		PhaseDeferred:    {EvBooted: PhaseIdle, EvReplaced: PhaseIdle},
+		PhaseRollingBack: {EvRolledBack: PhaseIdle, EvNoPrevious: PhaseIdle, EvStaged: PhaseRebootingBack},
+		PhaseDeferred:    {EvBooted: PhaseIdle, EvReplaced: PhaseIdle, EvDone: PhaseDeferred, EvRebootOrdered: PhaseRebooting},
+		PhaseRebooting:   {EvBooted: PhaseBootConfirming, EvFellBack: PhaseIdle, EvRebootFailed: PhaseDeferred},
+		PhaseBootConfirming: {EvConfirmed: PhaseMakingDefault, EvConfirmRejected: PhaseRebootingBack,
+			EvDeadline: PhaseRebootingBack},
+		PhaseMakingDefault: {EvMadeDefault: PhaseIdle},
+		PhaseRebootingBack: {EvRolledBack: PhaseIdle, EvFellBack: PhaseIdle},
 	}
 	if len(legal) != len(Phases) {
 		t.Fatalf("the test lists %d phases, the package %d", len(legal), len(Phases))

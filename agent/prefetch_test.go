@@ -231,7 +231,8 @@ func (w *pfWorld) Realise(context.Context, string) Result {
 	}
 	return Result{Err: errors.New("no realising here")}
 }
-func (w *pfWorld) Activate(_ context.Context, path string, _ time.Time) Result {
+func (w *pfWorld) MakeDefault(context.Context, string) Result { return Result{} }
+func (w *pfWorld) Activate(_ context.Context, path string, _ time.Time, _ bool) Result {
 	switch {
 	case !w.switches:
 		return Result{Err: errors.New("no activating here")}

@@ -24,6 +24,11 @@ type State struct {
 	Since time.Time `json:"since"`
 	// Why is the reason of a rollback in progress (a stable code).
 	Why string `json:"why,omitempty"`
+	// BootID is the kernel's boot id when the phase began, in the phases
+	// of a reboot (rfcs/0008 §Reboots): in rebooting and rebooting_back,
+	// the boot before the reboot; in boot_confirming, the boot into the
+	// target.
+	BootID string `json:"bootId,omitempty"`
 	// Done is the token of the last activation the agent finished
 	// (confirmed, refused, failed or rolled back): a target with this
 	// token is not acted on again.
@@ -65,7 +70,7 @@ func (s State) finish(ev Event, t *proto.Target, now time.Time) (State, error) {
 	if err != nil {
 		return s, err
 	}
-	next.Target, next.Previous, next.Why = nil, "", ""
+	next.Target, next.Previous, next.Why, next.BootID = nil, "", "", ""
 	if t != nil && t.Token != "" {
 		next.Done = t.Token
 	}
@@ -174,7 +179,8 @@ func LoadState(dir string) (State, error) {
 	}
 	switch s.Phase {
 	case PhaseIdle:
-	case PhaseActivating, PhaseConfirming, PhaseRollingBack, PhaseDeferred:
+	case PhaseActivating, PhaseConfirming, PhaseRollingBack, PhaseDeferred,
+		PhaseRebooting, PhaseBootConfirming, PhaseMakingDefault, PhaseRebootingBack:
 		if s.Target == nil {
 			return State{}, fmt.Errorf("agent: %s: phase %s without a target", filepath.Join(dir, stateFile), s.Phase)
 		}

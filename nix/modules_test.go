@@ -516,7 +516,7 @@ func TestAgentModule(t *testing.T) {
 		"substituter": []any{"https://cache.example.org", "https://cache2.example.org"},
 		"wait":        "20s", "quarantine": "2h", "log-level": "debug", "log-format": "text",
 		"metrics-file":   "/var/lib/prometheus-node-exporter-text-files/nixfleet-agent.prom",
-		"current-system": "/run/current-system",
+		"current-system": "/run/current-system", "boot-loader": "none",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the --config file (-want +got):\n%s", diff)
@@ -584,10 +584,23 @@ func TestAgentModuleDefaults(t *testing.T) {
 	want := map[string]any{
 		"cp": "https://cp.example.org:8443", "hostname": "db-01", "host-key": "/etc/ssh/ssh_host_ed25519_key",
 		"trust": "/etc/nixfleet/trust.json", "probes": "/etc/nixfleet/probes.json", "state-dir": "/var/lib/nixfleet-agent",
-		"substituter": []any{}, "wait": "30s", "log-level": "info", "log-format": "json",
+		"substituter": []any{}, "wait": "30s", "log-level": "info", "log-format": "json", "boot-loader": "none",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the --config file (-want +got):\n%s", diff)
+	}
+	// The boot loader follows boot.loader (rfcs/0008 §Reboots).
+	for loader, enabled := range map[string][]string{"systemd-boot": {"systemd-boot", "grub"}, "grub": {"grub"}} {
+		c := maps.Clone(config)
+		l := map[string]any{}
+		for _, name := range enabled {
+			l[name] = map[string]any{"enable": true}
+		}
+		c["boot"] = map[string]any{"loader": l}
+		e := evalModule(t, "agent.nix", with(map[string]any{"trustFile": "/etc/nixfleet/trust.json"}), c)
+		if _, got, _ := configFile(t, e, e.unit(t, "nixfleet-agent"), agentBin, "", t.TempDir()); got["boot-loader"] != loader {
+			t.Errorf("with boot.loader %v enabled, boot-loader is %v, want %s", enabled, got["boot-loader"], loader)
+		}
 	}
 	if len(e.Warnings) != 1 || !strings.Contains(e.Warnings[0], "services.openssh is disabled") {
 		t.Errorf("warnings %q, want one about OpenSSH", e.Warnings)

@@ -35,6 +35,12 @@ type liar struct {
 	Checkin func(*proto.CheckinResponse)
 	// Confirm may change a confirm before it is forwarded.
 	Confirm func(*proto.ConfirmRequest)
+	// CheckinFor, like Checkin, may change a check-in's answer, knowing
+	// the request.
+	CheckinFor func(proto.CheckinRequest, *proto.CheckinResponse)
+	// Answer may answer a request itself, unforwarded: ok, with the
+	// status and the JSON of the answer.
+	Answer func(path string, body []byte) (status int, answer any, ok bool)
 }
 
 // serve starts the liar on the world's network (or loopback) and returns
@@ -58,6 +64,14 @@ func (l liar) serve(w *realfleet.Fleet, key ed25519.PrivateKey) string {
 			http.Error(rw, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if l.Answer != nil {
+			if status, answer, ok := l.Answer(r.URL.Path, body); ok {
+				rw.Header().Set("Content-Type", "application/json")
+				rw.WriteHeader(status)
+				_ = json.NewEncoder(rw).Encode(answer)
+				return
+			}
+		}
 		if r.URL.Path == "/v1/agent/confirm" && l.Confirm != nil {
 			body = rewrite(t, body, l.Confirm)
 		}
@@ -80,6 +94,13 @@ func (l liar) serve(w *realfleet.Fleet, key ed25519.PrivateKey) string {
 		}
 		if r.URL.Path == "/v1/agent/checkin" && resp.StatusCode == http.StatusOK && l.Checkin != nil {
 			out = rewrite(t, out, l.Checkin)
+		}
+		if r.URL.Path == "/v1/agent/checkin" && resp.StatusCode == http.StatusOK && l.CheckinFor != nil {
+			var req proto.CheckinRequest
+			if err := json.Unmarshal(body, &req); err != nil {
+				t.Errorf("liar: %v", err)
+			}
+			out = rewrite(t, out, func(resp *proto.CheckinResponse) { l.CheckinFor(req, resp) })
 		}
 		for k, v := range resp.Header {
 			if k != "Content-Length" {

@@ -67,6 +67,11 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "store-dir", Value: "/nix/store", EnvVars: env("store-dir")},
 			&cli.StringFlag{Name: "current-system", Value: "/run/current-system", EnvVars: env("current-system")},
 			&cli.StringFlag{Name: "booted-system", Value: "/run/booted-system", EnvVars: env("booted-system")},
+			&cli.StringFlag{Name: "boot-id-file", Value: "/proc/sys/kernel/random/boot_id", EnvVars: env("boot-id-file"),
+				Usage: "`FILE` holding the kernel's boot id, which tells a reboot"},
+			&cli.StringFlag{Name: "boot-loader", Value: "auto", EnvVars: env("boot-loader"),
+				Usage: "`LOADER` for reboots the control plane orders: systemd-boot, grub, none (refuse them) or auto (systemd-boot " +
+					"on EFI when bootctl is-installed, else grub when /boot/grub/grub.cfg exists, else none)"},
 			&cli.StringFlag{Name: "detach", Value: "systemd-run --collect --quiet --wait --unit=nixfleet-switch-{n} --", EnvVars: env("detach"),
 				Usage: "`COMMAND` prefix that runs the switch outside the agent; \"\" runs it as a child"},
 			&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, EnvVars: env("wait"), Usage: "long-poll of a check-in"},
@@ -130,11 +135,15 @@ func runAgent(c *cli.Context) error {
 		return err
 	}
 	exe := agent.NewNixExecutor(agent.NixConfig{StoreDir: c.String("store-dir"), Profile: c.String("profile"),
-		CurrentSystem: c.String("current-system"), BootedSystem: c.String("booted-system"),
+		CurrentSystem: c.String("current-system"), BootedSystem: c.String("booted-system"), BootIDFile: c.String("boot-id-file"),
 		Substituters: c.StringSlice("substituter"), TrustedKeys: roots.CacheKeys(),
 		Detach: strings.Fields(c.String("detach")), DetachSet: true})
+	loader, err := agent.NewBootLoader(c.Context, c.String("boot-loader"), agent.LoaderConfig{Profile: c.String("profile")})
+	if err != nil {
+		return cliapp.Usage(err)
+	}
 	cfg := agent.Config{Policy: agent.Policy{Hostname: hostname, StoreDir: c.String("store-dir"), QuarantineFor: c.Duration("quarantine")},
-		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Wait: c.Duration("wait"), Log: log,
+		API: api, Roots: roots, StateDir: c.String("state-dir"), Exec: exe, Loader: loader, Wait: c.Duration("wait"), Log: log,
 		MetricsFile: c.String("metrics-file")}
 	if err := addProbes(c.Context, &cfg, c.String("probes")); err != nil {
 		return err
@@ -143,6 +152,7 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log.Info("agent running", "hostname", hostname, "cp", c.String("cp"), "stateDir", c.String("state-dir"), "phase", a.State().Phase)
+	log.Info("agent running", "hostname", hostname, "cp", c.String("cp"), "stateDir", c.String("state-dir"), "phase", a.State().Phase,
+		"bootLoader", loader.Name())
 	return a.Run(c.Context)
 }

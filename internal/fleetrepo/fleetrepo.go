@@ -166,6 +166,8 @@ type Spec struct {
 	Approvals map[string]map[int]proto.Approval
 	// Analysis is every channel's canary analyses (0001 §2.3).
 	Analysis []proto.Analysis
+	// Reboot is every channel's reboot step (0001 §2.4).
+	Reboot *proto.Reboot
 	// Closures, when set, gives the closure of a host at a version
 	// (Closures[version][host]) instead of Closure(host, version): real
 	// store paths, for tests that run Nix.
@@ -191,7 +193,7 @@ func (s Spec) Fleet(version string) ([]byte, error) {
 		f.Channels[ch] = proto.Channel{RolloutPolicy: ch, FreshnessWindow: window, SigningIntervalMinutes: window / 2,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
 		p := proto.RolloutPolicy{Strategy: "staged", Waves: []proto.PolicyWave{}, OnHealthFailure: onFail, Windows: s.Windows,
-			HealthGate: proto.HealthGate{Analysis: s.Analysis}}
+			HealthGate: proto.HealthGate{Analysis: s.Analysis}, Reboot: s.Reboot}
 		f.Waves[ch] = []proto.Wave{}
 		if len(soaks) == 0 {
 			p.Strategy = "all-at-once"

@@ -158,6 +158,24 @@ in
             description = "How long a check-in long-polls for a new target (at most 60s).";
           };
           quarantine = nullable common.duration "How long a closure that failed here is not tried again (default: the agent's).";
+          boot-loader = mkOption {
+            type = types.enum [ "systemd-boot" "grub" "none" "auto" ];
+            default =
+              let
+                enabled = loader: config.boot.loader.${loader}.enable or false;
+              in
+              if enabled "systemd-boot" then "systemd-boot"
+              else if enabled "grub" then "grub"
+              else "none";
+            defaultText = lib.literalExpression ''"systemd-boot", "grub" or "none", as boot.loader enables them'';
+            description = ''
+              The boot loader the agent boots once into a staged generation
+              with, when the control plane orders a reboot (rfcs/0008
+              §Reboots): systemd-boot (`bootctl set-oneshot`), grub
+              (`grub-reboot`), none (it refuses reboot orders, which fail the
+              host), or auto (detected at start).
+            '';
+          };
           metrics-file = mkOption {
             type = types.nullOr (types.strMatching "/.*\\.prom");
             default = null;

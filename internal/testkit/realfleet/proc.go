@@ -67,6 +67,13 @@ func (p *Proc) String() string {
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
+// Kill kills the process's group with SIGKILL, as a power cut would, and
+// waits until the process has exited.
+func (p *Proc) Kill() {
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // Start runs cmd in its own process group, stops it (SIGTERM, then SIGKILL
 // after 5 s) when the test ends, fails the test when the race detector
 // reported a race in it, and prints its output when the test failed.
