@@ -47,6 +47,10 @@ type Host struct {
 	Roots  *trust.Roots // when set, manifests are verified like the agent does
 	Now    func() time.Time
 	Decide func(t proto.Target) Action
+	// BootFails, when set, says whether the boot a reboot target orders
+	// comes up on the previous closure (the agent then reports
+	// boot_failed) rather than on the staged one.
+	BootFails func(t proto.Target) bool
 	// Pause is how long Run waits between two check-ins (the agent waits a
 	// second after an answer that gave it nothing to do); zero: not at
 	// all.
@@ -146,8 +150,15 @@ func (h *Host) Step(ctx context.Context, wait time.Duration) error {
 		}
 	}
 	action := Confirm
-	if t.Kind == proto.TargetDispatch {
+	switch t.Kind {
+	case proto.TargetDispatch:
 		action = h.Decide(*t)
+	case proto.TargetReboot:
+		err = h.reboot(ctx, t)
+		if err != nil {
+			h.known = nil
+		}
+		return err
 	}
 	err = h.act(ctx, t, action)
 	if err != nil {
@@ -189,6 +200,25 @@ func (h *Host) act(ctx context.Context, t *proto.Target, action Action) error {
 		h.logf("ignored %s", t.Closure)
 	}
 	return nil
+}
+
+// reboot boots once into the staged closure a reboot target names, as the
+// agent does (rfcs/0008 §Reboots): it comes up on it and confirms, or on
+// the previous closure and reports boot_failed.
+func (h *Host) reboot(ctx context.Context, t *proto.Target) error {
+	switch {
+	case h.staged != t.Closure:
+		h.logf("reboot into %s refused: %q is staged", t.Closure, h.staged)
+		return h.report(ctx, t, proto.ReportBootFailed, codes.RebootFailed, "simulated: the closure is not staged")
+	case h.BootFails != nil && h.BootFails(*t):
+		h.staged = ""
+		h.booted = h.current
+		h.logf("rebooted into %s, which did not come up; back on %s", t.Closure, h.current)
+		return h.report(ctx, t, proto.ReportBootFailed, codes.BootFellBack, "simulated: the previous default entry booted")
+	}
+	h.current, h.booted, h.staged = t.Closure, t.Closure, ""
+	h.logf("rebooted into %s", t.Closure)
+	return h.act(ctx, t, Confirm)
 }
 
 func (h *Host) report(ctx context.Context, t *proto.Target, kind, code, detail string) error {

@@ -35,7 +35,9 @@ import (
 )
 
 // The demo's releases: v0 is what the hosts run when they start, v1 a good
-// release, v2 a bad one (its canary fails its health probe).
+// release (a kernel update for staging's second wave, whose hosts stage
+// it for the next boot and are rebooted by the control plane), v2 a bad
+// one (its canary fails its health probe).
 const (
 	v0 = "v0"
 	v1 = "v1"
@@ -538,11 +540,16 @@ func (d *session) startAgents() error {
 		a := simagent.New(h.name, h.key, client, d.fleet.closure(h.name, v0))
 		a.Roots = d.roots // verify every manifest, as the real agent does
 		current := d.fleet.closure(h.name, v0)
+		kernel := d.fleet.closure(h.name, v1)
+		staged := h.channel == stagingChannel && h.wave > 0
 		a.Decide = func(t proto.Target) simagent.Action {
 			// A switch takes a moment, so that hosts are seen in flight;
 			// taking on v0, which the host runs already, does not.
 			if t.Closure != current {
 				time.Sleep(switchMin + mrand.N(switchSpread))
+			}
+			if staged && t.Closure == kernel && t.ManagedReboot {
+				return simagent.Defer // a new kernel: the control plane reboots it
 			}
 			return simagent.Confirm
 		}
@@ -699,7 +706,7 @@ func (d *session) enrol(ctx context.Context) error {
 // goodRelease signs v1 and pushes both channel refs, and shows the
 // rollout until both channels converged.
 func (d *session) goodRelease(ctx context.Context) error {
-	d.view.section("[2/3] release v1: CI signs it, an operator pushes channels/staging, then channels/prod")
+	d.view.section("[2/3] release v1: CI signs it, an operator pushes channels/staging, then channels/prod; staging's second wave gets a new kernel, staged for the next boot, and the control plane reboots its hosts under staging's budget")
 	if err := d.publish(v1, stagingChannel); err != nil {
 		return &Error{Code: codes.SetupFailed, Err: err}
 	}

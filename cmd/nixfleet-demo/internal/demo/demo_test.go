@@ -116,6 +116,9 @@ func TestDemo(t *testing.T) {
 
 	// The story is told on stderr.
 	for _, want := range []string{"Active → Reverting", "health_failure", "Reverting → Reverted", "budget",
+		// staging's second wave is rebooted into its new kernel (rfcs/0003
+		// rule 17).
+		"Deferred → Rebooting", "reboot_dispatched", "Rebooting → Soaking",
 		// Each wave of the good release is judged by its services too:
 		// the staging canary's analysis (rfcs/0003 rule 16).
 		`analysis error-ratio of wave 0 (canary), measurement 1 of 1: successful: 0.004 meets result < 0.02; query: max(demo_http_error_ratio{host=~"stg-web-01"})`,

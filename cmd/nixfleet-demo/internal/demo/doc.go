@@ -11,7 +11,9 @@
 //     (embedded SQLite, TLS) and one simulated agent per host (mutual TLS
 //     over its host key), which enrol on v0;
 //  3. signs v1 and pushes staging, then prod, and prints the control
-//     plane's journal until both converged;
+//     plane's journal until both converged; staging's second wave gets
+//     a new kernel, which its hosts stage, and the control plane reboots
+//     them under the budget (rfcs/0003 rule 17);
 //  4. signs v2 and pushes staging only: its canary's health probe fails,
 //     and the channel's policy (rollback-and-halt) reverts it;
 //  5. reads every rollout back from the operator API and checks the

@@ -49,8 +49,11 @@ type fleetChannel struct {
 	name            string
 	waves           []fleetWave
 	onHealthFailure string
-	canary          string
-	hosts           []string
+	// reboot lets the control plane reboot the channel's staged hosts
+	// (rfcs/0003 rule 17).
+	reboot *proto.Reboot
+	canary string
+	hosts  []string
 }
 
 // fleet is the fleet the demo signs: two channels (prod follows
@@ -156,7 +159,8 @@ func newFleet(n int) (*fleet, error) {
 		prodWaves = []fleetWave{canaryWave, {name: "eu", selector: proto.Selector{TagsAny: []string{"eu"}}}, rest}
 	}
 	f.channels = []*fleetChannel{
-		{name: stagingChannel, waves: []fleetWave{canaryWave, rest}, onHealthFailure: proto.OnHealthFailureRollbackAndHalt},
+		{name: stagingChannel, waves: []fleetWave{canaryWave, rest}, onHealthFailure: proto.OnHealthFailureRollbackAndHalt,
+			reboot: &proto.Reboot{Allowed: true, BootTimeoutMinutes: 2}},
 		{name: prodChannel, waves: prodWaves, onHealthFailure: proto.OnHealthFailureHalt},
 	}
 	for _, c := range f.channels {
@@ -241,7 +245,7 @@ func (f *fleet) unsigned(version string) ([]byte, error) {
 	for _, c := range f.channels {
 		fr.Channels[c.name] = proto.Channel{RolloutPolicy: c.name, FreshnessWindow: 1440, SigningIntervalMinutes: 60,
 			ReconcileIntervalMinutes: 1, Compliance: proto.Compliance{Frameworks: []string{}, Mode: proto.ComplianceDisabled}}
-		p := proto.RolloutPolicy{Strategy: "canary", OnHealthFailure: c.onHealthFailure,
+		p := proto.RolloutPolicy{Strategy: "canary", OnHealthFailure: c.onHealthFailure, Reboot: c.reboot,
 			HealthGate: proto.HealthGate{MaxFailures: ptr(0), SystemdFailedUnits: &proto.SystemdFailedUnits{Max: 0},
 				// Each wave is judged by its services too: one measurement
 				// of the worst error ratio of its hosts, a second after

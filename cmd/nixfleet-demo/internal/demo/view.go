@@ -90,10 +90,11 @@ func stateStyle(s string) string {
 	switch s {
 	case "Converged", "converged", "soaked", "reverted", "Reverted", "rolled_back":
 		return ansiGreen
-	case "Activating", "Soaking", "confirmed":
+	case "Activating", "Rebooting", "Soaking", "confirmed", "reboot_dispatched", "booted_into_target":
 		return ansiCyan
 	case "Failed", "Reverting", "RollingBack", "health_failure", "unhealthy", "activation_failed",
-		"confirm_timeout", "agent_rolled_back", "rollback_dispatched", "wave_stalled", "wave_unprovable", "revert_stalled", "Cancelled":
+		"confirm_timeout", "agent_rolled_back", "rollback_dispatched", "wave_stalled", "wave_unprovable", "revert_stalled", "Cancelled",
+		"boot_failed", "boot_timeout":
 		return ansiRed
 	case "Halted", "Skipped", "Deferred", "offline", "deferred", "rollout_deferred", "ref_waiting":
 		return ansiYellow
