@@ -428,10 +428,14 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 		}
 		return next, nil, nil
 	case StepConfirm:
-		if st.Phase == PhaseBootConfirming {
-			return applyBootConfirm(st, res, now)
-		}
 		switch {
+		case res.Err == nil && st.Phase == PhaseBootConfirming:
+			// A boot's confirm: the target becomes the default entry next.
+			next, err := st.move(EvConfirmed, now)
+			if err != nil {
+				return st, nil, err
+			}
+			return next, nil, nil
 		case res.Err == nil:
 			next, err := st.finish(EvConfirmed, st.Target, now)
 			if err != nil {
@@ -440,6 +444,9 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 			next.remember(p.storePath(st.Target.Closure))
 			return next, nil, nil
 		case res.Rejected:
+			// Refused: back to the previous system, by a switch, or by a
+			// reboot into the default entry after a boot (the phase
+			// table says which).
 			next, err := st.rollingBack(EvConfirmRejected, codes.ConfirmRejected, now)
 			if err != nil {
 				return st, nil, err
@@ -487,27 +494,6 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 	// previous system, or, when the rollback failed too, tries again at
 	// the next check-in (the control plane sees the host on neither).
 	return st, nil, nil
-}
-
-// applyBootConfirm folds in the confirm of a boot into the target: the
-// target becomes the default entry once the control plane accepted it;
-// refused, the host reboots back into its default entry.
-func applyBootConfirm(st State, res Result, now time.Time) (State, *proto.ReportRequest, error) {
-	switch {
-	case res.Err == nil:
-		next, err := st.move(EvConfirmed, now)
-		if err != nil {
-			return st, nil, err
-		}
-		return next, nil, nil
-	case res.Rejected:
-		next, err := st.rollingBack(EvConfirmRejected, codes.ConfirmRejected, now)
-		if err != nil {
-			return st, nil, err
-		}
-		return next, nil, nil
-	}
-	return st, nil, nil // retried until the deadline
 }
 
 // refusal is the report and state after a target failed verification or
