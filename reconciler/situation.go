@@ -100,16 +100,20 @@ func situate(p Place, now time.Time, tu Tunables) Situation {
 			Message: fmt.Sprintf("rebooting once into its staged target %s; it must check in on the new boot by %s, or the boot failed and its previous default entry boots again", h.Target, stamp(by))}
 	case HostDeferred:
 		managed := r.RebootOf(h.Wave).Managed
-		if h.Blocked.Code != "" { // waiting for its reboot order, or rebooted and waiting for a slot to soak
+		reboots := managed && (r.State == RolloutActive || (r.State == RolloutConverged && p.Latest)) // rule 17
+		switch {
+		case reboots && h.Blocked.Code != "":
 			s := windowed(gated(h.Blocked), &r, &h, now)
-			if managed {
-				s.Message = "staged for the next boot; its reboot waits: " + s.Message
-			}
+			s.Message = "staged for the next boot; its reboot waits: " + s.Message
 			return s
-		}
-		if managed && !stopped {
+		case reboots:
 			return Situation{Code: codes.Deferred, Moves: true,
 				Message: fmt.Sprintf("%s is staged for the next boot; the control plane reboots the host at the next tick unless a gate holds it", h.Target)}
+		case !managed && h.Blocked.Code != "": // rebooted into its target, waiting for a slot to soak
+			return gated(h.Blocked)
+		case managed:
+			return Situation{Code: codes.Deferred, Next: "resume the rollout, or reboot the host: its target is staged for the next boot",
+				Message: fmt.Sprintf("%s is staged for the next boot; rollout %s is %s, so the control plane orders no reboot", h.Target, r.ID, r.State)}
 		}
 		return Situation{Code: codes.Deferred, Next: "reboot the host: its target is staged for the next boot",
 			Message: fmt.Sprintf("%s is staged for the next boot (a switch now would restart what cannot be restarted live); nothing here reboots it (%s)", h.Target, codes.RebootNotAllowed)}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/proto"
 	rc "github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -16,7 +17,7 @@ var promises = []string{"will", "next tick", "catches up", "converges at", "wait
 
 // TestSituationEveryPair judges a host in every host state, in a rollout
 // in every state, with every gate a Pending host can carry, online and
-// not, latest and not: the answer never promises what cannot happen, a
+// not, latest and not, rebooting staged hosts (rule 17) and not: the answer never promises what cannot happen, a
 // host of a rollout that dispatches no more is never shown as held by a
 // gate, and an answer that does not move says what an operator can do.
 func TestSituationEveryPair(t *testing.T) {
@@ -35,22 +36,26 @@ func TestSituationEveryPair(t *testing.T) {
 			for _, hs := range rc.HostStates {
 				for _, gate := range gates {
 					for _, wave := range []int{0, 1} {
-						for _, flags := range []int{0, 1, 2, 3} {
+						for flags := range 8 {
 							online, latest := flags&1 != 0, flags&2 != 0
 							r := rc.Rollout{ID: "stable@abc", Channel: "stable", State: rs, Reason: reason, Wave: 0,
 								WavePhase: rc.WavePhase("dispatching"), Waves: []rc.WaveSpec{{SoakMinutes: 10}, {SoakMinutes: 0}}}
+							if flags&4 != 0 {
+								r.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: 10}
+								r.Waves[0].Reboot, r.Waves[1].Reboot = true, true
+							}
 							h := rc.RolloutHost{Hostname: "web-01", Wave: wave, State: hs, Since: now.Add(-time.Minute),
 								Target: "t-web-01-v2", Previous: "t-web-01-v1", Reason: rc.Reason{Code: codes.Dispatched, Message: "why"}}
-							if hs == rc.HostPending || hs == rc.HostSkipped || (rs == rc.RolloutReverting && hs != rc.HostReverted) {
-								h.Blocked = gate
+							if hs == rc.HostPending || hs == rc.HostSkipped || hs == rc.HostDeferred || (rs == rc.RolloutReverting && hs != rc.HostReverted) {
+								h.Blocked = gate // a staged host's reboot passes gates too (rule 17)
 							}
 							if flags&1 != 0 && hs == rc.HostConverged {
 								h.Previous = h.Target // a host the release did not change
 							}
 							s := rc.Situate(rc.Place{Rollout: r, Latest: latest, Host: h, Online: online}, now, tu)
 							n++
-							what := fmt.Sprintf("%s host (wave %d, gate %q, online %v, latest %v) in a %s rollout (%s): %+v",
-								hs, wave, gate.Gate, online, latest, rs, reason.Code, s)
+							what := fmt.Sprintf("%s host (wave %d, gate %q, online %v, latest %v, reboots %v) in a %s rollout (%s): %+v",
+								hs, wave, gate.Gate, online, latest, r.Reboot != nil, rs, reason.Code, s)
 							checkSituation(t, what, r, h, latest, s)
 						}
 					}
