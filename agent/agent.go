@@ -448,6 +448,11 @@ func (a *Agent) observe() Observation {
 func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) Result {
 	switch step.Kind {
 	case StepSave:
+		if step.ClearOnce {
+			if err := a.c.Loader.ClearOnce(ctx); err != nil {
+				a.c.Log.Warn("clearing the once-only entry of a reboot given up", "err", err)
+			}
+		}
 		return Result{} // Apply saves
 	case StepVerify:
 		body, sig, err := a.c.API.Manifest(ctx, t.RolloutID)
@@ -473,7 +478,10 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 	case StepActivate:
 		deadline, _ := confirmBy(st.Target)
 		a.crash("before-switch")
-		res := a.c.Exec.Activate(ctx, step.Path, deadline, st.Target.ManagedReboot)
+		// Staged as a boot entry that is not the default only where the
+		// loader can boot once into it: elsewhere a reboot could never
+		// reach it.
+		res := a.c.Exec.Activate(ctx, step.Path, deadline, st.Target.ManagedReboot && a.c.Policy.canBootOnce())
 		if res.Err == nil && !res.Deferred {
 			a.crash("after-switch")
 		}
@@ -493,6 +501,11 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 	case StepReboot:
 		return a.reboot(ctx, st, step)
 	case StepMakeDefault:
+		// A kexec never ran the loader, which so never consumed the
+		// once-only entry: removed first, so that no later boot takes it.
+		if err := a.c.Loader.ClearOnce(ctx); err != nil {
+			return Result{Err: fmt.Errorf("clearing the once-only entry: %w", err), Code: codes.RebootFailed}
+		}
 		return a.c.Exec.MakeDefault(ctx, step.Path)
 	}
 	return Result{Err: fmt.Errorf("agent: unknown step %q", step.Kind)}

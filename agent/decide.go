@@ -77,6 +77,9 @@ type Step struct {
 	// Path the default entry and clear any once-only entry first), and
 	// load the kernel with kexec where the host can.
 	Once, Kexec bool
+	// ClearOnce, on a StepSave: remove the loader's once-only entry
+	// first (a reboot given up).
+	ClearOnce bool
 }
 
 // Result is how a step ended.
@@ -201,6 +204,9 @@ func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy)
 	case PhaseDeferred:
 		target := p.storePath(st.Target.Closure)
 		switch {
+		case obs.Booted == target && st.Target.ManagedReboot:
+			next, err := st.move(EvBootedUnordered, now)
+			return saveStep(next, err, "booted into the staged target without a reboot order; it becomes the default entry", nil)
 		case obs.Booted == target:
 			next, err := st.finish(EvBooted, st.Target, now)
 			return saveStep(next, err, "booted into the staged target", nil)
@@ -242,6 +248,9 @@ func decideReboot(st State, obs Observation, t *proto.Target, now time.Time, p P
 		return refuse(codes.RebootFailed, fmt.Sprintf("%s is not the staged target %s", t.Closure, st.Target.Closure))
 	case !p.canBootOnce():
 		return refuse(codes.BootLoaderUnsupported, fmt.Sprintf("boot loader %q cannot boot once into an entry", p.BootLoader))
+	case obs.BootID == "":
+		// Without it a boot that fell back cannot be told from no boot.
+		return refuse(codes.RebootFailed, "the kernel's boot id is unknown: a new boot could not be told")
 	}
 	next, err := st.move(EvRebootOrdered, now)
 	next.Target, next.BootID = t, obs.BootID
@@ -271,8 +280,10 @@ func decideRebooted(st State, obs Observation, now time.Time, p Policy) (Step, e
 		case !now.Before(deadline):
 			next, err := st.move(EvRebootFailed, now)
 			next.BootID = ""
-			return saveStep(next, err, "the host did not reboot by the boot deadline",
+			step, err := saveStep(next, err, "the host did not reboot by the boot deadline",
 				p.report(st.Target, proto.ReportBootFailed, codes.RebootFailed, "the host did not reboot by confirmBy", now))
+			step.ClearOnce = true // no later reboot may boot the target unordered
+			return step, err
 		case obs.Rebooted == rebootMark(st):
 			return Step{Kind: StepNone, Why: "waiting for the reboot"}, nil
 		}

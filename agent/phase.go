@@ -102,6 +102,11 @@ const (
 	// EvFellBack: the host rebooted, and came up on another system than
 	// the one the reboot was for.
 	EvFellBack Event = "fell_back"
+	// EvBootedUnordered: the host booted into a target staged as a boot
+	// entry that is not the default (managedReboot) without a reboot
+	// order (a choice at the boot menu, an entry left set): it is made
+	// the default, as a reboot into a default entry would have run it.
+	EvBootedUnordered Event = "booted_unordered"
 	// EvMadeDefault: the confirmed target is the default boot entry.
 	EvMadeDefault Event = "made_default"
 	// EvReplaced: the control plane sends a new target while one is
@@ -112,7 +117,7 @@ const (
 // Events lists every event.
 var Events = []Event{EvDone, EvActivate, EvAlreadyRunning, EvRunning, EvRollbackRequested, EvStaged, EvSwitchFailed,
 	EvDeadline, EvConfirmed, EvConfirmRejected, EvRolledBack, EvNoPrevious, EvBooted, EvReplaced,
-	EvRebootOrdered, EvRebootFailed, EvFellBack, EvMadeDefault}
+	EvRebootOrdered, EvRebootFailed, EvFellBack, EvMadeDefault, EvBootedUnordered}
 
 type phaseMove struct {
 	from Phase
@@ -140,6 +145,7 @@ var phaseTable = map[phaseMove]Phase{
 	{PhaseDeferred, EvReplaced}:              PhaseIdle,
 	{PhaseDeferred, EvDone}:                  PhaseDeferred,
 	{PhaseDeferred, EvRebootOrdered}:         PhaseRebooting,
+	{PhaseDeferred, EvBootedUnordered}:       PhaseMakingDefault,
 	{PhaseRebooting, EvBooted}:               PhaseBootConfirming,
 	{PhaseRebooting, EvFellBack}:             PhaseIdle,
 	{PhaseRebooting, EvRebootFailed}:         PhaseDeferred,

@@ -362,7 +362,7 @@ func TestAgentReboots(t *testing.T) {
 		stageAndReboot(t, h)
 		h.powerCycle(false)
 		st := h.run(t, nil, tr, tr)
-		want := append(ordered, "confirm tok-r (boot_confirming)", "make-default "+filepath.Base(v2)+" (making_default)")
+		want := append(ordered, "confirm tok-r (boot_confirming)", "clear-once (making_default)", "make-default "+filepath.Base(v2)+" (making_default)")
 		if d := cmp.Diff(want, h.calls); d != "" {
 			t.Errorf("calls (-want +got):\n%s", d)
 		}
@@ -410,6 +410,72 @@ func TestAgentReboots(t *testing.T) {
 		}
 		if d := cmp.Diff([]string{"deferred/", "boot_failed/boot_fell_back"}, h.reports); d != "" {
 			t.Errorf("reports (-want +got):\n%s", d)
+		}
+	})
+	t.Run("booted into the staged target unordered: made the default", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		if err := SaveState(h.stateDir, must(idle().begin(EvActivate, managed(), v1, t0))); err != nil {
+			t.Fatal(err)
+		}
+		h.run(t, nil, managed())
+		h.mu.Lock()
+		h.once = v2 // chosen at the boot menu
+		h.mu.Unlock()
+		h.powerCycle(false)
+		st := h.run(t, nil, managed())
+		want := []string{"stage " + filepath.Base(v2) + " keepDefault=true (activating)", "clear-once (making_default)",
+			"make-default " + filepath.Base(v2) + " (making_default)"}
+		if d := cmp.Diff(want, h.calls); d != "" {
+			t.Errorf("calls (-want +got):\n%s", d)
+		}
+		if st.Phase != PhaseIdle || !st.knows(v2) || h.profile != v2 {
+			t.Errorf("phase %s, knows v2 %v, default %s; want idle, true, v2", st.Phase, st.knows(v2), h.profile)
+		}
+	})
+	t.Run("no reboot by the deadline: the once-only entry is removed", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		h.stayUp = true // the reboot is ordered, and never happens
+		if err := SaveState(h.stateDir, staged()); err != nil {
+			t.Fatal(err)
+		}
+		h.run(t, nil, tr)
+		h.mu.Lock()
+		h.now = h.now.Add(11 * time.Minute)
+		h.mu.Unlock()
+		st := h.run(t, nil, tr)
+		if st.Phase != PhaseDeferred || h.once != "" {
+			t.Errorf("phase %s, once-only entry %q; want deferred, none", st.Phase, h.once)
+		}
+		if d := cmp.Diff([]string{"boot_failed/reboot_failed"}, h.reports); d != "" {
+			t.Errorf("reports (-want +got):\n%s", d)
+		}
+	})
+	t.Run("an unknown boot id: refused", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		h.bootID = ""
+		if err := SaveState(h.stateDir, staged()); err != nil {
+			t.Fatal(err)
+		}
+		st := h.run(t, nil, tr, tr)
+		if st.Phase != PhaseDeferred || len(h.calls) != 0 {
+			t.Errorf("phase %s, calls %q; want deferred, none", st.Phase, h.calls)
+		}
+		if d := cmp.Diff([]string{"boot_failed/reboot_failed"}, h.reports); d != "" {
+			t.Errorf("reports (-want +got):\n%s", d)
+		}
+	})
+	t.Run("a loader that cannot boot once stages as the default", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		if err := SaveState(h.stateDir, must(idle().begin(EvActivate, managed(), v1, t0))); err != nil {
+			t.Fatal(err)
+		}
+		h.run(t, NoBootLoader{}, managed())
+		if d := cmp.Diff([]string{"stage " + filepath.Base(v2) + " keepDefault=false (activating)"}, h.calls); d != "" {
+			t.Errorf("calls (-want +got):\n%s", d)
 		}
 	})
 	t.Run("the reboot fails", func(t *testing.T) {
