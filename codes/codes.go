@@ -97,6 +97,7 @@ const (
 	RebootDispatched    = "reboot_dispatched"
 	RebootNotAllowed    = "reboot_not_allowed"
 	BootTimeout         = "boot_timeout"
+	StagedTargetLost    = "staged_target_lost"
 	Unhealthy           = "unhealthy"
 	OfflineWhileSoaking = "offline_while_soaking"
 	Soaked              = "soaked"
@@ -284,6 +285,7 @@ var registry = []Info{
 	{BootedIntoTarget, 0, exitNone, "the host booted into its staged target"},
 	{RebootDispatched, 0, exitNone, "the host was told to reboot once into its staged target (rule 17)"},
 	{RebootNotAllowed, 0, exitNone, "a staged host waits for someone to reboot it: its policy does not let the control plane"},
+	{StagedTargetLost, 0, exitNone, "a staged host said, since it staged, that nothing is staged any more (its agent dropped the target): Reverted, no failure"},
 	{BootTimeout, 0, exitNone, "a rebooted host did not check in on its new boot within bootTimeout: a failed boot"},
 	{Unhealthy, 0, exitNone, "the host's probes or units failed after the switch"},
 	{OfflineWhileSoaking, 0, exitNone, "the host went silent while it soaked"},

@@ -44,8 +44,8 @@ func (a Assignment) Token() string {
 // ConfirmBy is when the confirm window of the host's current activation
 // closes; for a reboot, when its boot timeout ends (rule 17).
 func (a Assignment) ConfirmBy(tu Tunables) time.Time {
-	if a.Host.State == HostRebooting && a.Reboot.Timeout > 0 {
-		return a.Host.Since.Add(a.Reboot.Timeout)
+	if a.Host.State == HostRebooting {
+		return a.Reboot.BootBy(a.Host.Since, tu)
 	}
 	return a.Host.Since.Add(tu.confirm())
 }

@@ -147,7 +147,7 @@ func (t *tick) openChannel(name string) *work {
 	// superseded rollout's hosts in flight stay in flight there, counted
 	// against the budgets, until they land.
 	if active := t.nonTerminal(name); active != nil {
-		if active.r.State == RolloutHalted && !active.has(HostActivating) {
+		if active.r.State == RolloutHalted && !active.has(HostActivating) && !active.has(HostRebooting) {
 			t.setRollout(active, EvSupersede, Reason{Code: codes.Superseded, Message: fmt.Sprintf("%s replaces it", id)})
 		} else {
 			t.deferRef(c, active.r.ID, Event{Kind: EventRefWaiting, RolloutID: id, Channel: name, Wave: -1,
@@ -222,8 +222,8 @@ func (t *tick) open(c *Channel) *work {
 		Budgets:        slices.Clone(m.DisruptionBudgets),
 		FreezeBreak:    t.openBreaks[c.Name],
 	}
-	policy, hasPolicy := f.RolloutPolicies[ch.RolloutPolicy]
-	if p := policy; hasPolicy {
+	p, hasPolicy := f.RolloutPolicies[ch.RolloutPolicy]
+	if hasPolicy {
 		r.OnHealthFailure = p.OnHealthFailure
 		if p.Reboot != nil {
 			rb := *p.Reboot
@@ -285,7 +285,7 @@ func (t *tick) open(c *Channel) *work {
 		case i < len(policyWaves) && policyWaves[i].Reboot != nil:
 			spec.Reboot = *policyWaves[i].Reboot
 		default:
-			spec.Reboot = policy.Reboot.Allowed
+			spec.Reboot = p.Reboot.Allowed
 		}
 		r.Waves = append(r.Waves, spec)
 	}

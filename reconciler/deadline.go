@@ -64,9 +64,17 @@ func (t *tick) deadline(w *work) {
 				counts[strings.ToLower(string(h.State))]++
 				busy = true
 			case h.State == HostDeferred && w.r.RebootOf(wave).Managed:
-				// Staged, waiting for its reboot order (rule 17).
+				// Staged, waiting for its reboot order (rule 17): for the
+				// fleet to move, or its next check-in; anything else
+				// (silence, quarantine, compliance) does not clear by
+				// itself.
 				counts["deferred, held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
-				busy = true
+				switch h.Blocked.Gate {
+				case "", codes.Budget, codes.Busy, codes.HostEdge, codes.ChannelEdge:
+					busy = true
+				default:
+					stuck = true
+				}
 			case h.State == HostConverged:
 			default:
 				counts[strings.ToLower(string(h.State))]++

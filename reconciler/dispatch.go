@@ -80,7 +80,10 @@ func (t *tick) promotable(w *work, wave int) bool {
 		case HostPending, HostActivating, HostSoaking, HostRollingBack, HostRebooting:
 			return false
 		case HostDeferred:
-			if managed {
+			// A staged host the control plane reboots holds its wave
+			// while it is heard; a silent one does not, like a skipped
+			// one, and is rebooted when it is heard again.
+			if managed && t.heard(t.obs[w.r.Hosts[i].Hostname]) {
 				return false
 			}
 		}

@@ -25,7 +25,7 @@ func (t *tick) rebootHosts(w *work) {
 		return
 	}
 	edge := t.channelBlocker(w.r.Channel)
-	failWave := -2 // computed once, when a host gets that far
+	failWave := t.complianceFailWave(w)
 	// Staged hosts are in the waves up to the current one; only the waves
 	// the policy reboots are walked.
 	for wave := range min(w.r.Wave+1, len(w.waves)) {
@@ -41,8 +41,8 @@ func (t *tick) rebootHosts(w *work) {
 				return
 			}
 			o := t.obs[h.Hostname]
-			if o.Booted == h.Target || o.Current == h.Target {
-				continue // booted into it already: finishDeferred takes it
+			if o.Booted == h.Target && o.Current == h.Target {
+				continue // someone booted it into its target: finishDeferred takes it
 			}
 			if why := t.earlyGate(w, i, edge); why.Gate != "" {
 				t.block(w, i, why)
@@ -58,8 +58,14 @@ func (t *tick) rebootHosts(w *work) {
 				t.block(w, i, Reason{Gate: codes.Unheard, Code: codes.Unheard, Message: "not rebooted while it is not heard: " + heardLast(o)})
 				continue
 			}
-			if failWave == -2 {
-				failWave = t.complianceFailWave(w)
+			if said := o.Said(); !said.Before(o.LastSeen) && !said.Before(stagedAt(w, h, o)) && !o.Deferred && o.Current != h.Target {
+				// It says, since it staged, that nothing is staged: its
+				// agent dropped the target (a restart without its state,
+				// a newer target) and runs its previous closure. No
+				// failure of the release.
+				t.setHost(w, i, EvAgentRolledBack, Reason{Code: codes.StagedTargetLost,
+					Message: "its check-in since it staged says nothing is staged any more: it runs " + orNone(o.Current)})
+				continue
 			}
 			if why := t.lateGate(w, i, failWave); why.Gate != "" {
 				t.block(w, i, why)
@@ -99,18 +105,16 @@ func (t *tick) observeRebooting(w *work, i int, matches bool) {
 	o := t.obs[h.Hostname]
 	act := o.Activation
 	said := o.Said()
-	timeout := w.r.RebootOf(h.Wave).Timeout
-	if timeout <= 0 {
-		timeout = t.in.Tunables.confirm() // a policy changed under it: the confirm window
-	}
-	end := h.Since.Add(timeout)
+	end := w.r.RebootOf(h.Wave).BootBy(h.Since, t.in.Tunables)
+	timeout := end.Sub(h.Since)
 	t.wake(end.Add(time.Nanosecond))
 	if (h.Blocked.Gate == codes.Unheard || h.Blocked.Gate == codes.PartialVisibility) && t.heard(o) {
 		t.block(w, i, Reason{}) // heard again: the silence hold is over
 		h = &w.r.Hosts[i]
 	}
 	switch {
-	case matches && act.Outcome == OutcomeBootFailed:
+	case matches && (act.Outcome == OutcomeBootFailed || act.Outcome == OutcomeFailed || act.Outcome == OutcomeManifestRejected):
+		// An agent that does not know reboot targets says failed.
 		t.setHost(w, i, EvBootFailed, Reason{Code: codes.BootFailed, Message: detail("the boot into the target failed", act.Detail)})
 	case matches && act.Outcome == OutcomeRolledBack:
 		t.setHost(w, i, EvAgentRolledBack, Reason{Code: codes.AgentRolledBack, Message: detail("the agent rebooted back into its previous closure", act.Detail)})
@@ -121,11 +125,11 @@ func (t *tick) observeRebooting(w *work, i int, matches bool) {
 	case said.After(end):
 		t.setHost(w, i, EvBootFailed, Reason{Code: codes.BootTimeout,
 			Message: fmt.Sprintf("not on its target %s after the reboot order: it runs %s, booted %s", approx(timeout), orNone(o.Current), orNone(o.Booted))})
+	case t.heard(o):
+		// Not silent: what it says next decides, or, when it goes silent,
+		// its silence (rule 6).
 	case !t.judges(w.r.Channel):
 		t.block(w, i, t.silenceHold(w.r.Channel, "", "no word from the new boot within "+approx(timeout)))
-	case t.heard(o) && o.LastSeen.After(end):
-		// Heard after the deadline, but what it runs then is not on
-		// record yet: what it says next decides.
 	default:
 		t.setHost(w, i, EvBootFailed, Reason{Code: codes.BootTimeout,
 			Message: fmt.Sprintf("no check-in on the new boot within %s of the reboot order; %s", approx(timeout), heardLast(o))})

@@ -92,6 +92,27 @@ var rebootScenarios = []goldenCase{
 			wantRolloutMove(rc.RolloutActive, rc.RolloutHalted, codes.HealthFailure), wantIntents()),
 	},
 	{
+		name: "rule17-silent-boot-times-out",
+		desc: "rule 17, rule 6: a was ordered to reboot and has not been heard since; 11 minutes on, past its 10-minute boot timeout and silent while the rest of its channel is heard, its boot failed (boot_timeout)",
+		build: func(s *scenario) {
+			stagedA(s, rebooting(s)).tick().offline("a").advance(11 * time.Minute)
+		},
+		check: all(wantMessage(rc.EventHostTransition, codes.BootTimeout, "no check-in on the new boot within 10 min"),
+			wantRolloutMove(rc.RolloutActive, rc.RolloutHalted, codes.HealthFailure)),
+	},
+	{
+		name: "rule17-staged-target-lost",
+		desc: "rule 17: a staged its target after its window closed, and its next check-in says nothing is staged (its agent lost it) and it runs its previous closure: Reverted, no failure",
+		build: func(s *scenario) {
+			b := windowed(s, proto.Window{Days: []string{"sun"}, Start: "12:00", DurationMinutes: 60, TimeZone: "UTC"}).
+				Policy("stable", func(p *proto.RolloutPolicy) { p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: 10} })
+			s.release(b.Build(), fleetkit.Commit(1)).online("a", "b", "c").tick().advance(61 * time.Minute)
+			stage(s, "a").tick().advance(time.Minute)
+			s.observe("a", func(o *rc.ObservedHost) { o.Deferred, o.LastSeen, o.StatusAt = false, s.in.Now, s.in.Now })
+		},
+		check: all(wantEvent(rc.EventHostTransition, "a", "Reverted", codes.StagedTargetLost), noRolloutTo(rc.RolloutHalted)),
+	},
+	{
 		name: "rule17-failed-boot-reported-reverts",
 		desc: "rule 17, rule 9: a's agent reports that the host came up on its previous default entry; with rollback-and-halt the rollout reverts",
 		build: func(s *scenario) {

@@ -95,9 +95,13 @@ func situate(p Place, now time.Time, tu Tunables) Situation {
 		}
 		return s
 	case HostRebooting:
-		by := h.Since.Add(r.RebootOf(h.Wave).Timeout)
-		return Situation{Code: codes.RebootDispatched, Moves: true, Until: by,
+		by := r.RebootOf(h.Wave).BootBy(h.Since, tu)
+		s := Situation{Code: codes.RebootDispatched, Moves: true, Until: by,
 			Message: fmt.Sprintf("rebooting once into its staged target %s; it must check in on the new boot by %s, or the boot failed and its previous default entry boots again", h.Target, stamp(by))}
+		if h.Blocked.Message != "" {
+			s.Message += "; " + h.Blocked.Message
+		}
+		return s
 	case HostDeferred:
 		managed := r.RebootOf(h.Wave).Managed
 		reboots := managed && (r.State == RolloutActive || (r.State == RolloutConverged && p.Latest)) // rule 17

@@ -402,6 +402,16 @@ type RebootSpec struct {
 	Kexec bool
 }
 
+// BootBy is when a host told to reboot at since must be back on its
+// target: since plus the timeout, or the confirm window when a spec has
+// none (a policy that changed under a host).
+func (s RebootSpec) BootBy(since time.Time, tu Tunables) time.Time {
+	if s.Timeout > 0 {
+		return since.Add(s.Timeout)
+	}
+	return since.Add(tu.confirm())
+}
+
 // RebootOf is the reboot step of a wave: zero when the control plane
 // orders no reboot there.
 func (r *Rollout) RebootOf(wave int) RebootSpec {
