@@ -93,16 +93,25 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	runFor(t, ctx, what, chromedp.Steps(actions...))
 }
 
-// runFor runs one browser action with a bound and returns its value.
+// runFor runs one browser action with a bound and returns its value. An
+// action whose page load Chromium aborted because the machine's network
+// changed (net::ERR_NETWORK_CHANGED: other tests create and remove
+// network namespaces and their links) is run again, twice at most.
 func runFor[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
+	for try := 1; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		v, err := chromedp.Run(rctx, a)
+		cancel()
+		switch {
+		case err == nil:
+			return v
+		case try < 3 && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED"):
+			t.Logf("%s: %v; again", what, err)
+			continue
+		}
 		t.Fatalf("%s: %v", what, err)
 	}
-	return v
 }
 
 // text is the visible text of the first element matching sel, once there
