@@ -3,8 +3,11 @@ package controlplane_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/nixfleet/nixfleet/codes"
 	"github.com/nixfleet/nixfleet/internal/fleetrepo"
@@ -65,6 +68,30 @@ func TestRebootsUnderABudget(t *testing.T) {
 
 			e.release("v1", 2)
 			v1 := rolloutID("stable", 2)
+			if backend == "sqlite" {
+				// The rollout page while a host reboots: the hosts step
+				// until one is told to, then stand still.
+				e.await(20*time.Second, "a host is Rebooting", func() bool {
+					if rebooting(t, e, v1) != "" {
+						return true
+					}
+					step()
+					return rebooting(t, e, v1) != ""
+				})
+				host := rebooting(t, e, v1)
+				ctx := chromium(t)
+				login, _, err := e.client(e.opKey.priv, "alice").WebLogin(context.Background(), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run(t, ctx, "opening the rollout", chromedp.Navigate(e.url+login.Path), chromedp.WaitVisible(chromedp.CSS("section.channel")),
+					chromedp.Navigate(e.url+"/ui/rollouts/"+v1), chromedp.WaitVisible(chromedp.CSS("ul.tiles")))
+				tile := text(t, ctx, `a.tile.st-busy[title^="`+host+`: Rebooting"]`)
+				if !strings.Contains(tile, "Rebooting") || !strings.Contains(tile, codes.RebootDispatched) {
+					t.Errorf("%s's tile says %q, want Rebooting and %s", host, tile, codes.RebootDispatched)
+				}
+				screenshot(t, ctx, "rollout-rebooting")
+			}
 			e.await(20*time.Second, "v1 converges", func() bool {
 				step()
 				return rolloutState(t, e, v1) == reconciler.RolloutConverged
@@ -97,6 +124,21 @@ func TestRebootsUnderABudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rebooting is a host Rebooting in a rollout, "" when none.
+func rebooting(t *testing.T, e *env, id string) string {
+	t.Helper()
+	var r proto.Rollout
+	if err := e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r); err != nil {
+		return ""
+	}
+	for _, h := range r.Hosts {
+		if h.State == string(reconciler.HostRebooting) {
+			return h.Hostname
+		}
+	}
+	return ""
 }
 
 func journal(t *testing.T, e *env) []proto.Event {

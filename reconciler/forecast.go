@@ -186,9 +186,10 @@ type forecaster struct {
 	// opening: why a rollout about to open waited (a freeze, the
 	// channel's active rollout, a channel edge), by its id.
 	opening map[string]Reason
-	// flying are the hosts in flight, by rollout id and name: the only
-	// ones whose check-ins a tick reads beyond hearing them (a soak's
-	// end, a confirm window), so the only ones hear refreshes.
+	// flying are the hosts in flight, and the staged ones, by rollout id
+	// and name: the only ones whose check-ins a tick reads beyond hearing
+	// them (a soak's end, a confirm window, a staged target still staged
+	// before its reboot), so the only ones hear refreshes.
 	flying map[[2]string]bool
 }
 
@@ -285,7 +286,7 @@ func newForecaster(in Input, m Model) *forecaster {
 // fly notes which of a rollout's hosts are in flight.
 func (f *forecaster) fly(id string, hosts []RolloutHost) {
 	for _, h := range hosts {
-		if h.State.InFlight() {
+		if h.State.InFlight() || h.State == HostDeferred {
 			f.flying[[2]string{id, h.Hostname}] = true
 		} else {
 			delete(f.flying, [2]string{id, h.Hostname})
@@ -490,11 +491,17 @@ func (f *forecaster) schedule(out Output) {
 			continue
 		}
 		i, ok := slices.BinarySearchFunc(r.Hosts, k[1], func(h RolloutHost, name string) int { return strings.Compare(h.Hostname, name) })
-		if !ok || r.Hosts[i].State != HostSoaking {
+		if !ok || (r.Hosts[i].State != HostSoaking && r.Hosts[i].State != HostDeferred) {
 			continue
 		}
 		h := r.Hosts[i]
-		at := a.checkinFrom(h.Since.Add(r.WaveSoak(h.Wave)), f.m.Checkin)
+		// A soak ends at the first check-in after it; a staged host is
+		// rebooted once a check-in after it staged says so (rule 17).
+		from := h.Since.Add(r.WaveSoak(h.Wave))
+		if h.State == HostDeferred {
+			from = h.Since.Add(time.Nanosecond)
+		}
+		at := a.checkinFrom(from, f.m.Checkin)
 		if at.After(f.in.Now) && !at.Equal(a.ends) {
 			a.ends = at
 			f.push(modelEvent{at: at, host: h.Hostname, kind: "checkin"})

@@ -42,6 +42,35 @@ var forecastCases = []forecastCase{
 			wantWave(rid("stable", 1), 1, at(7), at(19), codes.WaveNotActive)),
 	},
 	{
+		name: "staged-hosts-rebooted",
+		desc: "rule 17: four hosts in one wave, one in flight at a time, whose policy reboots staged hosts; a rebooting, b staged and waiting both for the budget and for a check-in saying its target is still staged: the model hears b check in, counts a reboot as an activation, and the rollout ends converged once every host took its turn",
+		build: func(s *scenario) rc.Model {
+			// A report comes before the check-in that says the host is
+			// staged: its status is from before.
+			staleStatus := func(host string) {
+				s.observe(host, func(o *rc.ObservedHost) { o.StatusAt = s.in.Now.Add(-time.Second) })
+			}
+			s.release(rebooting(s).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Minute)
+			stage(s, "a")
+			staleStatus("a")
+			s.tick().advance(time.Minute)
+			stage(s, "b")
+			staleStatus("b")
+			s.observe("a", func(o *rc.ObservedHost) { o.StatusAt = s.in.Now })
+			s.tick()
+			if got := [2]rc.HostState{s.hostIn(id1, "a").State, s.hostIn(id1, "b").State}; got != [2]rc.HostState{rc.HostRebooting, rc.HostDeferred} {
+				s.t.Fatalf("a and b are %v, want Rebooting and Deferred", got)
+			}
+			return rc.Model{}
+		},
+		check: func(t *testing.T, f rc.ForecastResult) {
+			t.Helper()
+			if r := rolloutOf(t, f, id1); r.State != rc.RolloutConverged || !r.End.After(t0) {
+				t.Fatalf("%s: %s at %s, want Converged after %s", id1, r.State, r.End, t0)
+			}
+		},
+	},
+	{
 		name: "window-across-dst",
 		desc: "a window on Sundays from 20:00 Europe/Berlin, forecast on Saturday 28 March 2026: the clocks move to summer time that night, so it opens at 18:00 UTC, not 19:00",
 		build: func(s *scenario) rc.Model {
