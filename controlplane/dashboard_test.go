@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -457,10 +458,16 @@ func TestDashboardAtPhoneWidth(t *testing.T) {
 	e.release("v1", 2)
 	id := rolloutID("prod", 2)
 	viewer := e.client(e.viewKey.priv, "victor")
-	e.await(10*time.Second, "the canaries are dispatched", func() bool {
+	// The API reads the store; the overview's budgets are the hub's, which
+	// hears a tick just after it committed: both have the canaries first.
+	overview := e.browser()
+	overview.signIn(e.viewKey.priv, "victor")
+	e.await(30*time.Second, "the canaries are dispatched", func() bool {
 		var p, s proto.Rollout
 		return viewer.Get(context.Background(), "/v1/rollouts/"+id, &p) == nil && p.Counts[string(reconciler.HostActivating)] == 1 &&
-			viewer.Get(context.Background(), "/v1/rollouts/"+rolloutID("staging", 2), &s) == nil && s.Counts[string(reconciler.HostActivating)] == 1
+			viewer.Get(context.Background(), "/v1/rollouts/"+rolloutID("staging", 2), &s) == nil && s.Counts[string(reconciler.HostActivating)] == 1 &&
+			strings.Contains(overview.page("/ui/", http.StatusOK), ">stage 1/1 full<") &&
+			strings.Contains(overview.page("/ui/", http.StatusOK), ">prod-canary 1/1 full<")
 	})
 
 	ctx := chromium(t)
@@ -486,7 +493,7 @@ func TestDashboardAtPhoneWidth(t *testing.T) {
 	screenshot(t, ctx, "overview-phone")
 
 	// prod's canary converges; its web hosts wait for an approval.
-	e.await(20*time.Second, "prod's wave 1 waits for its approval", func() bool {
+	e.await(60*time.Second, "prod's wave 1 waits for its approval", func() bool {
 		for _, h := range hosts {
 			_ = h.Step(context.Background(), 0)
 		}
@@ -500,7 +507,11 @@ func TestDashboardAtPhoneWidth(t *testing.T) {
 				held++
 			}
 		}
-		return held == 3
+		if held != 3 {
+			return false
+		}
+		page := overview.page("/ui/rollouts/"+id, http.StatusOK)
+		return strings.Contains(page, ">prod-canary 0/1<") && strings.Contains(page, ">prod-all 0/2<")
 	})
 	run(t, ctx, "opening the rollout", chromedp.Navigate(e.url+"/ui/rollouts/"+id), chromedp.WaitVisible(chromedp.CSS("#waves")))
 	page := text(t, ctx, "main")

@@ -83,6 +83,13 @@ func TestDebounceOnAFakeClock(t *testing.T) {
 	tk.kick()
 	waitTimers(4)
 	tk.kick()
+	// The loop takes the second trigger before the window ends; one it
+	// took only after the window's tick would rightly open a new window.
+	for deadline := time.Now().Add(10 * time.Second); len(tk.kickCh) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop did not take the second trigger")
+		}
+	}
 	fake.Advance(cfg.Debounce - time.Millisecond)
 	if b.take() != 0 {
 		t.Fatal("ticked before the debounce passed")

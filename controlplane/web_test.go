@@ -496,10 +496,13 @@ func TestWebBudgetOccupancy(t *testing.T) {
 	}
 	e.release("v1", 2)
 	id := rolloutID("stable", 2)
+	// The API reads the store; the budgets are the hub's, which hears a
+	// tick just after it committed.
 	e.await(20*time.Second, "the canary is dispatched", func() bool {
 		var r proto.Rollout
 		return e.client(e.viewKey.priv, "victor").Get(context.Background(), "/v1/rollouts/"+id, &r) == nil &&
-			r.Counts[string(reconciler.HostActivating)] == 1
+			r.Counts[string(reconciler.HostActivating)] == 1 &&
+			strings.Contains(viewer.page("/ui/rollouts/"+id, http.StatusOK), `<span class="chip">web 1/2</span>`)
 	})
 	chip("/ui/", "1/2")
 	chip("/ui/rollouts/"+id, "1/2")

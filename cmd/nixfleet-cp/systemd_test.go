@@ -13,7 +13,8 @@ import (
 // socket systemd binds in $NOTIFY_SOCKET and a watchdog of 400 ms
 // ($WATCHDOG_USEC), the replica says READY=1 once it serves (GET /readyz
 // answers then), sends WATCHDOG=1 every 200 ms from its loop while it
-// runs, and STOPPING=1 on SIGTERM before it exits cleanly.
+// runs (from its start, before READY=1 too), and STOPPING=1 on SIGTERM
+// before it exits cleanly.
 func TestSystemdNotify(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "notify")
@@ -53,24 +54,36 @@ func TestSystemdNotify(t *testing.T) {
 	r := newReplica(t, newSite(t), "cp-1", "", "--db", dbURL(t, "sqlite"), "--repo", f.Bare, "--trust", f.TrustFile,
 		"--state-dir", t.TempDir())
 	r.env = []string{"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=400000"}
+	began := time.Now()
 	r.start() // waits for GET /readyz
 
-	first := next("READY=1")
-	if first.state != "READY=1\nSTATUS=serving" {
-		t.Fatalf("first datagram %q, want READY=1 with STATUS=serving", first.state)
+	// Keep-alives may come before READY=1 (a first read of the fleet
+	// repository that takes longer than 200 ms): systemd arms the watchdog
+	// only once the unit started, so they are harmless there.
+	dogs := 0
+	for {
+		d := next("READY=1")
+		if d.state == "WATCHDOG=1" {
+			dogs++
+			continue
+		}
+		if d.state != "READY=1\nSTATUS=serving" {
+			t.Fatalf("the replica said %q before READY=1, want READY=1 with STATUS=serving", d.state)
+		}
+		break
 	}
-	var dogs []time.Time
-	for len(dogs) < 5 {
+	for seen := 0; seen < 5; seen++ {
 		d := next("WATCHDOG=1")
 		if d.state != "WATCHDOG=1" {
 			t.Fatalf("while serving, the replica sent %q, want WATCHDOG=1", d.state)
 		}
-		dogs = append(dogs, d.at)
+		dogs++
 	}
-	// Every 200 ms, so five take at least 0.8 s (a busy machine only
-	// makes it longer): the pace is the manager's, not a tight loop's.
-	if span := dogs[4].Sub(dogs[0]); span < 700*time.Millisecond {
-		t.Errorf("five keep-alives over %s, want every 200ms (half of WATCHDOG_USEC)", span)
+	// Every 200 ms: the pace is the manager's, not a tight loop's. What
+	// was read by now was sent since the process started, and a busy
+	// machine only delays the reads, so the count has a ceiling.
+	if most := int(time.Since(began)/(200*time.Millisecond)) + 1; dogs > most {
+		t.Errorf("%d keep-alives within %s, want one every 200ms (half of WATCHDOG_USEC), at most %d", dogs, time.Since(began), most)
 	}
 
 	if err := syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM); err != nil {
