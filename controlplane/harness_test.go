@@ -264,14 +264,22 @@ func (e *env) hosts() map[string]*simagent.Host {
 // awaitRecheck is how often await checks its condition without a change.
 const awaitRecheck = 500 * time.Millisecond
 
+// hangSlack stretches the bound a test gives await: a bound only tells a
+// hang from slow progress, and a loaded CI machine runs these tests two
+// to three times slower than an idle one. It costs time only when a test
+// fails.
+const hangSlack = 3
+
 // await checks cond, and again each time the control plane ticks, sees
 // new events or polls git, until it holds; and at least every
 // awaitRecheck, because a cond that steps hosts is itself what moves the
 // control plane next (an agent checks in again whether or not anything
 // changed), and on a busy machine that step can come after the last
-// change it would have waited for. d bounds a test that hangs.
+// change it would have waited for. d, stretched by hangSlack, bounds a
+// test that hangs.
 func (e *env) await(d time.Duration, what string, cond func() bool) {
 	e.t.Helper()
+	d *= hangSlack
 	limit := time.NewTimer(d)
 	defer limit.Stop()
 	recheck := time.NewTicker(awaitRecheck)
