@@ -415,7 +415,7 @@ func (a *Agent) act(ctx context.Context, t *proto.Target) {
 			a.mu.Unlock()
 		}
 		counted := a.countStep(st, next, step, res, rep)
-		if step.Report != nil {
+		if step.Report != nil && !res.Retry {
 			a.report(ctx, step.Report)
 		}
 		if rep != nil {
@@ -449,8 +449,9 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 	switch step.Kind {
 	case StepSave:
 		if step.ClearOnce {
+			// Not saved before it is gone: a later boot would take it.
 			if err := a.c.Loader.ClearOnce(ctx); err != nil {
-				a.c.Log.Warn("clearing the once-only entry of a reboot given up", "err", err)
+				return Result{Err: fmt.Errorf("clearing the once-only entry of a reboot given up: %w", err), Code: codes.RebootFailed, Retry: true}
 			}
 		}
 		return Result{} // Apply saves
@@ -490,6 +491,14 @@ func (a *Agent) exec(ctx context.Context, st State, t *proto.Target, step Step) 
 		deadline, _ := confirmBy(st.Target)
 		return a.c.Exec.Wait(ctx, step.Path, deadline)
 	case StepConfirm:
+		if st.Phase == PhaseBootConfirming {
+			// Booted once into the target: a kexec never ran the loader,
+			// which so never consumed the once-only entry. Removed before
+			// anything else, so that a reset boots the default entry.
+			if err := a.c.Loader.ClearOnce(ctx); err != nil {
+				a.c.Log.Warn("clearing the once-only entry after the boot into the target", "err", err)
+			}
+		}
 		return a.confirm(ctx, st)
 	case StepRollBack:
 		bootID := a.c.Exec.BootID()

@@ -78,7 +78,8 @@ type Step struct {
 	// load the kernel with kexec where the host can.
 	Once, Kexec bool
 	// ClearOnce, on a StepSave: remove the loader's once-only entry
-	// first (a reboot given up).
+	// first (a reboot given up); the state is not saved, and the step is
+	// tried again, while it cannot be removed.
 	ClearOnce bool
 }
 
@@ -172,6 +173,10 @@ func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy)
 			// The breadcrumb was written and the profile not set: the
 			// switch never started. Start it, once.
 			return Step{Kind: StepActivate, Path: target, Why: "activate the target"}, nil
+		case st.Target.ManagedReboot:
+			// Staging runs no switch that could still be running: a
+			// restart between its commands stages again.
+			return Step{Kind: StepActivate, Path: target, Why: "stage the target again"}, nil
 		case now.Before(deadline):
 			return Step{Kind: StepWait, Path: target, Why: "a switch started before a restart may still run"}, nil
 		default:
@@ -204,7 +209,9 @@ func Decide(st State, obs Observation, t *proto.Target, now time.Time, p Policy)
 	case PhaseDeferred:
 		target := p.storePath(st.Target.Closure)
 		switch {
-		case obs.Booted == target && st.Target.ManagedReboot:
+		case obs.Booted == target && (st.Target.ManagedReboot || st.Target.Kind == proto.TargetReboot):
+			// Staged for a reboot the control plane orders (a reboot
+			// target here is one that failed): the host booted it anyway.
 			next, err := st.move(EvBootedUnordered, now)
 			return saveStep(next, err, "booted into the staged target without a reboot order; it becomes the default entry", nil)
 		case obs.Booted == target:
@@ -263,6 +270,10 @@ func decideReboot(st State, obs Observation, t *proto.Target, now time.Time, p P
 func decideRebooted(st State, obs Observation, now time.Time, p Policy) (Step, error) {
 	target := p.storePath(st.Target.Closure)
 	deadline, _ := confirmBy(st.Target)
+	if obs.BootID == "" && st.Phase != PhaseMakingDefault {
+		// Without it a new boot cannot be told from this one.
+		return Step{Kind: StepNone, Why: "the kernel's boot id cannot be read: waiting"}, nil
+	}
 	newBoot := obs.BootID != st.BootID
 	switch st.Phase {
 	case PhaseRebooting:
@@ -288,17 +299,34 @@ func decideRebooted(st State, obs Observation, now time.Time, p Policy) (Step, e
 			return Step{Kind: StepNone, Why: "waiting for the reboot"}, nil
 		}
 		return Step{Kind: StepReboot, Path: target, Once: true, Kexec: st.Target.Kexec, Why: "reboot once into the target"}, nil
-	case PhaseBootConfirming:
+	case PhaseBootConfirming, PhaseMakingDefault:
+		if obs.Booted != target {
+			// The host restarted since it booted into the target, and came
+			// up on its default entry: the boot into the target is lost,
+			// and neither confirmed nor made the default here.
+			next, err := st.finish(EvFellBack, st.Target, now)
+			next.quarantine(st.Target.Closure, now.Add(p.quarantineFor()), now)
+			return saveStep(next, err, "the host restarted after its boot into the target, on another system",
+				p.report(st.Target, proto.ReportBootFailed, codes.BootFellBack,
+					fmt.Sprintf("restarted after booting %s, and came up on %s", st.Target.Closure, path.Base(obs.Booted)), now))
+		}
+		if st.Phase == PhaseMakingDefault {
+			return Step{Kind: StepMakeDefault, Path: target, Why: "make the confirmed target the default boot entry"}, nil
+		}
 		if !now.Before(deadline) {
 			next, err := st.rollingBack(EvDeadline, codes.ConfirmTimeout, now)
 			return saveStep(next, err, "no confirm before the deadline", nil)
 		}
 		return Step{Kind: StepConfirm, Path: target, Why: "confirm the boot"}, nil
-	case PhaseMakingDefault:
-		return Step{Kind: StepMakeDefault, Path: target, Why: "make the confirmed target the default boot entry"}, nil
 	}
 	// PhaseRebootingBack.
 	switch {
+	case newBoot && obs.Booted == target && st.Target.Kind != proto.TargetRollback:
+		// The refused target again (a once-only entry a kexec left): the
+		// reboot back starts over from this boot.
+		next, err := st.move(EvBooted, now)
+		next.BootID = obs.BootID
+		return saveStep(next, err, "booted the refused target again; rebooting back", nil)
 	case newBoot && obs.Booted == st.Previous:
 		next, err := st.finish(EvRolledBack, st.Target, now)
 		if st.Target.Kind != proto.TargetRollback {
@@ -493,6 +521,11 @@ func Apply(st State, t *proto.Target, step Step, res Result, now time.Time, p Po
 		return next, nil, nil
 	}
 	if step.Kind == StepRollBack && res.Err == nil && res.Deferred {
+		if res.BootID == "" {
+			// A reboot back needs this boot's id to tell the next one:
+			// tried again at the next check-in.
+			return st, nil, nil
+		}
 		// A switch inhibitor changes: the host reboots back.
 		next, err := st.move(EvStaged, now)
 		if err != nil {

@@ -90,7 +90,8 @@ const (
 	EvRolledBack Event = "rolled_back"
 	// EvNoPrevious: a rollback with no previous system to return to.
 	EvNoPrevious Event = "no_previous"
-	// EvBooted: the host booted into the staged target.
+	// EvBooted: the host booted into the staged target; while rebooting
+	// back, into the refused target again.
 	EvBooted Event = "booted"
 	// EvRebootOrdered: a reboot target for the staged closure; the
 	// reboot once into it starts.
@@ -99,8 +100,9 @@ const (
 	// ordered, or the host did not reboot by confirmBy; the target stays
 	// staged.
 	EvRebootFailed Event = "reboot_failed"
-	// EvFellBack: the host rebooted, and came up on another system than
-	// the one the reboot was for.
+	// EvFellBack: the host rebooted, or restarted after its boot into the
+	// target, and came up on another system than the one the reboot was
+	// for.
 	EvFellBack Event = "fell_back"
 	// EvBootedUnordered: the host booted into a target staged as a boot
 	// entry that is not the default (managedReboot) without a reboot
@@ -152,7 +154,10 @@ var phaseTable = map[phaseMove]Phase{
 	{PhaseBootConfirming, EvConfirmed}:       PhaseMakingDefault,
 	{PhaseBootConfirming, EvConfirmRejected}: PhaseRebootingBack,
 	{PhaseBootConfirming, EvDeadline}:        PhaseRebootingBack,
+	{PhaseBootConfirming, EvFellBack}:        PhaseIdle,
 	{PhaseMakingDefault, EvMadeDefault}:      PhaseIdle,
+	{PhaseMakingDefault, EvFellBack}:         PhaseIdle,
+	{PhaseRebootingBack, EvBooted}:           PhaseRebootingBack,
 	{PhaseRebootingBack, EvRolledBack}:       PhaseIdle,
 	{PhaseRebootingBack, EvFellBack}:         PhaseIdle,
 }

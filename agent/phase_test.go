@@ -20,9 +20,9 @@ func TestPhaseMachine(t *testing.T) {
 			EvBootedUnordered: PhaseMakingDefault},
 		PhaseRebooting: {EvBooted: PhaseBootConfirming, EvFellBack: PhaseIdle, EvRebootFailed: PhaseDeferred},
 		PhaseBootConfirming: {EvConfirmed: PhaseMakingDefault, EvConfirmRejected: PhaseRebootingBack,
-			EvDeadline: PhaseRebootingBack},
-		PhaseMakingDefault: {EvMadeDefault: PhaseIdle},
-		PhaseRebootingBack: {EvRolledBack: PhaseIdle, EvFellBack: PhaseIdle},
+			EvDeadline: PhaseRebootingBack, EvFellBack: PhaseIdle},
+		PhaseMakingDefault: {EvMadeDefault: PhaseIdle, EvFellBack: PhaseIdle},
+		PhaseRebootingBack: {EvRolledBack: PhaseIdle, EvFellBack: PhaseIdle, EvBooted: PhaseRebootingBack},
 	}
 	if len(legal) != len(Phases) {
 		t.Fatalf("the test lists %d phases, the package %d", len(legal), len(Phases))

@@ -55,6 +55,7 @@ func TestDecideReboots(t *testing.T) {
 	back := must(bootConfirming.rollingBack(EvConfirmRejected, codes.ConfirmRejected, t0))
 	done := staged()
 	done.Done = "tok-old"
+	rebootFailed := must(rebooting.move(EvRebootFailed, t0))
 	for _, tc := range []struct {
 		name   string
 		st     State
@@ -96,8 +97,23 @@ func TestDecideReboots(t *testing.T) {
 		{name: "rebooting back, same boot", st: back, obs: onV2, want: Step{Kind: StepReboot, Path: v1}},
 		{name: "rebooting back, on the previous system", st: back, obs: Observation{Current: v1, Booted: v1, Profile: v1,
 			BootID: "boot-3"}, want: Step{Kind: StepSave}, next: PhaseIdle, report: "rolled_back/confirm_rejected"},
-		{name: "rebooting back, on another system", st: back, obs: Observation{Current: v2, Booted: v2, Profile: v2,
+		{name: "rebooting back, on the refused target again", st: back, obs: Observation{Current: v2, Booted: v2, Profile: v1,
+			BootID: "boot-3"}, want: Step{Kind: StepSave}, next: PhaseRebootingBack},
+		{name: "rebooting back, on another system", st: back, obs: Observation{Current: v3, Booted: v3, Profile: v3,
 			BootID: "boot-3"}, want: Step{Kind: StepSave}, next: PhaseIdle, report: "boot_failed/boot_fell_back"},
+		{name: "rebooting back, the boot id unreadable", st: back, obs: Observation{Current: v2, Booted: v2, Profile: v1},
+			want: Step{Kind: StepNone}},
+		{name: "rebooting, the boot id unreadable", st: rebooting, obs: Observation{Current: v1, Booted: v1, Profile: v1},
+			want: Step{Kind: StepNone}},
+		{name: "boot confirming, restarted onto the previous default", st: bootConfirming, obs: Observation{Current: v1,
+			Booted: v1, Profile: v1, BootID: "boot-3"}, want: Step{Kind: StepSave}, next: PhaseIdle, report: "boot_failed/boot_fell_back"},
+		{name: "making default, restarted onto the previous default", st: must(bootConfirming.move(EvConfirmed, t0)),
+			obs: Observation{Current: v1, Booted: v1, Profile: v1, BootID: "boot-3"}, want: Step{Kind: StepSave}, next: PhaseIdle,
+			report: "boot_failed/boot_fell_back"},
+		{name: "staged again after a failed reboot, booted into the target", st: rebootFailed, obs: onV2,
+			want: Step{Kind: StepSave}, next: PhaseMakingDefault},
+		{name: "staging, restarted after the profile was set", st: must(idle().begin(EvActivate, managed(), v1, t0)),
+			obs: Observation{Current: v1, Booted: v1, Profile: v2, BootID: "boot-1"}, want: Step{Kind: StepActivate, Path: v2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -149,6 +165,7 @@ type bootHost struct {
 	targets               []*proto.Target
 	confirmErr            error
 	onceErr, rebootErr    error
+	clearErr              error
 	cancel                context.CancelFunc
 	stayUp                bool // a reboot ordered does not end the run
 	kernelChanges         bool // a rollback changes the kernel: SwitchTo stages
@@ -309,6 +326,9 @@ func (h *bootHost) ClearOnce(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.record("clear-once")
+	if h.clearErr != nil {
+		return h.clearErr
+	}
 	h.once = ""
 	return nil
 }
@@ -362,7 +382,7 @@ func TestAgentReboots(t *testing.T) {
 		stageAndReboot(t, h)
 		h.powerCycle(false)
 		st := h.run(t, nil, tr, tr)
-		want := append(ordered, "confirm tok-r (boot_confirming)", "clear-once (making_default)", "make-default "+filepath.Base(v2)+" (making_default)")
+		want := append(ordered, "clear-once (boot_confirming)", "confirm tok-r (boot_confirming)", "clear-once (making_default)", "make-default "+filepath.Base(v2)+" (making_default)")
 		if d := cmp.Diff(want, h.calls); d != "" {
 			t.Errorf("calls (-want +got):\n%s", d)
 		}
@@ -384,7 +404,7 @@ func TestAgentReboots(t *testing.T) {
 		}
 		h.powerCycle(false)
 		st := h.run(t, nil, tr)
-		want := append(ordered, "confirm tok-r (boot_confirming)", "make-default "+filepath.Base(v1)+" (rebooting_back)",
+		want := append(ordered, "clear-once (boot_confirming)", "confirm tok-r (boot_confirming)", "make-default "+filepath.Base(v1)+" (rebooting_back)",
 			"clear-once (rebooting_back)", "reboot kexec=false (rebooting_back)")
 		if d := cmp.Diff(want, h.calls); d != "" {
 			t.Errorf("calls (-want +got):\n%s", d)
@@ -607,4 +627,107 @@ func TestStateRebootPhases(t *testing.T) {
 	if d := cmp.Diff(st, got); d != "" {
 		t.Errorf("round trip (-want +got):\n%s", d)
 	}
+}
+
+// TestAgentRebootsThroughResets: a host that resets between the steps of
+// a reboot never runs, confirms or makes the default a system it did not
+// confirm, and never drops a rollback (rfcs/0008 §Reboots).
+func TestAgentRebootsThroughResets(t *testing.T) {
+	t.Parallel()
+	tr := rebootTarget(v2, "tok-r", 10*time.Minute)
+	t.Run("reset before the confirm went through: no confirm from the default entry", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		if err := SaveState(h.stateDir, staged()); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.run(t, nil, tr); st.Phase != PhaseRebooting {
+			t.Fatalf("phase %s, want rebooting", st.Phase)
+		}
+		h.powerCycle(false) // once into v2
+		h.confirmErr = errors.New("dial tcp: connection refused")
+		if st := h.run(t, nil, tr); st.Phase != PhaseBootConfirming {
+			t.Fatalf("phase %s, want boot_confirming", st.Phase)
+		}
+		h.powerCycle(true) // a reset: the default entry, v1
+		h.confirmErr, h.calls = nil, nil
+		st := h.run(t, nil, tr)
+		if slices.Contains(h.calls, "confirm tok-r (boot_confirming)") || h.profile != v1 {
+			t.Errorf("on %s: calls %q, default %s; want no confirm, and v1 the default", filepath.Base(h.current), h.calls, filepath.Base(h.profile))
+		}
+		if _, q := st.quarantined(filepath.Base(v2), h.now); st.Phase != PhaseIdle || !q {
+			t.Errorf("phase %s, quarantined %v; want idle, true", st.Phase, q)
+		}
+		if d := cmp.Diff([]string{"boot_failed/boot_fell_back"}, h.reports); d != "" {
+			t.Errorf("reports (-want +got):\n%s", d)
+		}
+	})
+	t.Run("a once-only entry a kexec left boots the refused target again: rebooted back", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		rebooting := must(staged().move(EvRebootOrdered, t0))
+		rebooting.Target, rebooting.BootID = tr, "boot-1"
+		bc := must(rebooting.move(EvBooted, t0))
+		bc.BootID = "boot-2"
+		back := must(bc.rollingBack(EvConfirmRejected, codes.ConfirmRejected, t0))
+		if err := SaveState(h.stateDir, back); err != nil {
+			t.Fatal(err)
+		}
+		// Kexec'd into v2, the once-only entry still set; the power went
+		// before the reboot back.
+		h.current, h.booted, h.profile, h.once, h.bootID, h.boots = v2, v2, v1, v2, "boot-2", 2
+		h.powerCycle(false)
+		if st := h.run(t, nil, tr); st.Phase != PhaseRebootingBack || st.BootID != "boot-3" {
+			t.Fatalf("on the refused target again: phase %s, boot id %q; want rebooting_back from boot-3", st.Phase, st.BootID)
+		}
+		h.powerCycle(false)
+		st := h.run(t, nil, tr)
+		if st.Phase != PhaseIdle || h.current != v1 || h.profile != v1 {
+			t.Errorf("phase %s, on %s, default %s; want idle on v1", st.Phase, filepath.Base(h.current), filepath.Base(h.profile))
+		}
+		if d := cmp.Diff([]string{"rolled_back/confirm_rejected"}, h.reports); d != "" {
+			t.Errorf("reports (-want +got):\n%s", d)
+		}
+	})
+	t.Run("a failed reboot, then a boot into the staged entry: made the default", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		h.rebootErr = errors.New("systemctl reboot: signal: killed")
+		if err := SaveState(h.stateDir, staged()); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.run(t, nil, tr); st.Phase != PhaseDeferred {
+			t.Fatalf("phase %s, want deferred", st.Phase)
+		}
+		h.rebootErr = nil
+		h.once = v2 // chosen at the boot menu
+		h.powerCycle(false)
+		h.calls = nil
+		st := h.run(t, nil, tr)
+		if !slices.Contains(h.calls, "make-default "+filepath.Base(v2)+" (making_default)") || st.Phase != PhaseIdle {
+			t.Errorf("phase %s, calls %q; want v2 made the default", st.Phase, h.calls)
+		}
+	})
+	t.Run("the once-only entry cannot be cleared: the reboot stays ordered", func(t *testing.T) {
+		t.Parallel()
+		h := newBootHost(t)
+		rebooting := must(staged().move(EvRebootOrdered, t0))
+		rebooting.Target, rebooting.BootID = tr, "boot-1"
+		if err := SaveState(h.stateDir, rebooting); err != nil {
+			t.Fatal(err)
+		}
+		h.once, h.clearErr = v2, errors.New("bootctl: read-only file system")
+		h.now = t0.Add(time.Hour) // past the boot deadline, on the same boot
+		st := h.run(t, nil, tr)
+		if st.Phase != PhaseRebooting || len(h.reports) != 0 {
+			t.Errorf("phase %s, reports %q; want rebooting, none sent until the entry is gone", st.Phase, h.reports)
+		}
+		h.clearErr = nil
+		if st := h.run(t, nil, tr); st.Phase != PhaseDeferred || h.once != "" {
+			t.Errorf("phase %s, once-only entry %q; want deferred, none", st.Phase, h.once)
+		}
+		if d := cmp.Diff([]string{"boot_failed/reboot_failed"}, h.reports); d != "" {
+			t.Errorf("reports (-want +got):\n%s", d)
+		}
+	})
 }
