@@ -97,6 +97,7 @@ const (
 	RebootDispatched    = "reboot_dispatched"
 	RebootNotAllowed    = "reboot_not_allowed"
 	BootTimeout         = "boot_timeout"
+	RebootUnheard       = "reboot_unheard"
 	StagedTargetLost    = "staged_target_lost"
 	Unhealthy           = "unhealthy"
 	OfflineWhileSoaking = "offline_while_soaking"
@@ -287,6 +288,7 @@ var registry = []Info{
 	{RebootNotAllowed, 0, exitNone, "a staged host waits for someone to reboot it: its policy does not let the control plane"},
 	{StagedTargetLost, 0, exitNone, "a staged host said, since it staged, that nothing is staged any more (its agent dropped the target): Reverted, no failure"},
 	{BootTimeout, 0, exitNone, "a rebooted host did not check in on its new boot within bootTimeout: a failed boot"},
+	{RebootUnheard, 0, exitNone, "bootTimeout passed while the control plane could not hear the host, which says its target is still staged: Deferred again, no failure"},
 	{Unhealthy, 0, exitNone, "the host's probes or units failed after the switch"},
 	{OfflineWhileSoaking, 0, exitNone, "the host went silent while it soaked"},
 	{Soaked, 0, exitNone, "the host stayed healthy for the soak time"},

@@ -65,13 +65,15 @@ func (t *tick) deadline(w *work) {
 				busy = true
 			case h.State == HostDeferred && w.r.RebootOf(wave).Managed:
 				// Staged, waiting for its reboot order (rule 17): for the
-				// fleet to move, or its next check-in; anything else
-				// (silence, quarantine, compliance) does not clear by
-				// itself.
+				// fleet to move, or its next check-in. A silent one does
+				// not hold its wave, like a Skipped host: it is counted,
+				// neither busy nor stuck. Anything else (quarantine,
+				// compliance) does not clear by itself.
 				counts["deferred, held by "+cmp.Or(h.Blocked.Gate, "nothing yet")]++
 				switch h.Blocked.Gate {
 				case "", codes.Budget, codes.Busy, codes.HostEdge, codes.ChannelEdge:
 					busy = true
+				case codes.Unheard, codes.PartialVisibility:
 				default:
 					stuck = true
 				}
@@ -99,6 +101,13 @@ func (t *tick) deadline(w *work) {
 		}
 		t.setRollout(w, EvStalled, Reason{Code: codes.WaveStalled, Message: msg})
 	case RolloutReverting:
+		// A host Rebooting within its boot timeout is a boot under way,
+		// which the revert waits for: the time runs from its boot-by.
+		for i, h := range w.r.Hosts {
+			if by := w.r.RebootOf(h.Wave).BootBy(h.Since, t.in.Tunables); h.State == HostRebooting && w.needsRollback(i) && by.After(start) {
+				start = by
+			}
+		}
 		t.wake(start.Add(limit + time.Nanosecond))
 		if t.now.Sub(start) > limit {
 			t.setRollout(w, EvStalled, Reason{Code: codes.RevertStalled,

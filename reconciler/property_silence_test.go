@@ -317,8 +317,26 @@ func checkSilence(_ *rapid.T, c tickCase) []string {
 			}
 			o := c.in.Hosts[e.Host]
 			saidOther := o.Said().After(bootEnd(c.in, e.RolloutID, h)) && o.Current != h.Target
-			if !saidOther && why != "" {
+			blind := c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == codes.ConfirmUnheard
+			switch {
+			case saidOther && o.Deferred && blind:
+				problems = append(problems, fmt.Sprintf("%s in %s failed with boot_timeout although it says its target is still staged after a reboot order the control plane could not hear: that is reboot_unheard",
+					e.Host, e.RolloutID))
+			case !saidOther && why != "":
 				problems = append(problems, fmt.Sprintf("%s in %s failed with boot_timeout for its silence while %s", e.Host, e.RolloutID, why))
+			}
+		case e.Reason.Code == codes.RebootUnheard:
+			h, ok := hostBefore(c.in, e.RolloutID, e.Host)
+			if !ok {
+				continue
+			}
+			o := c.in.Hosts[e.Host]
+			if !(c.in.WatchingSince.After(h.Since) || blindWhy != "" || h.Blocked.Code == codes.ConfirmUnheard) {
+				problems = append(problems, fmt.Sprintf("%s in %s forgiven as reboot_unheard although the control plane heard it since the reboot order", e.Host, e.RolloutID))
+			}
+			if !o.Said().After(bootEnd(c.in, e.RolloutID, h)) || !o.Deferred || o.Current == h.Target {
+				problems = append(problems, fmt.Sprintf("%s in %s staged again as reboot_unheard without saying, after its boot timeout, that its target is still staged and it runs its previous closure",
+					e.Host, e.RolloutID))
 			}
 		case e.Reason.Code == codes.ConfirmUnheard:
 			h, ok := hostBefore(c.in, e.RolloutID, e.Host)

@@ -16,7 +16,9 @@ import (
 // until its health is judged on the new boot it is in flight (Rebooting,
 // then Soaking). A boot that does not come up — the agent says so, or the
 // host is not on its target bootTimeout after the order — is a failure:
-// onHealthFailure applies.
+// onHealthFailure applies. A host still staged on its previous closure
+// after an order the control plane could not hear is staged again, with
+// no failure.
 
 // rebootHosts orders the reboots of a rollout's staged hosts that pass
 // the gates, in (wave, hostname) order like dispatchHosts.
@@ -98,8 +100,10 @@ func (t *tick) rebootHosts(w *work) {
 // observeRebooting moves a Rebooting host on what it says: on its target
 // after the order, it soaks (its health is judged from the new boot); the
 // agent's word that the boot failed, or bootTimeout passing without the
-// host on its target, fails it (rule 9 then applies); silence while
-// silence is not judged holds it, and decides nothing.
+// host on its target, fails it (rule 9 then applies), unless the control
+// plane could not hear it and it says its target is still staged: then it
+// is Deferred again; silence while silence is not judged holds it, and
+// decides nothing.
 func (t *tick) observeRebooting(w *work, i int, matches bool) {
 	h := &w.r.Hosts[i]
 	o := t.obs[h.Hostname]
@@ -122,6 +126,14 @@ func (t *tick) observeRebooting(w *work, i int, matches bool) {
 		matches && act.Outcome == OutcomeConfirmed:
 		t.setHost(w, i, EvBootedIntoTarget, Reason{Code: codes.BootedIntoTarget, Message: "booted into the target; soaking"})
 	case !t.now.After(end):
+	case said.After(end) && o.Deferred && o.Current != h.Target && t.blindWindow(w, h):
+		// It says, after bootTimeout, that its target is still staged
+		// and it runs its previous closure, and the control plane could
+		// not hear it meanwhile: it may never have had the order, and its
+		// agent refuses one past its deadline. Not a failure: it is
+		// staged again, and rebooted under the gates like any staged host.
+		t.setHost(w, i, EvDeferredReported, Reason{Code: codes.RebootUnheard,
+			Message: fmt.Sprintf("its target is still staged and it runs its previous closure %s after the reboot order, a time the control plane could not hear the host; not a failure: it is ordered to reboot again under the gates", approx(timeout))})
 	case said.After(end):
 		t.setHost(w, i, EvBootFailed, Reason{Code: codes.BootTimeout,
 			Message: fmt.Sprintf("not on its target %s after the reboot order: it runs %s, booted %s", approx(timeout), orNone(o.Current), orNone(o.Booted))})

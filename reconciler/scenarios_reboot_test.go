@@ -188,3 +188,82 @@ var rebootScenarios = []goldenCase{
 		check: all(wantEvent(rc.EventHostTransition, "a", "RollingBack", codes.RollbackDispatched), wantAction("a", rc.ActionRollback)),
 	},
 }
+
+// TestRebootOrderUnheardIsNotAFailure: the control plane orders a's reboot
+// and cannot hear the fleet straight after, for longer than the boot
+// timeout (it is down, or the channel is partitioned). When it hears a
+// again, a says its target is still staged and it runs its previous
+// closure: it may never have had the order, and its agent refuses one past
+// its deadline. a is staged again without a failure (reboot_unheard) and
+// ordered to reboot again; the rollout goes on (rule 17).
+func TestRebootOrderUnheardIsNotAFailure(t *testing.T) {
+	for _, cut := range []string{"outage", "partition"} {
+		t.Run(cut, func(t *testing.T) {
+			s := newScenario(t)
+			stagedA(s, rebooting(s)).tick()
+			if h := s.hostIn(id1, "a"); h.State != rc.HostRebooting {
+				t.Fatalf("a is %s, want Rebooting", h.State)
+			}
+			if cut == "outage" {
+				s.outage(20 * time.Minute)
+			} else {
+				for range 10 {
+					s.in.Now = s.in.Now.Add(2 * time.Minute) // nobody checks in
+					s.tick()
+					noTransitionTo(rc.HostFailed)(t, s.last)
+				}
+			}
+			s.online("a", "b", "c", "d").tick()
+			all(wantEvent(rc.EventHostTransition, "a", string(rc.HostDeferred), codes.RebootUnheard),
+				wantEvent(rc.EventHostTransition, "a", string(rc.HostRebooting), codes.RebootDispatched), wantAction("a", rc.ActionReboot),
+				noTransitionTo(rc.HostFailed), noRolloutTo(rc.RolloutHalted))(t, s.last)
+		})
+	}
+}
+
+// TestRevertWaitsForALongBoot: a boot timeout (up to 24 hours) may be
+// longer than the readiness deadline. An operator rolls back while a
+// reboots with a 120-minute timeout: the revert is not stalled while the
+// boot is within its timeout, and once a boots into the release being
+// reverted it is sent back (rules 9, 11 and 17).
+func TestRevertWaitsForALongBoot(t *testing.T) {
+	s := newScenario(t)
+	b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
+		p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: 120}
+	})
+	stagedA(s, b).tick().advance(time.Minute).intent("i1", id1, rc.IntentRollback, "ops").tick()
+	for range 11 {
+		s.advance(10 * time.Minute).tick()
+		noRolloutTo(rc.RolloutHalted)(t, s.last)
+	}
+	if h := s.hostIn(id1, "a"); h.State != rc.HostRebooting || s.state(id1) != rc.RolloutReverting {
+		t.Fatalf("after 111 minutes a is %s in a %s rollout, want Rebooting in a Reverting one", h.State, s.state(id1))
+	}
+	s.advance(time.Minute).reboot(id1, "a").tick()
+	all(wantEvent(rc.EventHostTransition, "a", string(rc.HostRollingBack), codes.RollbackDispatched), wantAction("a", rc.ActionRollback),
+		noRolloutTo(rc.RolloutHalted))(t, s.last)
+}
+
+// TestSilentStagedHostDoesNotStallItsWave: a staged host that is not heard
+// does not hold its wave (rule 17), so the readiness deadline does not
+// count it as stuck either (rule 11). With a silent and staged, b rebooting
+// with a 120-minute timeout and c and d held by the budget, the wave waits
+// for the fleet to move: it is not stalled after an hour.
+func TestSilentStagedHostDoesNotStallItsWave(t *testing.T) {
+	s := newScenario(t)
+	b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
+		p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: 120}
+	})
+	stagedA(s, b).observe("a", func(o *rc.ObservedHost) { o.LastSeen = s.in.Now.Add(-10 * time.Minute) })
+	s.tick().advance(time.Minute).report(id1, "b", rc.OutcomeDeferred).tick()
+	if h := s.hostIn(id1, "b"); h.State != rc.HostRebooting {
+		t.Fatalf("b is %s, want Rebooting", h.State)
+	}
+	for range 7 {
+		s.advance(10 * time.Minute).tick()
+		noRolloutTo(rc.RolloutHalted)(t, s.last)
+	}
+	if h := s.hostIn(id1, "a"); h.State != rc.HostDeferred || h.Blocked.Gate != codes.Unheard {
+		t.Fatalf("a is %s held by %q, want Deferred and unheard", h.State, h.Blocked.Gate)
+	}
+}

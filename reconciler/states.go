@@ -110,6 +110,7 @@ var hostTable = map[hostMove]HostState{
 	{HostDeferred, EvRebootDispatch}:     HostRebooting,
 	{HostRebooting, EvBootedIntoTarget}:  HostSoaking,
 	{HostRebooting, EvBootFailed}:        HostFailed,
+	{HostRebooting, EvDeferredReported}:  HostDeferred,
 	{HostRebooting, EvAgentRolledBack}:   HostReverted,
 	{HostRebooting, EvRollbackDispatch}:  HostRollingBack,
 	{HostSoaking, EvSoaked}:              HostConverged,

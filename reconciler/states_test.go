@@ -14,7 +14,7 @@ func TestHostStateMachine(t *testing.T) {
 		HostSkipped:     {EvDispatch: HostActivating},
 		HostActivating:  {EvConfirm: HostSoaking, EvConfirmTimeout: HostFailed, EvActivationFailed: HostFailed, EvManifestRejected: HostFailed, EvAgentRolledBack: HostReverted, EvDeferredReported: HostDeferred, EvConfirmUnheard: HostSkipped},
 		HostDeferred:    {EvBootedIntoTarget: HostSoaking, EvActivationFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack, EvRebootDispatch: HostRebooting},
-		HostRebooting:   {EvBootedIntoTarget: HostSoaking, EvBootFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
+		HostRebooting:   {EvBootedIntoTarget: HostSoaking, EvBootFailed: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack, EvDeferredReported: HostDeferred},
 		HostSoaking:     {EvSoaked: HostConverged, EvUnhealthy: HostFailed, EvAgentRolledBack: HostReverted, EvRollbackDispatch: HostRollingBack},
 		HostConverged:   {EvRollbackDispatch: HostRollingBack},
 		HostFailed:      {EvRollbackDispatch: HostRollingBack, EvRolledBack: HostReverted},
