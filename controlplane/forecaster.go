@@ -57,6 +57,16 @@ type forecaster struct {
 	// dispatch to confirm.
 	dispatched map[[2]string]time.Time
 	samples    []store.ActivationTime
+	// ordered is when each Rebooting host was ordered to reboot, by
+	// rollout and host; reboots the boots measured since the forecasting
+	// loop last took them: order to confirm (rule 17).
+	ordered map[[2]string]time.Time
+	reboots []time.Duration
+	// rebootTimes are the last maxRebootTimes reboots the leader
+	// measured, the model of a reboot (the forecasting loop's alone; not
+	// kept in the store: a new leader takes the default until it
+	// measures one).
+	rebootTimes []time.Duration
 	// times is what the leader measured of each host's activations, the
 	// model of it (the forecasting loop's alone); loaded once it has read
 	// the store's.
@@ -67,7 +77,7 @@ type forecaster struct {
 
 func newForecaster(st store.Store, log *slog.Logger, m *metrics, model reconciler.Model, k *kept.Keeper) *forecaster {
 	f := &forecaster{st: st, log: log, model: model, keeper: k, told: map[string]time.Time{}, pending: true,
-		dispatched: map[[2]string]time.Time{}, times: map[string]store.ActivationTime{},
+		dispatched: map[[2]string]time.Time{}, ordered: map[[2]string]time.Time{}, times: map[string]store.ActivationTime{},
 		made: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "nixfleet_forecast_duration_seconds", Help: "Time to make a forecast of the live rollouts (rfcs/0014), beside the ticks.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
@@ -120,9 +130,11 @@ func (f *forecaster) measure(in reconciler.Input, out reconciler.Output) {
 			}
 		}
 	}
-	for key := range f.dispatched {
-		if !live[key[0]] {
-			delete(f.dispatched, key) // its rollout left while another replica led
+	for _, m := range []map[[2]string]time.Time{f.dispatched, f.ordered} {
+		for key := range m {
+			if !live[key[0]] {
+				delete(m, key) // its rollout left while another replica led
+			}
 		}
 	}
 	for _, u := range out.Hosts {
@@ -135,6 +147,16 @@ func (f *forecaster) measure(in reconciler.Input, out reconciler.Output) {
 			delete(f.dispatched, key)
 			if d := u.Host.Since.Sub(at); ok && d > 0 && (u.Host.State == reconciler.HostSoaking || u.Host.State == reconciler.HostConverged) {
 				f.samples = append(f.samples, store.ActivationTime{Host: u.Host.Hostname, Typical: d, Samples: 1, MeasuredAt: u.Host.Since})
+			}
+		}
+		switch {
+		case u.Host.State == reconciler.HostRebooting && u.From != reconciler.HostRebooting:
+			f.ordered[key] = u.Host.Since
+		case u.From == reconciler.HostRebooting && u.Host.State != reconciler.HostRebooting:
+			at, ok := f.ordered[key]
+			delete(f.ordered, key)
+			if d := u.Host.Since.Sub(at); ok && d > 0 && u.Host.State == reconciler.HostSoaking {
+				f.reboots = append(f.reboots, d)
 			}
 		}
 	}
@@ -160,10 +182,11 @@ func (f *forecaster) kick(ctx context.Context) {
 				return
 			}
 			f.pending = false
-			seed, samples := f.seed, f.samples
-			f.samples = nil
+			seed, samples, reboots := f.seed, f.samples, f.reboots
+			f.samples, f.reboots = nil, nil
 			f.mu.Unlock()
 			f.learn(ctx, samples)
+			f.learnReboots(reboots)
 			in, ok := f.input(seed)
 			if !ok {
 				f.mu.Lock()
@@ -243,6 +266,10 @@ func (f *forecaster) learn(ctx context.Context, samples []store.ActivationTime) 
 // while none is measured).
 func (f *forecaster) modelNow() reconciler.Model {
 	m := f.model
+	if len(f.rebootTimes) > 0 {
+		all := slices.Sorted(slices.Values(f.rebootTimes))
+		m.Reboot = all[len(all)/2]
+	}
 	if len(f.times) == 0 {
 		return m
 	}
@@ -260,6 +287,17 @@ func (f *forecaster) modelNow() reconciler.Model {
 	}
 	return m
 }
+
+// learnReboots folds newly measured reboots into the latest
+// (the forecasting loop's).
+func (f *forecaster) learnReboots(reboots []time.Duration) {
+	f.rebootTimes = append(f.rebootTimes, reboots...)
+	f.rebootTimes = f.rebootTimes[max(len(f.rebootTimes)-maxRebootTimes, 0):]
+}
+
+// maxRebootTimes bounds the reboots a forecast's model of one is the
+// median of: the fleet's latest.
+const maxRebootTimes = 32
 
 // wait waits for the forecasting in the background, which stops at its
 // next simulated tick once its context ends.
@@ -415,6 +453,9 @@ func forecastView(res reconciler.ForecastResult, r reconciler.RolloutForecast, m
 		Waiting: reasonPtr(r.Waiting), Waves: make([]proto.ForecastWave, len(r.Waves)), Hosts: []proto.ForecastHost{},
 		Assumes: proto.ForecastModel{Activation: forPeople(cmp.Or(m.Activation, reconciler.DefaultForecastActivation)).String(),
 			Checkin: m.Checkin.String(), Approvals: "only those given", Silent: "stay silent"}}
+	if r.Reboots {
+		v.Assumes.Reboot = forPeople(cmp.Or(m.Reboot, reconciler.DefaultForecastReboot)).String()
+	}
 	for _, h := range r.Hosts {
 		if _, ok := m.Hosts[h.Host]; ok {
 			v.Assumes.Measured++

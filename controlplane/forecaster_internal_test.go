@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,10 +39,11 @@ func TestForecasterMeasures(t *testing.T) {
 		}
 		f.decided(in, out)
 		f.mu.Lock()
-		samples := f.samples
-		f.samples = nil
+		samples, reboots := f.samples, f.reboots
+		f.samples, f.reboots = nil, nil
 		f.mu.Unlock()
 		f.learn(ctx, samples)
+		f.learnReboots(reboots)
 	}
 	// r1 opens: a and b dispatched at once, c already Activating when this
 	// replica began (never seen dispatched).
@@ -73,8 +75,34 @@ func TestForecasterMeasures(t *testing.T) {
 		t.Fatalf("stored %+v, want only %+v", stored, want)
 	}
 	m := f.modelNow()
-	if m.Activation != 3*time.Minute || m.Hosts["a"].Activation != 3*time.Minute || len(m.Hosts) != 1 {
-		t.Errorf("model: activation %s, hosts %+v", m.Activation, m.Hosts)
+	if m.Activation != 3*time.Minute || m.Hosts["a"].Activation != 3*time.Minute || len(m.Hosts) != 1 || m.Reboot != 0 {
+		t.Errorf("model: activation %s, hosts %+v, reboot %s", m.Activation, m.Hosts, m.Reboot)
+	}
+
+	// Reboots (rule 17): order to the new boot's confirm, into Soaking
+	// only; a failed boot, and one ordered while another replica led,
+	// are not measured. The model takes their median.
+	t4 := t3.Add(time.Hour)
+	tick(t4, []string{"r3"}, rc.Output{Hosts: []rc.HostUpdate{
+		{RolloutID: "r3", From: rc.HostDeferred, Host: host("e", rc.HostRebooting, t4)},
+		{RolloutID: "r3", From: rc.HostDeferred, Host: host("f", rc.HostRebooting, t4)},
+		{RolloutID: "r3", From: rc.HostDeferred, Host: host("g", rc.HostRebooting, t4)},
+		{RolloutID: "r3", From: rc.HostDeferred, Host: host("h", rc.HostRebooting, t4)},
+	}})
+	tick(t4.Add(3*time.Minute), []string{"r3"}, rc.Output{Hosts: []rc.HostUpdate{
+		{RolloutID: "r3", From: rc.HostRebooting, Host: host("e", rc.HostSoaking, t4.Add(3*time.Minute))},
+		{RolloutID: "r3", From: rc.HostRebooting, Host: host("f", rc.HostFailed, t4.Add(3*time.Minute))},
+		{RolloutID: "r3", From: rc.HostRebooting, Host: host("x", rc.HostSoaking, t4.Add(3*time.Minute))},
+	}})
+	tick(t4.Add(9*time.Minute), []string{"r3"}, rc.Output{Hosts: []rc.HostUpdate{
+		{RolloutID: "r3", From: rc.HostRebooting, Host: host("g", rc.HostSoaking, t4.Add(9*time.Minute))},
+		{RolloutID: "r3", From: rc.HostRebooting, Host: host("h", rc.HostSoaking, t4.Add(10*time.Minute))},
+	}})
+	if got, want := f.rebootTimes, []time.Duration{3 * time.Minute, 9 * time.Minute, 10 * time.Minute}; !slices.Equal(got, want) {
+		t.Errorf("reboots measured %v, want %v", got, want)
+	}
+	if m := f.modelNow(); m.Reboot != 9*time.Minute {
+		t.Errorf("model: reboot %s, want the median 9m0s", m.Reboot)
 	}
 
 	// Another forecaster (a replica that leads next) starts from the

@@ -46,7 +46,11 @@ type ForecastModel struct {
 	// Activation is then the median of the fleet's measured times.
 	Activation string `json:"activation"`
 	Measured   int    `json:"measured,omitempty"`
-	Checkin    string `json:"checkin"`
+	// Reboot, for a rollout that reboots its staged hosts, is how long a
+	// reboot takes from its order to the new boot's confirm: the median
+	// of the fleet's latest measured reboots, or a default.
+	Reboot  string `json:"reboot,omitempty"`
+	Checkin string `json:"checkin"`
 	// Approvals: "only those given": an approval a wave needs is not
 	// assumed.
 	Approvals string `json:"approvals"`

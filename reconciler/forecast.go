@@ -24,6 +24,10 @@ type Model struct {
 	// Learn is how long a host takes to learn a new target: zero for an
 	// agent waiting in a long-poll, which is answered at once.
 	Learn time.Duration `json:"learn,omitempty"`
+	// Reboot is how long a staged host takes from its reboot order (rule
+	// 17) to confirming its new boot: shutting down, the firmware, the
+	// boot and its probes. DefaultForecastReboot when zero.
+	Reboot time.Duration `json:"reboot,omitempty"`
 	// Checkin is how often a connected agent checks in (its long-poll's
 	// length): Tunables.CheckinPeriod when zero. An agent checks in at
 	// its last check-in (its phase) plus whole periods, and at once when
@@ -68,6 +72,7 @@ type AssumedApproval struct {
 // Forecast bounds and defaults.
 const (
 	DefaultForecastActivation = 2 * time.Minute
+	DefaultForecastReboot     = 5 * time.Minute
 	DefaultForecastHorizon    = 31 * 24 * time.Hour
 	DefaultForecastTicks      = 20000
 )
@@ -114,6 +119,9 @@ type RolloutForecast struct {
 	Waiting Reason         `json:"waiting,omitzero"`
 	Waves   []WaveForecast `json:"waves"`
 	Hosts   []HostForecast `json:"hosts"`
+	// Reboots: a wave of it reboots its staged hosts (rule 17), which
+	// take Model.Reboot.
+	Reboots bool `json:"reboots,omitempty"`
 }
 
 // WaveForecast is one wave's expected course.
@@ -166,6 +174,10 @@ type forecaster struct {
 	from    time.Time
 	m       Model
 	horizon time.Time
+	// stages: the rollouts whose release stages on the hosts (one of
+	// them is staged or rebooting at the start): their other hosts of a
+	// wave that reboots stage too, and are rebooted in turn.
+	stages map[string]bool
 	// agents: the model's hosts, by name.
 	agents map[string]*modelAgent
 	// events are the model's pending happenings, by time and then in the
@@ -194,7 +206,7 @@ type forecaster struct {
 }
 
 type modelAgent struct {
-	activation, learn time.Duration
+	activation, learn, reboot time.Duration
 	// heard: the control plane hears the agent (it is connected); it
 	// checks in at anchor plus whole periods (Model.Checkin).
 	heard  bool
@@ -221,6 +233,9 @@ func newForecaster(in Input, m Model) *forecaster {
 	if m.Activation <= 0 {
 		m.Activation = DefaultForecastActivation
 	}
+	if m.Reboot <= 0 {
+		m.Reboot = DefaultForecastReboot
+	}
 	if m.Horizon <= 0 {
 		m.Horizon = DefaultForecastHorizon
 	}
@@ -232,7 +247,10 @@ func newForecaster(in Input, m Model) *forecaster {
 	}
 	f := &forecaster{in: in, from: in.Now, m: m, horizon: in.Now.Add(m.Horizon), agents: map[string]*modelAgent{},
 		measured: map[string]bool{}, approved: map[string]bool{}, seen: map[string]*RolloutForecast{},
-		hostAt: map[string]map[string]int{}, opening: map[string]Reason{}, flying: map[[2]string]bool{}}
+		hostAt: map[string]map[string]int{}, opening: map[string]Reason{}, flying: map[[2]string]bool{}, stages: map[string]bool{}}
+	for _, r := range in.Rollouts {
+		f.stages[r.ID] = slices.ContainsFunc(r.Hosts, func(h RolloutHost) bool { return h.State == HostDeferred || h.State == HostRebooting })
+	}
 	for _, d := range in.Deferrals {
 		gate := ""
 		if d.BlockedBy == codes.Freeze {
@@ -261,7 +279,7 @@ func newForecaster(in Input, m Model) *forecaster {
 	}
 	for name := range names {
 		hm := m.Hosts[name]
-		a := &modelAgent{activation: cmp.Or(hm.Activation, m.Activation), learn: cmp.Or(hm.Learn, m.Learn)}
+		a := &modelAgent{activation: cmp.Or(hm.Activation, m.Activation), learn: cmp.Or(hm.Learn, m.Learn), reboot: m.Reboot}
 		o := in.Hosts[name]
 		a.heard, a.anchor = !in.Tunables.Late(o.LastSeen, in.Now), o.LastSeen
 		if a.heard {
@@ -325,7 +343,7 @@ func (f *forecaster) inFlight(r Rollout) {
 		if !started {
 			f.push(modelEvent{at: latest(start, f.in.Now), host: h.Hostname, kind: "started", action: act})
 		}
-		f.push(modelEvent{at: latest(start.Add(a.activation), f.in.Now), host: h.Hostname, kind: "done", action: act})
+		f.push(modelEvent{at: latest(start.Add(a.takes(act)), f.in.Now), host: h.Hostname, kind: "done", action: act})
 	}
 }
 
@@ -469,7 +487,7 @@ func (f *forecaster) schedule(out Output) {
 	for _, act := range out.Actions {
 		a := f.agents[act.Host]
 		if a == nil {
-			a = &modelAgent{activation: f.m.Activation, learn: f.m.Learn}
+			a = &modelAgent{activation: f.m.Activation, learn: f.m.Learn, reboot: f.m.Reboot}
 			f.agents[act.Host] = a
 		}
 		if !a.heard {
@@ -532,7 +550,26 @@ func (f *forecaster) schedule(out Output) {
 func (f *forecaster) act(host string, a *modelAgent, act HostAction, at time.Time) {
 	start := at.Add(a.learn)
 	f.push(modelEvent{at: start, host: host, kind: "started", action: act})
-	f.push(modelEvent{at: start.Add(a.activation), host: host, kind: "done", action: act})
+	f.push(modelEvent{at: start.Add(a.takes(act)), host: host, kind: "done", action: act})
+}
+
+// staging reports whether a dispatch stages its target for a reboot the
+// control plane orders, as its rollout's staged hosts did.
+func (f *forecaster) staging(act HostAction) bool {
+	if act.Kind != ActionDispatch || !f.stages[act.RolloutID] {
+		return false
+	}
+	i := slices.IndexFunc(f.in.Rollouts, func(r Rollout) bool { return r.ID == act.RolloutID })
+	return i >= 0 && f.in.Rollouts[i].RebootOf(act.Wave).Managed
+}
+
+// takes is how long the agent takes to answer an action: a reboot's time
+// for a reboot order, its activation's otherwise.
+func (a *modelAgent) takes(act HostAction) time.Duration {
+	if act.Kind == ActionReboot {
+		return a.reboot
+	}
+	return a.activation
 }
 
 // spec is the analysis a request measures (the zero Analysis when its
@@ -633,7 +670,10 @@ func (f *forecaster) fire(now time.Time) {
 		case "started", "done":
 			o := f.in.Hosts[e.host]
 			outcome := OutcomeStarted
-			if e.kind == "done" {
+			switch {
+			case e.kind == "done" && f.staging(e.action):
+				outcome, o.Deferred = OutcomeDeferred, true
+			case e.kind == "done":
 				outcome = OutcomeConfirmed
 				o.Current, o.Booted, o.Deferred = e.action.Target, e.action.Target, false
 				if o.Probes.Total == 0 {
@@ -679,6 +719,7 @@ func (f *forecaster) note(r Rollout) *RolloutForecast {
 	rf := &RolloutForecast{ID: r.ID, Channel: r.Channel, State: r.State}
 	for i, w := range r.Waves {
 		rf.Waves = append(rf.Waves, WaveForecast{Index: i, Name: w.Name})
+		rf.Reboots = rf.Reboots || r.RebootOf(i).Managed
 	}
 	idx := make(map[string]int, len(r.Hosts))
 	for i, h := range r.Hosts {

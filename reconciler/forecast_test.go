@@ -43,7 +43,7 @@ var forecastCases = []forecastCase{
 	},
 	{
 		name: "staged-hosts-rebooted",
-		desc: "rule 17: four hosts in one wave, one in flight at a time, whose policy reboots staged hosts; a rebooting, b staged and waiting both for the budget and for a check-in saying its target is still staged: the model hears b check in, counts a reboot as an activation, and the rollout ends converged once every host took its turn",
+		desc: "rule 17: four hosts in one wave, one in flight at a time, whose policy reboots staged hosts; a rebooting, b staged and waiting both for the budget and for a check-in saying its target is still staged: the model hears b check in, takes Model.Reboot (5 min by default) for each reboot, has c and d stage like a and b did before they are rebooted in turn, and the rollout ends converged once every host took its turn",
 		build: func(s *scenario) rc.Model {
 			// A report comes before the check-in that says the host is
 			// staged: its status is from before.

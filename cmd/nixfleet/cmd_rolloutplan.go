@@ -55,8 +55,12 @@ func writeForecast(w io.Writer, f proto.Forecast) {
 		fs.add("first", fmt.Sprintf("%s, made %s (now %s%s)", when(*f.FirstEnd), when(f.FirstMadeAt), sign, span(d)))
 	}
 	a := f.Assumes
-	fs.add("assumes", fmt.Sprintf("a host takes %s to switch%s and checks in every %s; approvals: %s; silent hosts: %s",
-		a.Activation, measured(a.Measured), a.Checkin, a.Approvals, a.Silent))
+	reboot := ""
+	if a.Reboot != "" {
+		reboot = ", " + a.Reboot + " to reboot,"
+	}
+	fs.add("assumes", fmt.Sprintf("a host takes %s to switch%s%s and checks in every %s; approvals: %s; silent hosts: %s",
+		a.Activation, measured(a.Measured), reboot, a.Checkin, a.Approvals, a.Silent))
 	fs.write(w)
 	t := newTable("WAVE", "START", "DONE", "GATE")
 	for _, wv := range f.Waves {
