@@ -270,9 +270,10 @@ func decideReboot(st State, obs Observation, t *proto.Target, now time.Time, p P
 func decideRebooted(st State, obs Observation, now time.Time, p Policy) (Step, error) {
 	target := p.storePath(st.Target.Closure)
 	deadline, _ := confirmBy(st.Target)
-	if obs.BootID == "" && st.Phase != PhaseMakingDefault {
-		// Without it a new boot cannot be told from this one.
-		return Step{Kind: StepNone, Why: "the kernel's boot id cannot be read: waiting"}, nil
+	if obs.BootID == "" || obs.Booted == "" {
+		// Without them a new boot cannot be told from this one, nor the
+		// system it booted.
+		return Step{Kind: StepNone, Why: "the boot id or the booted system cannot be read: waiting"}, nil
 	}
 	newBoot := obs.BootID != st.BootID
 	switch st.Phase {

@@ -105,6 +105,8 @@ func TestDecideReboots(t *testing.T) {
 			want: Step{Kind: StepNone}},
 		{name: "rebooting, the boot id unreadable", st: rebooting, obs: Observation{Current: v1, Booted: v1, Profile: v1},
 			want: Step{Kind: StepNone}},
+		{name: "boot confirming, the booted system unreadable", st: bootConfirming, obs: Observation{Current: v2, Profile: v1,
+			BootID: "boot-2"}, want: Step{Kind: StepNone}},
 		{name: "boot confirming, restarted onto the previous default", st: bootConfirming, obs: Observation{Current: v1,
 			Booted: v1, Profile: v1, BootID: "boot-3"}, want: Step{Kind: StepSave}, next: PhaseIdle, report: "boot_failed/boot_fell_back"},
 		{name: "making default, restarted onto the previous default", st: must(bootConfirming.move(EvConfirmed, t0)),
