@@ -41,14 +41,21 @@ func rebootTarget(closure, token string, in time.Duration) *proto.Target {
 		ManifestHash: "h", Token: token, ConfirmBy: t0.Add(in).Format(time.RFC3339)}
 }
 
+// rebootOrdered is the state of an agent that staged v2 and was ordered to
+// reboot into it by t, on boot-1.
+func rebootOrdered(t *proto.Target) State {
+	st := must(staged().move(EvRebootOrdered, t0))
+	st.Target, st.BootID = t, "boot-1"
+	return st
+}
+
 // TestDecideReboots: every row of rfcs/0008 §Reboots, decided on a
 // state and what the host shows.
 func TestDecideReboots(t *testing.T) {
 	t.Parallel()
 	tr := rebootTarget(v2, "tok-r", 10*time.Minute)
 	onV1 := Observation{Current: v1, Booted: v1, Profile: v1, BootID: "boot-1"}
-	rebooting := must(staged().move(EvRebootOrdered, t0))
-	rebooting.Target, rebooting.BootID = tr, "boot-1"
+	rebooting := rebootOrdered(tr)
 	bootConfirming := must(rebooting.move(EvBooted, t0))
 	bootConfirming.BootID = "boot-2"
 	onV2 := Observation{Current: v2, Booted: v2, Profile: v1, BootID: "boot-2"}
@@ -589,8 +596,7 @@ func TestAgentReboots(t *testing.T) {
 	t.Run("restarted before the reboot, or the host slow to go down", func(t *testing.T) {
 		t.Parallel()
 		h := newBootHost(t)
-		rebooting := must(staged().move(EvRebootOrdered, t0))
-		rebooting.Target, rebooting.BootID = tr, "boot-1"
+		rebooting := rebootOrdered(tr)
 		if err := SaveState(h.stateDir, rebooting); err != nil {
 			t.Fatal(err)
 		}
@@ -617,8 +623,7 @@ func TestAgentReboots(t *testing.T) {
 func TestStateRebootPhases(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st := must(staged().move(EvRebootOrdered, t0))
-	st.Target, st.BootID = rebootTarget(v2, "tok-r", time.Minute), "boot-1"
+	st := rebootOrdered(rebootTarget(v2, "tok-r", time.Minute))
 	if err := SaveState(dir, st); err != nil {
 		t.Fatal(err)
 	}
@@ -667,8 +672,7 @@ func TestAgentRebootsThroughResets(t *testing.T) {
 	t.Run("a once-only entry a kexec left boots the refused target again: rebooted back", func(t *testing.T) {
 		t.Parallel()
 		h := newBootHost(t)
-		rebooting := must(staged().move(EvRebootOrdered, t0))
-		rebooting.Target, rebooting.BootID = tr, "boot-1"
+		rebooting := rebootOrdered(tr)
 		bc := must(rebooting.move(EvBooted, t0))
 		bc.BootID = "boot-2"
 		back := must(bc.rollingBack(EvConfirmRejected, codes.ConfirmRejected, t0))
@@ -713,8 +717,7 @@ func TestAgentRebootsThroughResets(t *testing.T) {
 	t.Run("the once-only entry cannot be cleared: the reboot stays ordered", func(t *testing.T) {
 		t.Parallel()
 		h := newBootHost(t)
-		rebooting := must(staged().move(EvRebootOrdered, t0))
-		rebooting.Target, rebooting.BootID = tr, "boot-1"
+		rebooting := rebootOrdered(tr)
 		if err := SaveState(h.stateDir, rebooting); err != nil {
 			t.Fatal(err)
 		}

@@ -138,28 +138,32 @@ func (f *forecaster) measure(in reconciler.Input, out reconciler.Output) {
 		}
 	}
 	for _, u := range out.Hosts {
-		key := [2]string{u.RolloutID, u.Host.Hostname}
-		switch {
-		case u.Host.State == reconciler.HostActivating && u.From != reconciler.HostActivating:
-			f.dispatched[key] = u.Host.Since
-		case u.From == reconciler.HostActivating && u.Host.State != reconciler.HostActivating:
-			at, ok := f.dispatched[key]
-			delete(f.dispatched, key)
-			if d := u.Host.Since.Sub(at); ok && d > 0 && (u.Host.State == reconciler.HostSoaking || u.Host.State == reconciler.HostConverged) {
-				f.samples = append(f.samples, store.ActivationTime{Host: u.Host.Hostname, Typical: d, Samples: 1, MeasuredAt: u.Host.Since})
-			}
+		to := u.Host.State
+		if d, ok := stay(f.dispatched, reconciler.HostActivating, u); ok && (to == reconciler.HostSoaking || to == reconciler.HostConverged) {
+			f.samples = append(f.samples, store.ActivationTime{Host: u.Host.Hostname, Typical: d, Samples: 1, MeasuredAt: u.Host.Since})
 		}
-		switch {
-		case u.Host.State == reconciler.HostRebooting && u.From != reconciler.HostRebooting:
-			f.ordered[key] = u.Host.Since
-		case u.From == reconciler.HostRebooting && u.Host.State != reconciler.HostRebooting:
-			at, ok := f.ordered[key]
-			delete(f.ordered, key)
-			if d := u.Host.Since.Sub(at); ok && d > 0 && u.Host.State == reconciler.HostSoaking {
-				f.reboots = append(f.reboots, d)
-			}
+		if d, ok := stay(f.ordered, reconciler.HostRebooting, u); ok && to == reconciler.HostSoaking {
+			f.reboots = append(f.reboots, d)
 		}
 	}
+}
+
+// stay follows hosts through state in a tick's update: it notes in since
+// when a host enters it, and says how long it stayed when it leaves (false
+// for one not seen entering).
+func stay(since map[[2]string]time.Time, state reconciler.HostState, u reconciler.HostUpdate) (time.Duration, bool) {
+	key := [2]string{u.RolloutID, u.Host.Hostname}
+	switch {
+	case u.Host.State == state && u.From != state:
+		since[key] = u.Host.Since
+	case u.From == state && u.Host.State != state:
+		at, ok := since[key]
+		delete(since, key)
+		if d := u.Host.Since.Sub(at); ok && d > 0 {
+			return d, true
+		}
+	}
+	return 0, false
 }
 
 // kick starts forecasting in the background after a committed tick, if a
