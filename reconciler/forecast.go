@@ -420,10 +420,16 @@ func (f *forecaster) hear() {
 		o := f.in.Hosts[name]
 		o.LastSeen = a.checkinBefore(f.in.Now, f.m.Checkin)
 		o.StatusAt, o.AlwaysHeard = o.LastSeen, true
-		// A host runs what it last confirmed: a check-in on record from
-		// before its confirm still shows the closure before it.
-		if act := o.Activation; act != nil && act.Outcome == OutcomeConfirmed && o.Current != act.Closure && !o.LastSeen.Before(act.At) {
-			o.Current, o.Booted, o.Deferred = act.Closure, act.Closure, false
+		// A host runs what it last confirmed, and has staged what it last
+		// reported staged: a check-in on record from before the report
+		// still shows the host before it.
+		if act := o.Activation; act != nil && !o.LastSeen.Before(act.At) {
+			switch {
+			case act.Outcome == OutcomeConfirmed && o.Current != act.Closure:
+				o.Current, o.Booted, o.Deferred = act.Closure, act.Closure, false
+			case act.Outcome == OutcomeDeferred:
+				o.Deferred = true
+			}
 		}
 		f.in.Hosts[name] = o
 	}

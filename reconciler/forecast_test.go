@@ -71,6 +71,30 @@ var forecastCases = []forecastCase{
 		},
 	},
 	{
+		name: "staged-report-before-status",
+		desc: "rule 17: a reported it staged its target, but the status on record is from before (it does not say so yet), while b stages: the model takes a's next check-in to say what it reported, as it takes a confirmed closure, so a is rebooted, not taken to have lost its target; every host converges",
+		build: func(s *scenario) rc.Model {
+			s.release(rebooting(s).Build(), fleetkit.Commit(1)).online("a", "b", "c", "d").tick().advance(time.Second)
+			stage(s, "a")
+			s.observe("a", func(o *rc.ObservedHost) { o.StatusAt = s.in.Now.Add(-time.Second) })
+			s.tick()
+			s.observe("a", func(o *rc.ObservedHost) { o.Deferred = false })
+			if got := [2]rc.HostState{s.hostIn(id1, "a").State, s.hostIn(id1, "b").State}; got != [2]rc.HostState{rc.HostDeferred, rc.HostActivating} {
+				s.t.Fatalf("a and b are %v, want Deferred and Activating", got)
+			}
+			return rc.Model{Activation: 17 * time.Millisecond}
+		},
+		check: func(t *testing.T, f rc.ForecastResult) {
+			t.Helper()
+			r := rolloutOf(t, f, id1)
+			for _, h := range r.Hosts {
+				if h.State != rc.HostConverged || h.Converged.IsZero() {
+					t.Errorf("%s ends %s (converged %s), want Converged within the forecast", h.Host, h.State, h.Converged)
+				}
+			}
+		},
+	},
+	{
 		name: "window-across-dst",
 		desc: "a window on Sundays from 20:00 Europe/Berlin, forecast on Saturday 28 March 2026: the clocks move to summer time that night, so it opens at 18:00 UTC, not 19:00",
 		build: func(s *scenario) rc.Model {
