@@ -1199,6 +1199,9 @@ func (s *fleetSim) live(a *simAgent, prev, now time.Time, down [2]time.Time, act
 		// The deadline the agent is given, as the control plane words it
 		// (to the second): it acts on no target past it.
 		by := prev.Add(s.in.Tunables.ConfirmWindow()).Truncate(time.Second)
+		if act.Kind == reconciler.ActionReboot {
+			by = s.bootBy(*act, prev).Truncate(time.Second) // a reboot's own deadline (rule 17)
+		}
 		at := prev.Add(time.Nanosecond + s.jitter(min(now.Sub(prev), a.period)))
 		if !reaches(at) && a.online && !down[0].IsZero() && now.After(down[1]) {
 			at = down[1].Add(s.jitter(min(now.Sub(down[1]), a.period))) // asked again once the control plane is back
@@ -1220,6 +1223,16 @@ func (s *fleetSim) live(a *simAgent, prev, now time.Time, down [2]time.Time, act
 			s.checkIn(a, at)
 		}
 	}
+}
+
+// bootBy is the boot deadline of a reboot ordered at since.
+func (s *fleetSim) bootBy(act reconciler.HostAction, since time.Time) time.Time {
+	for i := range s.in.Rollouts {
+		if r := &s.in.Rollouts[i]; r.ID == act.RolloutID {
+			return r.RebootOf(act.Wave).BootBy(since, s.in.Tunables)
+		}
+	}
+	return since.Add(s.in.Tunables.ConfirmWindow())
 }
 
 // react is an agent that reaches the control plane acting on a dispatch
