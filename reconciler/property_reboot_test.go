@@ -3,9 +3,12 @@ package reconciler_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
@@ -23,7 +26,9 @@ import (
 //  16. a failed boot is a failure: a Rebooting host whose agent reported
 //     that its boot came up on the previous closure is Failed by the
 //     tick, where onHealthFailure counts it (TestPropertyHealthPolicyAlwaysApplies);
-//  17. only a rollout with a reboot step has hosts Rebooting.
+//  17. only a rollout with a reboot step has hosts Rebooting;
+//  18. a revert waits for a boot under way: it is not revert_stalled
+//     while a host of it is Rebooting before its boot deadline.
 func TestPropertyReboots(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
@@ -90,5 +95,107 @@ func checkReboots(_ *rapid.T, c tickCase) []string {
 			}
 		}
 	}
+	stalled := map[string]bool{}
+	for _, e := range c.out.Events {
+		if e.Kind == reconciler.EventRolloutTransition && e.Reason.Code == codes.RevertStalled {
+			stalled[e.RolloutID] = true
+		}
+	}
+	for _, r := range c.in.Rollouts {
+		if !stalled[r.ID] {
+			continue
+		}
+		for _, h := range r.Hosts {
+			if by := r.RebootOf(h.Wave).BootBy(h.Since, c.in.Tunables); h.State == reconciler.HostRebooting && !c.in.Now.After(by) {
+				problems = append(problems, fmt.Sprintf("the revert of %s stalled while %s was Rebooting before its boot deadline %s", r.ID, h.Hostname, by))
+			}
+		}
+	}
 	return problems
+}
+
+// TestPropertyRevertWaitsForABoot: a revert asked while a host reboots
+// (a boot timeout from a minute to a day, beyond the readiness deadline
+// or within it, the rollback at any time of the boot, ticks at any pace)
+// is never revert_stalled before the boot's deadline, and a host that
+// boots into the release being reverted is sent back by the next tick
+// (rules 9, 11 and 17).
+func TestPropertyRevertWaitsForABoot(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		timeout := time.Duration(rapid.IntRange(1, 1440).Draw(rt, "bootTimeoutMinutes")) * time.Minute
+		s := newScenario(t)
+		b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
+			p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: int(timeout / time.Minute)}
+		})
+		stagedA(s, b).tick()
+		ordered := s.hostIn(id1, "a")
+		if ordered.State != reconciler.HostRebooting {
+			rt.Fatalf("a is %s, want Rebooting", ordered.State)
+		}
+		by := ordered.Since.Add(timeout)
+		s.advance(time.Duration(rapid.Int64Range(0, int64(timeout-time.Second)).Draw(rt, "rollbackAfter"))).
+			intent("i1", id1, reconciler.IntentRollback, "ops").tick()
+		bootAt := by.Add(time.Hour) // never, within its deadline
+		if rapid.Bool().Draw(rt, "boots") {
+			bootAt = s.in.Now.Add(time.Duration(rapid.Int64Range(0, int64(by.Sub(s.in.Now))).Draw(rt, "bootAfter")))
+		}
+		booted := false
+		for s.in.Now.Before(by) {
+			s.advance(time.Duration(rapid.IntRange(1, 30).Draw(rt, "stepMinutes")) * time.Minute)
+			if !booted && !s.in.Now.Before(bootAt) && s.in.Now.Before(by) {
+				s.reboot(id1, "a")
+				booted = true
+			} else if !booted {
+				s.observe("a", func(o *reconciler.ObservedHost) { o.LastSeen, o.StatusAt = s.in.Now, s.in.Now }) // heard, still staged
+			}
+			s.tick()
+			for _, e := range s.last.Events {
+				if e.Kind == reconciler.EventRolloutTransition && e.Reason.Code == codes.RevertStalled && !s.in.Now.After(by) {
+					rt.Fatalf("the revert stalled at %s, within a's boot deadline %s", s.in.Now, by)
+				}
+			}
+			if booted {
+				if h := s.hostIn(id1, "a"); h.State == reconciler.HostSoaking || h.State == reconciler.HostConverged {
+					rt.Fatalf("a booted into the release being reverted and is %s, not sent back", h.State)
+				}
+				return
+			}
+		}
+	})
+}
+
+// TestPropertySilentStagedHostDoesNotStall: a staged host that is not
+// heard does not hold its wave, so it does not make it stalled either:
+// with a silent and staged and b rebooting (a boot timeout from a minute
+// to a day), the wave is not wave_stalled while b's boot is under way
+// (rules 11 and 17).
+func TestPropertySilentStagedHostDoesNotStall(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		timeout := time.Duration(rapid.IntRange(1, 1440).Draw(rt, "bootTimeoutMinutes")) * time.Minute
+		s := newScenario(t)
+		b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
+			p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: int(timeout / time.Minute)}
+		})
+		stagedA(s, b).observe("a", func(o *reconciler.ObservedHost) { o.LastSeen = s.in.Now.Add(-10 * time.Minute) })
+		s.tick().advance(time.Minute).report(id1, "b", reconciler.OutcomeDeferred).tick()
+		rb := s.hostIn(id1, "b")
+		if rb.State != reconciler.HostRebooting {
+			rt.Fatalf("b is %s, want Rebooting", rb.State)
+		}
+		by := rb.Since.Add(timeout)
+		for s.in.Now.Before(by) {
+			s.advance(time.Duration(rapid.IntRange(1, 30).Draw(rt, "stepMinutes")) * time.Minute)
+			for _, h := range []string{"b", "c", "d"} {
+				s.observe(h, func(o *reconciler.ObservedHost) { o.LastSeen = s.in.Now })
+			}
+			s.tick()
+			for _, e := range s.last.Events {
+				if e.Kind == reconciler.EventRolloutTransition && e.Reason.Code == codes.WaveStalled && !s.in.Now.After(by) {
+					rt.Fatalf("the wave stalled at %s while b's boot is under way until %s: %s", s.in.Now, by, e.Reason.Message)
+				}
+			}
+		}
+	})
 }

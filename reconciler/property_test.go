@@ -464,6 +464,10 @@ func genFleetModel(t *rapid.T, o fleetGenOpts) *fleetModel {
 		if rapid.Bool().Draw(t, "policyReboot") {
 			p.reboot = &proto.Reboot{Allowed: rapid.IntRange(0, 3).Draw(t, "rebootAllowed") > 0,
 				BootTimeoutMinutes: rapid.IntRange(1, 30).Draw(t, "bootTimeoutMinutes")}
+			if rapid.IntRange(0, 4).Draw(t, "longBoot") == 0 {
+				// Longer than the readiness deadline: a slow firmware.
+				p.reboot.BootTimeoutMinutes = rapid.IntRange(61, 180).Draw(t, "longBootMinutes")
+			}
 		} else {
 			for i := range p.waves {
 				p.waves[i].Reboot = nil // a wave's reboot: true needs the policy's
