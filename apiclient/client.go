@@ -837,7 +837,7 @@ func (c *Client) AnalysisTrial(ctx context.Context, req proto.AnalysisTrialReque
 // Follow streams a rollout's events after the event id after, calling fn
 // with each event decoded and as the server sent it (one JSON line), until
 // the server ends the stream (the rollout is over: terminal, and not its
-// channel's latest or with no way out, rfcs/0007 §Events), ctx ends, or fn
+// channel's latest or with no way out, rfcs/0012 §Events), ctx ends, or fn
 // returns an error. The stream has no overall timeout (Options.Timeout
 // bounds only the wait for its headers); a connection lost mid-stream is
 // an error, and the caller resumes with after set to the last id it got.

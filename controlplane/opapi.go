@@ -461,7 +461,7 @@ func checkComment(c string) *codes.Error {
 }
 
 // listReleases is GET /v1/releases[?channel=C]: every channel ref the
-// control plane saw and its fate, newest first (rfcs/0007 §Releases).
+// control plane saw and its fate, newest first (rfcs/0012 §Releases).
 func (s *Server) listReleases(w http.ResponseWriter, r *http.Request, c client) *codes.Error {
 	if e := may(c, false); e != nil {
 		return e

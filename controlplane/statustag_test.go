@@ -209,7 +209,7 @@ func TestStatusTagKeepsItsTime(t *testing.T) {
 // longer has), while the host keeps checking in and echoing its tag, which
 // the server trusts. The next batch of check-ins notices that the host
 // carried another status than the stored one, and the host's next
-// check-in compares it and writes it (rfcs/0007 §Status tags 6); until
+// check-in compares it and writes it (rfcs/0007 §Status tags 4); until
 // then, the stored status is not taken as said since (rfcs/0003 rule 8).
 func TestStatusTagRestoredStatus(t *testing.T) {
 	for _, backend := range backends {

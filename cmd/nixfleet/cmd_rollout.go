@@ -269,7 +269,7 @@ func waveName(r proto.Rollout, i int) string {
 }
 
 // hostReason is why a host of a rollout is where it is now: its
-// situation (rfcs/0007 §Hosts), else, from an older server, the gate the
+// situation (rfcs/0012 §Hosts), else, from an older server, the gate the
 // last tick recorded or the reason of its state.
 func hostReason(h proto.RolloutHost) string {
 	if s := h.Situation; s != nil {

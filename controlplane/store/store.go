@@ -528,7 +528,7 @@ type JournalStore interface {
 	// verification), stamped at.
 	AppendEvents(ctx context.Context, at time.Time, events []reconciler.Event) error
 	// Events returns the journal entries q selects, as the operator API
-	// shows them (rfcs/0007 §Events), in id order: after q.AfterID, at
+	// shows them (rfcs/0012 §Events), in id order: after q.AfterID, at
 	// most q.Limit (DefaultEventLimit when zero or negative, at most
 	// MaxEventLimit).
 	Events(ctx context.Context, q proto.EventQuery) ([]proto.Event, error)
