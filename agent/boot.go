@@ -56,7 +56,7 @@ type LoaderConfig struct {
 
 func (c LoaderConfig) withDefaults() LoaderConfig {
 	if c.Profile == "" {
-		c.Profile = "/nix/var/nix/profiles/system"
+		c.Profile = SystemProfile
 	}
 	if c.GrubConfig == "" {
 		c.GrubConfig = "/boot/grub/grub.cfg"

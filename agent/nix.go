@@ -82,13 +82,17 @@ type NixExecutor struct {
 	units atomic.Int64
 }
 
+// SystemProfile is NixOS's system profile, the default of NixConfig and
+// LoaderConfig.
+const SystemProfile = "/nix/var/nix/profiles/system"
+
 // NewNixExecutor returns the real executor.
 func NewNixExecutor(c NixConfig) *NixExecutor {
 	if c.StoreDir == "" {
 		c.StoreDir = "/nix/store"
 	}
 	if c.Profile == "" {
-		c.Profile = "/nix/var/nix/profiles/system"
+		c.Profile = SystemProfile
 	}
 	if c.CurrentSystem == "" {
 		c.CurrentSystem = "/run/current-system"

@@ -62,7 +62,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "cp-ca", EnvVars: env("cp-ca"), Usage: "PEM `FILE` of the CA that signs the control plane's certificate (default: system roots)"},
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/nixfleet-agent", EnvVars: env("state-dir"), Usage: "state `DIR`"},
 			&cli.StringFlag{Name: "probes", EnvVars: env("probes"), Usage: "health probes `FILE` (JSON)"},
-			&cli.StringFlag{Name: "profile", Value: "/nix/var/nix/profiles/system", EnvVars: env("profile"), Usage: "system profile `PATH`"},
+			&cli.StringFlag{Name: "profile", Value: agent.SystemProfile, EnvVars: env("profile"), Usage: "system profile `PATH`"},
 			&cli.StringSliceFlag{Name: "substituter", EnvVars: env("substituter"), Usage: "binary cache `URL` (repeatable)"},
 			&cli.StringFlag{Name: "store-dir", Value: "/nix/store", EnvVars: env("store-dir")},
 			&cli.StringFlag{Name: "current-system", Value: "/run/current-system", EnvVars: env("current-system")},
