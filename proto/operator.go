@@ -198,7 +198,7 @@ type RolloutHost struct {
 	Situation *Situation `json:"situation,omitempty"`
 }
 
-// Situation is a host's situation in an operator's terms (rfcs/0007
+// Situation is a host's situation in an operator's terms (rfcs/0012
 // §Hosts): what holds it or where it is, whether that changes without
 // anyone, what an operator can do, and when it is expected to end.
 type Situation struct {
