@@ -93,8 +93,10 @@
 //     state and its connection (with every host on a kept connection,
 //     what a connected host costs); seen_rss_KiB_per_conn, the whole
 //     process's VmRSS as it is (not collected first: what someone sizing
-//     a machine reads from outside) over the waiting long-polls; waiting.
-//     Their 60 s run out after. Run with GOGC as nixfleet-cp sets it.
+//     a machine reads from outside, once the replica gave back what the
+//     long-polls' burst left) over the waiting long-polls;
+//     peak_rss_KiB_per_conn, the same before it did; waiting. Their 60 s
+//     run out after. Run with GOGC as nixfleet-cp sets it.
 //   - push-dispatch: NIXFLEET_BENCH_TRIALS trials (checkinBench.trial,
 //     benchscale_test.go). In each, CI signs and commits a release with
 //     new closures for every host to its branch, in a third process
@@ -333,6 +335,10 @@ func (cb *checkinBench) benchMemory(b *testing.B) {
 	// As seen from outside: the whole process's VmRSS, not collected
 	// first, over the hosts connected (rfcs/0006 §Check-ins at scale).
 	b.ReportMetric(float64(lp.seen)/1024/float64(max(lp.waiting, 1)), "seen_rss_KiB_per_conn")
+	b.ReportMetric(float64(lp.peak)/1024/float64(max(lp.waiting, 1)), "peak_rss_KiB_per_conn")
+	if !lp.trimmed {
+		b.Logf("the control plane gave back nothing within %s of the long-polls' burst: seen_rss_KiB_per_conn is what it kept of the burst", quiet)
+	}
 	b.Logf("%d long-polls waiting (%d held): Go heap and stacks %d MiB, then %d MiB; resident %d MiB, then %d MiB (%d MiB before it was collected); goroutines %d, then %d (%.2f a long-poll); %d answered when their %s ran out",
 		lp.waiting, lp.held, lp.before.heapStack>>20, lp.after.heapStack>>20, lp.before.rss>>20, lp.after.rss>>20, lp.seen>>20,
 		lp.before.goroutines, lp.after.goroutines, float64(lp.after.goroutines-lp.before.goroutines)/float64(max(lp.waiting, 1)),

@@ -539,8 +539,10 @@ type longPolls struct {
 	// seen is this process's VmRSS once every one has waited settle, as
 	// it is: what someone sizing a machine reads from outside
 	// (sampleMemory collects and returns the free memory to the system
-	// first).
-	seen int64
+	// first); peak the same once all wait, before the replica gave back
+	// what their burst left; trimmed whether it did (memory.go).
+	seen, peak int64
+	trimmed    bool
 	// answered is how many long-polls ended with an answer (not cancelled).
 	answered int
 }
@@ -555,9 +557,13 @@ func (lp longPolls) perConn() (mem, rss float64) {
 	return float64(lp.after.heapStack-lp.before.heapStack) / n, float64(lp.after.rss-lp.before.rss) / n
 }
 
-// settle is how long the long-polls wait before the memory is read: a
-// steady state, well inside their wait (maxWait).
-const settle = 40 * time.Second
+// settle is how long the long-polls wait at least before the memory is
+// read: a steady state, well inside their wait (maxWait); quiet how long
+// at most, for the replica to give back what their burst left.
+const (
+	settle = 40 * time.Second
+	quiet  = 50 * time.Second
+)
 
 // measureLongPolls puts every host on a kept connection into a long-poll
 // at once (wait 60 s, with the target it knows), samples this process's
@@ -587,7 +593,19 @@ func (cb *checkinBench) measureLongPolls(tb testing.TB, cancel bool) longPolls {
 	cb.pollMetrics(tb, fmt.Sprintf("%d long-polls wait", lp.held), func(m map[string]float64) bool { return waiting(m) >= lp.held })
 	// Settled: the agents wait, nothing else happens, and the runtime
 	// has had time to return what earlier work freed (its scavenger).
+	// Settled: the agents wait, nothing else happens, and the replica has
+	// had time to give back what the burst of their check-ins left
+	// (memory.go): at least settle, and up to quiet for its trimmer to
+	// act once (it acts 10–20 s after the last collection the burst
+	// caused). peak is what is resident before that.
+	lp.peak = cb.e.cpResident()
+	trims := func() float64 { return cb.scrape(tb)["nixfleet_memory_trims_total"] }
+	t0, waited := trims(), time.Now()
 	time.Sleep(settle)
+	for trims() == t0 && time.Since(waited) < quiet {
+		time.Sleep(time.Second)
+	}
+	lp.trimmed = trims() > t0
 	lp.seen = cb.e.cpResident()
 	lp.after = cb.e.sampleMemory(tb)
 	if path := os.Getenv("NIXFLEET_BENCH_HEAPPROFILE"); path != "" {
