@@ -113,3 +113,36 @@ func TestForecasterMeasures(t *testing.T) {
 		t.Errorf("a new leader's model: %+v", m.Hosts)
 	}
 }
+
+// TestForecasterRests: a forecast due while the forecasting loop rests
+// after the last one (forecastRest) waits; the loop takes it only once
+// the rest is over, and a replica shutting down does not wait for the
+// rest.
+func TestForecasterRests(t *testing.T) {
+	f := newForecaster(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(), rc.Model{}, &kept.Keeper{})
+	f.loaded = true // no store to read times from
+	f.restUntil = time.Now().Add(time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.kick(ctx) // pending: no forecast made yet
+	time.Sleep(100 * time.Millisecond)
+	f.mu.Lock()
+	pending, running := f.pending, f.running
+	f.mu.Unlock()
+	if !pending || !running {
+		t.Fatalf("pending %v, running %v: the loop took a forecast while it rested", pending, running)
+	}
+	cancel()
+	f.wait()
+	if f.running || !f.pending {
+		t.Fatalf("after shutdown: running %v, pending %v", f.running, f.pending)
+	}
+
+	// Rested: the loop takes what is due (with no kept input it stops,
+	// and the next tick kicks again).
+	f.restUntil = time.Now()
+	f.kick(context.Background())
+	f.wait()
+	if f.pending || f.running {
+		t.Fatalf("after the rest: pending %v, running %v", f.pending, f.running)
+	}
+}
