@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -26,20 +25,7 @@ import (
 	"github.com/nixfleet/nixfleet/reconciler"
 )
 
-// defaultGCPercent is the garbage collector's target when GOGC is not
-// set: a replica's live heap is mostly the fleet's resident state, and
-// each release decodes megabytes of artifacts, so at Go's default of 100
-// the collector marks the whole heap every second or two during a
-// release and takes a sixth of the CPU; at 200 the heap may grow to three
-// times what is live (about 7 KiB per host of the fleet in all,
-// BENCHMARKS.md §Control plane at 100,000 hosts) and a release reaches
-// its first host a quarter sooner.
-const defaultGCPercent = 200
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
