@@ -77,11 +77,17 @@ func TestForecastServed(t *testing.T) {
 			}
 
 			e.release("v1", 2)
-			opened := e.clock.Now()
 			var f proto.Forecast
 			e.await(10*time.Second, "a forecast of the new rollout", func() bool {
 				return viewer.Get(ctx, "/v1/rollouts/"+id+"/forecast", &f) == nil
 			})
+			// The tick that opened it, not this test's reading of the
+			// clock after the push, which the tick may precede.
+			var r proto.Rollout
+			if err := viewer.Get(ctx, "/v1/rollouts/"+id, &r); err != nil {
+				t.Fatal(err)
+			}
+			opened := r.OpenedAt
 			var raw json.RawMessage
 			if err := viewer.Get(ctx, "/v1/rollouts/"+id+"/forecast", &raw); err != nil {
 				t.Fatal(err)
