@@ -8,12 +8,26 @@ import "slices"
 // are carried over unchanged. Apply is what the control plane's store does
 // in SQL, written as a pure function for tests and simulations; it does not
 // modify in.
-func Apply(in Input, out Output) Input {
+func Apply(in Input, out Output) Input { return apply(in, out, false) }
+
+// applyOwned is Apply for an input and output nobody else holds (a
+// forecast's own, after its first tick): it writes the host updates into
+// in's host lists instead of copying them first, which at 100,000 hosts
+// is a third of what a simulated tick allocates.
+func applyOwned(in Input, out Output) Input { return apply(in, out, true) }
+
+func apply(in Input, out Output, owned bool) Input {
+	own := func(hs []RolloutHost) []RolloutHost {
+		if owned {
+			return hs
+		}
+		return slices.Clone(hs)
+	}
 	next := in
 	next.Rollouts = make([]Rollout, 0, len(in.Rollouts)+len(out.Rollouts))
 	index := map[string]int{}
 	for _, r := range in.Rollouts {
-		r.Hosts = slices.Clone(r.Hosts)
+		r.Hosts = own(r.Hosts)
 		index[r.ID] = len(next.Rollouts)
 		next.Rollouts = append(next.Rollouts, r)
 	}
@@ -21,7 +35,7 @@ func Apply(in Input, out Output) Input {
 		if u.New {
 			index[u.Rollout.ID] = len(next.Rollouts)
 			r := u.Rollout
-			r.Hosts = slices.Clone(r.Hosts)
+			r.Hosts = own(r.Hosts)
 			next.Rollouts = append(next.Rollouts, r)
 			continue
 		}

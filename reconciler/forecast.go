@@ -370,7 +370,11 @@ func (f *forecaster) run() {
 		out := Reconcile(f.in)
 		f.ticks++
 		f.record(out)
-		f.in = Apply(f.in, out)
+		if f.ticks == 1 {
+			f.in = Apply(f.in, out) // the caller's host lists
+		} else {
+			f.in = applyOwned(f.in, out)
+		}
 		f.in.Measurements = f.keepMeasurements()
 		f.schedule(out)
 		if f.over() {

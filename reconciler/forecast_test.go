@@ -313,6 +313,14 @@ func TestForecastIsPure(t *testing.T) {
 	if string(a) != string(b) {
 		t.Error("two forecasts of one input differ")
 	}
+	// With the rollout open, its hosts listed in the input: the
+	// forecast's ticks move them in its own copy only.
+	open := rc.Apply(s.in, rc.Reconcile(s.in))
+	before, _ = json.Marshal(open)
+	rc.Forecast(open, m)
+	if after, _ := json.Marshal(open); string(before) != string(after) {
+		t.Error("the forecast changed the host lists of its input")
+	}
 }
 
 // The bounds hold: a forecast stops at its horizon and at its tick bound,
