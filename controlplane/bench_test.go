@@ -96,7 +96,7 @@
 //     a machine reads from outside, once the replica gave back what the
 //     long-polls' burst left) over the waiting long-polls;
 //     peak_rss_KiB_per_conn, the same before it did; waiting. Their 60 s
-//     run out after. Run with GOGC as nixfleet-cp sets it.
+//     run out after. Run without GOGC, as nixfleet-cp runs by default.
 //   - push-dispatch: NIXFLEET_BENCH_TRIALS trials (checkinBench.trial,
 //     benchscale_test.go). In each, CI signs and commits a release with
 //     new closures for every host to its branch, in a third process
