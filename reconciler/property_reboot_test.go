@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/nixfleet/nixfleet/codes"
+	"github.com/nixfleet/nixfleet/internal/testkit/fleetkit"
 	"github.com/nixfleet/nixfleet/proto"
 	"github.com/nixfleet/nixfleet/reconciler"
 )
@@ -123,11 +124,7 @@ func checkReboots(_ *rapid.T, c tickCase) []string {
 func TestPropertyRevertWaitsForABoot(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
-		timeout := time.Duration(rapid.IntRange(1, 1440).Draw(rt, "bootTimeoutMinutes")) * time.Minute
-		s := newScenario(t)
-		b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
-			p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: int(timeout / time.Minute)}
-		})
+		s, b, timeout := drawnBootTimeout(t, rt)
 		stagedA(s, b).tick()
 		ordered := s.hostIn(id1, "a")
 		if ordered.State != reconciler.HostRebooting {
@@ -173,11 +170,7 @@ func TestPropertyRevertWaitsForABoot(t *testing.T) {
 func TestPropertySilentStagedHostDoesNotStall(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
-		timeout := time.Duration(rapid.IntRange(1, 1440).Draw(rt, "bootTimeoutMinutes")) * time.Minute
-		s := newScenario(t)
-		b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
-			p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: int(timeout / time.Minute)}
-		})
+		s, b, timeout := drawnBootTimeout(t, rt)
 		stagedA(s, b).observe("a", func(o *reconciler.ObservedHost) { o.LastSeen = s.in.Now.Add(-10 * time.Minute) })
 		s.tick().advance(time.Minute).report(id1, "b", reconciler.OutcomeDeferred).tick()
 		rb := s.hostIn(id1, "b")
@@ -198,4 +191,15 @@ func TestPropertySilentStagedHostDoesNotStall(t *testing.T) {
 			}
 		}
 	})
+}
+
+// drawnBootTimeout is a one-wave fleet whose policy reboots, with a boot
+// timeout drawn from a minute to a day.
+func drawnBootTimeout(t *testing.T, rt *rapid.T) (*scenario, *fleetkit.Builder, time.Duration) {
+	timeout := time.Duration(rapid.IntRange(1, 1440).Draw(rt, "bootTimeoutMinutes")) * time.Minute
+	s := newScenario(t)
+	b := oneWave(s, 0).Policy("stable", func(p *proto.RolloutPolicy) {
+		p.Reboot = &proto.Reboot{Allowed: true, BootTimeoutMinutes: int(timeout / time.Minute)}
+	})
+	return s, b, timeout
 }
